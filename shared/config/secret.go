@@ -1,0 +1,40 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+)
+
+// Secret is a resolved secret value. It never prints itself: String, Format
+// and LogValue give its fingerprint only.
+type Secret struct{ value string }
+
+// NewSecret wraps a secret value.
+func NewSecret(v string) Secret { return Secret{value: v} }
+
+// Reveal returns the secret for the one place that needs it: the header of
+// an upstream request (or a constant-time comparison).
+func (s Secret) Reveal() string { return s.value }
+
+// IsZero reports whether no secret is set.
+func (s Secret) IsZero() bool { return s.value == "" }
+
+// Fingerprint is a short, stable, non-reversible id of the secret: the first
+// 8 hex digits of its SHA-256. Safe for logs, events and KV values.
+func (s Secret) Fingerprint() string {
+	if s.value == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.value))
+	return hex.EncodeToString(sum[:4])
+}
+
+// String returns "fp:<fingerprint>".
+func (s Secret) String() string { return "fp:" + s.Fingerprint() }
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue makes slog print the fingerprint only.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
