@@ -1,0 +1,90 @@
+package jsonfield
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestFindAndString(t *testing.T) {
+	obj := []byte(` { "messages": [{"role":"user","content":"the \"model\": x"}], "model" : "gpt-4.1", "stream":true, "n": {"model":"inner"} }`)
+	if m, ok := String(obj, "model"); !ok || m != "gpt-4.1" {
+		t.Fatalf("model = %q, %v", m, ok)
+	}
+	if !Bool(obj, "stream") {
+		t.Error("stream not true")
+	}
+	if Bool(obj, "absent") {
+		t.Error("absent is true")
+	}
+	if _, _, _, ok := Find(obj, "inner"); ok {
+		t.Error("found a nested key at top level")
+	}
+	if _, ok := String([]byte(`{"model":"a\"b"}`), "model"); ok {
+		t.Error("escaped string accepted")
+	}
+	for _, bad := range []string{``, `[]`, `{"model"`, `{"model":`, `{"a":"unterminated}`, `{1:2}`} {
+		if _, _, _, ok := Find([]byte(bad), "model"); ok {
+			t.Errorf("Find(%q) ok", bad)
+		}
+	}
+}
+
+func TestSetString(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"replace", `{"model":"a","x":1}`, `{"model":"gpt-4o","x":1}`},
+		{"insert", `{"x":1}`, `{"model":"gpt-4o","x":1}`},
+		{"insert empty", `{ }`, `{"model":"gpt-4o" }`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(SetString(nil, []byte(tt.in), "model", "gpt-4o"))
+			if got != tt.want {
+				t.Errorf("got %s want %s", got, tt.want)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Errorf("invalid JSON %s", got)
+			}
+		})
+	}
+	got := SetString(nil, []byte(`{"model":"a"}`), "model", "q\"\\\n")
+	var v struct{ Model string }
+	if err := json.Unmarshal(got, &v); err != nil || v.Model != "q\"\\\n" {
+		t.Errorf("escaping: %s %v %q", got, err, v.Model)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"first", `{"a":1,"b":2}`, `{"b":2}`},
+		{"last", `{"b":2, "a":{"x":[1]}}`, `{"b":2}`},
+		{"only", `{"a":1}`, `{}`},
+		{"absent", `{"b":2}`, `{"b":2}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(Delete(nil, []byte(tt.in), "a")); got != tt.want {
+				t.Errorf("got %s want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzFind(f *testing.F) {
+	f.Add([]byte(`{"model":"x","stream":true}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, s, e, ok := Find(b, "model")
+		if ok && string(b[s:e]) != string(v) {
+			t.Fatal("span mismatch")
+		}
+		_ = SetString(nil, b, "model", "m")
+		_ = Delete(nil, b, "model")
+	})
+}
+
+func BenchmarkString(b *testing.B) {
+	obj := []byte(`{"messages":[{"role":"user","content":"hello there, how are you?"}],"model":"demo-chat","stream":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		String(obj, "model")
+	}
+}

@@ -1,0 +1,119 @@
+package provider
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestURLAndAuth(t *testing.T) {
+	tests := []struct {
+		name, typ, base, version string
+		op                       Op
+		model                    string
+		wantURL                  string
+		wantHeader, wantValue    string
+	}{
+		{"openai chat", "openai", "", "", OpChat, "gpt-4o", "https://api.openai.com/v1/chat/completions", "Authorization", "Bearer s3cret"},
+		{"openai embeddings", "openai", "http://127.0.0.1:9/v1/", "", OpEmbeddings, "e", "http://127.0.0.1:9/v1/embeddings", "Authorization", "Bearer s3cret"},
+		{"gemini compat", "gemini", "", "", OpChat, "gemini-2.5-flash", "https://generativelanguage.googleapis.com/v1beta/openai/chat/completions", "Authorization", "Bearer s3cret"},
+		{"anthropic", "anthropic", "https://api.anthropic.com", "", OpChat, "claude", "https://api.anthropic.com/v1/messages", "X-Api-Key", "s3cret"},
+		{"anthropic base with v1", "anthropic", "http://h/v1", "", OpModels, "", "http://h/v1/models", "Anthropic-Version", DefaultAnthropicVersion},
+		{"azure deployment", "azure", "https://r.openai.azure.com", "2024-10-21", OpChat, "my gpt", "https://r.openai.azure.com/openai/deployments/my%20gpt/chat/completions?api-version=2024-10-21", "Api-Key", "s3cret"},
+		{"azure embeddings", "azure", "https://r.openai.azure.com/", "2024-10-21", OpEmbeddings, "emb", "https://r.openai.azure.com/openai/deployments/emb/embeddings?api-version=2024-10-21", "Api-Key", "s3cret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New(tt.typ, tt.base, tt.version, map[string]string{"x-extra": "1"})
+			if got := a.URL(tt.op, tt.model); got != tt.wantURL {
+				t.Errorf("URL = %q, want %q", got, tt.wantURL)
+			}
+			h := http.Header{}
+			a.Authorize(h, "s3cret")
+			if got := h.Get(tt.wantHeader); got != tt.wantValue {
+				t.Errorf("%s = %q, want %q", tt.wantHeader, got, tt.wantValue)
+			}
+			if h.Get("X-Extra") != "1" {
+				t.Errorf("fixed header missing: %v", h)
+			}
+		})
+	}
+}
+
+func TestSupports(t *testing.T) {
+	if New("anthropic", "", "", nil).Supports(OpEmbeddings) {
+		t.Error("anthropic has no embeddings")
+	}
+	if !New("openai", "", "", nil).Supports(OpEmbeddings) {
+		t.Error("openai has embeddings")
+	}
+}
+
+func TestErrorIn200(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		isErr  bool
+	}{
+		{"openrouter numeric code", `{"error":{"code":502,"message":"Provider returned error","metadata":{"raw":"x"}}}`, 502, true},
+		{"openrouter 429", `{"error":{"code":429,"message":"Rate limited"}}`, 429, true},
+		{"string code", `{"error":{"code":"server_error","message":"boom"}}`, 502, true},
+		{"null error", `{"id":"x","error":null,"choices":[]}`, 0, false},
+		{"normal completion", `{"id":"chatcmpl-1","choices":[{"index":0}]}`, 0, false},
+		{"not json", `hello`, 0, false},
+		{"error string", ` {"error":"bad things"}`, 502, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, isErr := ErrorIn200([]byte(tt.body))
+			if status != tt.status || isErr != tt.isErr {
+				t.Errorf("ErrorIn200 = %d,%v want %d,%v", status, isErr, tt.status, tt.isErr)
+			}
+		})
+	}
+}
+
+func TestEmptyChoices(t *testing.T) {
+	if !EmptyChoices([]byte(`{"id":"x","choices":[ ]}`)) {
+		t.Error("empty choices not seen")
+	}
+	if EmptyChoices([]byte(`{"id":"x","choices":[{"index":0}]}`)) {
+		t.Error("choices seen as empty")
+	}
+	if EmptyChoices([]byte(`{"object":"list","data":[]}`)) {
+		t.Error("no choices field is not empty choices")
+	}
+}
+
+func TestInspectEvent(t *testing.T) {
+	tests := []struct {
+		name  string
+		f     Format
+		event string
+		data  string
+		want  EventKind
+	}{
+		{"done", FormatOpenAI, "", "[DONE]", EventTerminal},
+		{"content", FormatOpenAI, "", `{"choices":[{"delta":{"content":"hi"},"finish_reason":null}]}`, EventData},
+		{"finish", FormatOpenAI, "", `{"choices":[{"delta":{},"finish_reason": "stop"}]}`, EventTerminal},
+		{"openai error", FormatOpenAI, "", `{"error":{"message":"overloaded"}}`, EventError},
+		{"message_stop", FormatAnthropic, "message_stop", `{"type":"message_stop"}`, EventTerminal},
+		{"anthropic error", FormatAnthropic, "error", `{"type":"error"}`, EventError},
+		{"anthropic delta", FormatAnthropic, "content_block_delta", `{"type":"content_block_delta"}`, EventData},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := InspectEvent(tt.f, []byte(tt.event), []byte(tt.data)); got != tt.want {
+				t.Errorf("InspectEvent = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func BenchmarkInspectEvent(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		InspectEvent(FormatOpenAI, nil, data)
+	}
+}
