@@ -26,6 +26,13 @@ type Config struct {
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`
+	// Skipped lists the optional providers Load removed because none of
+	// their keys' secrets could be resolved (see Provider.Optional).
+	Skipped []string `koanf:"-"`
+	// Warnings are lines for the launcher to log: one per skipped provider
+	// and per dropped key of an optional provider, naming the unset
+	// variable or missing file (never a secret value).
+	Warnings []string `koanf:"-"`
 }
 
 // Log selects the log level and format.
@@ -51,6 +58,11 @@ type NATS struct {
 	// Replicas and Storage apply to the buckets and stream Switchyard creates.
 	Replicas int    `koanf:"replicas"`
 	Storage  string `koanf:"storage"` // file or memory
+
+	// PasswordValue and TokenValue are Password and Token resolved by Load
+	// (zero when not configured).
+	PasswordValue Secret `koanf:"-"`
+	TokenValue    Secret `koanf:"-"`
 }
 
 // TLS configures a TLS client connection to NATS.
@@ -189,10 +201,17 @@ type Chain struct {
 type ChainStep struct {
 	Target string `koanf:"target"` // provider/model
 	Active *bool  `koanf:"active"`
+
+	// Unavailable is set by Load when the step's provider is an optional
+	// provider that was skipped (see Config.Skipped). The step keeps its
+	// place and is treated like an inactive step; switching it active does
+	// not bring it back, since there is no provider to send to.
+	Unavailable bool `koanf:"-"`
 }
 
-// IsActive reports whether the step takes traffic (true unless set false).
-func (s ChainStep) IsActive() bool { return s.Active == nil || *s.Active }
+// IsActive reports whether the step takes traffic: true unless set false
+// or unavailable.
+func (s ChainStep) IsActive() bool { return !s.Unavailable && (s.Active == nil || *s.Active) }
 
 // ClientKey is a gateway key a caller presents.
 type ClientKey struct {

@@ -3,6 +3,8 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"log/slog"
 )
 
@@ -38,3 +40,11 @@ func (s Secret) GoString() string { return s.String() }
 
 // LogValue makes slog print the fingerprint only.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// Format makes every fmt verb print "fp:<fingerprint>", so that no format
+// string can reveal the value.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
+
+// MarshalText gives encoders (JSON, YAML, slog's JSON handler) the
+// fingerprint only.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

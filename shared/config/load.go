@@ -1,0 +1,237 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+)
+
+const (
+	envPrefix = "SWITCHYARD_"
+	// EnvConfigPath names the variable holding the config file path; Load
+	// ignores it (the launcher reads it to find path).
+	EnvConfigPath = "SWITCHYARD_CONFIG"
+	// envReservedTrip is reserved for trip_on rules set from the
+	// environment; Load ignores variables with this prefix.
+	envReservedTrip = "SWITCHYARD_TRIP_"
+)
+
+// Load reads the configuration: Defaults, then the YAML file at path (none
+// when path is ""), then SWITCHYARD_* variables from environ (os.Environ()
+// in production). It resolves every secret reference (env: from environ,
+// file: relative to the file's directory), removes optional providers whose
+// secrets are not set (listing them in Skipped), and validates the result.
+//
+// Errors name the file and key path, or the variable; they never carry a
+// secret value.
+func Load(path string, environ []string) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(structs.Provider(Defaults(), "koanf"), nil); err != nil {
+		return nil, fmt.Errorf("load defaults: %w", err)
+	}
+	if path != "" {
+		if err := loadFile(k, path); err != nil {
+			return nil, err
+		}
+	}
+	env := envMap(environ)
+	if err := loadEnv(k, env); err != nil {
+		return nil, err
+	}
+	if err := applyElementDefaults(k); err != nil {
+		return nil, fmt.Errorf("load configuration: %w", err)
+	}
+
+	cfg := &Config{}
+	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			bareNumberDuration,
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		WeaklyTypedInput: true,
+		ErrorUnused:      true, // unknownKeys reports these first, with better paths
+		TagName:          "koanf",
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source(path), err)
+	}
+	cfg.File = path
+	for i := range cfg.Providers {
+		if cfg.Providers[i].BaseURL == "" {
+			cfg.Providers[i].BaseURL = DefaultBaseURL(cfg.Providers[i].Type)
+		}
+	}
+
+	// Validate before resolving, so that a mistake in an optional provider
+	// fails the load whether or not its secrets happen to be set.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.resolveSecrets(env); err != nil {
+		return nil, err
+	}
+	cfg.markUnavailable()
+	return cfg, nil
+}
+
+// source names where a problem comes from in error messages.
+func source(path string) string {
+	if path == "" {
+		return "config"
+	}
+	return path
+}
+
+// loadFile merges the YAML file at path into k, failing on keys the schema
+// does not know.
+func loadFile(k *koanf.Koanf, path string) error {
+	fk := koanf.New(".")
+	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	var unknown []string
+	unknownKeys(fk.Raw(), reflect.TypeFor[Config](), "", &unknown)
+	if len(unknown) > 0 {
+		errs := make([]error, len(unknown))
+		for i, p := range unknown {
+			errs[i] = fmt.Errorf("%s: %s: unknown key", path, p)
+		}
+		return errors.Join(errs...)
+	}
+	return k.Merge(fk)
+}
+
+// envMap turns "NAME=value" entries into a map; the first entry of a name
+// wins, as with os.Getenv.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if _, dup := m[name]; !dup {
+			m[name] = value
+		}
+	}
+	return m
+}
+
+// loadEnv merges SWITCHYARD_<SECTION>_<KEY> variables into k. A variable is
+// matched against the known key paths as a whole, so underscores inside
+// keys are unambiguous; lists take comma-separated values.
+func loadEnv(k *koanf.Koanf, env map[string]string) error {
+	known := envKeys()
+	overrides := map[string]any{}
+	var errs []error
+	for _, name := range sortedKeys(env) {
+		if !strings.HasPrefix(name, envPrefix) || name == EnvConfigPath || strings.HasPrefix(name, envReservedTrip) {
+			continue
+		}
+		key, ok := known[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("environment: %s: matches no configuration key (see configs/README.md)", name))
+			continue
+		}
+		var value any = env[name]
+		if key.list {
+			value = splitList(env[name])
+		}
+		setPath(overrides, strings.Split(key.path, "."), value)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return k.Load(confmap.Provider(overrides, ""), nil)
+}
+
+// splitList splits a comma-separated value, dropping blanks.
+func splitList(s string) []any {
+	out := []any{}
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func setPath(m map[string]any, path []string, v any) {
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// applyElementDefaults fills in, for each provider, key and model element,
+// the keys it omits. It works on the raw map so that an explicit value
+// (weight: 0) stays distinguishable from an absent one.
+func applyElementDefaults(k *koanf.Koanf) error {
+	providers, ok := k.Get("providers").([]any)
+	if !ok {
+		return nil
+	}
+	for _, p := range providers {
+		pm, ok := p.(map[string]any)
+		if !ok {
+			continue
+		}
+		setDefault(pm, "selection", DefaultSelection)
+		for _, key := range listOfMaps(pm["keys"]) {
+			setDefault(key, "priority", DefaultKeyPriority)
+			setDefault(key, "weight", DefaultKeyWeight)
+		}
+		for _, model := range listOfMaps(pm["models"]) {
+			setDefault(model, "kind", DefaultModelKind)
+		}
+	}
+	return k.Load(confmap.Provider(map[string]any{"providers": providers}, ""), nil)
+}
+
+func setDefault(m map[string]any, key string, v any) {
+	if _, ok := m[key]; !ok {
+		m[key] = v
+	}
+}
+
+func listOfMaps(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// bareNumberDuration rejects a duration written as a bare number (which
+// would mean nanoseconds); 0 is accepted.
+func bareNumberDuration(from, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if !reflect.ValueOf(data).IsZero() && from != durationType {
+			return nil, errors.New(`a duration needs a unit, like "30s" or "100ms"`)
+		}
+	}
+	return data, nil
+}
