@@ -1,0 +1,524 @@
+package fakeprovider
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Flavors: the wire format a call is answered in.
+const (
+	flavorOpenAI    = "openai"
+	flavorAzure     = "azure"
+	flavorAnthropic = "anthropic"
+	flavorGemini    = "gemini"
+)
+
+type endpoint int
+
+const (
+	endpointUnknown endpoint = iota
+	endpointChat
+	endpointEmbeddings
+	endpointModels
+	endpointMessages
+)
+
+// maxBody bounds what a call may send.
+const maxBody = 32 << 20
+
+// reqBody is what the fake reads from any request body.
+type reqBody struct {
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Messages []struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	System         json.RawMessage `json:"system"`
+	Input          json.RawMessage `json:"input"`
+	EncodingFormat string          `json:"encoding_format"`
+	Dimensions     int             `json:"dimensions"`
+}
+
+// request is one provider call being served.
+type request struct {
+	r         *http.Request
+	flavor    string
+	endpoint  endpoint
+	body      reqBody
+	bodyErr   error
+	call      Call
+	requestID string
+}
+
+func (s *Server) routes() http.Handler {
+	control := s.controlRoutes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/_fake/") {
+			control.ServeHTTP(w, r)
+			return
+		}
+		s.serveProvider(w, r)
+	})
+}
+
+func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	req := s.parse(r)
+	authorized := len(s.opts.Keys) == 0 || slices.Contains(s.opts.Keys, req.call.Key)
+	var rule *Rule
+	if authorized {
+		rule = s.match(&req.call)
+		if rule != nil {
+			req.call.Rule = rule.ID
+		}
+	}
+	s.record(req.call)
+	s.log.Debug("call", "method", r.Method, "path", r.URL.Path, "model", req.call.Model,
+		"stream", req.call.Stream, "rule", req.call.Rule)
+
+	var rl Rule
+	if rule != nil {
+		rl = *rule
+	}
+	latency := s.opts.Latency
+	if rl.FirstByteLatency > 0 {
+		latency = rl.FirstByteLatency
+	}
+	if !s.wait(ctx, latency) {
+		return
+	}
+	streaming := req.call.Stream && (req.endpoint == endpointChat || req.endpoint == endpointMessages)
+	switch {
+	case rl.Hang:
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		return
+	case rl.Reset && !(streaming && rl.CutAfter > 0):
+		resetConn(w)
+		return
+	case !authorized:
+		s.writeError(w, req, invalidKeyError(req), 0, 0)
+		return
+	case rl.Error != "" && !(rl.ErrorInStream && streaming):
+		s.writeError(w, req, rl.Error, rl.Status, rl.RetryAfter)
+		return
+	case rl.Status != 0 && rl.Error == "" && !rl.ErrorInStream:
+		s.writeError(w, req, defaultError(req.flavor), rl.Status, rl.RetryAfter)
+		return
+	case req.endpoint == endpointUnknown:
+		s.writeError(w, req, "openai.invalid_url", 0, 0)
+		return
+	case req.bodyErr != nil:
+		s.writeError(w, req, badRequestError(req.flavor), 0, 0)
+		return
+	case s.opts.StrictModels && req.endpoint != endpointModels && !s.models[req.call.Model]:
+		s.writeError(w, req, modelNotFoundError(req.flavor), 0, 0)
+		return
+	}
+
+	chunks := s.opts.Chunks
+	if rl.Chunks > 0 {
+		chunks = rl.Chunks
+	}
+	delay := s.opts.ChunkDelay
+	if rl.ChunkDelay > 0 {
+		delay = rl.ChunkDelay
+	}
+	switch req.endpoint {
+	case endpointModels:
+		s.serveModels(w, req)
+	case endpointEmbeddings:
+		s.serveEmbeddings(w, req)
+	case endpointChat, endpointMessages:
+		if !streaming {
+			// A non-streamed answer takes as long as the stream would.
+			if !s.wait(ctx, time.Duration(max(chunks-1, 0))*delay) {
+				return
+			}
+			if req.endpoint == endpointChat {
+				s.serveChat(w, req, chunks)
+			} else {
+				s.serveMessage(w, req, chunks)
+			}
+			return
+		}
+		var st streamer
+		if req.endpoint == endpointChat {
+			st = s.newChatStream(w, req)
+		} else {
+			st = s.newMessageStream(w, req)
+		}
+		s.runStream(ctx, w, req, rl, st, chunks, delay)
+	}
+}
+
+// parse reads the call: flavor, endpoint, key, model and body.
+func (s *Server) parse(r *http.Request) *request {
+	req := &request{r: r, requestID: s.newID("req_")}
+	p := r.URL.Path
+	var deployment string
+	switch {
+	case strings.Contains(p, "/openai/deployments/"):
+		req.flavor = flavorAzure
+		rest := p[strings.Index(p, "/openai/deployments/")+len("/openai/deployments/"):]
+		deployment, _, _ = strings.Cut(rest, "/")
+	case strings.Contains(p, "/v1beta/openai/"):
+		req.flavor = flavorGemini
+	case strings.HasSuffix(p, "/messages"):
+		req.flavor = flavorAnthropic
+	default:
+		req.flavor = flavorOpenAI
+	}
+	switch {
+	case strings.HasSuffix(p, "/chat/completions") && r.Method == http.MethodPost:
+		req.endpoint = endpointChat
+	case strings.HasSuffix(p, "/embeddings") && r.Method == http.MethodPost:
+		req.endpoint = endpointEmbeddings
+	case strings.HasSuffix(p, "/messages") && r.Method == http.MethodPost:
+		req.endpoint = endpointMessages
+	case strings.HasSuffix(p, "/models") && r.Method == http.MethodGet:
+		req.endpoint = endpointModels
+		if req.flavor == flavorOpenAI && (r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "") {
+			req.flavor = flavorAnthropic
+		}
+	}
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		req.bodyErr = err
+	} else if req.endpoint != endpointModels && req.endpoint != endpointUnknown {
+		req.bodyErr = json.Unmarshal(body, &req.body)
+	}
+	model := req.body.Model
+	if deployment != "" {
+		model = deployment
+	}
+	req.call = Call{
+		At:             time.Now(),
+		Method:         r.Method,
+		Path:           p,
+		Query:          r.URL.RawQuery,
+		Header:         r.Header.Clone(),
+		Key:            presentedKey(r, req.flavor),
+		Model:          model,
+		Stream:         req.body.Stream,
+		Body:           body,
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	}
+	return req
+}
+
+// presentedKey returns the credential of the call, looking first where the
+// flavor carries it.
+func presentedKey(r *http.Request, flavor string) string {
+	bearer := func() string {
+		a := r.Header.Get("Authorization")
+		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			return strings.TrimSpace(a[7:])
+		}
+		return ""
+	}
+	header := func(name string) func() string { return func() string { return r.Header.Get(name) } }
+	query := func() string { return r.URL.Query().Get("key") }
+	var order []func() string
+	switch flavor {
+	case flavorAnthropic:
+		order = []func() string{header("x-api-key"), bearer}
+	case flavorAzure:
+		order = []func() string{header("api-key"), bearer}
+	case flavorGemini:
+		order = []func() string{header("x-goog-api-key"), query, bearer}
+	default:
+		order = []func() string{bearer}
+	}
+	order = append(order, bearer, header("x-api-key"), header("api-key"), header("x-goog-api-key"), query)
+	for _, f := range order {
+		if k := f(); k != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+func invalidKeyError(req *request) string {
+	switch req.flavor {
+	case flavorAnthropic:
+		return "anthropic.invalid_api_key"
+	case flavorAzure:
+		return "azure.invalid_api_key"
+	case flavorGemini:
+		return "gemini.api_key_invalid"
+	}
+	if req.call.Key == "" {
+		return "openai.missing_api_key"
+	}
+	return "openai.invalid_api_key"
+}
+
+func modelNotFoundError(flavor string) string {
+	switch flavor {
+	case flavorAnthropic:
+		return "anthropic.not_found"
+	case flavorAzure:
+		return "azure.deployment_not_found"
+	case flavorGemini:
+		return "gemini.model_not_found"
+	}
+	return "openai.model_not_found"
+}
+
+func badRequestError(flavor string) string {
+	if flavor == flavorAnthropic {
+		return "anthropic.invalid_request"
+	}
+	return "openai.invalid_json"
+}
+
+// defaultError is the flavor's generic server error, used for a rule that
+// sets only a Status and for ErrorInStream without Error.
+func defaultError(flavor string) string {
+	switch flavor {
+	case flavorAnthropic:
+		return "anthropic.overloaded"
+	case flavorGemini:
+		return "gemini.internal"
+	}
+	return "openai.server_error"
+}
+
+func (s *Server) renderError(req *request, name string, retryAfter time.Duration) (ErrorSpec, http.Header, []byte) {
+	spec, ok := LookupError(name)
+	if !ok {
+		spec = ErrorSpec{
+			Name: name, Flavor: req.flavor, Status: http.StatusInternalServerError,
+			Body: `{"error":{"message":"fakeprovider: unknown error name {{name}}","type":"fakeprovider_error","param":null,"code":null}}`,
+		}
+		spec.Body = strings.ReplaceAll(spec.Body, "{{name}}", jsonEscape(name))
+	}
+	h, body := spec.render(errorParams{
+		Model: req.call.Model, Key: req.call.Key, Method: req.r.Method, Path: req.r.URL.Path,
+		RequestID: req.requestID, RetryAfter: retryAfter,
+	})
+	return spec, h, body
+}
+
+// writeError answers with the named error; status 0 keeps the error's own.
+func (s *Server) writeError(w http.ResponseWriter, req *request, name string, status int, retryAfter time.Duration) {
+	spec, h, body := s.renderError(req, name, retryAfter)
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	if status == 0 {
+		status = spec.Status
+	}
+	ct := "application/json"
+	if spec.Flavor == flavorGemini {
+		ct = "application/json; charset=UTF-8"
+	}
+	s.writeBody(w, req, status, ct, body)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, req *request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("marshal response", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.writeBody(w, req, http.StatusOK, "application/json", body)
+}
+
+func (s *Server) writeBody(w http.ResponseWriter, req *request, status int, contentType string, body []byte) {
+	setIDHeaders(w.Header(), req)
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	if _, err := w.Write(body); err != nil {
+		s.log.Debug("write response", "err", err)
+	}
+}
+
+// setIDHeaders sets the request id headers the flavor's API sends.
+func setIDHeaders(h http.Header, req *request) {
+	h.Set("x-request-id", req.requestID)
+	switch req.flavor {
+	case flavorAnthropic:
+		h.Set("request-id", req.requestID)
+	case flavorAzure:
+		h.Set("apim-request-id", req.requestID)
+	case flavorOpenAI:
+		h.Set("openai-version", "2020-10-01")
+		h.Set("openai-processing-ms", "1")
+	}
+}
+
+// resetConn resets the call's TCP connection: SO_LINGER 0, then close, so the
+// client sees ECONNRESET.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2, a recorder): abort the handler instead.
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// streamer writes one flavor's stream events.
+type streamer interface {
+	start() error
+	content(i int, text string) error
+	fail(body []byte) error
+	finish() error
+}
+
+// runStream drives a stream: the flavor's preamble, chunks content chunks
+// with delay between them, then the terminal events, unless the rule cuts,
+// resets or fails the stream first.
+func (s *Server) runStream(ctx context.Context, w http.ResponseWriter, req *request, rl Rule, st streamer, chunks int, delay time.Duration) {
+	if st.start() != nil {
+		return
+	}
+	cutAt, failAt := -1, -1
+	if rl.CutAfter > 0 {
+		cutAt = min(rl.CutAfter, chunks)
+	}
+	if rl.ErrorInStream {
+		failAt = min(rl.ErrorAfterChunks, chunks)
+	}
+	for i := 0; ; i++ {
+		if i == failAt {
+			name := rl.Error
+			if name == "" {
+				name = defaultError(req.flavor)
+			}
+			_, _, body := s.renderError(req, name, rl.RetryAfter)
+			_ = st.fail(body)
+			return
+		}
+		if i == cutAt {
+			if rl.Reset {
+				resetConn(w)
+			}
+			return
+		}
+		if i == chunks {
+			break
+		}
+		if i > 0 && !s.wait(ctx, delay) {
+			return
+		}
+		if st.content(i, chunkText(i)) != nil {
+			return
+		}
+	}
+	_ = st.finish()
+}
+
+// chunkText is the i-th content delta; the full text is their concatenation:
+// "chunk 0 chunk 1 chunk 2 ...".
+func chunkText(i int) string {
+	if i == 0 {
+		return "chunk 0"
+	}
+	return " chunk " + strconv.Itoa(i)
+}
+
+// completionText is the text of a non-streamed answer with n chunks.
+func completionText(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(chunkText(i))
+	}
+	return b.String()
+}
+
+// sseWriter writes server-sent events and flushes each.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (s *Server) startSSE(w http.ResponseWriter, req *request) *sseWriter {
+	setIDHeaders(w.Header(), req)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	_ = sw.rc.Flush()
+	return sw
+}
+
+// event writes "event: name" (when name is set) and "data: data".
+func (sw *sseWriter) event(name string, data []byte) error {
+	buf := make([]byte, 0, len(name)+len(data)+16)
+	if name != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, name...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := sw.w.Write(buf); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
+
+func (sw *sseWriter) json(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return sw.event(name, data)
+}
+
+// promptTokens estimates the prompt size: the words of every message and the
+// system prompt. Deterministic, not a real tokenizer.
+func promptTokens(b reqBody) int {
+	n := words(b.System)
+	for _, m := range b.Messages {
+		n += words(m.Content)
+	}
+	return max(n, 1)
+}
+
+func words(raw json.RawMessage) int {
+	if len(raw) == 0 {
+		return 0
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return len(strings.Fields(s))
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		n := 0
+		for _, p := range parts {
+			n += len(strings.Fields(p.Text))
+		}
+		return n
+	}
+	return 0
+}

@@ -1,0 +1,343 @@
+package fakeprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server is a fake provider. Create it with New (serve it through Handler)
+// or Start (it listens itself); stop it with Close.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	models  map[string]bool
+	handler http.Handler
+
+	mu       sync.Mutex
+	rules    []*Rule // oldest first; matched newest first
+	ruleSeq  int
+	calls    []Call
+	closed   bool
+	inflight sync.WaitGroup
+
+	seq       atomic.Uint64
+	done      chan struct{} // closed by Close: ends hangs and delays
+	closeOnce sync.Once
+	closeErr  error
+
+	ln     net.Listener
+	srv    *http.Server
+	served chan struct{}
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a server that does not listen; serve it through Handler.
+// Invalid initial rules are logged and kept (use Options.Validate first).
+func New(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Chunks == 0 {
+		opts.Chunks = DefaultChunks
+	}
+	if len(opts.Models) == 0 {
+		opts.Models = slices.Clone(DefaultModels)
+	}
+	s := &Server{
+		opts:   opts,
+		log:    opts.Log.With("fakeprovider", opts.Name),
+		models: make(map[string]bool, len(opts.Models)),
+		done:   make(chan struct{}),
+	}
+	for _, m := range opts.Models {
+		s.models[m] = true
+	}
+	s.handler = s.routes()
+	for _, r := range opts.Rules {
+		if err := r.Validate(); err != nil {
+			s.log.Warn("invalid rule", "rule", r.ID, "err", err)
+		}
+		s.AddRule(r)
+	}
+	return s
+}
+
+// Start validates opts, listens on opts.Addr (127.0.0.1:0 when empty) and
+// serves until Close.
+func Start(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("start fake provider %q: %w", opts.Name, err)
+	}
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("start fake provider %q: listen %s: %w", opts.Name, addr, err)
+	}
+	s := New(opts)
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve", "err", err)
+		}
+	}()
+	s.log.Info("fake provider listening", "url", s.URL())
+	return s, nil
+}
+
+// URL returns the base URL ("http://127.0.0.1:port", no path); "" when the
+// server was not started with Start.
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Addr returns the listen address ("127.0.0.1:port"); "" when the server was
+// not started with Start.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Handler returns the server's HTTP handler: the provider APIs and the
+// control endpoint under /_fake/.
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		http.Error(w, "fake provider closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.inflight.Done()
+	s.handler.ServeHTTP(w, r)
+}
+
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+// Close stops listening, closes every connection (hung ones included) and
+// waits for all handlers to return. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.done)
+		if s.srv != nil {
+			if err := s.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				s.closeErr = fmt.Errorf("close fake provider %q: %w", s.opts.Name, err)
+			}
+			<-s.served
+		}
+		s.inflight.Wait()
+	})
+	return s.closeErr
+}
+
+// Shutdown stops accepting calls and lets calls in flight finish until ctx
+// ends; then it closes whatever is left (hung calls) like Close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	if s.srv != nil {
+		if err = s.srv.Shutdown(ctx); err != nil {
+			err = fmt.Errorf("shut down fake provider %q: %w", s.opts.Name, err)
+		}
+	}
+	return errors.Join(err, s.Close())
+}
+
+// AddRule adds r as the newest rule and returns its ID (r.ID when set; a
+// rule with the same ID is replaced).
+func (s *Server) AddRule(r Rule) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.ID == "" {
+		s.ruleSeq++
+		r.ID = "r" + strconv.Itoa(s.ruleSeq)
+	} else {
+		s.removeRuleLocked(r.ID)
+	}
+	s.rules = append(s.rules, &r)
+	return r.ID
+}
+
+// RemoveRule removes the rule with this ID, if any.
+func (s *Server) RemoveRule(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeRuleLocked(id)
+}
+
+func (s *Server) removeRuleLocked(id string) bool {
+	n := len(s.rules)
+	s.rules = slices.DeleteFunc(s.rules, func(r *Rule) bool { return r.ID == id })
+	return len(s.rules) != n
+}
+
+// ClearRules removes every rule.
+func (s *Server) ClearRules() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = nil
+}
+
+// Rules returns the current rules, oldest first, with their remaining Times.
+func (s *Server) Rules() []Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Rule, len(s.rules))
+	for i, r := range s.rules {
+		out[i] = *r
+	}
+	return out
+}
+
+// match returns a copy of the newest rule matching the call and counts its
+// Times down; nil when no rule matches.
+func (s *Server) match(c *Call) *Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.rules) - 1; i >= 0; i-- {
+		r := s.rules[i]
+		if (r.Key != "" && r.Key != c.Key) ||
+			(r.Model != "" && r.Model != c.Model) ||
+			(r.Path != "" && !strings.HasSuffix(c.Path, r.Path)) {
+			continue
+		}
+		if r.Probability > 0 && rand.Float64() >= r.Probability {
+			continue
+		}
+		matched := *r
+		if r.Times > 0 {
+			r.Times--
+			if r.Times == 0 {
+				s.rules = slices.Delete(s.rules, i, i+1)
+			}
+		}
+		return &matched
+	}
+	return nil
+}
+
+// Calls returns the recorded calls, oldest first.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallsFor returns the recorded calls that presented key.
+func (s *Server) CallsFor(key string) []Call {
+	return s.CallsMatching(func(c Call) bool { return c.Key == key })
+}
+
+// CallsMatching returns the recorded calls for which match reports true.
+func (s *Server) CallsMatching(match func(Call) bool) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Call
+	for _, c := range s.calls {
+		if match(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CountCalls counts the recorded calls for which match reports true (every
+// call when match is nil).
+func (s *Server) CountCalls(match func(Call) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if match == nil {
+		return len(s.calls)
+	}
+	n := 0
+	for _, c := range s.calls {
+		if match(c) {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetCalls forgets the recorded calls.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
+func (s *Server) record(c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+}
+
+// wait blocks for d; false when the call or the server ended first.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// newID returns a unique id with the given prefix, e.g. "chatcmpl-".
+func (s *Server) newID(prefix string) string {
+	return fmt.Sprintf("%s%s%08x%04x", prefix, idLabel(s.opts.Name), rand.Uint32(), s.seq.Add(1)&0xffff)
+}
+
+func idLabel(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte('_')
+	}
+	return b.String()
+}
