@@ -1,0 +1,386 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/config"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// checkFor polls f until it returns nil or total has passed.
+func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+func startTestServer(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(func() { StopEmbedded(s) })
+	return s
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestStartEmbedded(t *testing.T) {
+	var logs syncBuffer
+	s, err := StartEmbedded(EmbeddedOptions{
+		Listen:     "127.0.0.1:0",
+		StoreDir:   t.TempDir(),
+		ServerName: "test-sw",
+		Log:        slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	if !s.JetStreamEnabled() {
+		t.Error("JetStream is off")
+	}
+	if got := s.Name(); got != "test-sw" {
+		t.Errorf("server name = %q, want test-sw", got)
+	}
+	addr, ok := s.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.IsLoopback() || addr.Port == 0 || addr.Port == 4222 {
+		t.Errorf("listening on %v, want loopback on a random port", s.Addr())
+	}
+	if !strings.Contains(logs.String(), "nats-server") {
+		t.Errorf("server log lines not routed to slog: %q", logs.String())
+	}
+	StopEmbedded(s)
+	StopEmbedded(s) // idempotent
+	StopEmbedded(nil)
+}
+
+func TestStartEmbeddedErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests := []struct {
+		name string
+		opts EmbeddedOptions
+		want string
+	}{
+		{name: "no store dir", opts: EmbeddedOptions{Listen: "127.0.0.1:0"}, want: "store dir"},
+		{name: "no port", opts: EmbeddedOptions{Listen: "127.0.0.1", StoreDir: t.TempDir()}, want: "host:port"},
+		{name: "bad port", opts: EmbeddedOptions{Listen: "127.0.0.1:http", StoreDir: t.TempDir()}, want: "bad port"},
+		{name: "port in use", opts: EmbeddedOptions{Listen: busy.Addr().String(), StoreDir: t.TempDir()}, want: "address already in use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := StartEmbedded(tt.opts)
+			if err == nil {
+				StopEmbedded(s)
+				t.Fatal("StartEmbedded succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplitListen(t *testing.T) {
+	tests := []struct {
+		name     string
+		listen   string
+		wantHost string
+		wantPort int
+	}{
+		{name: "default", listen: "", wantHost: "127.0.0.1", wantPort: 4222},
+		{name: "empty host is loopback", listen: ":4333", wantHost: "127.0.0.1", wantPort: 4333},
+		{name: "port 0 is random", listen: "127.0.0.1:0", wantHost: "127.0.0.1", wantPort: server.RANDOM_PORT},
+		{name: "explicit all interfaces", listen: "0.0.0.0:4222", wantHost: "0.0.0.0", wantPort: 4222},
+		{name: "ipv6", listen: "[::1]:4222", wantHost: "::1", wantPort: 4222},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host, port, err := splitListen(tt.listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if host != tt.wantHost || port != tt.wantPort {
+				t.Fatalf("splitListen(%q) = %q, %d; want %q, %d", tt.listen, host, port, tt.wantHost, tt.wantPort)
+			}
+		})
+	}
+}
+
+func TestConnect(t *testing.T) {
+	s := startTestServer(t)
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg := config.NATS{URL: " " + s.ClientURL() + " , ", Name: "from-config", Timeout: time.Second}
+	nc, err := Connect(context.Background(), cfg, log, nats.Name("override"))
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer nc.Close()
+	if !nc.IsConnected() {
+		t.Fatal("not connected")
+	}
+	if nc.Opts.Name != "override" {
+		t.Errorf("name = %q, want the caller's override", nc.Opts.Name)
+	}
+	if nc.Opts.MaxReconnect != -1 || !nc.Opts.RetryOnFailedConnect || nc.Opts.Timeout != time.Second {
+		t.Errorf("options: MaxReconnect=%d RetryOnFailedConnect=%v Timeout=%s",
+			nc.Opts.MaxReconnect, nc.Opts.RetryOnFailedConnect, nc.Opts.Timeout)
+	}
+	sub, err := nc.SubscribeSync("t.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("t.x", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil || string(msg.Data) != "hi" {
+		t.Fatalf("round trip: %v %v", msg, err)
+	}
+	if !strings.Contains(logs.String(), "connected to NATS") {
+		t.Errorf("no connect log line: %s", logs.String())
+	}
+}
+
+func TestConnectCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Connect(ctx, config.NATS{URL: "nats://127.0.0.1:1"}, nil); err == nil {
+		t.Fatal("Connect with a cancelled context succeeded")
+	}
+}
+
+func TestConnectWhileServerDown(t *testing.T) {
+	// Find a free port, then start a server on it only after connecting.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	nc, err := Connect(context.Background(), config.NATS{URL: "nats://" + addr, Timeout: 200 * time.Millisecond}, log)
+	if err != nil {
+		t.Fatalf("Connect with NATS down: %v", err)
+	}
+	defer nc.Close()
+	if nc.IsConnected() {
+		t.Fatal("connected to nothing")
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("no retry log line: %s", logs.String())
+	}
+
+	s, err := StartEmbedded(EmbeddedOptions{Listen: addr, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	defer StopEmbedded(s)
+	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if !nc.IsConnected() {
+			return errNotConnected
+		}
+		return nil
+	})
+
+	// Server restart: the connection notices, then comes back.
+	StopEmbedded(s)
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if nc.IsConnected() {
+			return errConnected
+		}
+		return nil
+	})
+	s2, err := StartEmbedded(EmbeddedOptions{Listen: addr, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer StopEmbedded(s2)
+	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if !nc.IsConnected() {
+			return errNotConnected
+		}
+		return nil
+	})
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		out := logs.String()
+		for _, want := range []string{"disconnected from NATS", "reconnected to NATS"} {
+			if !strings.Contains(out, want) {
+				return &missingLog{want}
+			}
+		}
+		return nil
+	})
+}
+
+func TestConnectAuth(t *testing.T) {
+	const user, password, token = "sw", "p4ss-w0rd-secret", "t0ken-secret"
+	tests := []struct {
+		name      string
+		server    server.Options
+		cfg       config.NATS
+		wantReady bool
+	}{
+		{
+			name:      "user and password",
+			server:    server.Options{Username: user, Password: password},
+			cfg:       config.NATS{User: user, PasswordValue: config.NewSecret(password)},
+			wantReady: true,
+		},
+		{
+			name:      "token",
+			server:    server.Options{Authorization: token},
+			cfg:       config.NATS{TokenValue: config.NewSecret(token)},
+			wantReady: true,
+		},
+		{
+			name:   "wrong password",
+			server: server.Options{Username: user, Password: "other"},
+			cfg:    config.NATS{User: user, PasswordValue: config.NewSecret(password)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.server
+			o.Host, o.Port, o.NoSigs, o.NoLog = "127.0.0.1", server.RANDOM_PORT, true, true
+			s, err := server.NewServer(&o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go s.Start()
+			defer StopEmbedded(s)
+			if !s.ReadyForConnections(10 * time.Second) {
+				t.Fatal("server not ready")
+			}
+			var logs syncBuffer
+			log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			cfg := tt.cfg
+			cfg.URL = s.ClientURL()
+			cfg.Timeout = 500 * time.Millisecond
+			nc, err := Connect(context.Background(), cfg, log)
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			if got := nc.IsConnected(); got != tt.wantReady {
+				t.Errorf("connected = %v, want %v", got, tt.wantReady)
+			}
+			nc.Close()
+			out := logs.String()
+			for _, secret := range []string{password, token} {
+				if strings.Contains(out, secret) {
+					t.Errorf("a secret was logged: %s", out)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  config.NATS
+		want string
+	}{
+		{name: "password without user", cfg: config.NATS{PasswordValue: config.NewSecret("x")}, want: "nats.user"},
+		{name: "user and token", cfg: config.NATS{User: "u", TokenValue: config.NewSecret("x")}, want: "not both"},
+		{name: "cert without key", cfg: config.NATS{TLS: config.TLS{CertFile: "c.pem"}}, want: "key_file"},
+		{name: "missing CA file", cfg: config.NATS{TLS: config.TLS{CAFile: "/nonexistent/ca.pem"}}, want: "ca.pem"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.URL = "nats://127.0.0.1:1"
+			nc, err := Connect(context.Background(), cfg, nil)
+			if err == nil {
+				nc.Close()
+				t.Fatal("Connect succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConnectEmptyURL(t *testing.T) {
+	if _, err := Connect(context.Background(), config.NATS{URL: " , "}, nil); err == nil || !strings.Contains(err.Error(), "nats.url") {
+		t.Fatalf("Connect with no URL: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{name: "plain", in: "nats://127.0.0.1:4222", want: "nats://127.0.0.1:4222"},
+		{name: "user and password", in: "nats://u:secret@h:4222", want: "nats://redacted@h:4222"},
+		{name: "token", in: "nats://secret@h:4222", want: "nats://redacted@h:4222"},
+		{name: "list", in: "nats://a:1, nats://u:p@b:2", want: "nats://a:1,nats://redacted@b:2"},
+		{name: "unparsable", in: "nats://u:%zz@h:1", want: "nats://redacted@h:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Redact(tt.in); got != tt.want {
+				t.Fatalf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+type missingLog struct{ want string }
+
+func (m *missingLog) Error() string { return "log line missing: " + m.want }
+
+type connErr string
+
+func (e connErr) Error() string { return string(e) }
+
+const (
+	errNotConnected = connErr("not connected")
+	errConnected    = connErr("still connected")
+)
+

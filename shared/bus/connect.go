@@ -1,0 +1,177 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/shared/config"
+)
+
+// DefaultReconnectWait is the pause between reconnect attempts (nats.go adds
+// jitter).
+const DefaultReconnectWait = time.Second
+
+// Connect opens a connection to NATS as configured in cfg: the server list
+// (comma-separated), user/password or token (the resolved PasswordValue /
+// TokenValue), creds file, TLS, client name and connect timeout.
+//
+// The connection reconnects forever and is returned even when no server is
+// reachable yet (RetryOnFailedConnect): a service starts while NATS is down
+// and reports itself not ready until the connection is up. Disconnects,
+// reconnects and asynchronous errors are logged on log; URLs are logged
+// without credentials and secrets never are.
+//
+// opts are applied after the options built from cfg, so a caller can
+// override any of them (nats.Name, say).
+func Connect(ctx context.Context, cfg config.NATS, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	urls, err := serverList(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	nopts, err := Options(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	nopts = append(nopts, opts...)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bus: connect to NATS %s: %w", Redact(urls), err)
+	}
+	nc, err := nats.Connect(urls, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect to NATS %s: %w", Redact(urls), err)
+	}
+	if err := ctx.Err(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: connect to NATS %s: %w", Redact(urls), err)
+	}
+	if nc.IsConnected() {
+		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "name", nc.Opts.Name)
+	} else {
+		log.Warn("NATS not reachable yet; retrying in the background", "servers", Redact(urls), "name", nc.Opts.Name)
+	}
+	return nc, nil
+}
+
+// Options builds the nats.Options of Connect from cfg, without the server
+// URLs.
+func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "switchyard"
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(DefaultReconnectWait),
+		nats.RetryOnFailedConnect(true),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			// Called only when the first connect succeeded in the background.
+			log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS", "err", err)
+				return
+			}
+			log.Info("disconnected from NATS")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				log.Warn("NATS connection closed", "err", err)
+				return
+			}
+			log.Debug("NATS connection closed")
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Error("NATS async error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Error("NATS async error", "err", err)
+		}),
+	}
+	if cfg.Timeout > 0 {
+		opts = append(opts, nats.Timeout(cfg.Timeout))
+	}
+	switch {
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.PasswordValue.Reveal()))
+	case !cfg.PasswordValue.IsZero():
+		return nil, errors.New("bus: nats.password is set without nats.user")
+	}
+	if !cfg.TokenValue.IsZero() {
+		if cfg.User != "" {
+			return nil, errors.New("bus: set either nats.user/password or nats.token, not both")
+		}
+		opts = append(opts, nats.Token(cfg.TokenValue.Reveal()))
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
+	}
+	switch {
+	case cfg.TLS.CertFile != "" && cfg.TLS.KeyFile != "":
+		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	case cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "":
+		return nil, errors.New("bus: nats.tls.cert_file and nats.tls.key_file go together")
+	}
+	return opts, nil
+}
+
+// serverList normalises a comma-separated list of NATS URLs.
+func serverList(list string) (string, error) {
+	var urls []string
+	for u := range strings.SplitSeq(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return "", errors.New("bus: nats.url is empty")
+	}
+	return strings.Join(urls, ","), nil
+}
+
+// Redact returns a comma-separated URL list with any user info (user,
+// password or token) replaced by "redacted", fit for logs.
+func Redact(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "@") {
+			parts[i] = p
+			continue
+		}
+		u, err := url.Parse(p)
+		if err != nil || u.User == nil {
+			// Unparsable but carries an '@': drop the user info.
+			scheme, rest := "", p
+			if i := strings.Index(p, "://"); i >= 0 {
+				scheme, rest = p[:i+3], p[i+3:]
+			}
+			parts[i] = scheme + "redacted@" + rest[strings.LastIndex(rest, "@")+1:]
+			continue
+		}
+		u.User = url.User("redacted")
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}

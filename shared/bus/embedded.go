@@ -1,0 +1,140 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultEmbeddedListen is where the embedded server listens when no
+// address is configured: loopback only, on NATS's usual port, so the nats
+// CLI works without flags.
+const DefaultEmbeddedListen = "127.0.0.1:4222"
+
+// EmbeddedOptions configure StartEmbedded.
+type EmbeddedOptions struct {
+	// Listen is host:port. An empty host means 127.0.0.1 (never all
+	// interfaces unless asked for explicitly); port 0 picks a free port.
+	// "" means DefaultEmbeddedListen.
+	Listen string
+	// StoreDir is the JetStream data directory. Required.
+	StoreDir string
+	// ServerName names the server in the nats CLI and in logs; "switchyard"
+	// when empty.
+	ServerName string
+	// Log receives nats-server's own log lines; nil keeps the server quiet.
+	Log *slog.Logger
+	// ReadyTimeout bounds the wait for the server to accept clients;
+	// 10 s when zero.
+	ReadyTimeout time.Duration
+}
+
+// StartEmbedded starts an in-process nats-server with JetStream on and
+// waits until it accepts connections. Stop it with StopEmbedded (or
+// Shutdown followed by WaitForShutdown).
+func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
+	if opts.StoreDir == "" {
+		return nil, errors.New("bus: start embedded NATS: no JetStream store dir (nats.embedded.store_dir)")
+	}
+	host, port, err := splitListen(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+	}
+	name := opts.ServerName
+	if name == "" {
+		name = "switchyard"
+	}
+	timeout := opts.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	sopts := &server.Options{
+		ServerName: name,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		NoSigs:     true,
+		NoLog:      opts.Log == nil,
+	}
+	// nats-server reports a busy port or an unusable store dir only in its
+	// log and then never becomes ready: check both first for a clear error.
+	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("bus: start embedded NATS: store dir: %w", err)
+	}
+	if port != server.RANDOM_PORT {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+		}
+		_ = ln.Close()
+	}
+	s, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+	}
+	if opts.Log != nil {
+		l := &serverLog{log: opts.Log.With("component", "nats-server")}
+		s.SetLogger(l, opts.Log.Enabled(context.Background(), slog.LevelDebug), false)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(timeout) {
+		StopEmbedded(s)
+		return nil, fmt.Errorf("bus: start embedded NATS on %s: not ready after %s (port in use?)",
+			net.JoinHostPort(host, strconv.Itoa(port)), timeout)
+	}
+	return s, nil
+}
+
+// StopEmbedded shuts s down and waits until it has stopped. It is safe to
+// call more than once and with a nil server.
+func StopEmbedded(s *server.Server) {
+	if s == nil {
+		return
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// splitListen turns "host:port" into nats-server's Host and Port: an empty
+// listen is DefaultEmbeddedListen, an empty host is loopback and port 0 is
+// server.RANDOM_PORT (nats-server reads Port 0 as its default, 4222).
+func splitListen(listen string) (string, int, error) {
+	if listen == "" {
+		listen = DefaultEmbeddedListen
+	}
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("listen %q: want host:port: %w", listen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("listen %q: bad port %q", listen, p)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// serverLog sends nats-server's log lines to slog.
+type serverLog struct{ log *slog.Logger }
+
+var _ server.Logger = (*serverLog)(nil)
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
