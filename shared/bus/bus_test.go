@@ -383,4 +383,3 @@ const (
 	errNotConnected = connErr("not connected")
 	errConnected    = connErr("still connected")
 )
-
