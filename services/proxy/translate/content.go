@@ -1,0 +1,138 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// present reports whether an optional JSON value was given: not absent and
+// not null.
+func present(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, nullJSON)
+}
+
+// presentNonEmpty is present, also treating an empty array as absent.
+func presentNonEmpty(raw json.RawMessage) bool {
+	return present(raw) && !bytes.Equal(bytes.TrimSpace(raw), emptyArrayJSON)
+}
+
+var (
+	nullJSON       = []byte("null")
+	emptyArrayJSON = []byte("[]")
+)
+
+// chatTexts returns the texts of an OpenAI message's content, which is a
+// string, an array of parts, or null. isString reports the string form.
+func chatTexts(m *chatMessage) (texts []string, isString bool, err error) {
+	switch {
+	case presentNonEmpty(m.ToolCalls), present(m.FunctionCall):
+		return nil, false, unsupported("tool calls")
+	case present(m.Audio):
+		return nil, false, unsupported("audio content")
+	}
+	raw := bytes.TrimSpace(m.Content)
+	if !present(raw) {
+		if m.Refusal != nil && *m.Refusal != "" {
+			return []string{*m.Refusal}, true, nil
+		}
+		return nil, false, nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, false, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return []string{s}, true, nil
+	case '[':
+		var parts []chatPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return nil, false, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		texts = make([]string, 0, len(parts))
+		for _, p := range parts {
+			switch p.Type {
+			case "text":
+				texts = append(texts, p.Text)
+			case "refusal":
+				texts = append(texts, p.Refusal)
+			case "image_url":
+				return nil, false, unsupported("image content")
+			case "input_audio":
+				return nil, false, unsupported("audio content")
+			case "file":
+				return nil, false, unsupported("file content")
+			case "":
+				return nil, false, fmt.Errorf("content part without a type: %w", ErrMalformed)
+			default:
+				return nil, false, unsupported(fmt.Sprintf("content parts of type %q", p.Type))
+			}
+		}
+		return texts, false, nil
+	}
+	return nil, false, fmt.Errorf("content is neither a string nor an array: %w", ErrMalformed)
+}
+
+// anthropicTexts returns the texts of an Anthropic system prompt or message
+// content: a string or an array of content blocks, of which only text blocks
+// are translated.
+func anthropicTexts(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if !present(raw) {
+		return nil, nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return []string{s}, nil
+	case '[':
+		var blocks []anthropicBlock
+		if err := json.Unmarshal(raw, &blocks); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		texts := make([]string, 0, len(blocks))
+		for _, b := range blocks {
+			if b.Type != "text" {
+				return nil, blockError(b.Type)
+			}
+			texts = append(texts, b.Text)
+		}
+		return texts, nil
+	}
+	return nil, fmt.Errorf("content is neither a string nor an array: %w", ErrMalformed)
+}
+
+// blockError is the error for an Anthropic content block that is not text.
+func blockError(typ string) error {
+	switch typ {
+	case "":
+		return fmt.Errorf("content block without a type: %w", ErrMalformed)
+	case "image":
+		return unsupported("image content")
+	case "document":
+		return unsupported("document content")
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		return unsupported("tool calls")
+	case "tool_result", "web_search_tool_result", "mcp_tool_result":
+		return unsupported("tool results")
+	case "thinking", "redacted_thinking":
+		return unsupported("thinking")
+	}
+	return unsupported(fmt.Sprintf("content blocks of type %q", typ))
+}
+
+// nonEmpty returns texts without the empty strings, reusing its array.
+func nonEmpty(texts []string) []string {
+	out := texts[:0]
+	for _, t := range texts {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+package translate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrMalformed is wrapped by every error about a body or event that is not
+// valid JSON of the expected shape. For a request it is the caller's fault
+// (400); for a response or stream event it is the upstream's (502).
+var ErrMalformed = errors.New("malformed body")
+
+// UnsupportedError reports a feature that the body uses and that this
+// package cannot yet translate between the two formats. For a request the
+// proxy answers the caller with a 400; in a response or stream it means the
+// upstream produced something (a tool call, say) the caller's format cannot
+// be given yet.
+type UnsupportedError struct {
+	// Field names the feature: "tools", "tool_choice", "image content", "n > 1", ...
+	Field string
+}
+
+func (e *UnsupportedError) Error() string {
+	return "translation of " + e.Field + " between OpenAI and Anthropic formats is not supported yet"
+}
+
+func unsupported(field string) error { return &UnsupportedError{Field: field} }
+
+// malformed wraps a decoding error with what was being decoded.
+func malformed(what string, err error) error {
+	return fmt.Errorf("decode %s: %w: %w", what, ErrMalformed, err)
+}

@@ -1,0 +1,151 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// MessagesResponseToChat translates an Anthropic message into an OpenAI
+// chat.completion answering for model, the name the caller asked for.
+//
+// Text blocks are concatenated into the message content; thinking blocks
+// are dropped, as the chat format has no place for them. Any other block (a
+// tool call) fails with an *UnsupportedError.
+func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
+	var in anthropicResponse
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, malformed("Anthropic message", err)
+	}
+	if in.Type != "message" && in.Type != "" {
+		return nil, fmt.Errorf("decode Anthropic message: type is %q: %w", in.Type, ErrMalformed)
+	}
+	var sb strings.Builder
+	for _, b := range in.Content {
+		switch b.Type {
+		case "text":
+			sb.WriteString(b.Text)
+		case "thinking", "redacted_thinking":
+		default:
+			return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
+		}
+	}
+	content := sb.String()
+	out := chatCompletion{
+		ID:      chatIDFromMessageID(in.ID),
+		Object:  "chat.completion",
+		Created: now().Unix(),
+		Model:   model,
+		Choices: []chatChoice{{
+			Message: chatResponseMessage{Role: "assistant", Content: &content},
+		}},
+		Usage: chatUsageFrom(in.Usage),
+	}
+	if in.StopReason != nil {
+		fr := finishReasonFor(*in.StopReason)
+		out.Choices[0].FinishReason = &fr
+	}
+	return json.Marshal(&out)
+}
+
+// ChatResponseToMessages translates an OpenAI chat.completion into an
+// Anthropic message answering for model, the name the caller asked for.
+//
+// A refusal becomes a text block with stop_reason "refusal". Tool calls,
+// audio and more than one choice fail with an *UnsupportedError.
+func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
+	var in chatCompletion
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, malformed("OpenAI chat completion", err)
+	}
+	switch {
+	case len(in.Choices) == 0:
+		return nil, fmt.Errorf("decode OpenAI chat completion: no choices: %w", ErrMalformed)
+	case len(in.Choices) > 1:
+		return nil, unsupported("n > 1")
+	}
+	c := &in.Choices[0]
+	switch {
+	case presentNonEmpty(c.Message.ToolCalls), present(c.Message.FunctionCall):
+		return nil, unsupported("tool calls")
+	case present(c.Message.Audio):
+		return nil, unsupported("audio content")
+	}
+	out := anthropicResponse{
+		ID:      messageIDFromChatID(in.ID),
+		Type:    "message",
+		Role:    "assistant",
+		Model:   model,
+		Content: []anthropicBlock{},
+		Usage:   anthropicUsageFrom(in.Usage),
+	}
+	if c.FinishReason != nil {
+		sr := stopReasonFor(*c.FinishReason)
+		out.StopReason = &sr
+	}
+	if m := c.Message.Content; m != nil && *m != "" {
+		out.Content = append(out.Content, anthropicBlock{Type: "text", Text: *m})
+	}
+	if r := c.Message.Refusal; r != nil && *r != "" {
+		out.Content = append(out.Content, anthropicBlock{Type: "text", Text: *r})
+		sr := "refusal"
+		out.StopReason = &sr
+	}
+	return json.Marshal(&out)
+}
+
+// finishReasonFor maps an Anthropic stop_reason to an OpenAI finish_reason.
+func finishReasonFor(stopReason string) string {
+	switch stopReason {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop" // end_turn, stop_sequence, pause_turn
+}
+
+// stopReasonFor maps an OpenAI finish_reason to an Anthropic stop_reason.
+// OpenAI does not say whether "stop" was a stop sequence, so it is end_turn.
+func stopReasonFor(finishReason string) string {
+	switch finishReason {
+	case "length":
+		return "max_tokens"
+	case "tool_calls", "function_call":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// chatUsageFrom maps Anthropic usage to OpenAI's, where prompt_tokens
+// includes the cache reads and writes, and cached_tokens counts the reads.
+func chatUsageFrom(u anthropicUsage) *chatUsage {
+	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+	return &chatUsage{
+		PromptTokens:        prompt,
+		CompletionTokens:    u.OutputTokens,
+		TotalTokens:         prompt + u.OutputTokens,
+		PromptTokensDetails: &chatPromptTokenUse{CachedTokens: u.CacheReadInputTokens},
+	}
+}
+
+// anthropicUsageFrom maps OpenAI usage to Anthropic's, where input_tokens
+// excludes the cached tokens.
+func anthropicUsageFrom(u *chatUsage) anthropicUsage {
+	if u == nil {
+		return anthropicUsage{}
+	}
+	cached := 0
+	if u.PromptTokensDetails != nil {
+		cached = min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
+	}
+	return anthropicUsage{
+		InputTokens:          u.PromptTokens - cached,
+		CacheReadInputTokens: cached,
+		OutputTokens:         u.CompletionTokens,
+	}
+}
