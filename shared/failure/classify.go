@@ -1,27 +1,305 @@
 package failure
 
-// Classify decides what a failed attempt says about its target.
-//
-// This first version decides from the status code and transport error only;
-// the provider-signal-first classifier replaces it (issue 3).
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Classify decides what a failed attempt says about its target, with the
+// wall clock for HTTP-date waits. See the package documentation for the
+// order of evidence.
 func Classify(in Input) Result {
-	switch {
-	case in.Err != nil || in.Status == 0:
-		return Result{Class: Transient, Reason: "transport error"}
-	case in.Status == 429:
-		return Result{Class: RateLimit, Scope: ScopeKey, Reason: "rate limited"}
-	case in.Status == 401:
-		return Result{Class: CredentialRejected, Scope: ScopeKey, Reason: "credential rejected"}
-	case in.Status == 402:
-		return Result{Class: QuotaExhausted, Scope: ScopeKey, Reason: "payment required"}
-	case in.Status == 403:
-		return Result{Class: ModelNotAccessible, Scope: ScopeKeyModel, Reason: "forbidden"}
-	case in.Status == 404:
-		return Result{Class: ModelNotAccessible, Scope: ScopeKeyModel, Reason: "not found"}
-	case in.Status >= 500:
-		return Result{Class: Transient, Reason: "server error"}
-	case in.Status >= 400:
-		return Result{Class: RequestRejected, Reason: "request rejected"}
+	return ClassifyAt(in, time.Now())
+}
+
+// ClassifyAt is Classify with an explicit clock: Retry-After dates and
+// reset instants are measured from now.
+func ClassifyAt(in Input, now time.Time) Result {
+	r, _ := classify(in, now)
+	return r
+}
+
+// Family maps a provider type to the error family the classifier knows:
+// openai, azure, anthropic, gemini, vertex, bedrock, openrouter, mistral,
+// groq, deepseek, together, cohere, xai, or openai-compatible (vllm, ollama
+// and anything else).
+func Family(providerType string) string {
+	switch t := strings.ToLower(strings.TrimSpace(providerType)); t {
+	case "openai", "azure", "anthropic", "gemini", "vertex", "bedrock", "openrouter",
+		"mistral", "groq", "deepseek", "together", "cohere", "xai":
+		return t
+	case "azure-openai", "azure_openai", "azureopenai":
+		return "azure"
+	case "google", "google-ai", "googleai", "gemini-openai":
+		return "gemini"
+	case "vertex-ai", "vertexai", "google-vertex":
+		return "vertex"
+	case "aws-bedrock", "aws_bedrock", "bedrock-runtime":
+		return "bedrock"
+	case "x-ai", "grok":
+		return "xai"
+	case "togetherai", "together-ai":
+		return "together"
 	}
-	return Result{Class: Unrecognised}
+	return "openai-compatible"
+}
+
+// classify returns the built-in result and the decoded body, so that rules
+// can match on it without decoding twice.
+func classify(in Input, now time.Time) (Result, *signal) {
+	if in.Err != nil {
+		return classifyTransport(in.Err), &signal{message: clip(in.Err.Error())}
+	}
+	fam := Family(in.Provider)
+	sig := decodeSignal(in.Body, 0)
+	if h := in.Header.Get("X-Amzn-Errortype"); h != "" && sig.exception == "" {
+		sig.exception = h
+	}
+	if in.Status == 0 && !in.Stream && len(in.Body) == 0 {
+		return Result{Class: Transient, Code: "transport_error", Reason: "no response"}, sig
+	}
+
+	layers := sig.layers()
+	class, code, reason, ok := decideByCode(layers)
+	if !ok {
+		class, reason, ok = decideByMessage(layers)
+	}
+	if !ok {
+		class, code, reason, ok = decideByWeakCode(layers)
+	}
+	status := effectiveStatus(in.Status, layers)
+	if !ok {
+		class, reason = decideByStatus(status, in.Stream)
+	}
+	class, reason = refine(class, reason, layers)
+
+	res := Result{Class: class, Scope: class.DefaultScope(), Code: code, Reason: reason}
+	if res.Code == "" {
+		res.Code = primaryCode(layers, status)
+	}
+	if class == RateLimit && perModel(fam, sig, layers) {
+		res.Scope = ScopeKeyModel
+	}
+	if class != RequestRejected {
+		res.RetryAfter, res.HasWait = statedWait(in.Header, sig, class, now)
+	}
+	return res, sig
+}
+
+// decideByCode looks for a strong provider code in every layer, outermost
+// first: exception name, google.rpc reasons, code, type, status text.
+func decideByCode(layers []*signal) (Class, string, string, bool) {
+	for _, l := range layers {
+		for _, c := range l.codes() {
+			m, ok := strongCodes[normCode(c)]
+			if !ok {
+				continue
+			}
+			code := strings.TrimSpace(c)
+			if i := strings.IndexByte(code, ':'); i > 0 {
+				code = code[:i]
+			}
+			if m.kind == kindPermission {
+				class, why := permission(l)
+				return class, code, "provider code " + code + ": " + why, true
+			}
+			return m.class, code, "provider code " + code, true
+		}
+	}
+	return Unrecognised, "", "", false
+}
+
+// codes returns a layer's codes in order of specificity.
+func (s *signal) codes() []string {
+	out := make([]string, 0, 4+len(s.reasons))
+	if s.exception != "" {
+		out = append(out, s.exception)
+	}
+	out = append(out, s.reasons...)
+	for _, c := range []string{s.code, s.typ, s.statusText} {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// permission resolves a 403-style "permission denied": a blocked region, no
+// access to a model, or (otherwise) a credential that may not do this.
+func permission(l *signal) (Class, string) {
+	msg := l.message
+	switch {
+	case regionRE.MatchString(msg) || strings.EqualFold(strings.TrimSpace(msg), "request not allowed"):
+		// Anthropic answers unsupported regions with
+		// {"type":"forbidden","message":"Request not allowed"}.
+		return RegionBlocked, "region blocked"
+	case quotaRE.MatchString(msg):
+		return QuotaExhausted, "no credits"
+	case modelMentionRE.MatchString(msg):
+		return ModelNotAccessible, "no access to the model"
+	}
+	return CredentialRejected, "credential not permitted"
+}
+
+func decideByMessage(layers []*signal) (Class, string, bool) {
+	for _, l := range layers {
+		if l.message == "" {
+			continue
+		}
+		for _, p := range messagePatterns {
+			if p.re.MatchString(l.message) {
+				return p.class, "message: " + p.class.String(), true
+			}
+		}
+	}
+	return Unrecognised, "", false
+}
+
+func decideByWeakCode(layers []*signal) (Class, string, string, bool) {
+	for _, l := range layers {
+		for _, c := range l.codes() {
+			if class, ok := weakCodes[normCode(c)]; ok && class != Unrecognised {
+				return class, c, "generic provider code " + c, true
+			}
+		}
+	}
+	return Unrecognised, "", "", false
+}
+
+// effectiveStatus is the HTTP status, or the status an error body carries
+// when the transport said 200 or nothing (a stream error event, an error
+// hidden behind 200).
+func effectiveStatus(status int, layers []*signal) int {
+	if status != 0 && status != 200 {
+		return status
+	}
+	for _, l := range layers {
+		if l.numCode >= 400 {
+			return l.numCode
+		}
+	}
+	return status
+}
+
+// decideByStatus is the last resort. 400, 413 and 422 with nothing
+// recognisable are the request's fault; other unknown 4xx are unrecognised.
+func decideByStatus(status int, stream bool) (Class, string) {
+	switch {
+	case status == 401:
+		return CredentialRejected, "status 401"
+	case status == 402:
+		return QuotaExhausted, "status 402"
+	case status == 403, status == 404:
+		return ModelNotAccessible, "status " + strconv.Itoa(status)
+	case status == 408:
+		return Transient, "status 408"
+	case status == 429:
+		return RateLimit, "status 429"
+	case status == 400, status == 413, status == 422:
+		return RequestRejected, "status " + strconv.Itoa(status)
+	case status >= 500 && status <= 599:
+		return Transient, "status " + strconv.Itoa(status)
+	case stream && (status == 0 || status == 200):
+		return Transient, "stream error event"
+	case status >= 400 && status <= 499:
+		return Unrecognised, "status " + strconv.Itoa(status)
+	}
+	return Unrecognised, "no recognisable error"
+}
+
+// refine lets the message sharpen a class: a missing model that is retired,
+// a refusal that is a blocked region, a rate limit the request alone
+// exceeds.
+func refine(class Class, reason string, layers []*signal) (Class, string) {
+	for _, l := range layers {
+		msg := l.message
+		if msg == "" {
+			continue
+		}
+		switch class {
+		case ModelNotAccessible:
+			if regionRE.MatchString(msg) {
+				return RegionBlocked, reason + "; message names a region"
+			}
+			if retiredRE.MatchString(msg) {
+				return ModelRetired, reason + "; message says retired"
+			}
+		case RequestRejected, CredentialRejected, Unrecognised:
+			if regionRE.MatchString(msg) {
+				return RegionBlocked, reason + "; message names a region"
+			}
+			if class == RequestRejected && retiredRE.MatchString(msg) && modelMentionRE.MatchString(msg) {
+				return ModelRetired, reason + "; message says the model is retired"
+			}
+		case RateLimit:
+			if tooLarge(msg) {
+				return RequestRejected, reason + "; request exceeds the whole limit"
+			}
+		}
+	}
+	return class, reason
+}
+
+// perModel reports whether a rate limit is per model. Azure limits are per
+// deployment and Bedrock on-demand quotas per model, so theirs always are.
+func perModel(fam string, sig *signal, layers []*signal) bool {
+	if fam == "azure" || fam == "bedrock" {
+		return true
+	}
+	for _, l := range layers {
+		if l.modelQuota || perModelRE.MatchString(l.message) {
+			return true
+		}
+	}
+	return sig.modelQuota
+}
+
+// primaryCode is the most specific code in the body, or the status.
+func primaryCode(layers []*signal, status int) string {
+	for _, l := range layers {
+		if cs := l.codes(); len(cs) > 0 {
+			c := cs[0]
+			if i := strings.IndexByte(c, ':'); i > 0 {
+				c = c[:i]
+			}
+			return c
+		}
+	}
+	for _, l := range layers {
+		if l.numCode != 0 {
+			return strconv.Itoa(l.numCode)
+		}
+	}
+	if status != 0 {
+		return strconv.Itoa(status)
+	}
+	return ""
+}
+
+// classifyTransport classifies an attempt that got no HTTP answer. A
+// caller's cancellation says nothing about the target: it is unrecognised
+// with code "canceled", never transient, so it never feeds a breaker.
+func classifyTransport(err error) Result {
+	text := strings.ToLower(err.Error())
+	switch {
+	case errors.Is(err, context.Canceled) || strings.Contains(text, "context canceled"):
+		return Result{Class: Unrecognised, Code: "canceled", Reason: "canceled by the caller"}
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(text, "timeout") ||
+		strings.Contains(text, "deadline exceeded") || strings.Contains(text, "timed out"):
+		return Result{Class: Transient, Code: "timeout", Reason: "transport: timeout"}
+	case strings.Contains(text, "connection refused"):
+		return Result{Class: Transient, Code: "connection_refused", Reason: "transport: connection refused"}
+	case strings.Contains(text, "connection reset") || strings.Contains(text, "broken pipe"):
+		return Result{Class: Transient, Code: "connection_reset", Reason: "transport: connection reset"}
+	case strings.Contains(text, "no such host") || strings.Contains(text, "server misbehaving"):
+		return Result{Class: Transient, Code: "dns_error", Reason: "transport: name resolution failed"}
+	case strings.Contains(text, "tls") || strings.Contains(text, "x509") || strings.Contains(text, "certificate"):
+		return Result{Class: Transient, Code: "tls_error", Reason: "transport: TLS failure"}
+	case strings.Contains(text, "eof"):
+		return Result{Class: Transient, Code: "connection_closed", Reason: "transport: connection closed"}
+	}
+	return Result{Class: Transient, Code: "transport_error", Reason: "transport error"}
 }

@@ -1,9 +1,10 @@
-// Package failure classifies a failed upstream attempt: from the provider's
-// own error code and type first, message patterns next, the HTTP status last.
 package failure
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -42,6 +43,50 @@ func (c Class) String() string {
 	return "unrecognised"
 }
 
+// ErrUnknownClass is returned by ParseClass for a name that is not a class.
+var ErrUnknownClass = errors.New("unknown failure class")
+
+// ParseClass returns the class named s ("rate_limit", "quota_exhausted", ...).
+// Matching ignores case and surrounding space; "-" is accepted for "_".
+func ParseClass(s string) (Class, error) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
+	if n == "unrecognized" {
+		return Unrecognised, nil
+	}
+	for c, name := range classNames {
+		if name == n {
+			return Class(c), nil
+		}
+	}
+	return Unrecognised, fmt.Errorf("%w %q (want one of %s)", ErrUnknownClass, s, strings.Join(classNames[:], ", "))
+}
+
+// MarshalText encodes the class as its name, so JSON carries "rate_limit".
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText decodes a class name.
+func (c *Class) UnmarshalText(b []byte) error {
+	v, err := ParseClass(string(b))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
+
+// DefaultScope is the hold scope a class implies (architecture table,
+// section 5). Rate limits default to the key; the classifier narrows them to
+// key+model when the provider names a per-model limit.
+func (c Class) DefaultScope() Scope {
+	switch c {
+	case RateLimit, CredentialRejected, QuotaExhausted:
+		return ScopeKey
+	case ModelNotAccessible, ModelRetired, RegionBlocked:
+		return ScopeKeyModel
+	}
+	return ScopeNone
+}
+
 // Scope is what a hold for a failure covers.
 type Scope uint8
 
@@ -67,6 +112,33 @@ func (s Scope) String() string {
 		return scopeNames[s]
 	}
 	return "none"
+}
+
+// ErrUnknownScope is returned by ParseScope for a name that is not a scope.
+var ErrUnknownScope = errors.New("unknown hold scope")
+
+// ParseScope returns the scope named s ("key", "key+model", ...).
+func ParseScope(s string) (Scope, error) {
+	n := strings.ToLower(strings.TrimSpace(s))
+	for sc, name := range scopeNames {
+		if name == n {
+			return Scope(sc), nil
+		}
+	}
+	return ScopeNone, fmt.Errorf("%w %q (want one of %s)", ErrUnknownScope, s, strings.Join(scopeNames[:], ", "))
+}
+
+// MarshalText encodes the scope as its name, so JSON carries "key+model".
+func (s Scope) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText decodes a scope name.
+func (s *Scope) UnmarshalText(b []byte) error {
+	v, err := ParseScope(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
 }
 
 // Input is one failed attempt as the gateway saw it.
@@ -96,4 +168,10 @@ type Result struct {
 	Code string
 	// Reason is a short human explanation.
 	Reason string
+	// Rule is the name of the operator trip_on rule that decided the class,
+	// empty when the built-in classifier decided.
+	Rule string
+	// HoldTTL is the hold duration the matching rule asks for; zero means
+	// "use the class's ladder".
+	HoldTTL time.Duration
 }

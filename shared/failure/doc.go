@@ -1,0 +1,103 @@
+// Package failure classifies a failed upstream attempt: what it says about
+// the target (class), how much of the fleet's capacity a hold should cover
+// (scope), the wait the provider stated, the provider's own error code and a
+// short reason.
+//
+// # Order of evidence
+//
+// The provider's own signal decides first, the status code last:
+//
+//  1. A transport error (Input.Err) is transient, except a caller's
+//     cancellation ("context canceled"), which is unrecognised with code
+//     "canceled" so that it never counts against a target.
+//  2. Strong provider codes, in every layer of the body (outermost first,
+//     then a nested upstream error such as OpenRouter's error.metadata.raw,
+//     a JSON string, text or object): the AWS exception name
+//     (x-amzn-errortype header, __type, or the key of an event-stream
+//     exception), google.rpc details[].reason (API_KEY_INVALID,
+//     SERVICE_DISABLED, ...), error.code, error.type, google.rpc status text
+//     (RESOURCE_EXHAUSTED, FAILED_PRECONDITION, PERMISSION_DENIED, ...).
+//     Permission codes (permission_error, PERMISSION_DENIED,
+//     AccessDeniedException, forbidden) are resolved by the message: a
+//     region, no credits, a model, else the credential.
+//  3. Message patterns: region, quota/billing, credential, model access,
+//     request too large, context length/content filter, rate limit, invalid
+//     request, overloaded/unavailable.
+//  4. Generic codes several providers reuse for unrelated failures
+//     (invalid_request_error, INVALID_ARGUMENT, api_error).
+//  5. The HTTP status (or the status an error body carries when the
+//     transport said 200 or it arrived as a stream event): 401 credential,
+//     402 quota, 403 and 404 model_not_accessible (the narrowest hold that
+//     stops the waste; a probe re-checks), 408 transient, 429 rate_limit,
+//     5xx and 529 transient, 400/413/422 request_rejected, any other 4xx
+//     unrecognised. A stream error event with nothing recognisable is
+//     transient.
+//
+// The message then refines the class: a missing model whose message says
+// deprecated/decommissioned/retired/no longer available is model_retired; a
+// refusal naming a location is region_blocked; a rate limit that the request
+// alone exceeds ("Limit 30000, Requested 45000") is request_rejected.
+//
+// Known traps handled: OpenAI insufficient_quota is a 429 that means quota;
+// Anthropic "credit balance is too low" and DeepSeek "Insufficient Balance"
+// carry invalid_request_error; Gemini API_KEY_INVALID is a 400; xAI answers
+// a bad key with 400 "Incorrect API key provided".
+//
+// # Scopes
+//
+// credential_rejected and quota_exhausted hold the key; rate_limit holds the
+// key, or key+model when the limit is per model (the message names the model,
+// a google.rpc QuotaFailure has a model dimension, or the provider is Azure,
+// whose limits are per deployment, or Bedrock, whose on-demand quotas are per
+// model); model_not_accessible, model_retired and region_blocked hold
+// key+model; transient, request_rejected and unrecognised hold nothing
+// (transient feeds the circuit breaker instead).
+//
+// # Stated waits
+//
+// In order: retry-after-ms, Retry-After (seconds or HTTP date, relative to
+// the clock given to ClassifyAt), google.rpc RetryInfo.retryDelay ("17s"),
+// a hint in the message ("Please try again in 20s", "try again in 250ms",
+// "Please retry in 6.17s", "retry after 45 seconds"), and for rate limits
+// only x-ratelimit-reset-requests/-tokens ("6m0s"; the exhausted dimension,
+// else the longer), anthropic-ratelimit-*-reset (RFC 3339) and OpenRouter's
+// X-RateLimit-Reset (unix ms in error.metadata.headers).
+//
+// # Operator rules (trip_on)
+//
+// A Rule maps a regex, tried case-insensitively on the error code, type,
+// status text and message of every layer, to a class and an optional hold
+// TTL. Classifier applies the first matching rule of a provider's set; a
+// provider's set (PerProvider, by configured provider name) replaces the
+// global one. CompileRule validates a rule and names it in every error. In
+// the environment a global rule is three variables:
+//
+//	SWITCHYARD_TRIP_<NAME>_MATCH=quota.*exceeded for project
+//	SWITCHYARD_TRIP_<NAME>_CLASS=quota_exhausted
+//	SWITCHYARD_TRIP_<NAME>_TTL=6h
+//
+// RulesFromEnv reads them (the rule is named <name> in lower case).
+//
+// # Wire form and swctl classify
+//
+// DecodeWire reads the JSON form of an Input and Result.Wire gives the JSON
+// form of a Result, so that `swctl classify` and an admin endpoint speak the
+// same language. swctl classify reads JSON Lines on stdin:
+//
+//	{"provider": "openai", "status": 429, "headers": {"x-ratelimit-reset-tokens": "6m0s"},
+//	 "body": {"error": {...}}, "stream": false, "error": ""}
+//
+// and prints one line per input:
+//
+//	{"class":"rate_limit","scope":"key+model","retry_after_ms":360000,"code":"rate_limit_exceeded","reason":"..."}
+//
+// body may be a JSON value or a string (text, or JSON as text); status may
+// be null for a transport error given in "error". A line that cannot be read
+// prints {"error":"line N: ..."} and the command exits 1 after the last line.
+//
+// # Corpus
+//
+// testdata/corpus holds real provider error bodies, one JSON file per case
+// with its public source, checked by TestCorpus; `go test -run TestCorpus
+// -update` rewrites the expected results, which must then be reviewed.
+package failure

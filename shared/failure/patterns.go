@@ -1,0 +1,228 @@
+package failure
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// kind is what a provider code says. Most kinds are a class; permission is
+// resolved from the message (a bad key, no model access or a blocked region).
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindClass
+	kindPermission
+)
+
+type codeMeaning struct {
+	kind  kind
+	class Class
+}
+
+func cls(c Class) codeMeaning { return codeMeaning{kind: kindClass, class: c} }
+
+// strongCodes are provider codes, types, exception names, google.rpc reasons
+// and status texts that decide a class on their own (keys are lower case).
+var strongCodes = map[string]codeMeaning{
+	// transient
+	"server_error":                cls(Transient),
+	"overloaded_error":            cls(Transient),
+	"overloaded":                  cls(Transient),
+	"engine_overloaded":           cls(Transient),
+	"internal_error":              cls(Transient),
+	"internal":                    cls(Transient),
+	"unavailable":                 cls(Transient),
+	"deadline_exceeded":           cls(Transient),
+	"service_unavailable":         cls(Transient),
+	"service_unavailable_error":   cls(Transient),
+	"timeout":                     cls(Transient),
+	"internalserverexception":     cls(Transient),
+	"internalfailure":             cls(Transient),
+	"serviceunavailableexception": cls(Transient),
+	"modelnotreadyexception":      cls(Transient),
+	"modeltimeoutexception":       cls(Transient),
+	"modelerrorexception":         cls(Transient),
+	"modelstreamerrorexception":   cls(Transient),
+	"flex_tier_capacity_exceeded": cls(Transient),
+
+	// rate limits
+	"rate_limit_exceeded":             cls(RateLimit),
+	"rate_limit_error":                cls(RateLimit),
+	"rate_limited":                    cls(RateLimit),
+	"ratelimitexceeded":               cls(RateLimit),
+	"too_many_requests":               cls(RateLimit),
+	"resource_exhausted":              cls(RateLimit),
+	"throttlingexception":             cls(RateLimit),
+	"servicequotaexceededexception":   cls(RateLimit),
+	"toomanyrequestsexception":        cls(RateLimit),
+	"service_tier_capacity_exceeded":  cls(RateLimit),
+	"requests_per_minute_exceeded":    cls(RateLimit),
+	"tokens_per_minute_limit_reached": cls(RateLimit),
+
+	// credentials
+	"invalid_api_key":                     cls(CredentialRejected),
+	"incorrect_api_key":                   cls(CredentialRejected),
+	"authentication_error":                cls(CredentialRejected),
+	"unauthenticated":                     cls(CredentialRejected),
+	"api_key_invalid":                     cls(CredentialRejected),
+	"api_key_expired":                     cls(CredentialRejected),
+	"api_key_service_blocked":             cls(CredentialRejected),
+	"api_key_http_referrer_blocked":       cls(CredentialRejected),
+	"api_key_ip_address_blocked":          cls(CredentialRejected),
+	"consumer_suspended":                  cls(CredentialRejected),
+	"service_disabled":                    cls(CredentialRejected),
+	"credentials_missing":                 cls(CredentialRejected),
+	"access_token_type_unsupported":       cls(CredentialRejected),
+	"access_token_expired":                cls(CredentialRejected),
+	"iam_permission_denied":               cls(CredentialRejected),
+	"account_deactivated":                 cls(CredentialRejected),
+	"organization_deactivated":            cls(CredentialRejected),
+	"invalid_organization":                cls(CredentialRejected),
+	"unrecognizedclientexception":         cls(CredentialRejected),
+	"invalidsignatureexception":           cls(CredentialRejected),
+	"expiredtokenexception":               cls(CredentialRejected),
+	"incompletesignatureexception":        cls(CredentialRejected),
+	"missingauthenticationtokenexception": cls(CredentialRejected),
+
+	// permission: decided by the message
+	"permission_error":      {kind: kindPermission},
+	"permission_denied":     {kind: kindPermission},
+	"forbidden":             {kind: kindPermission},
+	"request_forbidden":     {kind: kindPermission},
+	"accessdeniedexception": {kind: kindPermission},
+
+	// quota and billing
+	"insufficient_quota":         cls(QuotaExhausted),
+	"billing_hard_limit_reached": cls(QuotaExhausted),
+	"billing_not_active":         cls(QuotaExhausted),
+	"billing_error":              cls(QuotaExhausted),
+	"insufficient_balance":       cls(QuotaExhausted),
+	"insufficient_credits":       cls(QuotaExhausted),
+	"payment_required":           cls(QuotaExhausted),
+	"credit_limit_exceeded":      cls(QuotaExhausted),
+
+	// models
+	"model_not_found":           cls(ModelNotAccessible),
+	"model_not_available":       cls(ModelNotAccessible),
+	"model_not_accessible":      cls(ModelNotAccessible),
+	"invalid_model":             cls(ModelNotAccessible),
+	"deploymentnotfound":        cls(ModelNotAccessible),
+	"deployment_not_found":      cls(ModelNotAccessible),
+	"not_found_error":           cls(ModelNotAccessible),
+	"not_found":                 cls(ModelNotAccessible),
+	"notfounderror":             cls(ModelNotAccessible),
+	"resourcenotfoundexception": cls(ModelNotAccessible),
+	"model_decommissioned":      cls(ModelRetired),
+	"model_deprecated":          cls(ModelRetired),
+	"modeldeprecated":           cls(ModelRetired),
+
+	// region
+	"unsupported_country_region_territory": cls(RegionBlocked),
+	"unsupported_country":                  cls(RegionBlocked),
+	"failed_precondition":                  cls(RegionBlocked),
+	"user_location_not_supported":          cls(RegionBlocked),
+
+	// the request's fault
+	"context_length_exceeded":      cls(RequestRejected),
+	"string_above_max_length":      cls(RequestRejected),
+	"content_filter":               cls(RequestRejected),
+	"content_policy_violation":     cls(RequestRejected),
+	"responsibleaipolicyviolation": cls(RequestRejected),
+	"request_too_large":            cls(RequestRejected),
+	"invalid_prompt":               cls(RequestRejected),
+	"validationexception":          cls(RequestRejected),
+	"payloadtoolargeexception":     cls(RequestRejected),
+}
+
+// weakCodes are generic codes that several providers reuse for unrelated
+// failures (DeepSeek sends "invalid_request_error" with "Insufficient
+// Balance", Anthropic with "credit balance is too low"): they count only
+// after the message patterns found nothing.
+var weakCodes = map[string]Class{
+	"invalid_request_error": RequestRejected,
+	"invalid_request":       RequestRejected,
+	"invalid_argument":      RequestRejected,
+	"bad_request":           RequestRejected,
+	"badrequest":            RequestRejected,
+	"badrequesterror":       RequestRejected,
+	"validation_error":      RequestRejected,
+	"unprocessable_entity":  RequestRejected,
+	"out_of_range":          RequestRejected,
+	"api_error":             Transient,
+	"apierror":              Transient,
+	"internalservererror":   Transient,
+	"unknown_error":         Unrecognised,
+}
+
+func normCode(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if i := strings.IndexByte(s, ':'); i > 0 { // "ThrottlingException:http://internal.amazon.com/..."
+		s = s[:i]
+	}
+	return s
+}
+
+// A message pattern and the class it means, tried in order.
+type messagePattern struct {
+	re    *regexp.Regexp
+	class Class
+}
+
+var (
+	regionRE = regexp.MustCompile(`(?i)user location is not supported|unsupported[_ ]countr|countr(y|ies),? regions?,? (or|and) territor|not (available|supported|allowed) (in|from) your (country|region|location|territory)|not allowed from unsupported|(region|location) is not supported|unavailable in your (country|region)`)
+
+	retiredRE      = regexp.MustCompile(`(?i)\b(deprecated|decommissioned|retired|sunset|discontinued|no longer (available|supported|served|accessible|offered)|end[- ]of[- ]life|end of its life|has been shut ?down|has been removed)\b`)
+	modelMentionRE = regexp.MustCompile(`(?i)\bmodels?\b`)
+
+	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(no|any|more|enough) credits|out of credits|credit limit|purchase (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)`)
+
+	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers`)
+
+	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found")
+
+	tooLargeRE  = regexp.MustCompile(`(?i)request too large|payload too large|request entity too large`)
+	limitNumRE  = regexp.MustCompile(`(?i)\blimit:?\s*([\d,]+)`)
+	requestedRE = regexp.MustCompile(`(?i)\brequested:?\s*([\d,]+)`)
+
+	requestSpecificRE = regexp.MustCompile(`(?i)context[_ ]length|maximum context|context window|prompt is too long|input (is )?too long|too many (input )?tokens:|exceeds? the maximum|cannot exceed|reduce the length|reduce your (message|prompt)|content (management )?policy|content[_ ]filter|flagged|input validation error`)
+
+	rateRE = regexp.MustCompile(`(?i)rate[ _-]?limit|too many (requests|tokens)|throttl|(requests|tokens|calls) ?(per|/) ?(minute|min|second|sec|day)\b|concurren(cy|t request)|temporarily rate-limited|resource (has been )?exhausted|please wait before trying again`)
+
+	requestGenericRE = regexp.MustCompile(`(?i)invalid (request|parameter|argument|value|schema|json|input)|field required|unsupported (parameter|value)|unrecognized request argument|is required|missing required|bad request|malformed|must be (a|an|one of|less|greater|at)\b`)
+
+	transientRE = regexp.MustCompile(`(?i)overloaded|over capacity|capacity (exceeded|constraints)|temporarily unavailable|service unavailable|\bunavailable\b|internal (server )?error|server (had an )?error|bad gateway|gateway time-?out|upstream (connect )?error|timed? ?out|try again later|connection (reset|refused|closed)|high demand|no available (model )?provider`)
+
+	perModelRE = regexp.MustCompile("(?i)rate limit reached for (model )?`?[\\w./:-]+`? in organization|\\b(for|on) (the )?model\\b|\\bmodel[:=]\\s*\\S|per[ _-]?model|for this model|base model|rate-limited upstream|model_id")
+)
+
+// messagePatterns decide from the message when no strong code did.
+var messagePatterns = []messagePattern{
+	{regionRE, RegionBlocked},
+	{quotaRE, QuotaExhausted},
+	{credentialRE, CredentialRejected},
+	{modelAccessRE, ModelNotAccessible},
+	{tooLargeRE, RequestRejected},
+	{requestSpecificRE, RequestRejected},
+	{rateRE, RateLimit},
+	{requestGenericRE, RequestRejected},
+	{transientRE, Transient},
+}
+
+// tooLarge reports whether a rate-limit message says the request alone is
+// larger than the whole limit ("Limit 30000, Requested 45000"): waiting
+// cannot help, the request has to change.
+func tooLarge(msg string) bool {
+	if tooLargeRE.MatchString(msg) {
+		return true
+	}
+	l := limitNumRE.FindStringSubmatch(msg)
+	r := requestedRE.FindStringSubmatch(msg)
+	if l == nil || r == nil {
+		return false
+	}
+	lim, err1 := strconv.ParseInt(strings.ReplaceAll(l[1], ",", ""), 10, 64)
+	req, err2 := strconv.ParseInt(strings.ReplaceAll(r[1], ",", ""), 10, 64)
+	return err1 == nil && err2 == nil && req > lim
+}
