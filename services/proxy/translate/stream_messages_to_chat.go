@@ -1,0 +1,207 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// anthropicEvent is the union of the Anthropic stream events' data, decoded
+// again for every event. Values are kept raw: strings are copied into the
+// output without being unescaped, and the buffers are reused.
+type anthropicEvent struct {
+	Type    json.RawMessage `json:"type"`
+	Message struct {
+		ID    json.RawMessage `json:"id"`
+		Usage anthropicUsage  `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type json.RawMessage `json:"type"`
+		Text json.RawMessage `json:"text"`
+	} `json:"content_block"`
+	Delta struct {
+		Type       json.RawMessage `json:"type"`
+		Text       json.RawMessage `json:"text"`
+		StopReason json.RawMessage `json:"stop_reason"`
+	} `json:"delta"`
+	Usage anthropicUsage `json:"usage"`
+}
+
+func (e *anthropicEvent) decode(data []byte) error {
+	e.Type = e.Type[:0]
+	e.Message.ID = e.Message.ID[:0]
+	e.Message.Usage = anthropicUsage{}
+	e.ContentBlock.Type = e.ContentBlock.Type[:0]
+	e.ContentBlock.Text = e.ContentBlock.Text[:0]
+	e.Delta.Type = e.Delta.Type[:0]
+	e.Delta.Text = e.Delta.Text[:0]
+	e.Delta.StopReason = e.Delta.StopReason[:0]
+	e.Usage = anthropicUsage{}
+	if err := json.Unmarshal(data, e); err != nil {
+		return malformed("Anthropic stream event", err)
+	}
+	return nil
+}
+
+// messagesToChatStream translates an Anthropic message stream into OpenAI
+// chat.completion.chunk events.
+type messagesToChatStream struct {
+	model  string
+	out    []byte // frames returned by Event, reused
+	prefix []byte // every chunk's start, through `"choices":[`
+	ev     anthropicEvent
+	usage  anthropicUsage
+
+	started, done, terminated bool
+}
+
+// NewMessagesToChatStream returns a converter of an Anthropic message stream
+// into an OpenAI chat completion stream answering for model, the name the
+// caller asked for.
+//
+// message_start gives the first chunk (delta {"role":"assistant",
+// "content":""}), text deltas give content chunks, message_delta's
+// stop_reason a finish_reason chunk, and message_stop a usage chunk
+// ("choices":[] as with stream_options.include_usage, always sent) then
+// "data: [DONE]". Thinking is dropped; a tool call block fails with an
+// *UnsupportedError. An "error" event becomes an OpenAI error chunk
+// data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
+func NewMessagesToChatStream(model string) StreamConverter {
+	return &messagesToChatStream{model: model, out: make([]byte, 0, 512)}
+}
+
+func (c *messagesToChatStream) Terminated() bool { return c.terminated }
+
+func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
+	if c.done {
+		return nil, true, nil
+	}
+	c.out = c.out[:0]
+	typ, decoded := name, false
+	if len(typ) == 0 {
+		// No "event:" line: the data's type says what it is.
+		if err := c.ev.decode(data); err != nil {
+			return nil, false, err
+		}
+		if quotedString(c.ev.Type) {
+			typ = c.ev.Type[1 : len(c.ev.Type)-1]
+		}
+		decoded = true
+	}
+	switch string(typ) {
+	case "ping", "content_block_stop":
+		return nil, false, nil
+	case "error":
+		c.out = append(c.out, "data: "...)
+		c.out = append(c.out, AnthropicErrorToOpenAI(0, data)...)
+		c.out = append(c.out, "\n\n"...)
+		c.done = true
+		return c.out, true, nil
+	case "message_stop":
+		c.start(nil)
+		c.out = append(c.out, c.prefix...)
+		c.out = append(c.out, `],"usage":`...)
+		c.out = appendChatUsage(c.out, c.usage)
+		c.out = append(c.out, "}\n\ndata: [DONE]\n\n"...)
+		c.done, c.terminated = true, true
+		return c.out, true, nil
+	case "message_start", "content_block_start", "content_block_delta", "message_delta":
+	default:
+		return nil, false, nil // an event type added after this was written
+	}
+	if !decoded {
+		if err := c.ev.decode(data); err != nil {
+			return nil, false, err
+		}
+	}
+	ev := &c.ev
+	switch string(typ) {
+	case "message_start":
+		c.usage = ev.Message.Usage
+		c.start(ev.Message.ID)
+	case "content_block_start":
+		c.start(nil)
+		switch string(ev.ContentBlock.Type) {
+		case `"text"`:
+			if !emptyString(ev.ContentBlock.Text) {
+				if err := c.appendContent(ev.ContentBlock.Text); err != nil {
+					return nil, false, err
+				}
+			}
+		case `"thinking"`, `"redacted_thinking"`:
+		default:
+			return nil, false, fmt.Errorf("Anthropic stream: %w", blockError(unquote(ev.ContentBlock.Type)))
+		}
+	case "content_block_delta":
+		c.start(nil)
+		switch string(ev.Delta.Type) {
+		case `"text_delta"`:
+			if !emptyString(ev.Delta.Text) {
+				if err := c.appendContent(ev.Delta.Text); err != nil {
+					return nil, false, err
+				}
+			}
+		case `"input_json_delta"`:
+			return nil, false, unsupported("tool calls")
+		}
+		// thinking_delta, signature_delta, citations_delta: nothing to say.
+	case "message_delta":
+		c.start(nil)
+		mergeUsage(&c.usage, ev.Usage)
+		if present(ev.Delta.StopReason) {
+			c.out = append(c.out, c.prefix...)
+			c.out = append(c.out, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+			c.out = append(c.out, finishReasonFor(unquote(ev.Delta.StopReason))...)
+			c.out = append(c.out, "\"}]}\n\n"...)
+		}
+	}
+	return c.out, false, nil
+}
+
+// start writes the first chunk, once, for the message id (a JSON string;
+// nil when message_start did not come first).
+func (c *messagesToChatStream) start(id json.RawMessage) {
+	if c.started {
+		return
+	}
+	c.started = true
+	c.prefix = append(c.prefix[:0], `data: {"id":`...)
+	c.prefix = append(c.prefix, quote(chatIDFromMessageID(unquote(id)))...)
+	c.prefix = append(c.prefix, `,"object":"chat.completion.chunk","created":`...)
+	c.prefix = strconv.AppendInt(c.prefix, now().Unix(), 10)
+	c.prefix = append(c.prefix, `,"model":`...)
+	c.prefix = append(c.prefix, quote(c.model)...)
+	c.prefix = append(c.prefix, `,"choices":[`...)
+
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+}
+
+// appendContent writes a content chunk for text, a JSON string.
+func (c *messagesToChatStream) appendContent(text json.RawMessage) error {
+	if !quotedString(text) {
+		return fmt.Errorf("decode Anthropic stream event: text is not a string: %w", ErrMalformed)
+	}
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{"content":`...)
+	c.out = append(c.out, text...)
+	c.out = append(c.out, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	return nil
+}
+
+// mergeUsage takes the counts message_delta reports: output_tokens always,
+// the input counts in newer API versions.
+func mergeUsage(dst *anthropicUsage, u anthropicUsage) {
+	if u.InputTokens > 0 {
+		dst.InputTokens = u.InputTokens
+	}
+	if u.CacheCreationInputTokens > 0 {
+		dst.CacheCreationInputTokens = u.CacheCreationInputTokens
+	}
+	if u.CacheReadInputTokens > 0 {
+		dst.CacheReadInputTokens = u.CacheReadInputTokens
+	}
+	if u.OutputTokens > 0 {
+		dst.OutputTokens = u.OutputTokens
+	}
+}
