@@ -33,6 +33,10 @@ type Config struct {
 	// and per dropped key of an optional provider, naming the unset
 	// variable or missing file (never a secret value).
 	Warnings []string `koanf:"-"`
+
+	// fromEnv maps each key path set from the environment to its variable,
+	// so that messages about it name the variable.
+	fromEnv map[string]string
 }
 
 // Log selects the log level and format.

@@ -43,15 +43,16 @@ func Load(path string, environ []string) (*Config, error) {
 		}
 	}
 	env := envMap(environ)
-	if err := loadEnv(k, env); err != nil {
+	fromEnv, err := loadEnv(k, env)
+	if err != nil {
 		return nil, err
 	}
 	if err := applyElementDefaults(k); err != nil {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
 
-	cfg := &Config{}
-	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+	cfg := &Config{fromEnv: fromEnv}
+	err = k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			bareNumberDuration,
 			mapstructure.StringToTimeDurationHookFunc(),
@@ -61,10 +62,10 @@ func Load(path string, environ []string) (*Config, error) {
 		ErrorUnused:      true, // unknownKeys reports these first, with better paths
 		TagName:          "koanf",
 	}})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source(path), err)
-	}
 	cfg.File = path
+	if err != nil {
+		return nil, cfg.decodeErrors(err)
+	}
 	for i := range cfg.Providers {
 		if cfg.Providers[i].BaseURL == "" {
 			cfg.Providers[i].BaseURL = DefaultBaseURL(cfg.Providers[i].Type)
@@ -128,10 +129,12 @@ func envMap(environ []string) map[string]string {
 
 // loadEnv merges SWITCHYARD_<SECTION>_<KEY> variables into k. A variable is
 // matched against the known key paths as a whole, so underscores inside
-// keys are unambiguous; lists take comma-separated values.
-func loadEnv(k *koanf.Koanf, env map[string]string) error {
+// keys are unambiguous; lists take comma-separated values. It returns the
+// key paths it set, each with its variable.
+func loadEnv(k *koanf.Koanf, env map[string]string) (map[string]string, error) {
 	known := envKeys()
 	overrides := map[string]any{}
+	set := map[string]string{}
 	var errs []error
 	for _, name := range sortedKeys(env) {
 		if !strings.HasPrefix(name, envPrefix) || name == EnvConfigPath || strings.HasPrefix(name, envReservedTrip) {
@@ -147,11 +150,52 @@ func loadEnv(k *koanf.Koanf, env map[string]string) error {
 			value = splitList(env[name])
 		}
 		setPath(overrides, strings.Split(key.path, "."), value)
+		set[key.path] = name
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, err
 	}
-	return k.Load(confmap.Provider(overrides, ""), nil)
+	return set, k.Load(confmap.Provider(overrides, ""), nil)
+}
+
+// decodeErrors turns the decoder's errors into one line per problem in the
+// "<file>: <key path>: <problem>" form.
+func (c *Config) decodeErrors(err error) error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case *mapstructure.DecodeError:
+			path := x.Name()
+			if i := strings.IndexByte(path, '['); i >= 0 && c.fromEnv[path[:i]] != "" {
+				path = path[:i] // an element of a list set from the environment
+			}
+			out = append(out, fmt.Errorf("%s: %s", c.at(path), x.Unwrap()))
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			if inner := x.Unwrap(); inner != nil {
+				walk(inner)
+				return
+			}
+			out = append(out, fmt.Errorf("%s: %w", source(c.File), e))
+		default:
+			out = append(out, fmt.Errorf("%s: %w", source(c.File), e))
+		}
+	}
+	walk(err)
+	return errors.Join(out...)
+}
+
+// at names a key path in messages: "<file>: <path>", with the variable
+// when the value came from the environment.
+func (c *Config) at(path string) string {
+	if name, ok := c.fromEnv[path]; ok {
+		return fmt.Sprintf("%s: %s (from %s)", source(c.File), path, name)
+	}
+	return source(c.File) + ": " + path
 }
 
 // splitList splits a comma-separated value, dropping blanks.

@@ -87,10 +87,9 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 	if c.File != "" {
 		dir = filepath.Dir(c.File)
 	}
-	src := source(c.File)
 	var errs []error
 	fail := func(path string, err error) {
-		errs = append(errs, fmt.Errorf("%s: %s: %s", src, path, unresolvedReason(err)))
+		errs = append(errs, fmt.Errorf("%s: %s", c.at(path), unresolvedReason(err)))
 	}
 
 	kept := c.Providers[:0]

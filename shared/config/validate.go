@@ -62,7 +62,7 @@ func (c *Config) markUnavailable() {
 // (chains.default.steps[0].target). Targets naming a provider listed in
 // Skipped are accepted: Load marks those chain steps Unavailable.
 func (c *Config) Validate() error {
-	v := &validator{cfg: c, src: source(c.File)}
+	v := &validator{cfg: c}
 	v.log()
 	v.nats()
 	v.listen("proxy.listen", c.Proxy.Listen)
@@ -83,14 +83,13 @@ func (c *Config) Validate() error {
 
 type validator struct {
 	cfg  *Config
-	src  string
 	errs []error
 	// models holds the configured provider names, each with its model names.
 	models map[string]map[string]bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf("%s: %s: %s", v.src, path, fmt.Sprintf(format, args...)))
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", v.cfg.at(path), fmt.Sprintf(format, args...)))
 }
 
 // oneOf checks that value is one of allowed.

@@ -1,0 +1,317 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestValidationErrors(t *testing.T) {
+	types := "(want one of: openai, openai-compatible, azure, anthropic, gemini, openrouter, groq, mistral, deepseek, together, xai, vllm, ollama)"
+	tests := []struct {
+		name string
+		yaml string // appended to minimal unless it starts with "providers:"
+		env  []string
+		want string // "$FILE: " is prepended
+	}{
+		{"unknown provider type", `
+  - name: typo
+    type: opnai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].type: unknown type "opnai" ` + types},
+		{"missing key id", `
+  - name: two
+    type: openai
+    keys: [{secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, "providers[1].keys[0].id: must be set"},
+		{"duplicate provider name", `
+  - name: openai
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].name: "openai" is configured twice`},
+		{"bad provider name", `
+  - name: OpenAI.EU
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].name: "OpenAI.EU" must match ^[a-z0-9][a-z0-9_-]*$`},
+		{"bad key id", `
+  - name: two
+    type: openai
+    keys: [{id: "k 1", secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].keys[0].id: "k 1" must match`},
+		{"duplicate key id", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}, {id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].keys[1].id: "k" is used twice in this provider`},
+		{"no keys", `
+  - name: two
+    type: groq
+    models: [{name: m}]`, nil, "providers[1].keys: must list at least one key"},
+		{"explicit zero weight", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY, weight: 0}]
+    models: [{name: m}]`, nil, "providers[1].keys[0].weight: must be >= 1, got 0"},
+		{"inline secret", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: sk-inline-value-123}]
+    models: [{name: m}]`, nil, "providers[1].keys[0].secret: secrets are referenced, not inline: use env:NAME or file:PATH"},
+		{"missing secret", `
+  - name: two
+    type: openai
+    keys: [{id: k}]
+    models: [{name: m}]`, nil, "providers[1].keys[0].secret: must be set"},
+		{"base url required", `
+  - name: local
+    type: openai-compatible
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, "providers[1].base_url: must be set for type openai-compatible"},
+		{"base url not http", `
+  - name: two
+    type: openai
+    base_url: ftp://example.com
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].base_url: "ftp://example.com" is not an http(s) URL`},
+		{"azure api version", `
+  - name: az
+    type: azure
+    base_url: https://x.openai.azure.com
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, "providers[1].api_version: must be set for type azure"},
+		{"selection", `
+  - name: two
+    type: openai
+    selection: random
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].selection: unknown value "random" (want one of: round_robin, weighted)`},
+		{"no models", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]`, nil, "providers[1].models: must list at least one model"},
+		{"duplicate model", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}, {name: m}]`, nil, `providers[1].models[1].name: "m" is listed twice in this provider`},
+		{"empty model name", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{kind: chat}]`, nil, "providers[1].models[0].name: must be set"},
+		{"model kind", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m, kind: image}]`, nil, `providers[1].models[0].kind: unknown value "image" (want one of: chat, embedding)`},
+		{"alias to unknown model", "\naliases:\n  fast: openai/gpt-5-nano", nil, `aliases.fast: "openai/gpt-5-nano": provider "openai" has no model "gpt-5-nano"`},
+		{"alias to unknown provider", "\naliases:\n  fast: nobody/m", nil, `aliases.fast: "nobody/m": no provider named "nobody"`},
+		{"alias to unknown chain", "\naliases:\n  fast: chain:nope", nil, `aliases.fast: "chain:nope": no chain named "nope"`},
+		{"alias not a target", "\naliases:\n  fast: gpt-4o-mini", nil, `aliases.fast: "gpt-4o-mini" is not provider/model`},
+		{"chain without steps", "\nchains:\n  empty:\n    steps: []", nil, "chains.empty.steps: must list at least one step"},
+		{"chain step target", "\nchains:\n  c:\n    steps:\n      - target: openai/nope", nil, `chains.c.steps[0].target: "openai/nope": provider "openai" has no model "nope"`},
+		{"chain name with slash", "\nchains:\n  a/b:\n    steps:\n      - target: openai/gpt-4o-mini", nil, "chains.a/b: chain name must be set and must not contain '/'"},
+		{"duplicate client", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*']}\n  - {id: c, secret: env:OPENAI_KEY, models: ['*']}", nil, `clients[1].id: "c" is used twice`},
+		{"client without models", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY}", nil, "clients[0].models: must list at least one entry"},
+		{"client unknown chain", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['chain:x']}", nil, `clients[0].models[0]: "chain:x": no chain named "x"`},
+		{"client unknown provider", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['nobody/*']}", nil, `clients[0].models[0]: "nobody/*": no provider named "nobody"`},
+		{"client inline secret", "\nclients:\n  - {id: c, secret: gw-inline-123, models: ['*']}", nil, "clients[0].secret: secrets are referenced, not inline"},
+		{"require client key without clients", "\nproxy:\n  require_client_key: true", nil, "proxy.require_client_key: is true but no clients are configured"},
+		{"limits", "\nlimits:\n  max_in_flight: 0", nil, "limits.max_in_flight: must be > 0, got 0"},
+		{"limit from env", "", []string{"SWITCHYARD_LIMITS_MAX_BODY_BYTES=-1"}, "limits.max_body_bytes (from SWITCHYARD_LIMITS_MAX_BODY_BYTES): must be > 0, got -1"},
+		{"attempt timeout", "\ntimeouts:\n  attempt: 0s", nil, "timeouts.attempt: must be > 0"},
+		{"negative timeout", "\ntimeouts:\n  stream_idle: -1s", nil, "timeouts.stream_idle: must be >= 0, got -1s"},
+		{"retry attempts", "\nretry:\n  same_target_attempts: 0", nil, "retry.same_target_attempts: must be >= 1, got 0"},
+		{"retry over budget", "\nretry:\n  same_target_attempts: 20", nil, "retry.same_target_attempts: 20 exceeds limits.max_attempts (10)"},
+		{"backoff order", "\nretry:\n  backoff_base: 5s\n  backoff_max: 1s", nil, "retry.backoff_max: 1s is less than retry.backoff_base (5s)"},
+		{"retry status", "\nretry:\n  on_statuses: [500, 42]", nil, "retry.on_statuses[1]: 42 is not an HTTP status"},
+		{"retry and rotate", "\nretry:\n  rotate_on_statuses: [429, 503]", nil, "retry.rotate_on_statuses: 503 is also in retry.on_statuses"},
+		{"log level", "\nlog:\n  level: verbose", nil, `log.level: unknown value "verbose" (want one of: debug, info, warn, error)`},
+		{"log format", "\nlog:\n  format: xml", nil, `log.format: unknown value "xml" (want one of: auto, json, text)`},
+		{"nats storage", "\nnats:\n  storage: disk", nil, `nats.storage: unknown value "disk" (want one of: file, memory)`},
+		{"nats replicas", "\nnats:\n  replicas: 7", nil, "nats.replicas: must be between 1 and 5, got 7"},
+		{"nats url", "\nnats:\n  url: http://localhost:4222", nil, `nats.url: "http://localhost:4222" is not a nats://, tls://, ws:// or wss:// URL`},
+		{"nats inline password", "\nnats:\n  user: sy\n  password: hunter2-inline", nil, "nats.password: secrets are referenced, not inline"},
+		{"listen address", "\nproxy:\n  listen: localhost", nil, `proxy.listen: "localhost" is not host:port`},
+		{"embedded listen port", "\nnats:\n  embedded:\n    listen: 127.0.0.1:http", nil, `nats.embedded.listen: "127.0.0.1:http" has no valid port`},
+		{"breaker scope", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]
+    resilience: {breaker: {scope: key}}`, nil, `providers[1].resilience.breaker.scope: unknown value "key" (want one of: provider, model)`},
+		{"health check path", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]
+    health_check: {path: models}`, nil, `providers[1].health_check.path: "models" must start with /`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, minimal+tt.yaml+"\n")
+			_, err := Load(path, append(tt.env, minimalEnv...))
+			if err == nil {
+				t.Fatalf("Load succeeded, want %q", tt.want)
+			}
+			want := path + ": " + tt.want
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q:\n%v", want, err)
+			}
+		})
+	}
+}
+
+func TestValidateCollectsEveryProblem(t *testing.T) {
+	cfg := Defaults()
+	cfg.File = "configs/gateway.yaml"
+	cfg.Log.Level = "loud"
+	cfg.Limits.MaxAttempts = 0
+	cfg.Providers = []Provider{{Name: "openai", Type: "openai", Keys: []Key{{Secret: "env:X", Weight: 1}}, Models: []Model{{Name: "m"}}}}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("Validate succeeded")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		`configs/gateway.yaml: log.level: unknown value "loud" (want one of: debug, info, warn, error)`,
+		"configs/gateway.yaml: limits.max_attempts: must be > 0, got 0",
+		"configs/gateway.yaml: providers[0].keys[0].id: must be set",
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("Validate =\n%s\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+func TestValidateDefaultsAndExamples(t *testing.T) {
+	if err := Defaults().Validate(); err != nil {
+		t.Errorf("Defaults().Validate: %v", err)
+	}
+}
+
+// TestSecretsNeverShown loads configurations holding known secret values
+// and checks that no error and no formatting of the result contains one.
+func TestSecretsNeverShown(t *testing.T) {
+	const (
+		keySecret    = "sk-live-KEYSECRET-0001"
+		clientSecret = "gw-CLIENTSECRET-0002"
+		natsSecret   = "nats-NATSSECRET-0003"
+		fileSecret   = "sk-FILESECRET-0004"
+		inline       = "sk-INLINESECRET-0005"
+	)
+	secrets := []string{keySecret, clientSecret, natsSecret, fileSecret, inline}
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/key", []byte(fileSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := minimal + `
+  - name: two
+    type: openai
+    keys: [{id: f, secret: "file:` + dir + `/key"}]
+    models: [{name: m}]
+nats:
+  url: nats://127.0.0.1:4222
+  user: sy
+  password: env:NATS_PASS
+clients:
+  - {id: c, secret: env:CLIENT_KEY, models: ['*']}
+`
+	env := []string{"OPENAI_KEY=" + keySecret, "CLIENT_KEY=" + clientSecret, "NATS_PASS=" + natsSecret}
+
+	cfg, err := Load(writeConfig(t, good), env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Providers[1].Keys[0].Value.Reveal() != fileSecret || cfg.NATS.PasswordValue.Reveal() != natsSecret {
+		t.Fatal("secrets not resolved")
+	}
+	var shown []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		shown = append(shown, fmt.Sprintf(verb, cfg), fmt.Sprintf(verb, *cfg), fmt.Sprintf(verb, cfg.Providers[0].Keys[0].Value))
+	}
+
+	// Failing loads whose inputs hold the secrets.
+	for _, bad := range []string{
+		strings.Replace(good, "env:OPENAI_KEY", inline, 1),
+		good + "limits:\n  max_in_flight: " + clientSecret + "\n",
+		strings.Replace(good, "nats://127.0.0.1:4222", "nats://sy:"+natsSecret+"@127.0.0.1:http", 1),
+		strings.Replace(good, "nats:\n", "  - {name: three, type: openai, base_url: 'https://u:"+natsSecret+"@x/v1', keys: [{id: k, secret: env:OPENAI_KEY}], models: [{name: m}]}\nnats:\n", 1),
+	} {
+		_, err := Load(writeConfig(t, bad), env)
+		if err == nil {
+			t.Fatalf("Load succeeded for a bad config")
+		}
+		shown = append(shown, err.Error())
+	}
+	_, err = Load(writeConfig(t, good), append([]string{"SWITCHYARD_NATS_TOKEN=" + inline}, env...))
+	if err == nil {
+		t.Fatal("inline token from the environment accepted")
+	}
+	shown = append(shown, err.Error())
+
+	for _, s := range shown {
+		for _, secret := range secrets {
+			if strings.Contains(s, secret) || strings.Contains(s, fmt.Sprintf("%x", secret)) {
+				t.Errorf("output reveals a secret:\n%s", s)
+			}
+		}
+	}
+}
+
+// TestEveryConfigKeyDocumented fails for each key path of Config that
+// configs/README.md does not mention (in backquotes).
+func TestEveryConfigKeyDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../configs/README.md")
+	if err != nil {
+		t.Fatalf("read the configuration reference: %v", err)
+	}
+	doc := string(b)
+	var missing []string
+	for _, p := range KeyPaths() {
+		if !strings.Contains(doc, "`"+p+"`") {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("configs/README.md does not document %d key(s):\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+}
+
+// TestReadmeExampleLoads loads the full example of configs/README.md.
+func TestReadmeExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../../configs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "## Full example\n\n```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("configs/README.md has no full example")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir+"/secrets", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"openai-secondary", "ops"} {
+		if err := os.WriteFile(dir+"/secrets/"+f, []byte("s-"+f+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := dir + "/gateway.yaml"
+	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, []string{"OPENAI_API_KEY=a", "OPENAI_BACKUP_KEY=b", "AZURE_EU_KEY=c", "TEAM_SEARCH_KEY=d"})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(cfg.Skipped) != 1 || cfg.Skipped[0] != "anthropic" || !cfg.Chains["default"].Steps[2].Unavailable {
+		t.Errorf("skipped = %v", cfg.Skipped)
+	}
+	if cfg.Clients[1].Value.Reveal() != "s-ops" {
+		t.Errorf("client file secret not resolved")
+	}
+}
