@@ -74,6 +74,15 @@ func (s *Server) routes() http.Handler {
 
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	defer func() {
+		// A call cut short by Close must not look answered: drop the
+		// connection instead of ending the response.
+		select {
+		case <-s.done:
+			panic(http.ErrAbortHandler)
+		default:
+		}
+	}()
 	req := s.parse(r)
 	authorized := len(s.opts.Keys) == 0 || slices.Contains(s.opts.Keys, req.call.Key)
 	var rule *Rule
