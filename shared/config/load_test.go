@@ -381,3 +381,21 @@ clients:
 		}
 	})
 }
+
+func TestDottedMapKeys(t *testing.T) {
+	body := strings.Replace(minimal, "gpt-4o-mini", "gpt-4.1-mini", 1) + `
+aliases:
+  gpt-4.1: openai/gpt-4.1-mini
+chains:
+  v1.5:
+    steps:
+      - target: openai/gpt-4.1-mini
+`
+	cfg, err := Load(writeConfig(t, body), minimalEnv)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Aliases["gpt-4.1"] != "openai/gpt-4.1-mini" || len(cfg.Chains["v1.5"].Steps) != 1 {
+		t.Errorf("aliases %v chains %v", cfg.Aliases, cfg.Chains)
+	}
+}

@@ -130,6 +130,12 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 			continue
 		}
 		c.Clients[i].Value = v
+		for j := range i {
+			if c.Clients[j].Value == v {
+				fail(fmt.Sprintf("clients[%d].secret", i), fmt.Errorf("same key as clients[%d] (%s): callers must be told apart", j, c.Clients[j].ID))
+				break
+			}
+		}
 	}
 	for _, s := range []struct {
 		path string

@@ -118,6 +118,7 @@ func TestValidationErrors(t *testing.T) {
 		{"client without models", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY}", nil, "clients[0].models: must list at least one entry"},
 		{"client unknown chain", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['chain:x']}", nil, `clients[0].models[0]: "chain:x": no chain named "x"`},
 		{"client unknown provider", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['nobody/*']}", nil, `clients[0].models[0]: "nobody/*": no provider named "nobody"`},
+		{"clients sharing a key", "\nclients:\n  - {id: a, secret: env:OPENAI_KEY, models: ['*']}\n  - {id: b, secret: env:OPENAI_KEY, models: ['*']}", nil, "clients[1].secret: same key as clients[0] (a)"},
 		{"client inline secret", "\nclients:\n  - {id: c, secret: gw-inline-123, models: ['*']}", nil, "clients[0].secret: secrets are referenced, not inline"},
 		{"require client key without clients", "\nproxy:\n  require_client_key: true", nil, "proxy.require_client_key: is true but no clients are configured"},
 		{"limits", "\nlimits:\n  max_in_flight: 0", nil, "limits.max_in_flight: must be > 0, got 0"},
