@@ -145,12 +145,11 @@ func redactURL(s string) string {
 }
 
 func (v *validator) listen(path, addr string) {
-	host, port, err := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(addr) // an empty host listens on every interface
 	if err != nil {
 		v.add(path, "%q is not host:port", addr)
 		return
 	}
-	_ = host // empty host listens on every interface
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		v.add(path, "%q has no valid port", addr)
 	}
