@@ -119,7 +119,7 @@ func (s *signal) codes() []string {
 		out = append(out, s.exception)
 	}
 	out = append(out, s.reasons...)
-	for _, c := range []string{s.code, s.typ, s.statusText} {
+	for _, c := range []string{s.code, s.inner, s.typ, s.statusText} {
 		if c != "" {
 			out = append(out, c)
 		}

@@ -57,7 +57,7 @@ var strongCodes = map[string]codeMeaning{
 	"throttlingexception":             cls(RateLimit),
 	"servicequotaexceededexception":   cls(RateLimit),
 	"toomanyrequestsexception":        cls(RateLimit),
-	"service_tier_capacity_exceeded":  cls(RateLimit),
+	"service_tier_capacity_exceeded":  cls(Transient),
 	"requests_per_minute_exceeded":    cls(RateLimit),
 	"tokens_per_minute_limit_reached": cls(RateLimit),
 
@@ -176,7 +176,7 @@ var (
 	retiredRE      = regexp.MustCompile(`(?i)\b(deprecated|decommissioned|retired|sunset|discontinued|no longer (available|supported|served|accessible|offered)|end[- ]of[- ]life|end of its life|has been shut ?down|has been removed)\b`)
 	modelMentionRE = regexp.MustCompile(`(?i)\bmodels?\b`)
 
-	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(no|any|more|enough) credits|out of credits|credit limit|purchase (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)`)
+	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(doesn't|does not|don't) have (any|enough) credits|not enough credits|(used|exhausted) all (available )?credits|out of credits|credit limit|(purchase|buy|add) (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)`)
 
 	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers`)
 
@@ -200,11 +200,11 @@ var (
 // messagePatterns decide from the message when no strong code did.
 var messagePatterns = []messagePattern{
 	{regionRE, RegionBlocked},
+	{requestSpecificRE, RequestRejected},
 	{quotaRE, QuotaExhausted},
 	{credentialRE, CredentialRejected},
 	{modelAccessRE, ModelNotAccessible},
 	{tooLargeRE, RequestRejected},
-	{requestSpecificRE, RequestRejected},
 	{rateRE, RateLimit},
 	{requestGenericRE, RequestRejected},
 	{transientRE, Transient},

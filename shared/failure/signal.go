@@ -20,6 +20,7 @@ type signal struct {
 	exception  string   // AWS exception name (x-amzn-errortype, __type, stream event key)
 	reasons    []string // google.rpc ErrorInfo reasons, legacy errors[].reason, Azure innererror.code
 	code       string   // error.code when it is text
+	inner      string   // Azure innererror.code
 	typ        string   // error.type
 	statusText string   // google.rpc status ("RESOURCE_EXHAUSTED")
 	message    string
@@ -148,9 +149,7 @@ func (s *signal) fromError(e map[string]any, depth int) {
 		}
 	}
 	if inner, ok := e["innererror"].(map[string]any); ok { // Azure content filter
-		if c := str(inner["code"]); c != "" {
-			s.reasons = append(s.reasons, c)
-		}
+		s.inner = str(inner["code"])
 	}
 	if md, ok := e["metadata"].(map[string]any); ok {
 		s.fromMetadata(md, depth)
