@@ -6,24 +6,53 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/provider"
 )
+
+const userAgent = "switchyard/0.1"
 
 // Deps are the proxy's collaborators.
 type Deps struct {
 	Log  *slog.Logger
 	NATS *nats.Conn // may be nil: the proxy never needs NATS to serve
+	// Holds says which scopes are out of rotation; nil means none.
+	Holds route.Holds
 }
 
 // Service is one proxy instance.
 type Service struct {
-	cfg *config.Config
-	log *slog.Logger
+	cfg        *config.Config
+	log        *slog.Logger
+	table      *route.Table
+	clients    *clientKeys
+	holds      route.Holds
+	upstreams  []*upstream // by provider index
+	inFlight   atomic.Int64
+	started    time.Time
+	modelsBody [2][]byte // by provider.Format of the caller
+	baseCtx    context.Context
+	stop       context.CancelFunc
+	app        *fiber.App
+}
+
+// upstream is the connection pool and timeouts of one provider.
+type upstream struct {
+	client         *http.Client
+	transport      *http.Transport
+	attemptTimeout time.Duration
+	streamIdle     time.Duration
 }
 
 // New builds a proxy from a validated configuration.
@@ -31,24 +60,159 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if cfg == nil {
 		return nil, errors.New("proxy: nil config")
 	}
-	log := deps.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	table, err := route.Build(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: build routes: %w", err)
 	}
-	return &Service{cfg: cfg, log: log}, nil
+	s := &Service{
+		cfg:     cfg,
+		log:     deps.Log,
+		table:   table,
+		clients: newClientKeys(cfg),
+		holds:   deps.Holds,
+		started: time.Now(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.holds == nil {
+		s.holds = route.NoHolds{}
+	}
+	for _, p := range cfg.Providers {
+		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
+	}
+	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	s.buildModelLists()
+	s.app = s.newApp()
+	return s, nil
 }
+
+func newUpstream(cfg *config.Config, p config.Provider) *upstream {
+	pick := func(own, global time.Duration) time.Duration {
+		if own > 0 {
+			return own
+		}
+		return global
+	}
+	dialer := &net.Dialer{Timeout: pick(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+		ReadBufferSize:      32 << 10,
+		WriteBufferSize:     32 << 10,
+	}
+	return &upstream{
+		client:         &http.Client{Transport: tr},
+		transport:      tr,
+		attemptTimeout: pick(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
+		streamIdle:     pick(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
+	}
+}
+
+func (s *Service) newApp() *fiber.App {
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		BodyLimit:             s.cfg.Limits.MaxBodyBytes,
+		ReadBufferSize:        16 << 10,
+		IdleTimeout:           120 * time.Second,
+		ErrorHandler:          s.errorHandler,
+	})
+	app.Post("/v1/chat/completions", s.handle(epChat))
+	app.Post("/v1/embeddings", s.handle(epEmbeddings))
+	app.Post("/v1/messages", s.handle(epMessages))
+	app.Get("/v1/models", s.listModels)
+	app.Get("/healthz", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{"status": "ok"})
+	})
+	app.Get("/readyz", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{"status": "ready", "providers": len(s.table.Providers)})
+	})
+	app.Use(func(c *fiber.Ctx) error {
+		return sendError(c, formatOf(c), fiber.StatusNotFound, codeNotFound,
+			fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
+	})
+	return app
+}
+
+// errorHandler renders errors fiber raises before a handler runs (an
+// oversize body, a malformed request) in the endpoint's format.
+func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
+	status := fiber.StatusInternalServerError
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		status = fe.Code
+	}
+	f := formatOf(c)
+	c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+	switch status {
+	case fiber.StatusRequestEntityTooLarge:
+		return sendError(c, f, status, codeRequestTooLarge,
+			fmt.Sprintf("the request body is larger than the limit of %d bytes", s.cfg.Limits.MaxBodyBytes))
+	case fiber.StatusMethodNotAllowed, fiber.StatusNotFound:
+		return sendError(c, f, status, codeNotFound, fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
+	}
+	if status >= 500 {
+		s.log.Error("request error", "err", err, "path", c.Path())
+		return sendError(c, f, status, "gateway_error", "internal gateway error")
+	}
+	return sendError(c, f, status, "invalid_request", err.Error())
+}
+
+// formatOf is the wire format a caller speaks: Anthropic's on /v1/messages
+// and when it sends anthropic-version, OpenAI's otherwise.
+func formatOf(c *fiber.Ctx) provider.Format {
+	if c.Path() == "/v1/messages" || c.Get("Anthropic-Version") != "" {
+		return provider.FormatAnthropic
+	}
+	return provider.FormatOpenAI
+}
+
+// Handler is the proxy's fiber app, for tests and embedding.
+func (s *Service) Handler() *fiber.App { return s.app }
 
 // Run listens on proxy.listen and serves until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Proxy.Listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("proxy: listen on %s: %w", s.cfg.Proxy.Listen, err)
 	}
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully.
+// Serve serves on ln until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish (up to 10 s), and closes the
+// upstream connection pools.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
-	<-ctx.Done()
-	return ln.Close()
+	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.table.Providers))
+	errc := make(chan error, 1)
+	go func() { errc <- s.app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		s.close()
+		return err
+	case <-ctx.Done():
+	}
+	err := s.app.ShutdownWithTimeout(10 * time.Second)
+	s.stop()
+	<-errc
+	s.close()
+	return err
+}
+
+func (s *Service) close() {
+	s.stop()
+	for _, u := range s.upstreams {
+		u.transport.CloseIdleConnections()
+	}
+}
+
+func itoa(n int) string {
+	if n >= 0 && n < 10 {
+		return string(rune('0' + n))
+	}
+	return fmt.Sprint(n)
 }

@@ -60,9 +60,9 @@ func AnthropicErrorToOpenAI(status int, body []byte) []byte {
 
 // OpenAIErrorToAnthropic converts an OpenAI error body, or the data of an
 // OpenAI stream error chunk, into an Anthropic error body
-// {"type":"error","error":{"type","message"}}. The error's type and code
-// decide the Anthropic type when they are specific, status otherwise (0
-// inside a stream). Looser shapes of OpenAI-compatible providers
+// {"type":"error","error":{"type","message"}}. The error's code, and its
+// type when specific, decide the Anthropic type; status otherwise (0 inside
+// a stream). Looser shapes of OpenAI-compatible providers
 // ({"error":"text"}, {"message":"text"}) and non-JSON bodies are accepted.
 func OpenAIErrorToAnthropic(status int, body []byte) []byte {
 	e := decodeOpenAIError(body)
@@ -70,16 +70,15 @@ func OpenAIErrorToAnthropic(status int, body []byte) []byte {
 	if e.Code != nil {
 		code = *e.Code
 	}
-	typ := ""
+	typ := anthropicTypeByOpenAICode[code]
 	switch {
-	case code == "insufficient_quota" || e.Type == "insufficient_quota":
+	case typ != "":
+	case e.Type == "insufficient_quota":
 		typ = "billing_error"
-	case code == "rate_limit_exceeded" || e.Type == "rate_limit_error" || e.Type == "requests" || e.Type == "tokens":
+	case e.Type == "rate_limit_error" || e.Type == "requests" || e.Type == "tokens":
 		typ = "rate_limit_error"
-	case code == "invalid_api_key" || e.Type == "authentication_error":
+	case e.Type == "authentication_error":
 		typ = "authentication_error"
-	case code == "model_not_found":
-		typ = "not_found_error"
 	case status != 0:
 		typ = anthropicErrorTypeForStatus(status)
 	case e.Type == "invalid_request_error":
@@ -93,6 +92,21 @@ func OpenAIErrorToAnthropic(status int, body []byte) []byte {
 	}
 	b, _ := json.Marshal(&anthropicErrorBody{Type: "error", Error: anthropicError{Type: typ, Message: msg}})
 	return b
+}
+
+// anthropicTypeByOpenAICode maps the OpenAI error codes that say what went
+// wrong, including those AnthropicErrorToOpenAI writes, so that an error
+// translated there and back keeps its type.
+var anthropicTypeByOpenAICode = map[string]string{
+	"invalid_api_key":     "authentication_error",
+	"permission_denied":   "permission_error",
+	"not_found":           "not_found_error",
+	"model_not_found":     "not_found_error",
+	"request_too_large":   "request_too_large",
+	"rate_limit_exceeded": "rate_limit_error",
+	"insufficient_quota":  "billing_error",
+	"overloaded":          "overloaded_error",
+	"timeout":             "timeout_error",
 }
 
 // decodeOpenAIError reads {"error":{...}}, {"error":"text"} or

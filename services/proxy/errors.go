@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/shared/provider"
+)
+
+// Gateway error codes: the closed list of codes Switchyard itself returns
+// (an upstream's own error passes through with the upstream's code).
+const (
+	codeInvalidJSON        = "invalid_json"
+	codeMissingModel       = "missing_model"
+	codeModelNotFound      = "model_not_found"
+	codeModelNotAllowed    = "model_not_allowed"
+	codeInvalidAPIKey      = "invalid_api_key"
+	codeRequestTooLarge    = "request_too_large"
+	codeOverloaded         = "gateway_overloaded"
+	codeNoTarget           = "no_available_target"
+	codeAllFailed          = "all_providers_failed"
+	codeProviderError      = "provider_error"
+	codeStreamIncomplete   = "stream_incomplete"
+	codeUnsupported        = "unsupported_translation"
+	codeBadIdempotencyKey  = "invalid_idempotency_key"
+	codeNotFound           = "not_found"
+	codeUnsupportedForKind = "unsupported_operation"
+)
+
+// openAIType maps a status to the OpenAI error "type".
+func openAIType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// anthropicType maps a status to the Anthropic error "type".
+func anthropicType(status int) string {
+	switch status {
+	case 400, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// errorBody renders a gateway error in the endpoint's own format.
+func errorBody(f provider.Format, status int, code, message string) []byte {
+	b := make([]byte, 0, 128+len(message))
+	if f == provider.FormatAnthropic {
+		b = append(b, `{"type":"error","error":{"type":"`...)
+		b = append(b, anthropicType(status)...)
+		b = append(b, `","code":`...)
+		b = strconv.AppendQuote(b, code)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, message)
+		return append(b, "}}"...)
+	}
+	b = append(b, `{"error":{"message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"type":"`...)
+	b = append(b, openAIType(status)...)
+	b = append(b, `","param":null,"code":`...)
+	b = strconv.AppendQuote(b, code)
+	return append(b, "}}"...)
+}
+
+// streamErrorEvent renders an error as one server-sent event in the
+// endpoint's format.
+func streamErrorEvent(f provider.Format, status int, code, message string) []byte {
+	body := errorBody(f, status, code, message)
+	var b []byte
+	if f == provider.FormatAnthropic {
+		b = append(b, "event: error\ndata: "...)
+	} else {
+		b = append(b, "data: "...)
+	}
+	b = append(b, body...)
+	return append(b, "\n\n"...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// sendError writes a gateway error response.
+func sendError(c *fiber.Ctx, f provider.Format, status int, code, message string) error {
+	c.Status(status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(errorBody(f, status, code, message))
+}

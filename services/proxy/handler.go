@@ -1,0 +1,339 @@
+package proxy
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// endpoint is one of the proxy's inference routes.
+type endpoint struct {
+	name   string
+	format provider.Format // the caller's wire format
+	op     provider.Op
+}
+
+var (
+	epChat       = &endpoint{name: "chat.completions", format: provider.FormatOpenAI, op: provider.OpChat}
+	epMessages   = &endpoint{name: "messages", format: provider.FormatAnthropic, op: provider.OpChat}
+	epEmbeddings = &endpoint{name: "embeddings", format: provider.FormatOpenAI, op: provider.OpEmbeddings}
+)
+
+// Response headers naming what served a request.
+const (
+	headerRequestID = "X-Request-Id"
+	headerProvider  = "X-Switchyard-Provider"
+	headerKeyID     = "X-Switchyard-Key-Id"
+	headerModel     = "X-Switchyard-Model"
+	headerAttempts  = "X-Switchyard-Attempts"
+)
+
+// request is the state of one caller request across its attempts.
+type request struct {
+	s        *Service
+	ep       *endpoint
+	id       string
+	model    string
+	stream   bool
+	body     []byte // the caller's body (valid during the handler only)
+	idemKey  string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+	started  time.Time
+	log      *slog.Logger
+
+	attempts int
+	last     *attemptError // the last failure, for the final error message
+	// translated bodies, per upstream format, built on first use
+	translated [2][]byte
+	transErr   [2]error
+}
+
+// handle serves one inference request: authenticate, parse, resolve, then
+// try targets until one answers.
+func (s *Service) handle(ep *endpoint) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		r := &request{s: s, ep: ep, started: time.Now()}
+		r.id = requestID(c.Get(headerRequestID))
+		c.Set(headerRequestID, r.id)
+
+		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
+			s.inFlight.Add(-1)
+			return sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
+				fmt.Sprintf("the gateway is at its limit of %d requests in flight; retry shortly", s.cfg.Limits.MaxInFlight))
+		}
+		handedOff := false // a stream relay releases the slot when it ends
+		defer func() {
+			if !handedOff {
+				s.inFlight.Add(-1)
+			}
+		}()
+
+		client, ok := s.clients.authenticate(c)
+		if !ok {
+			return sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
+		}
+
+		r.body = c.Body()
+		if !json.Valid(r.body) {
+			return sendError(c, ep.format, fiber.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON")
+		}
+		model, ok := jsonfield.String(r.body, "model")
+		if !ok || model == "" {
+			return sendError(c, ep.format, fiber.StatusBadRequest, codeMissingModel, "the request body must name a model")
+		}
+		r.model = model
+		r.stream = ep.op == provider.OpChat && jsonfield.Bool(r.body, "stream")
+		steps, ok := s.table.Resolve(model)
+		if !ok {
+			return sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
+				fmt.Sprintf("the model `%s` does not exist on this gateway", model))
+		}
+		if client != nil && !client.allows(model, steps) {
+			return sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
+				fmt.Sprintf("this API key may not use the model `%s`", model))
+		}
+		if k := c.Get("Idempotency-Key"); k != "" {
+			if !validIdempotencyKey(k) {
+				return sendError(c, ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
+					"Idempotency-Key must be 1 to 255 visible ASCII characters")
+			}
+			r.idemKey = strings.Clone(k)
+		}
+
+		r.deadline = s.deadline(c, r.started)
+		if r.deadline.IsZero() {
+			r.ctx, r.cancel = context.WithCancel(s.baseCtx)
+		} else {
+			r.ctx, r.cancel = context.WithDeadline(s.baseCtx, r.deadline)
+		}
+		res := r.run(c, steps)
+		if res.relay != nil {
+			handedOff = true
+			res.relay.start(c)
+			return nil
+		}
+		r.cancel()
+		return res.err
+	}
+}
+
+// deadline is when the request must be answered: the earliest of the
+// caller's stated timeout (X-Stainless-Timeout, as the OpenAI and Anthropic
+// SDKs send it, or X-Request-Timeout) and timeouts.request.
+func (s *Service) deadline(c *fiber.Ctx, start time.Time) time.Time {
+	var d time.Duration
+	if s.cfg.Timeouts.Request > 0 {
+		d = s.cfg.Timeouts.Request
+	}
+	for _, h := range [...]string{"X-Stainless-Timeout", "X-Request-Timeout"} {
+		if v := c.Get(h); v != "" {
+			if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 && !math.IsInf(secs, 0) {
+				cd := time.Duration(secs * float64(time.Second))
+				if d == 0 || cd < d {
+					d = cd
+				}
+			}
+		}
+	}
+	if d == 0 {
+		return time.Time{}
+	}
+	return start.Add(d)
+}
+
+// logger returns the request's logger, built on first use.
+func (r *request) logger() *slog.Logger {
+	if r.log == nil {
+		r.log = r.s.log.With("request_id", r.id)
+	}
+	return r.log
+}
+
+// outcome is how a request ended in the handler: a response already
+// written (err from writing it), or a stream relay to start.
+type outcome struct {
+	err   error
+	relay *relay
+}
+
+// run tries the steps in order until one answers, applying each failure's
+// action: retry the same target, rotate the key, or return to the caller.
+func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
+	s := r.s
+	maxAttempts := s.cfg.Limits.MaxAttempts
+	var unsupported error
+	candidates := 0
+steps:
+	for i := range steps {
+		step := &steps[i]
+		if !step.Usable() || !step.Provider.Adapter.Supports(r.ep.op) {
+			continue
+		}
+		body, err := r.bodyFor(step)
+		if err != nil {
+			unsupported = err
+			continue
+		}
+		var tried uint64
+	keys:
+		for {
+			key := step.Provider.Pick(step.Model, s.holds, tried)
+			if key == nil {
+				continue steps
+			}
+			candidates++
+			tried |= 1 << uint(key.Index())
+			t := target{step: step, key: key}
+			for same := 1; ; same++ {
+				if r.attempts >= maxAttempts || r.ctx.Err() != nil {
+					break steps
+				}
+				r.attempts++
+				// The Idempotency-Key goes to the first target and its retries only.
+				res := r.attempt(c, t, body, candidates == 1)
+				if res.done {
+					return res.outcome
+				}
+				ae := res.failure
+				r.last = ae
+				act := s.decide(ae)
+				r.logger().Warn("attempt failed",
+					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
+					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
+					"code", ae.result.Code, "reason", ae.reason(), "action", act.String())
+				switch act {
+				case actRetrySame:
+					if same >= s.cfg.Retry.SameTargetAttempts {
+						continue keys
+					}
+					if !r.backoff(same, ae) {
+						break steps
+					}
+				case actRotate:
+					continue keys
+				case actReturn:
+					return outcome{err: r.returnUpstreamError(c, t, ae)}
+				}
+			}
+		}
+	}
+	switch {
+	case r.attempts == 0 && unsupported != nil:
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, unsupported.Error())}
+	case r.attempts == 0 && r.ctx.Err() != nil:
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
+	case r.attempts == 0:
+		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
+		if candidates == 0 && hasUsable(steps, r.ep.op) {
+			msg = fmt.Sprintf("every target of `%s` is held out of rotation", r.model)
+		}
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
+	}
+	c.Set(headerAttempts, strconv.Itoa(r.attempts))
+	code := codeAllFailed
+	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.attempts, r.model)
+	if candidates == 1 {
+		code = codeProviderError
+		msg = fmt.Sprintf("the provider failed for `%s`", r.model)
+	}
+	if r.last != nil {
+		msg += "; last: " + r.last.summary()
+	}
+	r.logger().Error("request failed", "model", r.model, "attempts", r.attempts, "code", code)
+	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+func hasUsable(steps []route.Step, op provider.Op) bool {
+	for i := range steps {
+		if steps[i].Usable() && steps[i].Provider.Adapter.Supports(op) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoff waits before retrying the same target: exponential with full
+// jitter, at least any wait the provider stated (when it is within
+// retry.backoff_max), never past the deadline. It reports false when the
+// request ran out of time.
+func (r *request) backoff(n int, ae *attemptError) bool {
+	rc := r.s.cfg.Retry
+	d := rc.BackoffBase << (n - 1)
+	if d > rc.BackoffMax || d <= 0 {
+		d = rc.BackoffMax
+	}
+	d = time.Duration(rand.Int64N(int64(d) + 1))
+	if ae.result.HasWait && ae.result.RetryAfter > d && ae.result.RetryAfter <= rc.BackoffMax {
+		d = ae.result.RetryAfter
+	}
+	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// bodyFor returns the request body for a step: the caller's body with the
+// model renamed, or translated into the provider's format.
+func (r *request) bodyFor(step *route.Step) ([]byte, error) {
+	pf := step.Provider.Adapter.Format()
+	if pf == r.ep.format {
+		if step.Upstream == r.model {
+			return r.body, nil
+		}
+		return jsonfield.SetString(make([]byte, 0, len(r.body)+len(step.Upstream)), r.body, "model", step.Upstream), nil
+	}
+	if r.translated[pf] == nil && r.transErr[pf] == nil {
+		r.translated[pf], r.transErr[pf] = translateRequest(r.ep.format, r.body, step.Upstream)
+	}
+	if r.transErr[pf] != nil {
+		return nil, r.transErr[pf]
+	}
+	// The translation carries the first translated step's model name.
+	return jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream), nil
+}
+
+func requestID(given string) string {
+	if given != "" && len(given) <= 128 && visibleASCII(given) {
+		return strings.Clone(given)
+	}
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+func validIdempotencyKey(k string) bool { return len(k) <= 255 && visibleASCII(k) }
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+var errNoBody = errors.New("empty response body")

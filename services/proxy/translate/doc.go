@@ -1,0 +1,74 @@
+// Package translate converts between the OpenAI Chat Completions API and the
+// Anthropic Messages API — requests, responses, streams and error bodies —
+// so that one gateway chain can mix providers of either format.
+//
+// Only text conversations are translated for now. Bodies are decoded into
+// typed structs that list the fields read and the fields refused; other
+// unknown fields are ignored, so new optional parameters pass (dropped)
+// rather than fail. Request errors wrap ErrMalformed (not JSON of the right
+// shape) or are an *UnsupportedError (a feature below): both are the
+// caller's fault, a 400. From a response or stream the same errors mean the
+// upstream answered with something the caller's format cannot receive.
+//
+// # Translated
+//
+// Requests, OpenAI -> Anthropic (ChatToMessages):
+//   - system and developer messages -> the top-level system prompt, joined
+//     by a blank line, wherever they stood in the conversation;
+//   - user and assistant messages with string content or text parts ->
+//     string content or text blocks; consecutive messages of one role are
+//     merged into one turn, as Anthropic turns alternate; empty parts are
+//     dropped; an assistant refusal is text;
+//   - max_completion_tokens, else max_tokens -> max_tokens (4096 when
+//     absent: Anthropic requires it); temperature and top_p as they are
+//     (Anthropic refuses a temperature above 1); stop (string or array) ->
+//     stop_sequences; stream; user -> metadata.user_id.
+//
+// Requests, Anthropic -> OpenAI (MessagesToChat):
+//   - system (string or text blocks) -> a first system message; text blocks
+//     of a message -> string content, joined by a blank line;
+//   - max_tokens -> max_tokens (not max_completion_tokens, which OpenAI's
+//     reasoning models require); temperature; top_p; stop_sequences -> stop
+//     (OpenAI takes at most 4); metadata.user_id -> user; stream -> stream
+//     with stream_options.include_usage, so the stream reports usage.
+//
+// Responses (MessagesResponseToChat, ChatResponseToMessages):
+//   - text blocks, concatenated <-> message content; an OpenAI refusal ->
+//     a text block and stop_reason "refusal"; Anthropic thinking blocks are
+//     dropped;
+//   - stop_reason end_turn, stop_sequence, pause_turn -> "stop"; max_tokens,
+//     model_context_window_exceeded -> "length"; tool_use -> "tool_calls";
+//     refusal -> "content_filter"; and back: stop -> end_turn (OpenAI does
+//     not tell a stop sequence apart), length -> max_tokens, tool_calls ->
+//     tool_use, content_filter -> refusal;
+//   - usage: prompt_tokens = input_tokens + cache writes + cache reads,
+//     cached_tokens = cache reads; completion_tokens = output_tokens; and
+//     back, input_tokens = prompt_tokens - cached_tokens;
+//   - ids: msg_X -> chatcmpl-msg_X and back; chatcmpl-Y -> msg_chatcmpl-Y;
+//     generated when absent. created is the translation time. model is the
+//     name the caller asked for, not the upstream's.
+//
+// Streams: see NewMessagesToChatStream and NewChatToMessagesStream. The
+// OpenAI stream produced always ends with a usage chunk ("choices":[]), as if
+// stream_options.include_usage had been set. An upstream error event becomes
+// the other format's error event and ends the stream; Terminated stays false.
+//
+// Error bodies (AnthropicErrorToOpenAI, OpenAIErrorToAnthropic) map the
+// error types both ways and keep the message; a body that is not an error
+// of the expected format still gives a well-formed error.
+//
+// # Not translated yet
+//
+// Tools are the main gap: tools, tool_choice (other than "none"), legacy
+// functions, tool calls and tool results, in requests, responses and
+// streams, give an *UnsupportedError. So do images, audio, files and
+// documents; n > 1; logprobs; response_format other than text (JSON mode,
+// structured outputs); reasoning_effort and extended thinking; web search,
+// MCP servers and containers.
+//
+// Dropped silently, as they have no counterpart or only tune delivery:
+// message names, seed, presence and frequency penalties, logit_bias, store,
+// OpenAI metadata, service_tier, prediction, parallel_tool_calls; Anthropic
+// top_k, cache_control and citations. Prompt caching hints are therefore
+// lost in either direction.
+package translate
