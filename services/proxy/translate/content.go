@@ -136,3 +136,15 @@ func nonEmpty(texts []string) []string {
 	}
 	return out
 }
+
+// marshal is json.Marshal without HTML escaping: text such as "<doc>" stays
+// as it was written rather than becoming "\u003cdoc\u003e".
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -54,7 +54,7 @@ func AnthropicErrorToOpenAI(status int, body []byte) []byte {
 	if code != "" {
 		out.Error.Code = &code
 	}
-	b, _ := json.Marshal(&out) // cannot fail: strings only
+	b, _ := marshal(&out) // cannot fail: strings only
 	return b
 }
 
@@ -90,7 +90,7 @@ func OpenAIErrorToAnthropic(status int, body []byte) []byte {
 	if msg == "" {
 		msg = fallbackMessage(status, body)
 	}
-	b, _ := json.Marshal(&anthropicErrorBody{Type: "error", Error: anthropicError{Type: typ, Message: msg}})
+	b, _ := marshal(&anthropicErrorBody{Type: "error", Error: anthropicError{Type: typ, Message: msg}})
 	return b
 }
 
@@ -181,7 +181,7 @@ func fallbackMessage(status int, body []byte) string {
 	text := bytes.TrimSpace(body)
 	if len(text) > 0 && !json.Valid(text) {
 		if len(text) > maxErrorText {
-			text = text[:maxErrorText] // json.Marshal mends a cut rune
+			text = text[:maxErrorText] // marshal mends a cut rune
 		}
 		return string(text)
 	}

@@ -101,7 +101,7 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 			out.Messages[i].Content = blocks
 		}
 	}
-	return json.Marshal(&out)
+	return marshal(&out)
 }
 
 // checkSupported refuses the request parameters that have no translation.
@@ -214,7 +214,7 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 		}
 		out.Messages = append(out.Messages, chatMessageOut{Role: m.Role, Content: strings.Join(nonEmpty(texts), partSeparator)})
 	}
-	return json.Marshal(&out)
+	return marshal(&out)
 }
 
 // checkSupported refuses the request parameters that have no translation.

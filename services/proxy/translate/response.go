@@ -45,7 +45,7 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 		fr := finishReasonFor(*in.StopReason)
 		out.Choices[0].FinishReason = &fr
 	}
-	return json.Marshal(&out)
+	return marshal(&out)
 }
 
 // ChatResponseToMessages translates an OpenAI chat.completion into an
@@ -91,7 +91,7 @@ func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
 		sr := "refusal"
 		out.StopReason = &sr
 	}
-	return json.Marshal(&out)
+	return marshal(&out)
 }
 
 // finishReasonFor maps an Anthropic stop_reason to an OpenAI finish_reason.

@@ -56,7 +56,7 @@ func unquote(raw []byte) string {
 
 // quote returns s as a JSON string.
 func quote(s string) []byte {
-	b, _ := json.Marshal(s) // cannot fail for a string
+	b, _ := marshal(s) // cannot fail for a string
 	return b
 }
 

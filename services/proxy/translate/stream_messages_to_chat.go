@@ -52,7 +52,7 @@ type messagesToChatStream struct {
 	ev     anthropicEvent
 	usage  anthropicUsage
 
-	started, done, terminated bool
+	started, finished, done, terminated bool
 }
 
 // NewMessagesToChatStream returns a converter of an Anthropic message stream
@@ -99,6 +99,9 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		return c.out, true, nil
 	case "message_stop":
 		c.start(nil)
+		if !c.finished {
+			c.appendFinish("stop") // message_delta did not say why
+		}
 		c.out = append(c.out, c.prefix...)
 		c.out = append(c.out, `],"usage":`...)
 		c.out = appendChatUsage(c.out, c.usage)
@@ -148,11 +151,8 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 	case "message_delta":
 		c.start(nil)
 		mergeUsage(&c.usage, ev.Usage)
-		if present(ev.Delta.StopReason) {
-			c.out = append(c.out, c.prefix...)
-			c.out = append(c.out, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
-			c.out = append(c.out, finishReasonFor(unquote(ev.Delta.StopReason))...)
-			c.out = append(c.out, "\"}]}\n\n"...)
+		if present(ev.Delta.StopReason) && !c.finished {
+			c.appendFinish(finishReasonFor(unquote(ev.Delta.StopReason)))
 		}
 	}
 	return c.out, false, nil
@@ -175,6 +175,15 @@ func (c *messagesToChatStream) start(id json.RawMessage) {
 
 	c.out = append(c.out, c.prefix...)
 	c.out = append(c.out, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+}
+
+// appendFinish writes the chunk with the finish_reason.
+func (c *messagesToChatStream) appendFinish(reason string) {
+	c.finished = true
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	c.out = append(c.out, reason...)
+	c.out = append(c.out, "\"}]}\n\n"...)
 }
 
 // appendContent writes a content chunk for text, a JSON string.
