@@ -156,9 +156,11 @@ func pickReset(h http.Header, dims []string, reset func(string) (time.Duration, 
 
 // hintRE finds "try again in 20s", "Please retry in 6.17s", "retry after 45
 // seconds", "try again in 1m30s", "try again in 250ms".
-var hintRE = regexp.MustCompile(`(?i)(?:try again|retry)(?: later)?\s+(?:in|after)\s+(?:about\s+|approximately\s+)?((?:\d+(?:\.\d+)?\s*(?:milliseconds?|millis|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b\s*(?:and\s+)?)+)`)
+const hintUnits = `(?:milliseconds?|millis|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)`
 
-var hintPartRE = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(milliseconds?|millis|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b`)
+var hintRE = regexp.MustCompile(`(?i)(?:try again|retry)(?: later)?\s+(?:in|after)\s+(?:about\s+|approximately\s+)?((?:\d+(?:\.\d+)?\s*` + hintUnits + `\s*(?:and\s+)?)*\d+(?:\.\d+)?\s*` + hintUnits + `\b)`)
+
+var hintPartRE = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(` + hintUnits[3:len(hintUnits)-1] + `)`)
 
 // WaitHint finds a wait stated in an error message.
 func WaitHint(msg string) (time.Duration, bool) {

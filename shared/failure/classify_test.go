@@ -1,0 +1,183 @@
+package failure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testNow = time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
+
+func TestClassifyTraps(t *testing.T) {
+	tests := []struct {
+		name     string
+		provider string
+		status   int
+		body     string
+		header   http.Header
+		err      error
+		stream   bool
+		class    Class
+		scope    Scope
+	}{
+		{"openai insufficient_quota is a 429 that means quota", "openai", 429,
+			`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil, nil, false, QuotaExhausted, ScopeKey},
+		{"anthropic credit balance is a 400 that means quota", "anthropic", 400,
+			`{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`, nil, nil, false, QuotaExhausted, ScopeKey},
+		{"gemini API_KEY_INVALID is a 400 that means credential", "gemini", 400,
+			`{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}`, nil, nil, false, CredentialRejected, ScopeKey},
+		{"404 model_not_found that is retired", "openai", 404,
+			`{"error":{"message":"The model foo has been decommissioned","code":"model_not_found"}}`, nil, nil, false, ModelRetired, ScopeKeyModel},
+		{"404 model_not_found no longer available", "openai", 404,
+			`{"error":{"message":"The model foo is no longer available","code":"model_not_found"}}`, nil, nil, false, ModelRetired, ScopeKeyModel},
+		{"404 model_not_found without access", "openai", 404,
+			`{"error":{"message":"The model foo does not exist or you do not have access to it.","code":"model_not_found"}}`, nil, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"403 bad key", "anthropic", 403,
+			`{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, nil, nil, false, CredentialRejected, ScopeKey},
+		{"403 no model access", "bedrock", 403,
+			`{"message":"You don't have access to the model with the specified model ID."}`, http.Header{"X-Amzn-Errortype": {"AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"}}, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"403 blocked region by message", "openai-compatible", 403,
+			`{"error":{"message":"This service is not available in your region"}}`, nil, nil, false, RegionBlocked, ScopeKeyModel},
+		{"403 user location", "gemini", 400,
+			`{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`, nil, nil, false, RegionBlocked, ScopeKeyModel},
+		{"429 per-model limit", "openai", 429,
+			`{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.","code":"rate_limit_exceeded"}}`, nil, nil, false, RateLimit, ScopeKeyModel},
+		{"429 account limit", "openai", 429,
+			`{"error":{"message":"Rate limit reached for requests","code":"rate_limit_exceeded"}}`, nil, nil, false, RateLimit, ScopeKey},
+		{"request larger than the whole limit", "openai", 429,
+			`{"error":{"message":"Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 45000.","code":"rate_limit_exceeded"}}`, nil, nil, false, RequestRejected, ScopeNone},
+		{"context length", "openai", 400,
+			`{"error":{"message":"This model's maximum context length is 8192 tokens.","code":"context_length_exceeded"}}`, nil, nil, false, RequestRejected, ScopeNone},
+		{"content filter", "azure", 400,
+			`{"error":{"message":"filtered","code":"content_filter"}}`, nil, nil, false, RequestRejected, ScopeNone},
+		{"529 overloaded", "anthropic", 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, nil, nil, false, Transient, ScopeNone},
+		{"anthropic overloaded stream event", "anthropic", 0, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, nil, nil, true, Transient, ScopeNone},
+		{"bare 503", "openai", 503, ``, nil, nil, false, Transient, ScopeNone},
+		{"connection refused", "openai", 0, ``, nil, errors.New("dial tcp: connect: connection refused"), false, Transient, ScopeNone},
+		{"connection reset", "openai", 0, ``, nil, errors.New("read tcp: connection reset by peer"), false, Transient, ScopeNone},
+		{"timeout", "openai", 0, ``, nil, fmt.Errorf("attempt: %w", context.DeadlineExceeded), false, Transient, ScopeNone},
+		{"caller cancellation holds nothing", "openai", 0, ``, nil, fmt.Errorf("attempt: %w", context.Canceled), false, Unrecognised, ScopeNone},
+		{"unknown 400 is the request's fault", "openai-compatible", 400, `{"foo":"bar"}`, nil, nil, false, RequestRejected, ScopeNone},
+		{"unknown 422 is the request's fault", "openai-compatible", 422, ``, nil, nil, false, RequestRejected, ScopeNone},
+		{"unknown 418 is unrecognised", "openai-compatible", 418, `teapot`, nil, nil, false, Unrecognised, ScopeNone},
+		{"error hidden behind 200 carries its status", "openrouter", 200, `{"error":{"code":429,"message":"Provider returned error"}}`, nil, nil, false, RateLimit, ScopeKey},
+		{"200 with nothing recognisable", "openai", 200, `{"choices":[]}`, nil, nil, false, Unrecognised, ScopeNone},
+		{"openrouter nested raw decides", "openrouter", 400,
+			`{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"message\":\"Incorrect API key provided\",\"code\":\"invalid_api_key\"}}"}}}`, nil, nil, false, CredentialRejected, ScopeKey},
+		{"openrouter nested raw object", "openrouter", 404,
+			`{"error":{"message":"Provider returned error","code":404,"metadata":{"raw":{"error":{"message":"The model gpt-4 has been deprecated","code":"model_not_found"}}}}}`, nil, nil, false, ModelRetired, ScopeKeyModel},
+		{"deprecated parameter is not a retired model", "openai", 400,
+			`{"error":{"message":"The parameter functions is deprecated, use tools","type":"invalid_request_error"}}`, nil, nil, false, RequestRejected, ScopeNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Provider: tt.provider, Status: tt.status, Header: tt.header, Body: []byte(tt.body), Stream: tt.stream, Err: tt.err}
+			got := ClassifyAt(in, testNow)
+			if got.Class != tt.class || got.Scope != tt.scope {
+				t.Errorf("got %s/%s (%s, code %q), want %s/%s", got.Class, got.Scope, got.Reason, got.Code, tt.class, tt.scope)
+			}
+		})
+	}
+}
+
+func TestStatedWaits(t *testing.T) {
+	rl := func(msg string) []byte {
+		return []byte(`{"error":{"message":"` + msg + `","code":"rate_limit_exceeded"}}`)
+	}
+	tests := []struct {
+		name   string
+		header http.Header
+		body   []byte
+		want   time.Duration
+		ok     bool
+	}{
+		{"Retry-After seconds", http.Header{"Retry-After": {"20"}}, rl("slow down"), 20 * time.Second, true},
+		{"Retry-After HTTP date", http.Header{"Retry-After": {"Mon, 02 Jun 2025 12:01:00 GMT"}}, rl("slow down"), time.Minute, true},
+		{"Retry-After date in the past", http.Header{"Retry-After": {"Mon, 02 Jun 2025 11:00:00 GMT"}}, rl("slow down"), 0, false},
+		{"retry-after-ms wins", http.Header{"Retry-After": {"20"}, "Retry-After-Ms": {"1500"}}, rl("slow down"), 1500 * time.Millisecond, true},
+		{"openai reset 6m0s", http.Header{"X-Ratelimit-Reset-Tokens": {"6m0s"}}, rl("slow down"), 6 * time.Minute, true},
+		{"openai reset 20ms", http.Header{"X-Ratelimit-Reset-Requests": {"20ms"}}, rl("slow down"), 20 * time.Millisecond, true},
+		{"openai exhausted dimension", http.Header{"X-Ratelimit-Reset-Requests": {"1s"}, "X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Tokens": {"6m0s"}}, rl("slow down"), time.Second, true},
+		{"anthropic reset", http.Header{"Anthropic-Ratelimit-Requests-Reset": {"2025-06-02T12:00:30Z"}}, rl("slow down"), 30 * time.Second, true},
+		{"gemini retryDelay", nil, []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"17s"}]}}`), 17 * time.Second, true},
+		{"gemini retryDelay 0.5s", nil, []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"retryDelay":"0.5s"}]}}`), 500 * time.Millisecond, true},
+		{"hint 20s", nil, rl("Please try again in 20s."), 20 * time.Second, true},
+		{"hint 1.5s", nil, rl("Please try again in 1.5s."), 1500 * time.Millisecond, true},
+		{"hint 250ms", nil, rl("try again in 250ms"), 250 * time.Millisecond, true},
+		{"hint 6.17s", nil, rl("Please retry in 6.17s."), 6170 * time.Millisecond, true},
+		{"hint 45 seconds", nil, rl("retry after 45 seconds"), 45 * time.Second, true},
+		{"hint 6 seconds", nil, rl("Please retry after 6 seconds."), 6 * time.Second, true},
+		{"hint 1m30s", nil, rl("Please try again in 1m30s."), 90 * time.Second, true},
+		{"no wait", nil, rl("slow down"), 0, false},
+		{"garbage header", http.Header{"Retry-After": {"soon"}}, rl("slow down"), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ClassifyAt(Input{Provider: "openai", Status: 429, Header: tt.header, Body: tt.body}, testNow)
+			if got.HasWait != tt.ok || got.RetryAfter != tt.want {
+				t.Errorf("wait = %v (%v), want %v (%v)", got.RetryAfter, got.HasWait, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestResetHeadersOnlyForRateLimits(t *testing.T) {
+	h := http.Header{"X-Ratelimit-Reset-Tokens": {"6m0s"}}
+	got := ClassifyAt(Input{Provider: "openai", Status: 500, Header: h, Body: []byte(`{"error":{"type":"server_error"}}`)}, testNow)
+	if got.HasWait {
+		t.Errorf("a 500 took the informational reset header as a wait: %v", got.RetryAfter)
+	}
+}
+
+func TestParseClass(t *testing.T) {
+	for i := range classNames {
+		c := Class(i)
+		got, err := ParseClass(strings.ToUpper(c.String()))
+		if err != nil || got != c {
+			t.Errorf("ParseClass(%q) = %v, %v", c, got, err)
+		}
+	}
+	if _, err := ParseClass("bogus"); !errors.Is(err, ErrUnknownClass) {
+		t.Errorf("ParseClass(bogus) err = %v", err)
+	}
+	if s, err := ParseScope("key+model"); err != nil || s != ScopeKeyModel {
+		t.Errorf("ParseScope = %v, %v", s, err)
+	}
+}
+
+func TestFamily(t *testing.T) {
+	for in, want := range map[string]string{"OpenAI": "openai", "vllm": "openai-compatible", "ollama": "openai-compatible", "": "openai-compatible", "azure-openai": "azure", "vertex-ai": "vertex", "grok": "xai"} {
+		if got := Family(in); got != want {
+			t.Errorf("Family(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func BenchmarkClassify(b *testing.B) {
+	in := Input{Provider: "gemini", Status: 429, Body: []byte(`{"error":{"code":429,"message":"You exceeded your current quota","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaDimensions":{"model":"gemini-2.0-flash"}}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"17s"}]}}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		ClassifyAt(in, testNow)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	f.Add("openai", 429, []byte(`{"error":{"message":"Please try again in 20s","code":"rate_limit_exceeded"}}`), "20", false)
+	f.Add("openrouter", 400, []byte(`{"error":{"code":400,"metadata":{"raw":"{\"error\":{\"metadata\":{\"raw\":\"[1]\"}}}"}}}`), "", false)
+	f.Add("gemini", 400, []byte(`[{"error":{"details":[{"retryDelay":"99999999999s"}]}}]`), "Mon, 02 Jun 2025 12:01:00 GMT", true)
+	f.Add("bedrock", 0, []byte(`{"fooException":7}`), "-1", true)
+	f.Fuzz(func(t *testing.T, provider string, status int, body []byte, retryAfter string, stream bool) {
+		h := http.Header{"Retry-After": {retryAfter}, "X-Ratelimit-Reset-Tokens": {retryAfter}, "Anthropic-Ratelimit-Tokens-Reset": {retryAfter}}
+		r := ClassifyAt(Input{Provider: provider, Status: status, Header: h, Body: body, Stream: stream}, testNow)
+		if r.HasWait && (r.RetryAfter < 0 || r.RetryAfter > maxWait) {
+			t.Errorf("wait %v out of range", r.RetryAfter)
+		}
+		if r.Scope != ScopeNone && r.Class.DefaultScope() == ScopeNone {
+			t.Errorf("class %s with scope %s", r.Class, r.Scope)
+		}
+	})
+}
