@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,17 @@ func TestLoadOptions(t *testing.T) {
 	}
 	if _, err := LoadOptions(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("LoadOptions of a missing file succeeded")
+	}
+}
+
+func TestMaxCalls(t *testing.T) {
+	s := New(Options{Name: "cap", MaxCalls: 4})
+	defer s.Close()
+	for i := range 9 {
+		s.record(Call{Model: strconv.Itoa(i)})
+	}
+	calls := s.Calls()
+	if len(calls) > 4 || calls[len(calls)-1].Model != "8" {
+		t.Errorf("kept %+v", calls)
 	}
 }

@@ -22,6 +22,9 @@ import (
 // the options nor a rule say otherwise.
 const DefaultChunks = 5
 
+// DefaultMaxCalls is how many calls are kept when Options.MaxCalls is 0.
+const DefaultMaxCalls = 100_000
+
 // DefaultModels are listed by /models when Options.Models is empty.
 var DefaultModels = []string{
 	"gpt-4o-mini",
@@ -43,6 +46,7 @@ type Options struct {
 	ChunkDelay   time.Duration `json:"chunk_delay,omitempty" yaml:"chunk_delay,omitempty"`     // default delay between stream chunks
 	Chunks       int           `json:"chunks,omitempty" yaml:"chunks,omitempty"`               // default chunk count (DefaultChunks when 0)
 	Rules        []Rule        `json:"rules,omitempty" yaml:"rules,omitempty"`                 // initial rules
+	MaxCalls     int           `json:"max_calls,omitempty" yaml:"max_calls,omitempty"`         // calls kept by the recorder (DefaultMaxCalls when 0); the oldest are dropped
 	Log          *slog.Logger  `json:"-" yaml:"-"`
 }
 
@@ -53,6 +57,9 @@ func (o Options) Validate() error {
 	}
 	if o.ChunkDelay < 0 {
 		return fmt.Errorf("chunk_delay: must not be negative, got %s", o.ChunkDelay)
+	}
+	if o.MaxCalls < 0 {
+		return fmt.Errorf("max_calls: must not be negative, got %d", o.MaxCalls)
 	}
 	if o.Chunks < 0 {
 		return fmt.Errorf("chunks: must not be negative, got %d", o.Chunks)
@@ -237,13 +244,14 @@ type optionsJSON struct {
 	ChunkDelay   Duration `json:"chunk_delay,omitempty"`
 	Chunks       int      `json:"chunks,omitempty"`
 	Rules        []Rule   `json:"rules,omitempty"`
+	MaxCalls     int      `json:"max_calls,omitempty"`
 }
 
 // MarshalJSON writes the options with snake_case keys and string durations.
 func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(optionsJSON{
 		Name: o.Name, Addr: o.Addr, Keys: o.Keys, Models: o.Models, StrictModels: o.StrictModels,
-		Latency: Duration(o.Latency), ChunkDelay: Duration(o.ChunkDelay), Chunks: o.Chunks, Rules: o.Rules,
+		Latency: Duration(o.Latency), ChunkDelay: Duration(o.ChunkDelay), Chunks: o.Chunks, Rules: o.Rules, MaxCalls: o.MaxCalls,
 	})
 }
 
@@ -258,7 +266,7 @@ func (o *Options) UnmarshalJSON(b []byte) error {
 	*o = Options{
 		Name: j.Name, Addr: j.Addr, Keys: j.Keys, Models: j.Models, StrictModels: j.StrictModels,
 		Latency: time.Duration(j.Latency), ChunkDelay: time.Duration(j.ChunkDelay), Chunks: j.Chunks,
-		Rules: j.Rules, Log: o.Log,
+		Rules: j.Rules, MaxCalls: j.MaxCalls, Log: o.Log,
 	}
 	return nil
 }

@@ -52,6 +52,9 @@ func New(opts Options) *Server {
 	if opts.Chunks == 0 {
 		opts.Chunks = DefaultChunks
 	}
+	if opts.MaxCalls == 0 {
+		opts.MaxCalls = DefaultMaxCalls
+	}
 	if len(opts.Models) == 0 {
 		opts.Models = slices.Clone(DefaultModels)
 	}
@@ -304,6 +307,11 @@ func (s *Server) ResetCalls() {
 func (s *Server) record(c Call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.calls) >= s.opts.MaxCalls {
+		// Drop the oldest half at once, into a new slice so memory is freed.
+		keep := s.opts.MaxCalls / 2
+		s.calls = append(make([]Call, 0, s.opts.MaxCalls), s.calls[len(s.calls)-keep:]...)
+	}
 	s.calls = append(s.calls, c)
 }
 
