@@ -1,0 +1,67 @@
+// Command swctl is Switchyard's operator CLI.
+//
+//	swctl classify < errors.jsonl   what would the gateway do with these errors?
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errSilent) {
+			fmt.Fprintln(os.Stderr, "swctl:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errSilent makes swctl exit 1 without a message: the command already
+// reported what went wrong on its output.
+var errSilent = errors.New("failed")
+
+// command is one swctl verb.
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{name: "classify", usage: "read JSON Lines failures on stdin, print one classification per line", run: runClassify},
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return errors.New("no command given")
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdin, stdout, stderr)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: swctl <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
+	}
+}
