@@ -3,6 +3,8 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"strconv"
 )
 
@@ -91,3 +93,46 @@ func appendAnthropicUsage(b []byte, u anthropicUsage) []byte {
 func isDone(data []byte) bool {
 	return bytes.Equal(bytes.TrimSpace(data), doneData)
 }
+
+// eventDecoder decodes the JSON data of one event after another into a
+// value, reusing encoding/json's decoding state, which json.Unmarshal
+// allocates afresh for every call.
+type eventDecoder struct {
+	src  eventSource
+	dec  *json.Decoder
+	read int64 // bytes given to dec so far
+}
+
+// eventSource serves the current event's data to the json.Decoder.
+type eventSource struct{ data []byte }
+
+func (s *eventSource) Read(p []byte) (int, error) {
+	if len(s.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+// decode decodes data, which must hold one JSON value, into v.
+func (d *eventDecoder) decode(data []byte, v any) error {
+	data = bytes.TrimRight(data, " \t\r\n")
+	if d.dec == nil {
+		d.dec, d.read = json.NewDecoder(&d.src), 0
+	}
+	d.src.data = data
+	d.read += int64(len(data))
+	err := d.dec.Decode(v)
+	if err == nil && (len(d.src.data) > 0 || d.dec.InputOffset() != d.read) {
+		err = errTrailingData
+	}
+	if err != nil {
+		// A json.Decoder keeps a syntax error, and may hold part of the
+		// value: start afresh.
+		d.dec, d.src.data = nil, nil
+	}
+	return err
+}
+
+var errTrailingData = errors.New("invalid character after top-level value")

@@ -26,7 +26,7 @@ type chatChunkChoice struct {
 	FinishReason json.RawMessage `json:"finish_reason"`
 }
 
-func (ch *chatChunk) decode(data []byte) error {
+func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 	ch.ID = ch.ID[:0]
 	ch.Usage = ch.Usage[:0]
 	ch.Error = ch.Error[:0]
@@ -44,7 +44,7 @@ func (ch *chatChunk) decode(data []byte) error {
 		c.FinishReason = c.FinishReason[:0]
 	}
 	ch.Choices = all[:0]
-	if err := json.Unmarshal(data, ch); err != nil {
+	if err := d.decode(data, ch); err != nil {
 		return malformed("OpenAI stream chunk", err)
 	}
 	return nil
@@ -64,6 +64,7 @@ type chatToMessagesStream struct {
 	model      string
 	out        []byte // frames returned by Event, reused
 	chunk      chatChunk
+	dec        eventDecoder
 	usage      anthropicUsage
 	stopReason string
 
@@ -111,7 +112,7 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 		return c.fail(data), true, nil
 	}
 	ch := &c.chunk
-	if err := ch.decode(data); err != nil {
+	if err := ch.decode(&c.dec, data); err != nil {
 		return nil, false, err
 	}
 	if present(ch.Error) {

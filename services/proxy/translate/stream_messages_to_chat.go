@@ -27,7 +27,7 @@ type anthropicEvent struct {
 	Usage anthropicUsage `json:"usage"`
 }
 
-func (e *anthropicEvent) decode(data []byte) error {
+func (e *anthropicEvent) decode(d *eventDecoder, data []byte) error {
 	e.Type = e.Type[:0]
 	e.Message.ID = e.Message.ID[:0]
 	e.Message.Usage = anthropicUsage{}
@@ -37,7 +37,7 @@ func (e *anthropicEvent) decode(data []byte) error {
 	e.Delta.Text = e.Delta.Text[:0]
 	e.Delta.StopReason = e.Delta.StopReason[:0]
 	e.Usage = anthropicUsage{}
-	if err := json.Unmarshal(data, e); err != nil {
+	if err := d.decode(data, e); err != nil {
 		return malformed("Anthropic stream event", err)
 	}
 	return nil
@@ -50,6 +50,7 @@ type messagesToChatStream struct {
 	out    []byte // frames returned by Event, reused
 	prefix []byte // every chunk's start, through `"choices":[`
 	ev     anthropicEvent
+	dec    eventDecoder
 	usage  anthropicUsage
 
 	started, finished, done, terminated bool
@@ -80,7 +81,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 	typ, decoded := name, false
 	if len(typ) == 0 {
 		// No "event:" line: the data's type says what it is.
-		if err := c.ev.decode(data); err != nil {
+		if err := c.ev.decode(&c.dec, data); err != nil {
 			return nil, false, err
 		}
 		if quotedString(c.ev.Type) {
@@ -113,7 +114,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		return nil, false, nil // an event type added after this was written
 	}
 	if !decoded {
-		if err := c.ev.decode(data); err != nil {
+		if err := c.ev.decode(&c.dec, data); err != nil {
 			return nil, false, err
 		}
 	}
