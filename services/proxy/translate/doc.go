@@ -50,8 +50,12 @@
 //
 // Streams: see NewMessagesToChatStream and NewChatToMessagesStream. The
 // OpenAI stream produced always ends with a usage chunk ("choices":[]), as if
-// stream_options.include_usage had been set. An upstream error event becomes
-// the other format's error event and ends the stream; Terminated stays false.
+// stream_options.include_usage had been set. The Anthropic stream produced
+// has zero usage in message_start, as OpenAI reports usage only at the end;
+// message_delta carries it all. An upstream error event becomes the other
+// format's error event and ends the stream; Terminated stays false. The
+// converters keep their buffers and encoding/json state from one event to
+// the next: a text delta costs no allocation.
 //
 // Error bodies (AnthropicErrorToOpenAI, OpenAIErrorToAnthropic) map the
 // error types both ways and keep the message; a body that is not an error

@@ -62,7 +62,8 @@ type messagesToChatStream struct {
 //
 // message_start gives the first chunk (delta {"role":"assistant",
 // "content":""}), text deltas give content chunks, message_delta's
-// stop_reason a finish_reason chunk, and message_stop a usage chunk
+// stop_reason a finish_reason chunk ("stop" at message_stop when none came),
+// and message_stop a usage chunk
 // ("choices":[] as with stream_options.include_usage, always sent) then
 // "data: [DONE]". Thinking is dropped; a tool call block fails with an
 // *UnsupportedError. An "error" event becomes an OpenAI error chunk

@@ -146,9 +146,8 @@ type openAIChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *chatUsage     `json:"usage"`
-	Error *openAIError   `json:"error"`
-	Extra map[string]any `json:"-"`
+	Usage *chatUsage   `json:"usage"`
+	Error *openAIError `json:"error"`
 }
 
 func openAIStreamText(t *testing.T, stream []byte) string {
