@@ -121,7 +121,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		return r.fail(t, &attemptError{err: err})
 	}
 	if resp.StatusCode == http.StatusOK && r.stream && isEventStream(resp.Header) {
-		return r.startStream(c, t, resp, ctx, cancel, timer)
+		return r.startStream(t, resp, cancel, timer)
 	}
 	respBody, err := readBody(resp.Body)
 	timer.Stop()

@@ -35,41 +35,52 @@ type relay struct {
 	upErr    bool                      // the upstream reported an error in the stream
 }
 
-// startStream reads the first event of a 200 stream. An error event or an
-// empty stream is a failed attempt (nothing reached the caller yet);
-// otherwise the stream is committed to the caller.
-func (r *request) startStream(c *fiber.Ctx, t target, resp *http.Response, ctx context.Context, cancel context.CancelFunc, attemptTimer *time.Timer) attemptResult {
-	_ = ctx
+// maxPreamble bounds the opening events held back before a stream is
+// committed to the caller.
+const maxPreamble = 8
+
+// startStream reads the opening events of a 200 stream, up to the first
+// content. An error event or an empty stream is a failed attempt (nothing
+// reached the caller yet); otherwise the stream is committed to the caller.
+func (r *request) startStream(t target, resp *http.Response, cancel context.CancelFunc, attemptTimer *time.Timer) attemptResult {
 	up := r.s.upstreams[t.step.Provider.Index]
 	pf := t.step.Provider.Adapter.Format()
 	rd := sse.NewReader(resp.Body)
-	ev, err := rd.Next()
-	for err == nil && len(ev.Data) == 0 && len(ev.Name) == 0 { // comments, keep-alives
-		ev, err = rd.Next()
-	}
 	abort := func() {
 		attemptTimer.Stop()
 		cancel()
 		resp.Body.Close()
 	}
-	if err != nil {
-		abort()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			err = errors.New("stream ended before its first event")
-		}
-		return r.fail(t, &attemptError{err: err})
-	}
-	if provider.InspectEvent(pf, ev.Name, ev.Data) == provider.EventError {
-		data := append([]byte(nil), ev.Data...)
-		abort()
-		return r.fail(t, &attemptError{status: 0, stream: true, header: resp.Header, body: data,
-			err: errors.New("error event at the start of the stream")})
-	}
 	rl := &relay{r: r, t: t, resp: resp, rd: rd, cancel: cancel, idleFor: up.streamIdle, upFormat: pf}
 	if pf != r.ep.format {
 		rl.conv = newStreamConverter(r.ep.format, r.model)
 	}
-	rl.first = rl.convert(ev)
+	// Hold back the events that only open the stream: until content
+	// arrives, nothing has reached the caller and failover stays possible.
+	for held := 0; ; {
+		ev, err := rd.Next()
+		if err != nil {
+			abort()
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				err = errors.New("stream ended before its first content event")
+			}
+			return r.fail(t, &attemptError{err: err})
+		}
+		if len(ev.Data) == 0 && len(ev.Name) == 0 { // comments, keep-alives
+			continue
+		}
+		if provider.InspectEvent(pf, ev.Name, ev.Data) == provider.EventError {
+			data := append([]byte(nil), ev.Data...)
+			abort()
+			return r.fail(t, &attemptError{stream: true, header: resp.Header, body: data,
+				err: errors.New("error event before the stream's first content")})
+		}
+		rl.first = append(rl.first, rl.convert(ev)...)
+		held++
+		if !provider.IsPreamble(pf, ev.Name, ev.Data) || held >= maxPreamble {
+			break
+		}
+	}
 	attemptTimer.Stop()
 	rl.idle = time.AfterFunc(rl.idleFor, cancel)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}

@@ -117,3 +117,29 @@ func BenchmarkInspectEvent(b *testing.B) {
 		InspectEvent(FormatOpenAI, nil, data)
 	}
 }
+
+func TestIsPreamble(t *testing.T) {
+	tests := []struct {
+		name  string
+		f     Format
+		event string
+		data  string
+		want  bool
+	}{
+		{"openai role chunk", FormatOpenAI, "", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, true},
+		{"openai role null content", FormatOpenAI, "", `{"choices":[{"delta":{"role":"assistant","content":null}}]}`, true},
+		{"openai content", FormatOpenAI, "", `{"choices":[{"delta":{"content":"hi"},"finish_reason":null}]}`, false},
+		{"openai role with content", FormatOpenAI, "", `{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}`, false},
+		{"message_start", FormatAnthropic, "message_start", `{}`, true},
+		{"ping", FormatAnthropic, "ping", `{}`, true},
+		{"text block start", FormatAnthropic, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
+		{"delta", FormatAnthropic, "content_block_delta", `{}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsPreamble(tt.f, []byte(tt.event), []byte(tt.data)); got != tt.want {
+				t.Errorf("IsPreamble = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -64,3 +64,38 @@ func hasFinishReason(data []byte) bool {
 		}
 	}
 }
+
+var (
+	roleAssistant = []byte(`"role":"assistant"`)
+	emptyContent  = []byte(`"content":""`)
+	nullContent   = []byte(`"content":null`)
+	contentField  = []byte(`"content"`)
+	promptFilter  = []byte(`"prompt_filter_results"`)
+)
+
+// IsPreamble reports whether an event only opens a stream and carries no
+// content yet: Anthropic's message_start, content_block_start and ping,
+// OpenAI's first chunk with the assistant role and empty content. A relay
+// can hold such events back, so that an error right after them (a common
+// way for an overloaded upstream to fail) still allows failover.
+func IsPreamble(f Format, name, data []byte) bool {
+	if f == FormatAnthropic {
+		switch string(name) {
+		case "message_start", "ping":
+			return true
+		case "content_block_start":
+			return bytes.Contains(data, []byte(`"type":"text"`))
+		}
+		return false
+	}
+	if hasFinishReason(data) {
+		return false
+	}
+	if bytes.Contains(data, promptFilter) { // Azure's opening content-filter chunk
+		return true
+	}
+	if bytes.Contains(data, roleAssistant) {
+		return bytes.Contains(data, emptyContent) || bytes.Contains(data, nullContent) || !bytes.Contains(data, contentField)
+	}
+	return false
+}

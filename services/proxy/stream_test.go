@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+const streamBody = `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+
+func TestStreamRelayedChunkByChunk(t *testing.T) {
+	f := newFixture(t)
+	const delay = 60 * time.Millisecond
+	f.openai.AddRule(fakeprovider.Rule{ChunkDelay: delay, Chunks: 5})
+	resp, events := f.stream(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if len(events) < 7 || events[len(events)-1].data != "[DONE]" {
+		t.Fatalf("events: %+v", events)
+	}
+	var text strings.Builder
+	var contentAt []time.Time
+	for _, ev := range events[:len(events)-1] {
+		var chunk struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", ev.data, err)
+		}
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			text.WriteString(chunk.Choices[0].Delta.Content)
+			contentAt = append(contentAt, ev.at)
+		}
+	}
+	if len(contentAt) != 5 {
+		t.Fatalf("%d content chunks, want 5", len(contentAt))
+	}
+	// Relayed as they came: each content chunk arrives about one delay
+	// after the previous one, not all together at the end.
+	for i := 1; i < len(contentAt); i++ {
+		if gap := contentAt[i].Sub(contentAt[i-1]); gap < delay/2 {
+			t.Errorf("chunk %d arrived %v after chunk %d: buffered", i, gap, i-1)
+		}
+	}
+	if text.Len() == 0 {
+		t.Error("no text")
+	}
+}
+
+func TestTruncatedStreamEndsWithOneErrorEvent(t *testing.T) {
+	tests := []struct {
+		name, path, body string
+		anthropic        bool
+	}{
+		{"openai", "/v1/chat/completions", streamBody, false},
+		{"anthropic", "/v1/messages", `{"model":"fake-anthropic/demo-claude","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.openai.AddRule(fakeprovider.Rule{CutAfter: 2})
+			f.anthropic.AddRule(fakeprovider.Rule{CutAfter: 2})
+			resp, events := f.stream(t, tt.path, tt.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			errorsSeen := 0
+			for _, ev := range events {
+				if strings.Contains(ev.data, `"error"`) {
+					errorsSeen++
+				}
+				if ev.data == "[DONE]" || ev.name == "message_stop" {
+					t.Errorf("terminal event relayed for a cut stream: %+v", ev)
+				}
+			}
+			last := events[len(events)-1]
+			if errorsSeen != 1 || !strings.Contains(last.data, `"code":"stream_incomplete"`) {
+				t.Fatalf("want one final stream_incomplete error, got %d: %+v", errorsSeen, events)
+			}
+			if tt.anthropic && last.name != "error" {
+				t.Errorf("anthropic error event named %q", last.name)
+			}
+		})
+	}
+}
+
+func TestStreamFailsOverBeforeFirstByte(t *testing.T) {
+	f := newFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error", ErrorInStream: true})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Reset: true})
+	resp, events := f.stream(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if resp.Header.Get("X-Switchyard-Provider") != "fake-anthropic" {
+		t.Errorf("served by %q", resp.Header.Get("X-Switchyard-Provider"))
+	}
+	if events[len(events)-1].data != "[DONE]" {
+		t.Errorf("translated stream does not end with [DONE]: %+v", events)
+	}
+	for _, ev := range events {
+		if strings.Contains(ev.data, "error") {
+			t.Errorf("error relayed: %s", ev.data)
+		}
+	}
+}
+
+func TestStreamIdleTimeout(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Timeouts.StreamIdle = 100 * time.Millisecond })
+	f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 2 * time.Second, Chunks: 3})
+	start := time.Now()
+	_, events := f.stream(t, "/v1/chat/completions", streamBody)
+	if el := time.Since(start); el > 1500*time.Millisecond {
+		t.Errorf("idle stream took %v to end", el)
+	}
+	last := events[len(events)-1]
+	if !strings.Contains(last.data, "stream_incomplete") {
+		t.Errorf("last event %+v", last)
+	}
+}
+
+func TestAnthropicStreamToOpenAICaller(t *testing.T) {
+	f := newFixture(t)
+	resp, events := f.stream(t, "/v1/chat/completions",
+		`{"model":"demo-claude","stream":true,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || len(events) < 3 || events[len(events)-1].data != "[DONE]" {
+		t.Fatalf("status %d events %+v", resp.StatusCode, events)
+	}
+	calls := f.anthropic.Calls()
+	if len(calls) != 1 || !calls[0].Stream {
+		t.Fatalf("calls %+v", calls)
+	}
+	var req struct {
+		System   any `json:"system"`
+		Messages []any
+	}
+	_ = json.Unmarshal(calls[0].Body, &req)
+	if req.System == nil || len(req.Messages) != 1 {
+		t.Errorf("translated request %s", calls[0].Body)
+	}
+}
+
+func TestOpenAIStreamToAnthropicCaller(t *testing.T) {
+	f := newFixture(t)
+	resp, events := f.stream(t, "/v1/messages",
+		`{"model":"fake-openai/demo-model","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || len(events) < 4 {
+		t.Fatalf("status %d events %+v", resp.StatusCode, events)
+	}
+	if events[0].name != "message_start" || events[len(events)-1].name != "message_stop" {
+		t.Errorf("events %+v", events)
+	}
+}
+
+func TestErrorAfterFirstContentIsRelayedOnce(t *testing.T) {
+	f := newFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error", ErrorInStream: true, ErrorAfterChunks: 2})
+	resp, events := f.stream(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Provider") != "fake-openai" {
+		t.Fatalf("status %d provider %q", resp.StatusCode, resp.Header.Get("X-Switchyard-Provider"))
+	}
+	errs := 0
+	for _, ev := range events {
+		if strings.Contains(ev.data, `"error"`) {
+			errs++
+		}
+	}
+	if errs != 1 || strings.Contains(events[len(events)-1].data, "stream_incomplete") {
+		t.Errorf("want the upstream's error event once and no stream_incomplete: %+v", events)
+	}
+}
