@@ -383,3 +383,44 @@ const (
 	errNotConnected = connErr("not connected")
 	errConnected    = connErr("still connected")
 )
+
+func TestDrain(t *testing.T) {
+	s := startTestServer(t)
+	nc, err := Connect(context.Background(), config.NATS{URL: s.ClientURL()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	if _, err := nc.Subscribe("t.drain", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("t.drain", []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Drain(nc, 5*time.Second); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if !nc.IsClosed() {
+		t.Fatal("connection not closed after Drain")
+	}
+	if msg := <-got; msg != "last" {
+		t.Fatalf("message lost in drain: %q", msg)
+	}
+	if err := Drain(nc, time.Second); err != nil {
+		t.Fatalf("second Drain: %v", err)
+	}
+	if err := Drain(nil, time.Second); err != nil {
+		t.Fatalf("Drain(nil): %v", err)
+	}
+
+	down, err := Connect(context.Background(), config.NATS{URL: "nats://127.0.0.1:1", Timeout: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Drain(down, time.Second); err != nil || !down.IsClosed() {
+		t.Fatalf("Drain of a reconnecting connection: %v, closed %v", err, down.IsClosed())
+	}
+}

@@ -175,3 +175,30 @@ func Redact(list string) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Drain drains nc (pending publishes are flushed, subscriptions finish
+// their messages) and waits until it is closed, at most timeout, then
+// closes it. A connection that is not connected is closed at once. A nil
+// connection is fine.
+func Drain(nc *nats.Conn, timeout time.Duration) error {
+	if nc == nil || nc.IsClosed() {
+		return nil
+	}
+	if !nc.IsConnected() {
+		nc.Close()
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return fmt.Errorf("bus: drain NATS connection: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for !nc.IsClosed() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return fmt.Errorf("bus: drain NATS connection: not done after %s", timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
