@@ -1,0 +1,257 @@
+// Package hold is Switchyard's hold engine: which targets are out of
+// rotation, for how long, who re-checks them, and how they come back.
+//
+// This file fixes the contracts between the engine, its store (NATS KV in
+// production, see package holdkv) and the proxy. See ARCHITECTURE.md
+// sections 5 and 6 for the lifecycle.
+package hold
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"switchyard.dev/shared/failure"
+)
+
+// SchemaVersion is the version of the Record JSON.
+const SchemaVersion = 1
+
+// ScopeKind is what a hold covers.
+type ScopeKind string
+
+// The scope kinds.
+const (
+	ScopeProvider      ScopeKind = "provider"
+	ScopeProviderModel ScopeKind = "provider+model"
+	ScopeKey           ScopeKind = "key"
+	ScopeKeyModel      ScopeKind = "key+model"
+)
+
+// Scope is the set of targets a hold covers. Key is "" for provider
+// scopes; Model is "" for scopes without a model.
+type Scope struct {
+	Kind     ScopeKind `json:"kind"`
+	Provider string    `json:"provider"`
+	Key      string    `json:"key,omitempty"`
+	Model    string    `json:"model,omitempty"`
+}
+
+// anyKey stands for "every key" in an encoded scope. Key ids must start
+// with a letter or digit, so it never collides with one.
+const anyKey = "_"
+
+// ID is the scope's KV key and subject suffix:
+// <provider>.<key id or _>[.<encoded model>]. Provider names and key ids
+// are restricted by config validation to [A-Za-z0-9_-]; the model is
+// encoded with EncodeToken.
+func (s Scope) ID() string {
+	k := s.Key
+	if k == "" {
+		k = anyKey
+	}
+	id := s.Provider + "." + k
+	if s.Model != "" {
+		id += "." + EncodeToken(s.Model)
+	}
+	return id
+}
+
+// ParseID is the inverse of Scope.ID.
+func ParseID(id string) (Scope, error) {
+	parts := strings.Split(id, ".")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return Scope{}, errors.New("hold id: want <provider>.<key|_>[.<model>]: " + id)
+	}
+	s := Scope{Provider: parts[0]}
+	if parts[1] != anyKey {
+		s.Key = parts[1]
+	}
+	if len(parts) == 3 {
+		m, err := DecodeToken(parts[2])
+		if err != nil {
+			return Scope{}, err
+		}
+		s.Model = m
+	}
+	switch {
+	case s.Key == "" && s.Model == "":
+		s.Kind = ScopeProvider
+	case s.Key == "":
+		s.Kind = ScopeProviderModel
+	case s.Model == "":
+		s.Kind = ScopeKey
+	default:
+		s.Kind = ScopeKeyModel
+	}
+	return s, nil
+}
+
+// EncodeToken encodes a name (a model such as "gpt-4.1" or
+// "openrouter/auto:free") into one KV key / subject token: letters, digits
+// and '-' stay; every other byte becomes "=XX" (upper-case hex). It is
+// reversible with DecodeToken.
+func EncodeToken(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('=')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
+}
+
+// DecodeToken is the inverse of EncodeToken.
+func DecodeToken(t string) (string, error) {
+	if !strings.Contains(t, "=") {
+		return t, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		if t[i] != '=' {
+			b.WriteByte(t[i])
+			continue
+		}
+		if i+2 >= len(t) {
+			return "", errors.New("hold: bad token escape in " + t)
+		}
+		hi, lo := unhex(t[i+1]), unhex(t[i+2])
+		if hi < 0 || lo < 0 {
+			return "", errors.New("hold: bad token escape in " + t)
+		}
+		b.WriteByte(byte(hi<<4 | lo))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
+}
+
+// State is where a hold is in its lifecycle.
+type State string
+
+// The states of a hold record.
+const (
+	StateHeld     State = "held"     // out of rotation until Until
+	StateProbing  State = "probing"  // due, one probe out (Probe says whose, until when)
+	StateReleased State = "released" // back in rotation through the ramp until RampUntil
+)
+
+// Probe is the fleet-wide right to re-check a due hold.
+type Probe struct {
+	Owner      string    `json:"owner"`       // instance id of the prober
+	Started    time.Time `json:"started"`     // when the lease was taken
+	LeaseUntil time.Time `json:"lease_until"` // the lease lapses after this
+}
+
+// Record is one hold as stored in the switchyard_holds bucket (JSON). It
+// never contains a secret: keys are named by id and fingerprint.
+type Record struct {
+	Version     int           `json:"v"`
+	ID          string        `json:"id"` // Scope.ID()
+	Scope       Scope         `json:"scope"`
+	State       State         `json:"state"`
+	Class       failure.Class `json:"class"`
+	Rung        int           `json:"rung"`
+	Since       time.Time     `json:"since"`       // when the scope was first held
+	Until       time.Time     `json:"until"`       // when the hold becomes due
+	RampUntil   time.Time     `json:"ramp_until"`  // released: full weight from then on
+	Reason      string        `json:"reason"`      // short, human; no secrets
+	Code        string        `json:"code"`        // the provider's error code
+	Fingerprint string        `json:"fingerprint"` // of the key's secret, when a key is held
+	Source      string        `json:"source"`      // proxy, prober, breaker, admin, rule
+	RecordedBy  string        `json:"recorded_by"` // instance id
+	RecordedAt  time.Time     `json:"recorded_at"`
+	Pinned      bool          `json:"pinned"` // operator pin: not probed before Until
+	Probe       *Probe        `json:"probe,omitempty"`
+
+	// Revision is the store's revision of this value (not serialised).
+	Revision uint64 `json:"-"`
+}
+
+// Sentinel errors of a Store.
+var (
+	// ErrExists: Create found a record already there.
+	ErrExists = errors.New("hold: record exists")
+	// ErrConflict: a compare-and-set lost (the revision moved).
+	ErrConflict = errors.New("hold: revision conflict")
+	// ErrNotFound: no record for that id.
+	ErrNotFound = errors.New("hold: not found")
+	// ErrUnavailable: the store cannot be reached (NATS down).
+	ErrUnavailable = errors.New("hold: store unavailable")
+)
+
+// Store keeps hold records, shared by the fleet. Every write is a
+// compare-and-set so that exactly one writer wins each transition.
+type Store interface {
+	// Create stores rec if no live record exists for rec.ID; it returns
+	// the stored revision, or ErrExists. ttl > 0 makes the record expire
+	// by itself (released records expire when their ramp ends).
+	Create(ctx context.Context, rec Record, ttl time.Duration) (uint64, error)
+	// Update replaces the record at revision rev (ErrConflict if it moved).
+	Update(ctx context.Context, rec Record, rev uint64, ttl time.Duration) (uint64, error)
+	// Delete removes the record if it is still at revision rev (0 = any).
+	Delete(ctx context.Context, id string, rev uint64) error
+	// Get returns the current record (ErrNotFound).
+	Get(ctx context.Context, id string) (Record, error)
+	// Watch calls apply for every record present, then for every change,
+	// until ctx ends. A deleted or expired record is delivered as
+	// Change{ID, Deleted: true}. Changes arrive in revision order; after a
+	// reconnect the watch resumes after the last revision delivered.
+	Watch(ctx context.Context, apply func(Change)) error
+}
+
+// Change is one update seen by a Store watcher.
+type Change struct {
+	ID       string
+	Record   Record // valid unless Deleted
+	Deleted  bool
+	Revision uint64
+	// Initial is true for records delivered by the initial load.
+	Initial bool
+}
+
+// Admission is the answer to "may this request use this target?".
+type Admission uint8
+
+// The admissions.
+const (
+	Admit      Admission = iota // in rotation (or chosen by the ramp)
+	Deny                        // held, probing elsewhere, or not chosen by the ramp
+	AdmitProbe                  // held and due: this request is the one probe (one attempt, no retry)
+)
+
+// Outcome is what an attempt on a target came to, reported to the engine.
+type Outcome struct {
+	OK bool
+	// Result is the classification of a failure (when !OK).
+	Result failure.Result
+	// Cancelled: the caller went away; says nothing about the target.
+	Cancelled bool
+}
+
+// Gate is what the proxy asks on its request path. Admit reads memory
+// only (no I/O, no allocation); Report may hand work to a background
+// writer but never blocks on the store.
+type Gate interface {
+	Admit(provider, keyID, model string) Admission
+	Report(provider, keyID, model string, probe bool, out Outcome)
+}
