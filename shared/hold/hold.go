@@ -255,3 +255,47 @@ type Gate interface {
 	Admit(provider, keyID, model string) Admission
 	Report(provider, keyID, model string, probe bool, out Outcome)
 }
+
+// EventKind names an event published on switchyard.events.<kind>.>.
+type EventKind string
+
+// The event kinds.
+const (
+	EventHold       EventKind = "hold"
+	EventRelease    EventKind = "release"
+	EventTrip       EventKind = "trip"
+	EventProbe      EventKind = "probe"
+	EventHealth     EventKind = "health"
+	EventCredential EventKind = "credential"
+)
+
+// EventSchemaVersion is the version of the Event JSON.
+const EventSchemaVersion = 1
+
+// Event is what the fleet publishes for subscribers (JSON on
+// switchyard.events.<kind>.<provider>[.<key id>], captured by the
+// SWITCHYARD_EVENTS stream). It carries key ids and fingerprints only.
+type Event struct {
+	Version     int           `json:"v"`
+	Kind        EventKind     `json:"kind"`
+	HoldID      string        `json:"hold_id,omitempty"`
+	Scope       Scope         `json:"scope"`
+	Class       failure.Class `json:"class"`
+	Rung        int           `json:"rung"`
+	Until       time.Time     `json:"until,omitzero"`
+	Reason      string        `json:"reason,omitempty"`
+	Code        string        `json:"code,omitempty"`
+	Fingerprint string        `json:"fingerprint,omitempty"`
+	// Outcome of a probe (released, escalated, same_rung, settled) or of a
+	// release (probe, admin, credential, expired).
+	Outcome    string    `json:"outcome,omitempty"`
+	Source     string    `json:"source,omitempty"`
+	RecordedBy string    `json:"recorded_by"`
+	At         time.Time `json:"at"`
+}
+
+// Emitter publishes events. Emit must not block the caller (publishers
+// buffer or drop with a metric, never stall a request).
+type Emitter interface {
+	Emit(Event)
+}
