@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/bus"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+	)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestRunArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+		wantErr string
+	}{
+		{name: "help", args: []string{"-h"}},
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"-config", "x.yaml", "extra"}, wantErr: "unexpected arguments"},
+		{name: "missing file", args: []string{"-config", "/nonexistent/gw.yaml"}, wantErr: "/nonexistent/gw.yaml"},
+		{name: "file from env", environ: []string{"SWITCHYARD_CONFIG=/nonexistent/env.yaml"}, wantErr: "/nonexistent/env.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, tt.environ, &out)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("run error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.StopEmbedded(ns)
+
+	listen := freeAddr(t)
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	yaml := "log:\n  format: json\nnats:\n  url: " + ns.ClientURL() + "\nprober:\n  listen: " + listen + "\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-config", path}, nil, &logs) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + listen + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("prober never ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if !strings.Contains(logs.String(), `"service":"prober"`) {
+		t.Errorf("log lines lack service=prober:\n%s", logs.String())
+	}
+}
