@@ -1,0 +1,211 @@
+package route
+
+import (
+	"testing"
+
+	"switchyard.dev/shared/config"
+)
+
+func testConfig() *config.Config {
+	cfg := config.Defaults()
+	cfg.Providers = []config.Provider{
+		{
+			Name: "oa", Type: "openai", Selection: "round_robin",
+			Keys: []config.Key{
+				{ID: "low", Priority: 0, Weight: 1, Value: config.NewSecret("s-low")},
+				{ID: "hi1", Priority: 5, Weight: 1, Value: config.NewSecret("s-hi1")},
+				{ID: "hi2", Priority: 5, Weight: 1, Value: config.NewSecret("s-hi2")},
+			},
+			Models: []config.Model{{Name: "gpt-4.1", Kind: "chat"}, {Name: "shared", Kind: "chat"}},
+		},
+		{
+			Name: "an", Type: "anthropic", Selection: "weighted",
+			Keys: []config.Key{
+				{ID: "w3", Weight: 3, Value: config.NewSecret("s-w3")},
+				{ID: "w1", Weight: 1, Value: config.NewSecret("s-w1")},
+			},
+			Models: []config.Model{{Name: "claude", Upstream: "claude-sonnet-4-5", Kind: "chat"}, {Name: "shared", Kind: "chat"}},
+		},
+	}
+	cfg.Chains = map[string]config.Chain{
+		"main": {Steps: []config.ChainStep{
+			{Target: "oa/gpt-4.1"},
+			{Target: "an/claude", Active: ptr(false)},
+			{Target: "gone/model", Unavailable: true},
+		}},
+	}
+	cfg.Aliases = map[string]string{"smart": "chain:main", "fast": "an/claude"}
+	return cfg
+}
+
+func ptr(b bool) *bool { return &b }
+
+func TestResolve(t *testing.T) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		model  string
+		want   []string // provider/model per step, "-" for a skipped provider
+		active []bool
+	}{
+		{"chain", "chain:main", []string{"oa/gpt-4.1", "an/claude", "-/model"}, []bool{true, false, false}},
+		{"bare chain name", "main", []string{"oa/gpt-4.1", "an/claude", "-/model"}, []bool{true, false, false}},
+		{"alias to chain", "smart", []string{"oa/gpt-4.1", "an/claude", "-/model"}, []bool{true, false, false}},
+		{"alias to target", "fast", []string{"an/claude"}, []bool{true}},
+		{"provider/model", "an/shared", []string{"an/shared"}, []bool{true}},
+		{"plain name, config order", "shared", []string{"oa/shared", "an/shared"}, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			steps, ok := tab.Resolve(tt.model)
+			if !ok {
+				t.Fatal("not resolved")
+			}
+			if len(steps) != len(tt.want) {
+				t.Fatalf("%d steps, want %d", len(steps), len(tt.want))
+			}
+			for i, s := range steps {
+				p := "-"
+				if s.Provider != nil {
+					p = s.Provider.Name
+				}
+				if got := p + "/" + s.Model; got != tt.want[i] {
+					t.Errorf("step %d = %s, want %s", i, got, tt.want[i])
+				}
+				if s.Usable() != tt.active[i] {
+					t.Errorf("step %d usable = %v", i, s.Usable())
+				}
+			}
+		})
+	}
+	if steps, _ := tab.Resolve("fast"); steps[0].Upstream != "claude-sonnet-4-5" {
+		t.Errorf("upstream name %q", steps[0].Upstream)
+	}
+	if _, ok := tab.Resolve("nope"); ok {
+		t.Error("unknown model resolved")
+	}
+}
+
+type heldKeys map[string]bool
+
+func (h heldKeys) Held(_, key, _ string) bool { return h[key] }
+
+func TestPickPriorityAndRoundRobin(t *testing.T) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa := tab.Providers[0]
+	counts := map[string]int{}
+	for i := 0; i < 10; i++ {
+		counts[oa.Pick("gpt-4.1", NoHolds{}, 0).ID]++
+	}
+	if counts["hi1"] != 5 || counts["hi2"] != 5 || counts["low"] != 0 {
+		t.Errorf("picks %v, want hi1/hi2 alternating and never low", counts)
+	}
+	// Held keys are skipped; the lower priority is used when the higher are held.
+	if k := oa.Pick("gpt-4.1", heldKeys{"hi1": true, "hi2": true}, 0); k == nil || k.ID != "low" {
+		t.Errorf("picked %v, want low", k)
+	}
+	// Tried keys are skipped within a request.
+	hi1 := oa.Keys[0]
+	if hi1.ID != "hi1" {
+		t.Fatalf("keys not ordered by priority: %s", hi1.ID)
+	}
+	var tried uint64
+	seen := map[string]bool{}
+	for {
+		k := oa.Pick("gpt-4.1", NoHolds{}, tried)
+		if k == nil {
+			break
+		}
+		if seen[k.ID] {
+			t.Fatalf("key %s picked twice", k.ID)
+		}
+		seen[k.ID] = true
+		tried |= 1 << uint(k.Index())
+	}
+	if len(seen) != 3 {
+		t.Errorf("tried %v, want all 3 keys", seen)
+	}
+}
+
+func TestPickWeighted(t *testing.T) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	an := tab.Providers[1]
+	counts := map[string]int{}
+	for i := 0; i < 400; i++ {
+		counts[an.Pick("claude", NoHolds{}, 0).ID]++
+	}
+	if counts["w3"] != 300 || counts["w1"] != 100 {
+		t.Errorf("weighted picks %v, want 300/100", counts)
+	}
+	// Smooth: the light key is never starved for more than 3 picks in a row.
+	run := 0
+	for i := 0; i < 40; i++ {
+		if an.Pick("claude", NoHolds{}, 0).ID == "w3" {
+			run++
+			if run > 3 {
+				t.Fatal("weighted wheel is bursty")
+			}
+		} else {
+			run = 0
+		}
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	cfg := testConfig()
+	cfg.Aliases["bad"] = "oa/missing"
+	if _, err := Build(cfg); err == nil {
+		t.Error("alias to an unknown model accepted")
+	}
+}
+
+func BenchmarkResolve(b *testing.B) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := []byte("smart")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := tab.ResolveBytes(name); !ok {
+			b.Fatal("not resolved")
+		}
+	}
+}
+
+func BenchmarkPick(b *testing.B) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := tab.Providers[1]
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Pick("claude", NoHolds{}, 0) == nil {
+			b.Fatal("no key")
+		}
+	}
+}
+
+func BenchmarkPickParallel(b *testing.B) {
+	tab, err := Build(testConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := tab.Providers[0]
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p.Pick("gpt-4.1", NoHolds{}, 0)
+		}
+	})
+}
