@@ -194,7 +194,7 @@ steps:
 		var tried uint64
 	keys:
 		for {
-			key := step.Provider.Pick(step.Model, s.holds, tried)
+			key, _ := step.Provider.Pick(step.Model, s.gate, tried)
 			if key == nil {
 				continue steps
 			}

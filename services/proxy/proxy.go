@@ -27,8 +27,8 @@ const userAgent = "switchyard/0.1"
 type Deps struct {
 	Log  *slog.Logger
 	NATS *nats.Conn // may be nil: the proxy never needs NATS to serve
-	// Holds says which scopes are out of rotation; nil means none.
-	Holds route.Holds
+	// Gate says which targets are out of rotation; nil admits all.
+	Gate route.Admitter
 }
 
 // Service is one proxy instance.
@@ -37,7 +37,7 @@ type Service struct {
 	log        *slog.Logger
 	table      *route.Table
 	clients    *clientKeys
-	holds      route.Holds
+	gate       route.Admitter
 	upstreams  []*upstream // by provider index
 	inFlight   atomic.Int64
 	started    time.Time
@@ -69,14 +69,14 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		log:     deps.Log,
 		table:   table,
 		clients: newClientKeys(cfg),
-		holds:   deps.Holds,
+		gate:    deps.Gate,
 		started: time.Now(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.holds == nil {
-		s.holds = route.NoHolds{}
+	if s.gate == nil {
+		s.gate = route.NoHolds{}
 	}
 	for _, p := range cfg.Providers {
 		s.upstreams = append(s.upstreams, newUpstream(cfg, p))

@@ -12,22 +12,22 @@ import (
 	"sync/atomic"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
 
-// Holds answers "is this scope held?" from memory. The hold engine
-// implements it; the proxy asks it before every attempt.
-type Holds interface {
-	// Held reports whether the target (provider, key id, model) is out of
-	// rotation, at any scope that covers it.
-	Held(provider, keyID, model string) bool
+// Admitter answers "may a request use this target now?" from memory: the
+// hold engine (hold.Engine) implements it, and the proxy asks it for every
+// key it considers.
+type Admitter interface {
+	Admit(provider, keyID, model string) hold.Admission
 }
 
-// NoHolds is a Holds that never holds anything.
+// NoHolds admits every target.
 type NoHolds struct{}
 
-// Held implements Holds.
-func (NoHolds) Held(string, string, string) bool { return false }
+// Admit implements Admitter.
+func (NoHolds) Admit(string, string, string) hold.Admission { return hold.Admit }
 
 // MaxKeys is the largest number of keys a provider may have: one request
 // tracks the keys it tried in a 64-bit set.
@@ -205,9 +205,10 @@ func (t *Table) ResolveBytes(name []byte) ([]Step, bool) {
 }
 
 // Pick chooses a key of p for model: the highest priority group first,
-// rotating (by weight) within it, skipping keys in tried and keys whose
-// scope holds says is held. It returns nil when no key is left.
-func (p *Provider) Pick(model string, holds Holds, tried uint64) *Key {
+// rotating (by weight) within it, skipping keys in tried and keys the
+// admitter denies. It returns nil when no key is left, and whether the key
+// was admitted as the one probe of a due hold.
+func (p *Provider) Pick(model string, gate Admitter, tried uint64) (*Key, hold.Admission) {
 	for _, g := range p.groups {
 		n := uint32(len(g.wheel))
 		start := g.next.Add(1) - 1
@@ -216,13 +217,12 @@ func (p *Provider) Pick(model string, holds Holds, tried uint64) *Key {
 			if tried&(1<<uint(k.index)) != 0 {
 				continue
 			}
-			if holds.Held(p.Name, k.ID, model) {
-				continue
+			if a := gate.Admit(p.Name, k.ID, model); a != hold.Deny {
+				return k, a
 			}
-			return k
 		}
 	}
-	return nil
+	return nil, hold.Deny
 }
 
 func newProvider(index int, pc config.Provider) (*Provider, error) {

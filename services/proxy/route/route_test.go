@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
 )
 
 func testConfig() *config.Config {
@@ -91,7 +92,17 @@ func TestResolve(t *testing.T) {
 
 type heldKeys map[string]bool
 
-func (h heldKeys) Held(_, key, _ string) bool { return h[key] }
+func (h heldKeys) Admit(_, key, _ string) hold.Admission {
+	if h[key] {
+		return hold.Deny
+	}
+	return hold.Admit
+}
+
+func pick(p *Provider, model string, gate Admitter, tried uint64) *Key {
+	k, _ := p.Pick(model, gate, tried)
+	return k
+}
 
 func TestPickPriorityAndRoundRobin(t *testing.T) {
 	tab, err := Build(testConfig())
@@ -101,13 +112,13 @@ func TestPickPriorityAndRoundRobin(t *testing.T) {
 	oa := tab.Providers[0]
 	counts := map[string]int{}
 	for i := 0; i < 10; i++ {
-		counts[oa.Pick("gpt-4.1", NoHolds{}, 0).ID]++
+		counts[pick(oa, "gpt-4.1", NoHolds{}, 0).ID]++
 	}
 	if counts["hi1"] != 5 || counts["hi2"] != 5 || counts["low"] != 0 {
 		t.Errorf("picks %v, want hi1/hi2 alternating and never low", counts)
 	}
 	// Held keys are skipped; the lower priority is used when the higher are held.
-	if k := oa.Pick("gpt-4.1", heldKeys{"hi1": true, "hi2": true}, 0); k == nil || k.ID != "low" {
+	if k := pick(oa, "gpt-4.1", heldKeys{"hi1": true, "hi2": true}, 0); k == nil || k.ID != "low" {
 		t.Errorf("picked %v, want low", k)
 	}
 	// Tried keys are skipped within a request.
@@ -118,7 +129,7 @@ func TestPickPriorityAndRoundRobin(t *testing.T) {
 	var tried uint64
 	seen := map[string]bool{}
 	for {
-		k := oa.Pick("gpt-4.1", NoHolds{}, tried)
+		k := pick(oa, "gpt-4.1", NoHolds{}, tried)
 		if k == nil {
 			break
 		}
@@ -141,7 +152,7 @@ func TestPickWeighted(t *testing.T) {
 	an := tab.Providers[1]
 	counts := map[string]int{}
 	for i := 0; i < 400; i++ {
-		counts[an.Pick("claude", NoHolds{}, 0).ID]++
+		counts[pick(an, "claude", NoHolds{}, 0).ID]++
 	}
 	if counts["w3"] != 300 || counts["w1"] != 100 {
 		t.Errorf("weighted picks %v, want 300/100", counts)
@@ -149,7 +160,7 @@ func TestPickWeighted(t *testing.T) {
 	// Smooth: the light key is never starved for more than 3 picks in a row.
 	run := 0
 	for i := 0; i < 40; i++ {
-		if an.Pick("claude", NoHolds{}, 0).ID == "w3" {
+		if pick(an, "claude", NoHolds{}, 0).ID == "w3" {
 			run++
 			if run > 3 {
 				t.Fatal("weighted wheel is bursty")
@@ -190,7 +201,7 @@ func BenchmarkPick(b *testing.B) {
 	p := tab.Providers[1]
 	b.ReportAllocs()
 	for b.Loop() {
-		if p.Pick("claude", NoHolds{}, 0) == nil {
+		if pick(p, "claude", NoHolds{}, 0) == nil {
 			b.Fatal("no key")
 		}
 	}
@@ -205,7 +216,7 @@ func BenchmarkPickParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p.Pick("gpt-4.1", NoHolds{}, 0)
+			pick(p, "gpt-4.1", NoHolds{}, 0)
 		}
 	})
 }
