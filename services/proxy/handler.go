@@ -70,8 +70,7 @@ type request struct {
 func (s *Service) handle(ep *endpoint) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		r := &request{s: s, ep: ep, started: time.Now()}
-		r.id = requestID(c.Get(headerRequestID))
-		c.Set(headerRequestID, r.id)
+		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)

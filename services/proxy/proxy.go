@@ -121,6 +121,10 @@ func (s *Service) newApp() *fiber.App {
 		IdleTimeout:           120 * time.Second,
 		ErrorHandler:          s.errorHandler,
 	})
+	app.Use(func(c *fiber.Ctx) error { // every response carries a request id
+		c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+		return c.Next()
+	})
 	app.Post("/v1/chat/completions", s.handle(epChat))
 	app.Post("/v1/embeddings", s.handle(epEmbeddings))
 	app.Post("/v1/messages", s.handle(epMessages))
@@ -147,7 +151,9 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 		status = fe.Code
 	}
 	f := formatOf(c)
-	c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+	if len(c.Response().Header.Peek(headerRequestID)) == 0 {
+		c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+	}
 	switch status {
 	case fiber.StatusRequestEntityTooLarge:
 		return sendError(c, f, status, codeRequestTooLarge,

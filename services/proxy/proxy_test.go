@@ -345,3 +345,24 @@ func waitFor(t *testing.T, total time.Duration, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+func TestEveryResponseHasRequestID(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/models"},
+		{http.MethodGet, "/nope"},
+		{http.MethodGet, "/v1/chat/completions"},
+		{http.MethodGet, "/healthz"},
+	} {
+		req, _ := http.NewRequest(tc.method, f.url+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+clientSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
+			t.Errorf("%s %s: x-request-id %q", tc.method, tc.path, resp.Header.Get("X-Request-Id"))
+		}
+	}
+}
