@@ -69,7 +69,7 @@ func TestStartEmbedded(t *testing.T) {
 		Listen:     "127.0.0.1:0",
 		StoreDir:   t.TempDir(),
 		ServerName: "test-sw",
-		Log:        slog.New(slog.NewJSONHandler(&logs, nil)),
+		Log:        slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
@@ -179,9 +179,12 @@ func TestConnect(t *testing.T) {
 	if err != nil || string(msg.Data) != "hi" {
 		t.Fatalf("round trip: %v %v", msg, err)
 	}
-	if !strings.Contains(logs.String(), "connected to NATS") {
-		t.Errorf("no connect log line: %s", logs.String())
-	}
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if !strings.Contains(logs.String(), "connected to NATS") {
+			return &missingLog{"connected to NATS"}
+		}
+		return nil
+	})
 }
 
 func TestConnectCancelledContext(t *testing.T) {

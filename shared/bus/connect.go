@@ -54,9 +54,9 @@ func Connect(ctx context.Context, cfg config.NATS, log *slog.Logger, opts ...nat
 		nc.Close()
 		return nil, fmt.Errorf("bus: connect to NATS %s: %w", Redact(urls), err)
 	}
-	if nc.IsConnected() {
-		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "name", nc.Opts.Name)
-	} else {
+	// A successful connect is logged by the ConnectHandler (nats.go calls
+	// it for the first connect with RetryOnFailedConnect on).
+	if !nc.IsConnected() {
 		log.Warn("NATS not reachable yet; retrying in the background", "servers", Redact(urls), "name", nc.Opts.Name)
 	}
 	return nc, nil
@@ -78,8 +78,7 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 		nats.ReconnectWait(DefaultReconnectWait),
 		nats.RetryOnFailedConnect(true),
 		nats.ConnectHandler(func(nc *nats.Conn) {
-			// Called only when the first connect succeeded in the background.
-			log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+			log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "name", nc.Opts.Name)
 		}),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {

@@ -29,7 +29,8 @@ type EmbeddedOptions struct {
 	// ServerName names the server in the nats CLI and in logs; "switchyard"
 	// when empty.
 	ServerName string
-	// Log receives nats-server's own log lines; nil keeps the server quiet.
+	// Log receives nats-server's own log lines (its notices at debug
+	// level); nil keeps the server quiet.
 	Log *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept clients;
 	// 10 s when zero.
@@ -127,12 +128,14 @@ func splitListen(listen string) (string, int, error) {
 	return host, port, nil
 }
 
-// serverLog sends nats-server's log lines to slog.
+// serverLog sends nats-server's log lines to slog. Notices (the startup
+// banner, routine lifecycle lines) go out at debug level: warnings and
+// errors are what an operator of the embedded server needs to see.
 type serverLog struct{ log *slog.Logger }
 
 var _ server.Logger = (*serverLog)(nil)
 
-func (l *serverLog) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
 func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l *serverLog) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }

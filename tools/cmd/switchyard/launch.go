@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+
+	"switchyard.dev/services/admin"
+	"switchyard.dev/services/prober"
+	"switchyard.dev/services/proxy"
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/logging"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// defaultStoreDir is the embedded server's JetStream directory when
+// nats.embedded.store_dir is empty.
+const defaultStoreDir = "./data/nats"
+
+// drainTimeout bounds the drain of each NATS connection at shutdown.
+const drainTimeout = 5 * time.Second
+
+// errNoProvider is returned when every configured provider was skipped.
+var errNoProvider = errors.New("no provider is enabled: set OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or OPENROUTER_API_KEY (see configs/gateway.yaml), or run `make demo`")
+
+// options are the launcher's parsed flags.
+type options struct {
+	configPath string
+	fakes      []fakeSpec // fake providers to start first
+}
+
+// fakeSpec is one bundled fake provider to start.
+type fakeSpec struct {
+	name string
+	addr string
+}
+
+// launch runs everything until ctx is done, then stops it in reverse order:
+// HTTP servers, NATS connections (drained), embedded NATS server, fakes.
+func launch(ctx context.Context, opts options, environ []string, stdout io.Writer) error {
+	cfg, err := config.Load(opts.configPath, environ)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stdout, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	if len(cfg.Providers) == 0 {
+		if len(cfg.Skipped) > 0 {
+			log.Error(errNoProvider.Error(), "skipped", cfg.Skipped)
+			return errNoProvider
+		}
+		return fmt.Errorf("no provider is configured in %s: add one under providers (see configs/gateway.yaml), or run `make demo`", opts.configPath)
+	}
+
+	for _, f := range opts.fakes {
+		fp, err := startFake(f, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := fp.Close(); err != nil {
+				log.Warn("stop fake provider", "name", f.name, "err", err)
+			}
+		}()
+	}
+
+	ncfg := cfg.NATS
+	var embedded *server.Server
+	if ncfg.URL == "" {
+		storeDir := cfg.NATS.Embedded.StoreDir
+		if storeDir == "" {
+			storeDir = defaultStoreDir
+		}
+		embedded, err = bus.StartEmbedded(bus.EmbeddedOptions{
+			Listen:     cfg.NATS.Embedded.Listen,
+			StoreDir:   storeDir,
+			ServerName: "switchyard",
+			Log:        log.With("component", "nats-server"),
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			bus.StopEmbedded(embedded)
+			log.Info("embedded NATS server stopped")
+		}()
+		ncfg.URL = embedded.ClientURL()
+		log.Info("embedded NATS server running", "url", ncfg.URL, "store_dir", storeDir,
+			"try", "nats --server "+ncfg.URL+" kv ls")
+	} else {
+		log.Info("using NATS", "url", bus.Redact(ncfg.URL))
+	}
+
+	// One connection per service, as when they run on their own. Deferred
+	// drains run after the HTTP servers have stopped.
+	conns := map[string]*nats.Conn{}
+	for _, name := range []string{"proxy", "prober", "admin"} {
+		c := ncfg
+		if c.Name == "" {
+			c.Name = "switchyard-" + name
+		} else {
+			c.Name += "-" + name
+		}
+		nc, err := bus.Connect(ctx, c, log.With("service", name))
+		if err != nil {
+			return err
+		}
+		conns[name] = nc
+		defer func() {
+			if err := bus.Drain(nc, drainTimeout); err != nil {
+				log.Warn("drain NATS connection", "service", name, "err", err)
+			}
+		}()
+	}
+
+	px, err := proxy.New(cfg, proxy.Deps{Log: log.With("service", "proxy"), NATS: conns["proxy"]})
+	if err != nil {
+		return err
+	}
+	pr, err := prober.New(cfg, prober.Deps{Log: log.With("service", "prober"), NATS: conns["prober"]})
+	if err != nil {
+		return err
+	}
+	ad, err := admin.New(cfg, admin.Deps{Log: log.With("service", "admin"), NATS: conns["admin"]})
+	if err != nil {
+		return err
+	}
+
+	// Listen before serving, so that a busy port fails the start at once
+	// and the URLs logged are the real ones.
+	type service struct {
+		name   string
+		listen string
+		serve  func(context.Context, net.Listener) error
+		ln     net.Listener
+	}
+	services := []*service{
+		{name: "proxy", listen: cfg.Proxy.Listen, serve: px.Serve},
+		{name: "prober", listen: cfg.Prober.Listen, serve: pr.Serve},
+		{name: "admin", listen: cfg.Admin.Listen, serve: ad.Serve},
+	}
+	for _, s := range services {
+		ln, err := net.Listen("tcp", s.listen)
+		if err != nil {
+			for _, o := range services {
+				if o.ln != nil {
+					_ = o.ln.Close()
+				}
+			}
+			return fmt.Errorf("%s: listen on %s (%s.listen): %w", s.name, s.listen, s.name, err)
+		}
+		s.ln = ln
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		return nil
+	})
+	for _, s := range services {
+		g.Go(func() error {
+			if err := s.serve(gctx, s.ln); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			return nil
+		})
+	}
+	urls := make([]any, 0, 2*len(services)+2)
+	for _, s := range services {
+		urls = append(urls, s.name, "http://"+s.ln.Addr().String())
+	}
+	urls = append(urls, "nats", bus.Redact(ncfg.URL))
+	log.Info("switchyard is running; Ctrl-C stops it", urls...)
+
+	if err := g.Wait(); err != nil {
+		log.Error("stopping after an error", "err", err)
+		return err
+	}
+	return nil
+}
+
+// startFake starts one bundled fake provider, listing the models the
+// configured provider of the same name declares.
+func startFake(f fakeSpec, cfg *config.Config, log *slog.Logger) (*fakeprovider.Server, error) {
+	opts := fakeprovider.Options{
+		Name: f.name,
+		Addr: f.addr,
+		Log:  log,
+	}
+	for _, p := range cfg.Providers {
+		if p.Name != f.name {
+			continue
+		}
+		for _, m := range p.Models {
+			name := m.Upstream
+			if name == "" {
+				name = m.Name
+			}
+			opts.Models = append(opts.Models, name)
+		}
+	}
+	return fakeprovider.Start(opts) // logs "fake provider listening" with its URL
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// fasthttp (under fiber) refreshes its Date header from a
+		// goroutine it starts once per process, and its worker-pool
+		// cleaner notices Stop only after its current sleep.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+	)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// checkFor polls f until it returns nil or total has passed.
+func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type addrs struct{ proxy, prober, admin string }
+
+// writeConfig writes a config with one provider (optional when asked) whose
+// key comes from TEST_PROVIDER_KEY, an embedded NATS on a random port and
+// the services on addrs.
+func writeConfig(t *testing.T, optional bool, a addrs) string {
+	t.Helper()
+	dir := t.TempDir()
+	y := `log:
+  format: json
+  level: debug
+nats:
+  embedded:
+    listen: 127.0.0.1:0
+    store_dir: ` + filepath.Join(dir, "nats") + `
+proxy:
+  listen: ` + a.proxy + `
+prober:
+  listen: ` + a.prober + `
+admin:
+  listen: ` + a.admin + `
+providers:
+  - name: fake-openai
+    type: openai
+    base_url: http://127.0.0.1:9/v1
+    optional: ` + map[bool]string{true: "true", false: "false"}[optional] + `
+    keys:
+      - id: k1
+        secret: env:TEST_PROVIDER_KEY
+    models:
+      - name: demo-model
+`
+	path := filepath.Join(dir, "gw.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+		wantErr string
+	}{
+		{name: "help", args: []string{"-h"}},
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "missing file", args: []string{"-config", "/nonexistent/gw.yaml"}, wantErr: "/nonexistent/gw.yaml"},
+		{name: "file from env", environ: []string{"SWITCHYARD_CONFIG=/nonexistent/env.yaml"}, wantErr: "/nonexistent/env.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, tt.environ, &out)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("run error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestEveryProviderSkipped(t *testing.T) {
+	path := writeConfig(t, true, addrs{freeAddr(t), freeAddr(t), freeAddr(t)})
+	var out syncBuffer
+	err := run(context.Background(), []string{"-config", path}, nil, &out)
+	if !errors.Is(err, errNoProvider) {
+		t.Fatalf("run error = %v, want errNoProvider", err)
+	}
+	for _, want := range []string{"no provider is enabled", "OPENAI_API_KEY", "make demo", "fake-openai"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestLaunchRunsEverythingAndStops(t *testing.T) {
+	a := addrs{proxy: freeAddr(t), prober: freeAddr(t), admin: freeAddr(t)}
+	path := writeConfig(t, false, a)
+	environ := []string{"TEST_PROVIDER_KEY=sk-test-secret-value"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	opts := options{configPath: path, fakes: []fakeSpec{{name: "fake-openai", addr: "127.0.0.1:0"}}}
+	go func() { done <- launch(ctx, opts, environ, &logs) }()
+
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
+	for _, url := range []string{"http://" + a.prober + "/readyz", "http://" + a.admin + "/readyz"} {
+		checkFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+			resp, err := http.Get(url)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return errors.New(resp.Status)
+			}
+			return nil
+		})
+	}
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		c, err := net.Dial("tcp", a.proxy)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	http.DefaultClient.CloseIdleConnections()
+
+	out := logs.String()
+	for _, want := range []string{
+		"switchyard is running", "http://" + a.proxy, "http://" + a.prober, "http://" + a.admin,
+		"kv ls", "embedded NATS server running", "fake provider listening",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+
+	cancel()
+	stopped = true
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("launch: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("launch did not return after cancel")
+	}
+	out = logs.String()
+	if strings.Contains(out, "sk-test-secret-value") {
+		t.Error("a provider secret was logged")
+	}
+	if !strings.Contains(out, "embedded NATS server stopped") {
+		t.Error("embedded NATS server not stopped")
+	}
+	// Every port is free again.
+	for _, addr := range []string{a.proxy, a.prober, a.admin} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("%s still in use after shutdown: %v", addr, err)
+			continue
+		}
+		ln.Close()
+	}
+}
+
+func TestLaunchFailsOnBusyPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	path := writeConfig(t, false, addrs{proxy: freeAddr(t), prober: busy.Addr().String(), admin: freeAddr(t)})
+	var logs syncBuffer
+	err = launch(context.Background(), options{configPath: path}, []string{"TEST_PROVIDER_KEY=x"}, &logs)
+	if err == nil || !strings.Contains(err.Error(), "prober.listen") {
+		t.Fatalf("launch error = %v, want one naming prober.listen", err)
+	}
+}
