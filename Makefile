@@ -1,0 +1,49 @@
+# Switchyard: one Go workspace (go.work), five modules. From the repository
+# root, packages are named per module (./shared/...): a plain ./... does not
+# cross module boundaries in a workspace.
+
+GO      ?= go
+BIN     ?= bin
+CONFIG  ?= configs/gateway.yaml
+
+MODULES := shared services/proxy services/prober services/admin tools
+PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
+# Every command of every module (the main packages under cmd/).
+CMDS    := ./services/proxy/cmd/... ./services/prober/cmd/... ./services/admin/cmd/... ./tools/cmd/...
+
+# Keys the demo config (configs/demo.yaml) reads; the bundled fake providers
+# accept any key.
+DEMO_ENV := DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1 \
+	DEMO_FAKE_OPENAI_KEY_2=demo-openai-key-2 \
+	DEMO_FAKE_ANTHROPIC_KEY_1=demo-anthropic-key-1 \
+	DEMO_FAKE_ANTHROPIC_KEY_2=demo-anthropic-key-2
+
+.DEFAULT_GOAL := help
+.PHONY: help build run demo test lint bench tidy
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build every module's binaries into ./bin
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(CMDS)
+
+run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
+	$(GO) run ./tools/cmd/switchyard -config $(CONFIG)
+
+demo: ## run the gateway in front of two bundled fake providers
+	$(DEMO_ENV) $(GO) run ./tools/cmd/switchyard -config configs/demo.yaml -fakes
+
+test: ## run every module's tests with the race detector
+	$(GO) test -race -count=1 $(PKGS)
+
+lint: ## gofmt check and go vet on every module
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: ## run the load benchmark (tools/bench)
+	$(GO) run ./tools/bench
+
+tidy: ## go mod tidy in every module, then sync the workspace
+	@for m in $(MODULES); do echo "tidy $$m"; (cd $$m && $(GO) mod tidy) || exit 1; done
+	$(GO) work sync
