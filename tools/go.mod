@@ -9,6 +9,8 @@ require (
 	switchyard.dev/shared v0.0.0-00010101000000-000000000000
 )
 
+require github.com/valyala/tcplisten v1.0.0 // indirect
+
 require (
 	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/gofiber/fiber/v2 v2.52.15 // indirect

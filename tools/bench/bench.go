@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"switchyard.dev/shared/bus"
+)
+
+// Keys of the bench's setup. The upstream accepts only upstreamKeys; the
+// proxy requires clientKey.
+var upstreamKeys = [2]string{"sk-bench-upstream-1", "sk-bench-upstream-2"}
+
+const (
+	clientKey  = "sk-bench-client"
+	benchChain = "bench"
+	upModel    = "bench-model"
+)
+
+// options are the bench's settings (see flags in main.go).
+type options struct {
+	Duration   time.Duration `json:"duration_ns"`
+	Warmup     time.Duration `json:"warmup_ns"`
+	Modes      []modeSpec    `json:"modes"`
+	Streams    []bool        `json:"streams"`
+	Targets    []string      `json:"targets"`
+	Latency    time.Duration `json:"upstream_latency_ns"`
+	Chunks     int           `json:"upstream_chunks"`
+	Proxy      string        `json:"proxy"`    // auto, binary, harness
+	Upstream   string        `json:"upstream"` // binary, harness
+	CPUProfile string        `json:"-"`        // proxy CPU profile (harness)
+	Out        string        `json:"-"`
+	Progress   io.Writer     `json:"-"`
+}
+
+// env is the processes under test.
+type env struct {
+	upstream, proxy, floor *child
+	proxyKind              string // binary or harness
+	targets                map[string]target
+	stop                   func()
+}
+
+// setup starts the upstream, the proxy and the floor, each in its own
+// process, in dir.
+func setup(ctx context.Context, o options, root, dir string) (_ *env, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	e := &env{targets: map[string]target{}}
+	var stops []func()
+	e.stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			e.stop()
+		}
+	}()
+
+	// The upstream: the fake provider.
+	upAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	switch o.Upstream {
+	case "binary":
+		bin, err := goBuild(ctx, root, "./tools/cmd/fakeprovider", dir, "fakeprovider")
+		if err != nil {
+			return nil, err
+		}
+		cfg := filepath.Join(dir, "fakeprovider.yaml")
+		body := fmt.Sprintf("name: bench-upstream\nlatency: %q\nchunks: %d\nmax_calls: 1024\nkeys: [%s, %s]\n",
+			o.Latency, o.Chunks, upstreamKeys[0], upstreamKeys[1])
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			return nil, fmt.Errorf("write upstream config: %w", err)
+		}
+		e.upstream, err = startChild(ctx, "upstream", upAddr, bin, []string{"-config", cfg, "-listen", upAddr}, nil)
+		if err != nil {
+			return nil, err
+		}
+	default:
+		e.upstream, err = startChild(ctx, "upstream", upAddr, self, []string{"-upstream-listen", upAddr,
+			"-latency", o.Latency.String(), "-chunks", strconv.Itoa(o.Chunks)}, nil)
+		if err != nil {
+			return nil, err
+		}
+	}
+	stops = append(stops, e.upstream.stop)
+	upstreamURL := "http://" + upAddr + "/v1"
+	e.targets["direct"] = target{Name: "direct", Addr: upAddr, Auth: "Bearer " + upstreamKeys[0]}
+
+	// Switchyard.
+	proxyAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	e.proxyKind = o.Proxy
+	if e.proxyKind == "auto" {
+		e.proxyKind = "harness"
+		if hasMain(filepath.Join(root, "services/proxy/cmd/proxy")) && o.CPUProfile == "" {
+			e.proxyKind = "binary"
+		}
+	}
+	natsURL := ""
+	if e.proxyKind == "binary" {
+		// The proxy's main may want NATS; give it a private server.
+		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats"), ServerName: "bench"})
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, func() { bus.StopEmbedded(ns) })
+		natsURL = ns.ClientURL()
+	}
+	cfgPath := filepath.Join(dir, "switchyard.yaml")
+	if err := os.WriteFile(cfgPath, []byte(proxyConfig(proxyAddr, upstreamURL, natsURL, dir)), 0o600); err != nil {
+		return nil, fmt.Errorf("write proxy config: %w", err)
+	}
+	proxyEnv := []string{
+		"BENCH_UPSTREAM_KEY_1=" + upstreamKeys[0],
+		"BENCH_UPSTREAM_KEY_2=" + upstreamKeys[1],
+		"BENCH_CLIENT_KEY=" + clientKey,
+	}
+	if e.proxyKind == "binary" {
+		bin, err := goBuild(ctx, root, "./services/proxy/cmd/proxy", dir, "switchyard-proxy")
+		if err != nil {
+			return nil, err
+		}
+		e.proxy, err = startChild(ctx, "switchyard", proxyAddr, bin, []string{"-config", cfgPath}, proxyEnv)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		args := []string{"-proxy-config", cfgPath}
+		if o.CPUProfile != "" {
+			args = append(args, "-child-cpuprofile", o.CPUProfile)
+		}
+		e.proxy, err = startChild(ctx, "switchyard", proxyAddr, self, args, proxyEnv)
+		if err != nil {
+			return nil, err
+		}
+	}
+	stops = append(stops, e.proxy.stop)
+	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey}
+
+	// The floor.
+	floorAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	e.floor, err = startChild(ctx, "floor", floorAddr, self, []string{"-floor-listen", floorAddr,
+		"-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0]}, nil)
+	if err != nil {
+		return nil, err
+	}
+	stops = append(stops, e.floor.stop)
+	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey}
+	return e, nil
+}
+
+// proxyConfig is Switchyard's configuration for the bench: one OpenAI
+// provider (the upstream) with two keys, a one-step chain, one gateway
+// key, warn-level logs, and an in-flight limit above anything the bench
+// offers (the default 100 would turn the open-loop backlog into 503s).
+func proxyConfig(listen, upstreamURL, natsURL, dir string) string {
+	return fmt.Sprintf(`log:
+  level: warn
+  format: json
+nats:
+  url: %q
+  embedded:
+    listen: 127.0.0.1:0
+    store_dir: %q
+proxy:
+  listen: %s
+admin:
+  listen: 127.0.0.1:0
+prober:
+  listen: 127.0.0.1:0
+limits:
+  max_in_flight: 4096
+providers:
+  - name: upstream
+    type: openai
+    base_url: %s
+    keys:
+      - id: k1
+        secret: env:BENCH_UPSTREAM_KEY_1
+      - id: k2
+        secret: env:BENCH_UPSTREAM_KEY_2
+    models:
+      - name: %s
+chains:
+  %s:
+    steps:
+      - target: upstream/%s
+clients:
+  - id: bench
+    secret: env:BENCH_CLIENT_KEY
+    models: ["*"]
+`, natsURL, filepath.Join(dir, "nats-unused"), listen, upstreamURL, upModel, benchChain, upModel)
+}
+
+// report is everything one run measured.
+type report struct {
+	Started   time.Time    `json:"started"`
+	GoVersion string       `json:"go_version"`
+	CPUs      int          `json:"cpus"`
+	ProxyKind string       `json:"proxy_process"` // binary or harness
+	Options   options      `json:"options"`
+	Cells     []cellResult `json:"cells"`
+	Memory    []memSample  `json:"memory"`
+	Compare   []comparison `json:"comparisons"`
+	Checks    []check      `json:"checks"`
+}
+
+type memSample struct {
+	After   string `json:"after_mode"`
+	Process string `json:"process"`
+	memory
+}
+
+// runBench measures every target in every mode and kind.
+func runBench(ctx context.Context, o options) (*report, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "switchyard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	progress(o, "starting upstream, switchyard and floor (building binaries)...\n")
+	e, err := setup(ctx, o, root, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+
+	rep := &report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), ProxyKind: e.proxyKind, Options: o}
+	for _, m := range o.Modes {
+		for _, stream := range o.Streams {
+			for _, name := range o.Targets {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				model := "chain:" + benchChain
+				if name == "direct" {
+					model = upModel
+				}
+				c := measure(ctx, e.targets[name], m, stream, chatBody(model, stream), o.Warmup, o.Duration)
+				progress(o, "  %-9s %-10s %-10s %8.0f req/s  p50 %7.0fus  p99 %7.0fus  errors %d\n",
+					m.Name, kindName(stream), name, c.Throughput, c.primary().P50, c.primary().P99, c.Errors)
+				rep.Cells = append(rep.Cells, c)
+			}
+		}
+		for _, p := range []*child{e.proxy, e.floor} {
+			mem, err := p.memory()
+			if err != nil {
+				return nil, err
+			}
+			rep.Memory = append(rep.Memory, memSample{After: m.Name, Process: p.name, memory: mem})
+		}
+	}
+	rep.Compare = compare(rep.Cells)
+	rep.Checks = checks(rep.Compare)
+	return rep, nil
+}
+
+func progress(o options, format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format, args...)
+	}
+}
+
+func kindName(stream bool) string {
+	if stream {
+		return "stream"
+	}
+	return "nonstream"
+}

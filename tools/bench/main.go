@@ -1,0 +1,162 @@
+// Command bench measures what Switchyard's proxy adds to an LLM call: the
+// fake provider (upstream), the proxy and a bare fiber pass-through (the
+// floor) run as separate processes, and a load generator in this process
+// measures direct, switchyard and floor side by side. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"switchyard.dev/tools/fakeprovider"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args and runs the bench, or one of its helper processes when
+// a hidden child flag is set.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", 5*time.Second, "measured time per cell (mode x kind x target)")
+	warmup := fs.Duration("warmup", time.Second, "warmup before each cell, same load, not recorded")
+	short := fs.Bool("short", false, "1 s cells after a 250 ms warmup (overrides -duration and -warmup)")
+	modes := fs.String("modes", "seq,rate2000,rate5000,sat64", "comma-separated modes: seq, rate<N> (N requests/s, open loop), sat<N> (N connections, closed loop)")
+	kinds := fs.String("kinds", "nonstream,stream", "comma-separated request kinds: nonstream, stream")
+	targets := fs.String("targets", "direct,switchyard,floor", "comma-separated targets")
+	workers := fs.Int("workers", 256, "open loop: most requests in flight at once")
+	latency := fs.Duration("latency", time.Millisecond, "upstream first-byte latency")
+	chunks := fs.Int("chunks", 5, "upstream content chunks per stream (no delay between them)")
+	proxyKind := fs.String("proxy", "auto", "how to run Switchyard: binary (services/proxy/cmd/proxy), harness (proxy.New in a child of this binary), auto (binary when it exists)")
+	upstreamKind := fs.String("upstream", "binary", "how to run the fake provider: binary (tools/cmd/fakeprovider) or harness (a child of this binary)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file (implies -proxy=harness)")
+	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
+	// Hidden: the helper processes.
+	floorListen := fs.String("floor-listen", "", "")
+	floorUpstream := fs.String("floor-upstream", "", "")
+	floorKey := fs.String("floor-key", "", "")
+	proxyConfig := fs.String("proxy-config", "", "")
+	upstreamListen := fs.String("upstream-listen", "", "")
+	childProfile := fs.String("child-cpuprofile", "", "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	switch {
+	case *floorListen != "":
+		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey)
+	case *proxyConfig != "":
+		return serveProxyHarness(ctx, *proxyConfig, *childProfile)
+	case *upstreamListen != "":
+		return serveUpstreamHarness(ctx, fakeprovider.Options{
+			Name: "bench-upstream", Addr: *upstreamListen, Latency: *latency, Chunks: *chunks,
+			MaxCalls: 1024, Keys: upstreamKeys[:],
+		})
+	}
+
+	o := options{
+		Duration: *duration, Warmup: *warmup, Latency: *latency, Chunks: *chunks,
+		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr,
+	}
+	if *short {
+		o.Duration, o.Warmup = time.Second, 250*time.Millisecond
+	}
+	if o.Duration <= 0 || o.Warmup < 0 || *workers <= 0 || *chunks <= 0 || *latency < 0 {
+		return errors.New("-duration, -workers and -chunks must be > 0; -warmup and -latency >= 0")
+	}
+	for _, m := range splitList(*modes) {
+		spec, err := parseMode(m, *workers)
+		if err != nil {
+			return err
+		}
+		o.Modes = append(o.Modes, spec)
+	}
+	for _, k := range splitList(*kinds) {
+		switch k {
+		case "nonstream":
+			o.Streams = append(o.Streams, false)
+		case "stream":
+			o.Streams = append(o.Streams, true)
+		default:
+			return fmt.Errorf("unknown kind %q (want nonstream or stream)", k)
+		}
+	}
+	for _, t := range splitList(*targets) {
+		if t != "direct" && t != "switchyard" && t != "floor" {
+			return fmt.Errorf("unknown target %q (want direct, switchyard or floor)", t)
+		}
+		o.Targets = append(o.Targets, t)
+	}
+	switch o.Proxy {
+	case "auto", "binary", "harness":
+	default:
+		return fmt.Errorf("-proxy: want auto, binary or harness, got %q", o.Proxy)
+	}
+	if o.Upstream != "binary" && o.Upstream != "harness" {
+		return fmt.Errorf("-upstream: want binary or harness, got %q", o.Upstream)
+	}
+	if *cpuprofile != "" {
+		if o.Proxy == "binary" {
+			return errors.New("-cpuprofile needs -proxy=harness (or auto)")
+		}
+		p, err := filepath.Abs(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		o.Proxy, o.CPUProfile = "harness", p
+	}
+	if len(o.Modes) == 0 || len(o.Streams) == 0 || len(o.Targets) == 0 {
+		return errors.New("nothing to measure: -modes, -kinds and -targets must not be empty")
+	}
+
+	rep, err := runBench(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := printReport(stdout, rep); err != nil {
+		return err
+	}
+	path := *out
+	if !filepath.IsAbs(path) {
+		root, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(root, path)
+	}
+	if err := writeJSON(path, rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresults: %s\n", path)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+)
+
+// side is one path compared with direct, on the cell's primary latency
+// (time to first token for streams).
+type side struct {
+	AddedP50      float64 `json:"added_p50_us"`
+	AddedP99      float64 `json:"added_p99_us"`
+	ThroughputPct float64 `json:"throughput_pct_of_direct"`
+}
+
+// comparison is one mode and kind: what Switchyard and the floor add to
+// direct, and Switchyard's added latency as a multiple of the floor's.
+type comparison struct {
+	Mode        string   `json:"mode"`
+	Kind        string   `json:"kind"`
+	Metric      string   `json:"metric"` // latency or ttft
+	Switchyard  *side    `json:"switchyard,omitempty"`
+	Floor       *side    `json:"floor,omitempty"`
+	OverheadP50 *float64 `json:"overhead_x_floor_p50,omitempty"`
+	OverheadP99 *float64 `json:"overhead_x_floor_p99,omitempty"`
+}
+
+func compare(cells []cellResult) []comparison {
+	type key struct {
+		mode   string
+		stream bool
+	}
+	var order []key
+	by := map[key]map[string]*cellResult{}
+	for i := range cells {
+		c := &cells[i]
+		k := key{c.Mode, c.Stream}
+		if by[k] == nil {
+			by[k] = map[string]*cellResult{}
+			order = append(order, k)
+		}
+		by[k][c.Target] = c
+	}
+	var out []comparison
+	for _, k := range order {
+		d := by[k]["direct"]
+		if d == nil {
+			continue
+		}
+		cmp := comparison{Mode: k.mode, Kind: kindName(k.stream), Metric: "latency"}
+		if k.stream {
+			cmp.Metric = "ttft"
+		}
+		vs := func(c *cellResult) *side {
+			if c == nil {
+				return nil
+			}
+			s := &side{
+				AddedP50: c.primary().P50 - d.primary().P50,
+				AddedP99: c.primary().P99 - d.primary().P99,
+			}
+			if d.Throughput > 0 {
+				s.ThroughputPct = 100 * c.Throughput / d.Throughput
+			}
+			return s
+		}
+		cmp.Switchyard = vs(by[k]["switchyard"])
+		cmp.Floor = vs(by[k]["floor"])
+		if cmp.Switchyard != nil && cmp.Floor != nil {
+			cmp.OverheadP50 = ratio(cmp.Switchyard.AddedP50, cmp.Floor.AddedP50)
+			cmp.OverheadP99 = ratio(cmp.Switchyard.AddedP99, cmp.Floor.AddedP99)
+		}
+		out = append(out, cmp)
+	}
+	return out
+}
+
+// ratio is a/b, or nil when b is not positive (the floor added nothing
+// measurable, so no multiple means anything).
+func ratio(a, b float64) *float64 {
+	if b <= 0 {
+		return nil
+	}
+	r := a / b
+	return &r
+}
+
+// check is one target from the issue, evaluated on this run.
+type check struct {
+	Name   string  `json:"name"`
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Pass   bool    `json:"pass"`
+}
+
+// checks evaluates the targets: added p50 <= 60 us sequentially, added p99
+// <= 1 ms at 2,000 requests/s, saturation throughput >= 45 % of direct,
+// and an added p50 no more than 3x the floor's (sequential).
+func checks(cmps []comparison) []check {
+	var out []check
+	for _, c := range cmps {
+		if c.Switchyard == nil {
+			continue
+		}
+		label := c.Kind
+		if c.Metric == "ttft" {
+			label += " ttft"
+		}
+		switch {
+		case c.Mode == "seq":
+			out = append(out, check{
+				Name: "seq " + label + ": added p50", Target: "<= 60 us",
+				Value: c.Switchyard.AddedP50, Unit: "us", Pass: c.Switchyard.AddedP50 <= 60,
+			})
+			if c.OverheadP50 != nil {
+				out = append(out, check{
+					Name: "seq " + label + ": added p50 / floor's", Target: "<= 3x",
+					Value: *c.OverheadP50, Unit: "x", Pass: *c.OverheadP50 <= 3,
+				})
+			}
+		case c.Mode == "rate2000":
+			out = append(out, check{
+				Name: "rate2000 " + label + ": added p99", Target: "<= 1000 us",
+				Value: c.Switchyard.AddedP99, Unit: "us", Pass: c.Switchyard.AddedP99 <= 1000,
+			})
+		case strings.HasPrefix(c.Mode, "sat"):
+			out = append(out, check{
+				Name: c.Mode + " " + c.Kind + ": throughput", Target: ">= 45 % of direct",
+				Value: c.Switchyard.ThroughputPct, Unit: "%", Pass: c.Switchyard.ThroughputPct >= 45,
+			})
+		}
+	}
+	return out
+}
+
+// printReport writes the tables.
+func printReport(w io.Writer, r *report) error {
+	fmt.Fprintf(w, "\nSwitchyard bench: %s, %d CPUs, proxy as %s; upstream latency %s, %d chunks; %s per cell after %s warmup\n",
+		r.GoVersion, r.CPUs, r.ProxyKind, r.Options.Latency, r.Options.Chunks, r.Options.Duration, r.Options.Warmup)
+	fmt.Fprintf(w, "latencies in us; open-loop latencies count from the intended send time; streams: p50/p99 of the whole stream, ttft of the first content chunk;\n")
+	fmt.Fprintf(w, "added = over direct, on ttft for streams and the whole answer otherwise\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tkind\ttarget\treq/s\tp50\tp99\tttft p50\tttft p99\terrors\tadded p50\tadded p99\t% direct\t")
+	cmp := map[string]comparison{}
+	for _, c := range r.Compare {
+		cmp[c.Mode+"/"+c.Kind] = c
+	}
+	for _, c := range r.Cells {
+		ttft50, ttft99 := "-", "-"
+		if c.TTFT != nil {
+			ttft50, ttft99 = f0(c.TTFT.P50), f0(c.TTFT.P99)
+		}
+		added50, added99, pct := "-", "-", "-"
+		k := cmp[c.Mode+"/"+kindName(c.Stream)]
+		var s *side
+		switch c.Target {
+		case "switchyard":
+			s = k.Switchyard
+		case "floor":
+			s = k.Floor
+		}
+		if s != nil {
+			added50, added99, pct = signed(s.AddedP50), signed(s.AddedP99), fmt.Sprintf("%.0f%%", s.ThroughputPct)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", c.Mode, kindName(c.Stream), c.Target,
+			c.Throughput, f0(c.Latency.P50), f0(c.Latency.P99), ttft50, ttft99, c.Errors, added50, added99, pct)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nSwitchyard's added latency as a multiple of the floor's:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tkind\tp50\tp99\t")
+	for _, c := range r.Compare {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(c.OverheadP50), times(c.OverheadP99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nResident memory (VmHWM peak / VmRSS now, MiB), after each mode:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "after\tprocess\tpeak\tnow\t")
+	for _, m := range r.Memory {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t\n", m.After, m.Process, float64(m.HWMKiB)/1024, float64(m.RSSKiB)/1024)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	for _, c := range r.Cells {
+		if c.ErrorSample != "" {
+			fmt.Fprintf(w, "\nfirst error of %s %s %s: %s", c.Mode, kindName(c.Stream), c.Target, c.ErrorSample)
+		}
+	}
+
+	fmt.Fprintln(w, "\nTargets:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.Checks {
+		mark := "FAIL"
+		if c.Pass {
+			mark = "pass"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.1f %s\ttarget %s\t\n", mark, c.Name, c.Value, c.Unit, c.Target)
+	}
+	return tw.Flush()
+}
+
+func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
+
+func times(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1fx", *v)
+}
+
+// writeJSON writes the report to path, creating its directory.
+func writeJSON(path string, r *report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
