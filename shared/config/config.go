@@ -6,29 +6,43 @@
 // is not.
 package config
 
-import "time"
+import (
+	"time"
+
+	"switchyard.dev/shared/failure"
+)
 
 // Config is the whole configuration shared by the proxy, prober and admin
 // services. Each service reads the sections it needs.
 type Config struct {
-	Log       Log               `koanf:"log"`
-	NATS      NATS              `koanf:"nats"`
-	Proxy     Proxy             `koanf:"proxy"`
-	Prober    Service           `koanf:"prober"`
-	Admin     Service           `koanf:"admin"`
-	Limits    Limits            `koanf:"limits"`
-	Timeouts  Timeouts          `koanf:"timeouts"`
-	Retry     Retry             `koanf:"retry"`
-	Providers []Provider        `koanf:"providers"`
-	Aliases   map[string]string `koanf:"aliases"`
-	Chains    map[string]Chain  `koanf:"chains"`
-	Clients   []ClientKey       `koanf:"clients"`
+	Log      Log      `koanf:"log"`
+	NATS     NATS     `koanf:"nats"`
+	Proxy    Proxy    `koanf:"proxy"`
+	Prober   Service  `koanf:"prober"`
+	Admin    Service  `koanf:"admin"`
+	Limits   Limits   `koanf:"limits"`
+	Timeouts Timeouts `koanf:"timeouts"`
+	Retry    Retry    `koanf:"retry"`
+	// Resilience is the global failure handling (holds, ladder, ramp,
+	// probes, breaker); providers override it field by field.
+	Resilience Resilience `koanf:"resilience"`
+	// TripOn holds the global operator rules, by name.
+	TripOn    map[string]TripRule `koanf:"trip_on"`
+	Providers []Provider          `koanf:"providers"`
+	Aliases   map[string]string   `koanf:"aliases"`
+	Chains    map[string]Chain    `koanf:"chains"`
+	Clients   []ClientKey         `koanf:"clients"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`
 	// Skipped lists the optional providers Load removed because none of
 	// their keys' secrets could be resolved (see Provider.Optional).
 	Skipped []string `koanf:"-"`
+	// TripRules are the global trip_on rules compiled by Load: TripOn
+	// (sorted by name) followed by the SWITCHYARD_TRIP_<NAME>_* rules of
+	// the environment (an environment rule replaces a file rule of the
+	// same name).
+	TripRules []failure.Rule `koanf:"-"`
 	// Warnings are lines for the launcher to log: one per skipped provider
 	// and per dropped key of an optional provider, naming the unset
 	// variable or missing file (never a secret value).
@@ -146,6 +160,13 @@ type Provider struct {
 	Timeouts    Timeouts    `koanf:"timeouts"`
 	Resilience  Resilience  `koanf:"resilience"`
 	HealthCheck HealthCheck `koanf:"health_check"`
+	// TripOn, when set (even empty), replaces the global trip_on rules for
+	// this provider.
+	TripOn map[string]TripRule `koanf:"trip_on"`
+
+	// TripRules is TripOn compiled by Load (sorted by name); nil when
+	// TripOn is not set.
+	TripRules []failure.Rule `koanf:"-"`
 }
 
 // Key is one credential of a provider.
@@ -169,19 +190,81 @@ type Model struct {
 	Kind string `koanf:"kind"`
 }
 
-// Resilience holds per-provider overrides of the failure handling. Its
-// fields are filled in by the hold engine issue; a zero value means "use the
-// global defaults".
+// Resilience is the failure handling: the hold ladder, stated waits,
+// jitter, the ramp, probe leases, the circuit breaker and the all-held
+// policy. The same shape serves as the global section (resilience) and as a
+// provider's overrides (providers[].resilience): a zero value (or nil
+// pointer) means "inherit" (the global value, or the hold engine's
+// default). The engine's policy is built by hold.PolicyFromConfig.
 type Resilience struct {
+	Ladder Ladders `koanf:"ladder"`
+	// StatedWaitFloor is the shortest hold a provider-stated wait gives.
+	StatedWaitFloor time.Duration `koanf:"stated_wait_floor"`
+	// Jitter is the fraction (0 to <1) by which a ladder wait varies either
+	// way, so that a fleet does not re-check in step.
+	Jitter *float64 `koanf:"jitter"`
+	Ramp   Ramp     `koanf:"ramp"`
+	Probe  Probe    `koanf:"probe"`
+	// Breaker configures the circuit breaker.
 	Breaker Breaker `koanf:"breaker"`
+	// AllHeldPolicy is what the proxy does when every candidate is held:
+	// fail_fast (503) or try_soft (try holds of soft classes in declared
+	// order).
+	AllHeldPolicy string `koanf:"all_held_policy"`
 }
 
-// Breaker configures the provider's circuit breaker.
+// Ladders holds the ladder of each class that holds.
+type Ladders struct {
+	RateLimit          Ladder `koanf:"rate_limit"`
+	CredentialRejected Ladder `koanf:"credential_rejected"`
+	QuotaExhausted     Ladder `koanf:"quota_exhausted"`
+	ModelNotAccessible Ladder `koanf:"model_not_accessible"`
+	ModelRetired       Ladder `koanf:"model_retired"`
+	RegionBlocked      Ladder `koanf:"region_blocked"`
+}
+
+// Ladder is one class's hold ladder: the first wait and the longest.
+type Ladder struct {
+	Base    time.Duration `koanf:"base"`
+	Ceiling time.Duration `koanf:"ceiling"`
+}
+
+// Ramp is how a released target returns: its share of traffic grows from
+// StartShare to 1 over Duration.
+type Ramp struct {
+	StartShare *float64      `koanf:"start_share"`
+	Duration   time.Duration `koanf:"duration"`
+}
+
+// Probe configures the fleet-wide probe of a due hold.
+type Probe struct {
+	// Lease is how long the one probe may take before another instance
+	// may take the right to probe.
+	Lease time.Duration `koanf:"lease"`
+}
+
+// Breaker configures the circuit breaker.
 type Breaker struct {
 	Enabled             *bool         `koanf:"enabled"`
 	Scope               string        `koanf:"scope"` // provider or model
 	ConsecutiveFailures int           `koanf:"consecutive_failures"`
 	Cooldown            time.Duration `koanf:"cooldown"`
+	// MaxCooldown is the ceiling of a breaker hold's ladder (a probe that
+	// fails again doubles the cooldown).
+	MaxCooldown time.Duration `koanf:"max_cooldown"`
+	// FailureOnStatuses lists the statuses whose transient failures count
+	// ("503", or a class such as "5xx"); transport errors and timeouts
+	// always count.
+	FailureOnStatuses []string `koanf:"failure_on_statuses"`
+}
+
+// TripRule is one operator trip_on rule: a regex tried case-insensitively
+// on the provider's error code, type, status text and message, the class it
+// means, and optionally the hold duration.
+type TripRule struct {
+	Match string        `koanf:"match"`
+	Class string        `koanf:"class"`
+	TTL   time.Duration `koanf:"ttl"`
 }
 
 // HealthCheck configures the prober's active check of a provider.

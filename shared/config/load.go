@@ -20,7 +20,9 @@ const (
 	// ignores it (the launcher reads it to find path).
 	EnvConfigPath = "SWITCHYARD_CONFIG"
 	// envReservedTrip is reserved for trip_on rules set from the
-	// environment; Load ignores variables with this prefix.
+	// environment (SWITCHYARD_TRIP_<NAME>_MATCH/_CLASS/_TTL): the override
+	// pass skips them and compileRules reads them with
+	// failure.RulesFromEnv.
 	envReservedTrip = "SWITCHYARD_TRIP_"
 )
 
@@ -75,6 +77,9 @@ func Load(path string, environ []string) (*Config, error) {
 	// Validate before resolving, so that a mistake in an optional provider
 	// fails the load whether or not its secrets happen to be set.
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.compileRules(environ); err != nil {
 		return nil, err
 	}
 	if err := cfg.resolveSecrets(env); err != nil {

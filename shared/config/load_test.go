@@ -161,7 +161,6 @@ func TestEnvOverrides(t *testing.T) {
 		{"over the file", "SWITCHYARD_LOG_LEVEL=debug", func(c *Config) bool { return c.Log.Level == "debug" }},
 		{"nats url", "SWITCHYARD_NATS_URL=nats://a:4222,nats://b:4222", func(c *Config) bool { return c.NATS.URL == "nats://a:4222,nats://b:4222" }},
 		{"config path ignored", "SWITCHYARD_CONFIG=/etc/switchyard.yaml", func(c *Config) bool { return true }},
-		{"trip prefix reserved", "SWITCHYARD_TRIP_OPENAI_QUOTA=whatever", func(c *Config) bool { return true }},
 	}
 	path := writeConfig(t, minimal+"log:\n  level: warn\n")
 	for _, tt := range tests {

@@ -74,6 +74,8 @@ func (c *Config) Validate() error {
 	v.limits()
 	v.timeouts("timeouts", c.Timeouts, true)
 	v.retry()
+	v.resilience("resilience", c.Resilience)
+	v.tripOn("trip_on", c.TripOn)
 	v.providers()
 	v.aliases()
 	v.chains()
@@ -327,16 +329,8 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 	}
 	v.timeouts(at+".timeouts", p.Timeouts, false)
 
-	b := p.Resilience.Breaker
-	if b.Scope != "" {
-		v.oneOf(at+".resilience.breaker.scope", b.Scope, "provider", "model")
-	}
-	if b.ConsecutiveFailures < 0 {
-		v.add(at+".resilience.breaker.consecutive_failures", "must be >= 0, got %d", b.ConsecutiveFailures)
-	}
-	if b.Cooldown < 0 {
-		v.add(at+".resilience.breaker.cooldown", "must be >= 0, got %s", b.Cooldown)
-	}
+	v.resilience(at+".resilience", p.Resilience)
+	v.tripOn(at+".trip_on", p.TripOn)
 
 	hc := p.HealthCheck
 	if hc.Path != "" && !strings.HasPrefix(hc.Path, "/") {
