@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain runs the bench's helper processes when the test binary is
+// re-executed as one (the bench starts them from os.Executable).
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m,
+		// fasthttp's client connection cleaner, its default dialer's DNS
+		// cache cleaner and its process-wide clock are never stopped.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.init.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+	)
+}
+
+// TestSmoke runs every mode, kind and target for a moment against real
+// processes (the upstream, the proxy and the floor as children of the test
+// binary) and checks the report is whole and error free. It measures
+// nothing worth reading.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes and sends a few thousand requests")
+	}
+	out := filepath.Join(t.TempDir(), "results.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := run(ctx, []string{
+		"-duration", "100ms", "-warmup", "20ms",
+		"-modes", "seq,rate2000,rate5000,sat64",
+		"-proxy", "harness", "-upstream", "harness",
+		"-workers", "64",
+		"-out", out,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("results JSON: %v", err)
+	}
+	if got, want := len(rep.Cells), 4*2*3; got != want {
+		t.Fatalf("%d cells, want %d", got, want)
+	}
+	for _, c := range rep.Cells {
+		if c.Errors != 0 || c.OK == 0 {
+			t.Errorf("%s %s %s: %d ok, %d errors (%s)", c.Mode, kindName(c.Stream), c.Target, c.OK, c.Errors, c.ErrorSample)
+		}
+		if c.Stream && (c.TTFT == nil || c.TTFT.P50 <= 0 || c.TTFT.P50 > c.Latency.P50) {
+			t.Errorf("%s stream %s: ttft %+v, total %+v", c.Mode, c.Target, c.TTFT, c.Latency)
+		}
+	}
+	if len(rep.Memory) != 4*2 || rep.Memory[0].HWMKiB <= 0 {
+		t.Errorf("memory samples %+v", rep.Memory)
+	}
+	if len(rep.Checks) == 0 {
+		t.Error("no targets checked")
+	}
+}
