@@ -14,9 +14,11 @@ import (
 	"switchyard.dev/shared/config"
 )
 
-// DefaultReconnectWait is the pause between reconnect attempts (nats.go adds
-// jitter).
-const DefaultReconnectWait = time.Second
+// DefaultReconnectWait is the pause between reconnect attempts to the same
+// server (nats.go adds up to 100 ms of jitter). It is short so that a
+// restarted server is found again well within a second: watchers and
+// writers resume as soon as the connection is back.
+const DefaultReconnectWait = 250 * time.Millisecond
 
 // Connect opens a connection to NATS as configured in cfg: the server list
 // (comma-separated), user/password or token (the resolved PasswordValue /

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,6 +37,24 @@ type EmbeddedOptions struct {
 	// ReadyTimeout bounds the wait for the server to accept clients;
 	// 10 s when zero.
 	ReadyTimeout time.Duration
+	// Cluster, when set, makes the server a member of a NATS cluster
+	// (tests and small self-hosted clusters; production clusters run
+	// nats-server on their own).
+	Cluster *EmbeddedCluster
+}
+
+// EmbeddedCluster joins an embedded server to a cluster: every member has
+// the same Name, a distinct EmbeddedOptions.ServerName and StoreDir, and
+// lists the members' cluster addresses in Routes.
+type EmbeddedCluster struct {
+	// Name of the cluster, identical on every member.
+	Name string
+	// Listen is the host:port for cluster routes (an empty host means
+	// 127.0.0.1).
+	Listen string
+	// Routes are the cluster addresses of the members (host:port or
+	// nats-route://host:port); the server's own address may be listed.
+	Routes []string
 }
 
 // StartEmbedded starts an in-process nats-server with JetStream on and
@@ -64,6 +84,11 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 		StoreDir:   opts.StoreDir,
 		NoSigs:     true,
 		NoLog:      opts.Log == nil,
+	}
+	if c := opts.Cluster; c != nil {
+		if err := applyCluster(sopts, c); err != nil {
+			return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+		}
 	}
 	// nats-server reports a busy port or an unusable store dir only in its
 	// log and then never becomes ready: check both first for a clear error.
@@ -102,6 +127,28 @@ func StopEmbedded(s *server.Server) {
 	}
 	s.Shutdown()
 	s.WaitForShutdown()
+}
+
+func applyCluster(sopts *server.Options, c *EmbeddedCluster) error {
+	if c.Name == "" {
+		return errors.New("cluster: no name")
+	}
+	host, port, err := splitListen(c.Listen)
+	if err != nil || c.Listen == "" {
+		return fmt.Errorf("cluster listen %q: want host:port", c.Listen)
+	}
+	sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+	for _, r := range c.Routes {
+		if !strings.Contains(r, "://") {
+			r = "nats-route://" + r
+		}
+		u, err := url.Parse(r)
+		if err != nil {
+			return fmt.Errorf("cluster route %q: %w", r, err)
+		}
+		sopts.Routes = append(sopts.Routes, u)
+	}
+	return nil
 }
 
 // splitListen turns "host:port" into nats-server's Host and Port: an empty

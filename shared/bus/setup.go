@@ -1,0 +1,208 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/config"
+)
+
+// The JetStream resources every Switchyard service shares. The names are
+// public contracts (see CONTRACTS.md): operators and subscribers rely on them.
+const (
+	// BucketHolds keeps one hold record (JSON) per scope; key = scope id.
+	BucketHolds = "switchyard_holds"
+	// BucketHealth keeps one health record (JSON) per provider and target.
+	BucketHealth = "switchyard_health"
+	// BucketLeases keeps short-lived probe and check leases (per-key TTL).
+	BucketLeases = "switchyard_leases"
+	// BucketCredentials keeps encrypted rotated secrets, a few revisions each.
+	BucketCredentials = "switchyard_credentials"
+
+	// StreamEvents captures every event published under EventsSubjects.
+	StreamEvents = "SWITCHYARD_EVENTS"
+	// EventsPrefix is the first two tokens of every event subject.
+	EventsPrefix = "switchyard.events"
+	// EventsSubjects is the wildcard the events stream captures.
+	EventsSubjects = EventsPrefix + ".>"
+)
+
+// Setup defaults and fixed settings.
+const (
+	// DefaultEventsMaxAge is how long the events stream keeps an event.
+	DefaultEventsMaxAge = 7 * 24 * time.Hour
+	// LimitMarkerTTL is how long the TTL buckets keep the marker left by an
+	// expired key. It makes per-key TTLs possible and lets watchers see
+	// expiries (as purges); a watcher that was away for longer than this
+	// reloads the whole bucket instead of resuming.
+	LimitMarkerTTL = time.Hour
+	// CredentialsHistory is how many revisions of a rotated secret are kept.
+	CredentialsHistory = 5
+	// DefaultSetupTimeout bounds Setup when ctx has no deadline.
+	DefaultSetupTimeout = 15 * time.Second
+)
+
+// SetupOptions are the settings of Setup that may differ between
+// deployments (never between the services of one deployment).
+type SetupOptions struct {
+	// Replicas of every bucket and of the events stream: 1 for a single
+	// server, 3 for a cluster. 0 means 1.
+	Replicas int
+	// Storage is "file" (default) or "memory".
+	Storage string
+	// EventsMaxAge is the events stream's retention; 0 means
+	// DefaultEventsMaxAge.
+	EventsMaxAge time.Duration
+}
+
+// SetupOptionsFrom takes Replicas and Storage from the nats config section.
+func SetupOptionsFrom(cfg config.NATS) SetupOptions {
+	return SetupOptions{Replicas: cfg.Replicas, Storage: cfg.Storage}
+}
+
+// Resources are the buckets and stream returned by Setup.
+type Resources struct {
+	Holds       jetstream.KeyValue
+	Health      jetstream.KeyValue
+	Leases      jetstream.KeyValue
+	Credentials jetstream.KeyValue
+	Events      jetstream.Stream
+}
+
+// Setup creates the Switchyard buckets and events stream, or binds to them
+// when they exist, updating them to the one configuration every service
+// uses. It is idempotent: every service calls it at start.
+//
+// The TTL buckets (holds, health, leases) keep one value per key and allow
+// per-key TTLs; once created that way a bucket cannot be switched back,
+// which is why the configuration lives here and nowhere else.
+func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Resources, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultSetupTimeout)
+		defer cancel()
+	}
+	kvs, stream, err := Configs(opts)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resources{}
+	dst := map[string]*jetstream.KeyValue{
+		BucketHolds:       &res.Holds,
+		BucketHealth:      &res.Health,
+		BucketLeases:      &res.Leases,
+		BucketCredentials: &res.Credentials,
+	}
+	for _, cfg := range kvs {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("bus: set up KV bucket %s: %w", cfg.Bucket, err)
+		}
+		*dst[cfg.Bucket] = kv
+	}
+	s, err := js.CreateOrUpdateStream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("bus: set up stream %s: %w", stream.Name, err)
+	}
+	res.Events = s
+	return res, nil
+}
+
+// Configs returns the bucket and stream configurations Setup applies, for
+// documentation, tests and deployment tooling.
+func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, jetstream.StreamConfig, error) {
+	replicas := opts.Replicas
+	if replicas == 0 {
+		replicas = 1
+	}
+	if replicas < 1 || replicas > 5 {
+		return nil, jetstream.StreamConfig{}, fmt.Errorf("bus: setup: replicas must be between 1 and 5, got %d", replicas)
+	}
+	var storage jetstream.StorageType
+	switch strings.ToLower(opts.Storage) {
+	case "", "file":
+		storage = jetstream.FileStorage
+	case "memory":
+		storage = jetstream.MemoryStorage
+	default:
+		return nil, jetstream.StreamConfig{}, fmt.Errorf("bus: setup: storage must be file or memory, got %q", opts.Storage)
+	}
+	maxAge := opts.EventsMaxAge
+	if maxAge <= 0 {
+		maxAge = DefaultEventsMaxAge
+	}
+	ttlBucket := func(name, desc string) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket:         name,
+			Description:    desc,
+			History:        1,
+			Storage:        storage,
+			Replicas:       replicas,
+			LimitMarkerTTL: LimitMarkerTTL,
+		}
+	}
+	kvs := []jetstream.KeyValueConfig{
+		ttlBucket(BucketHolds, "Switchyard hold records: key <provider>.<key id|_>[.<model>], JSON value"),
+		ttlBucket(BucketHealth, "Switchyard health records per provider and target"),
+		ttlBucket(BucketLeases, "Switchyard probe and check leases (per-key TTL)"),
+		{
+			Bucket:      BucketCredentials,
+			Description: "Switchyard rotated secrets, encrypted",
+			History:     CredentialsHistory,
+			Storage:     storage,
+			Replicas:    replicas,
+		},
+	}
+	stream := jetstream.StreamConfig{
+		Name:        StreamEvents,
+		Description: "Switchyard events (hold, release, trip, probe, health, credential)",
+		Subjects:    []string{EventsSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      maxAge,
+		Storage:     storage,
+		Replicas:    replicas,
+	}
+	return kvs, stream, nil
+}
+
+// EventSubject is the subject of an event:
+// switchyard.events.<kind>.<provider>[.<key id>]. Provider names and key
+// ids are restricted by config validation to [A-Za-z0-9_-]; an empty key
+// id (a provider-wide event) drops the last token, an empty provider
+// becomes "_".
+func EventSubject(kind, provider, keyID string) string {
+	if provider == "" {
+		provider = "_"
+	}
+	s := EventsPrefix + "." + kind + "." + provider
+	if keyID != "" {
+		s += "." + keyID
+	}
+	return s
+}
+
+// WaitForJetStream polls until JetStream answers (a cluster has elected its
+// meta leader, a restarted server has recovered its streams) or ctx ends.
+// Call it before Setup when NATS may have just started.
+func WaitForJetStream(ctx context.Context, js jetstream.JetStream) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bus: wait for JetStream: %w (last error: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}

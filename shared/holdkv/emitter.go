@@ -1,0 +1,147 @@
+package holdkv
+
+import (
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/hold"
+)
+
+// DefaultEmitterQueue is how many events an Emitter buffers before it
+// drops new ones.
+const DefaultEmitterQueue = 4096
+
+// Emitter is a hold.Emitter publishing JSON events on
+// bus.EventSubject(kind, provider, key id) with core NATS publishes; the
+// SWITCHYARD_EVENTS stream captures them. Emit only queues: a goroutine
+// owned by the Emitter publishes, and when the queue is full events are
+// dropped and counted (Dropped), so a request never waits on NATS.
+type Emitter struct {
+	nc    *nats.Conn
+	log   *slog.Logger
+	queue chan hold.Event
+	now   func() time.Time
+
+	dropped   atomic.Uint64
+	published atomic.Uint64
+	failed    atomic.Uint64
+
+	closeOnce sync.Once
+	mu        sync.RWMutex // guards closed against Emit racing Close
+	closed    bool
+	done      chan struct{}
+}
+
+var _ hold.Emitter = (*Emitter)(nil)
+
+// NewEmitter starts an Emitter on nc. Close it to stop its goroutine.
+func NewEmitter(nc *nats.Conn, log *slog.Logger) *Emitter {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Emitter{
+		nc:    nc,
+		log:   log.With("component", "events"),
+		queue: make(chan hold.Event, DefaultEmitterQueue),
+		now:   time.Now,
+		done:  make(chan struct{}),
+	}
+	go e.loop()
+	return e
+}
+
+// Emit queues ev for publishing and returns at once. It fills in the
+// schema version and the time when they are zero, and masks anything in
+// Reason that looks like a credential.
+func (e *Emitter) Emit(ev hold.Event) {
+	if ev.Version == 0 {
+		ev.Version = hold.EventSchemaVersion
+	}
+	if ev.At.IsZero() {
+		ev.At = e.now().UTC()
+	}
+	if ev.HoldID == "" && ev.Scope.Provider != "" {
+		ev.HoldID = ev.Scope.ID()
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		e.dropped.Add(1)
+		return
+	}
+	select {
+	case e.queue <- ev:
+	default:
+		if e.dropped.Add(1) == 1 {
+			e.log.Warn("event queue full: dropping events", "queue", cap(e.queue))
+		}
+	}
+}
+
+// Dropped is the number of events dropped because the queue was full or
+// the Emitter closed.
+func (e *Emitter) Dropped() uint64 { return e.dropped.Load() }
+
+// Published is the number of events handed to the NATS connection.
+func (e *Emitter) Published() uint64 { return e.published.Load() }
+
+// Close publishes what is queued, flushes the connection (bounded by its
+// own timeout) and stops the Emitter. Later Emits are dropped.
+func (e *Emitter) Close() {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		close(e.queue)
+		e.mu.Unlock()
+		<-e.done
+		if e.nc.IsConnected() {
+			_ = e.nc.FlushTimeout(time.Second)
+		}
+	})
+}
+
+func (e *Emitter) loop() {
+	defer close(e.done)
+	for ev := range e.queue {
+		e.publish(ev)
+	}
+}
+
+func (e *Emitter) publish(ev hold.Event) {
+	ev.Reason = MaskSecrets(ev.Reason)
+	data, err := json.Marshal(ev)
+	if err != nil {
+		e.log.Error("encode event", "kind", ev.Kind, "err", err)
+		return
+	}
+	subject := bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key)
+	if err := e.nc.Publish(subject, data); err != nil {
+		if e.failed.Add(1) == 1 || e.failed.Load()%1000 == 0 {
+			e.log.Warn("publish event", "subject", subject, "err", err, "failed", e.failed.Load())
+		}
+		return
+	}
+	e.published.Add(1)
+}
+
+// secretRE matches what looks like a credential inside a provider's error
+// message: well-known key prefixes followed by key material, bearer
+// tokens, and any long unbroken run of key characters.
+var secretRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+\S+|[A-Za-z0-9_\-+/]{32,}={0,2}`)
+
+// MaskSecrets replaces anything in s that looks like a credential with
+// "[redacted]". Providers echo (partial) keys in error messages; events,
+// records and logs carry key ids and fingerprints only.
+func MaskSecrets(s string) string {
+	if s == "" {
+		return s
+	}
+	return secretRE.ReplaceAllString(s, "[redacted]")
+}

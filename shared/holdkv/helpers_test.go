@@ -1,0 +1,223 @@
+package holdkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// nats.go deletes a reset ordered consumer in a goroutine that ends
+		// with its request timeout; it is not ours to wait for.
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*js).DeleteConsumer"),
+	)
+}
+
+// testLog is quiet unless HOLDKV_TEST_LOG is set.
+func testLog() *slog.Logger {
+	if os.Getenv("HOLDKV_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// checkFor polls f until it returns nil or total has passed.
+func checkFor(tb testing.TB, total, poll time.Duration, f func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met after %s: %v", total, err)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startServer(tb testing.TB, listen, dir string) *server.Server {
+	tb.Helper()
+	s, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: dir})
+	if err != nil {
+		tb.Fatalf("StartEmbedded: %v", err)
+	}
+	tb.Cleanup(func() { bus.StopEmbedded(s) })
+	return s
+}
+
+// node is one client of the bucket: its own connection, JetStream context
+// and Store.
+type node struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	res   *bus.Resources
+	store *Store
+}
+
+func connect(tb testing.TB, url string, opts ...Option) *node {
+	tb.Helper()
+	nc, err := bus.Connect(context.Background(), config.NATS{URL: url, Timeout: time.Second}, testLog())
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &node{nc: nc, js: js}
+}
+
+// setup connects and runs bus.Setup with opts.
+func setup(tb testing.TB, url string, sopts bus.SetupOptions, opts ...Option) *node {
+	tb.Helper()
+	n := connect(tb, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := bus.WaitForJetStream(ctx, n.js); err != nil {
+		tb.Fatal(err)
+	}
+	res, err := bus.Setup(ctx, n.js, sopts)
+	if err != nil {
+		tb.Fatalf("Setup: %v", err)
+	}
+	n.res = res
+	n.store = NewStore(n.js, res.Holds, testLog(), opts...)
+	return n
+}
+
+// table is a test's local hold table fed by Store.Watch.
+type table struct {
+	mu      sync.Mutex
+	recs    map[string]hold.Record
+	changes []hold.Change
+	notify  func(hold.Change)
+}
+
+func newTable() *table { return &table{recs: map[string]hold.Record{}} }
+
+func (t *table) apply(c hold.Change) {
+	t.mu.Lock()
+	if c.Deleted {
+		delete(t.recs, c.ID)
+	} else {
+		t.recs[c.ID] = c.Record
+	}
+	t.changes = append(t.changes, c)
+	notify := t.notify
+	t.mu.Unlock()
+	if notify != nil {
+		notify(c)
+	}
+}
+
+func (t *table) get(id string) (hold.Record, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.recs[id]
+	return r, ok
+}
+
+func (t *table) history() []hold.Change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]hold.Change(nil), t.changes...)
+}
+
+// has polls until the table holds id at revision >= rev (rev 0: any).
+func (t *table) has(id string, rev uint64) error {
+	r, ok := t.get(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s not in table", id)
+	case r.Revision < rev:
+		return fmt.Errorf("%s at revision %d, want %d", id, r.Revision, rev)
+	}
+	return nil
+}
+
+func (t *table) lacks(id string) error {
+	if _, ok := t.get(id); ok {
+		return fmt.Errorf("%s still in table", id)
+	}
+	return nil
+}
+
+// watchInto runs store.Watch into a new table until the test ends.
+func watchInto(tb testing.TB, store *Store) *table {
+	tb.Helper()
+	t := newTable()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- store.Watch(ctx, t.apply) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Watch: %v", err)
+		}
+	})
+	return t
+}
+
+func record(provider, key, model string) hold.Record {
+	kind := hold.ScopeKey
+	switch {
+	case key == "" && model == "":
+		kind = hold.ScopeProvider
+	case key == "":
+		kind = hold.ScopeProviderModel
+	case model != "":
+		kind = hold.ScopeKeyModel
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	return hold.Record{
+		Scope:      hold.Scope{Kind: kind, Provider: provider, Key: key, Model: model},
+		State:      hold.StateHeld,
+		Class:      failure.CredentialRejected,
+		Rung:       0,
+		Since:      now,
+		Until:      now.Add(5 * time.Minute),
+		Reason:     "invalid api key",
+		Code:       "invalid_api_key",
+		Source:     "proxy",
+		RecordedBy: "test",
+		RecordedAt: now,
+	}
+}
+
+func isUnavailable(err error) error {
+	if !errors.Is(err, hold.ErrUnavailable) {
+		return fmt.Errorf("want ErrUnavailable, got %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+// Package holdkv keeps Switchyard's hold records in NATS JetStream KV (the
+// switchyard_holds bucket made by bus.Setup) and publishes hold events on
+// NATS subjects: the NATS implementations of hold.Store and hold.Emitter.
+package holdkv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/hold"
+)
+
+// Defaults of the Store options.
+const (
+	// DefaultOpTimeout bounds one store operation, so that a caller never
+	// waits long on a NATS that does not answer.
+	DefaultOpTimeout = 2 * time.Second
+	// DefaultLoadTimeout bounds the wait for the end of a watcher's initial
+	// values (the end marker has been seen missing).
+	DefaultLoadTimeout = 5 * time.Second
+	// DefaultStallCheck is how often a watcher compares the bucket's last
+	// revision with the last one it applied, to notice a stalled watcher
+	// that no reconnect announced (a cluster node lost under it).
+	DefaultStallCheck = time.Second
+)
+
+// Store is a hold.Store on a JetStream KV bucket. Keys are scope ids
+// (hold.Scope.ID), values are hold.Record JSON, and the bucket revision is
+// the record's revision. Every method is safe for concurrent use.
+type Store struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	nc     *nats.Conn
+	log    *slog.Logger
+	prefix string // $KV.<bucket>.
+
+	opTimeout   time.Duration
+	loadTimeout time.Duration
+	stallCheck  time.Duration
+	markerTTL   time.Duration
+
+	syncOnce sync.Once
+	synced   chan struct{}
+}
+
+var _ hold.Store = (*Store)(nil)
+
+// Option tunes a Store.
+type Option func(*Store)
+
+// WithOpTimeout bounds each Create, Update, Delete and Get (default
+// DefaultOpTimeout). The caller's context may end it sooner.
+func WithOpTimeout(d time.Duration) Option { return func(s *Store) { s.opTimeout = d } }
+
+// WithLoadTimeout bounds the initial load of a Watch (default
+// DefaultLoadTimeout).
+func WithLoadTimeout(d time.Duration) Option { return func(s *Store) { s.loadTimeout = d } }
+
+// WithStallCheck sets how often a Watch checks that it is not behind the
+// bucket (default DefaultStallCheck; 0 or less turns the check off).
+func WithStallCheck(d time.Duration) Option { return func(s *Store) { s.stallCheck = d } }
+
+// WithMarkerTTL is the bucket's LimitMarkerTTL (default
+// bus.LimitMarkerTTL): a watcher out of touch for more than half of it
+// reloads the bucket instead of resuming, as expiry markers may be gone.
+func WithMarkerTTL(d time.Duration) Option { return func(s *Store) { s.markerTTL = d } }
+
+// NewStore returns a Store on kv (bus.Resources.Holds). js is the
+// JetStream context kv came from: renewals that keep a TTL are published
+// through it, and its connection's reconnects restart watchers at once.
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, log *slog.Logger, opts ...Option) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		js:          js,
+		kv:          kv,
+		nc:          js.Conn(),
+		log:         log.With("component", "holdkv", "bucket", kv.Bucket()),
+		prefix:      "$KV." + kv.Bucket() + ".",
+		opTimeout:   DefaultOpTimeout,
+		loadTimeout: DefaultLoadTimeout,
+		stallCheck:  DefaultStallCheck,
+		markerTTL:   bus.LimitMarkerTTL,
+		synced:      make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Synced is closed once a Watch on this Store has delivered its initial
+// load (or given up waiting for its end marker).
+func (s *Store) Synced() <-chan struct{} { return s.synced }
+
+// keyRE is what a KV key may contain.
+var keyRE = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
+
+// encode fills in the record's id and schema version and marshals it.
+func encode(rec hold.Record) (string, []byte, error) {
+	if rec.ID == "" {
+		rec.ID = rec.Scope.ID()
+	}
+	if rec.Version == 0 {
+		rec.Version = hold.SchemaVersion
+	}
+	rec.Reason = MaskSecrets(rec.Reason)
+	if !keyRE.MatchString(rec.ID) || rec.ID[0] == '.' || rec.ID[len(rec.ID)-1] == '.' {
+		return "", nil, fmt.Errorf("holdkv: %q is not a valid hold id", rec.ID)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return "", nil, fmt.Errorf("holdkv: encode hold %s: %w", rec.ID, err)
+	}
+	return rec.ID, data, nil
+}
+
+// decode reads a record stored under key at revision rev.
+func decode(key string, rev uint64, data []byte) (hold.Record, error) {
+	var rec hold.Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return hold.Record{}, fmt.Errorf("holdkv: decode hold %s (revision %d): %w", key, rev, err)
+	}
+	rec.ID = key
+	rec.Revision = rev
+	return rec, nil
+}
+
+// TTL rounds d up to whole seconds, at least one: the resolution of
+// JetStream per-message TTLs.
+func TTL(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+// ready fails fast when the connection is down: a request would otherwise
+// sit in the reconnect buffer until its timeout.
+func (s *Store) ready(op, key string) error {
+	if s.nc != nil && !s.nc.IsConnected() {
+		return fmt.Errorf("%w: %s %s: NATS %s", hold.ErrUnavailable, op, key, s.nc.Status())
+	}
+	return nil
+}
+
+// Create stores rec under rec.ID (rec.Scope.ID() when empty) if no live
+// record is there; ttl > 0 makes the record expire by itself.
+func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) (uint64, error) {
+	key, data, err := encode(rec)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.ready("create", key); err != nil {
+		return 0, err
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	var opts []jetstream.KVCreateOpt
+	if ttl > 0 {
+		opts = append(opts, jetstream.KeyTTL(TTL(ttl)))
+	}
+	rev, err := s.kv.Create(octx, key, data, opts...)
+	switch {
+	case err == nil:
+		return rev, nil
+	case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err):
+		return 0, fmt.Errorf("%w: %s", hold.ErrExists, key)
+	}
+	return 0, s.fail(ctx, "create", key, err)
+}
+
+// Update replaces the record at revision rev. With ttl > 0 the new value
+// expires by itself (kv.Update would drop a per-key TTL, nats.go #1994,
+// so the value is published with its TTL and the expected revision).
+func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl time.Duration) (uint64, error) {
+	key, data, err := encode(rec)
+	if err != nil {
+		return 0, err
+	}
+	if rev == 0 {
+		return 0, fmt.Errorf("holdkv: update %s: no revision to compare with", key)
+	}
+	if err := s.ready("update", key); err != nil {
+		return 0, err
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	var newRev uint64
+	if ttl > 0 {
+		msg := &nats.Msg{Subject: s.prefix + key, Data: data}
+		var ack *jetstream.PubAck
+		ack, err = s.js.PublishMsg(octx, msg,
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(TTL(ttl)))
+		if err == nil {
+			newRev = ack.Sequence
+		}
+	} else {
+		newRev, err = s.kv.Update(octx, key, data, rev)
+	}
+	switch {
+	case err == nil:
+		return newRev, nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err):
+		return 0, fmt.Errorf("%w: update %s at revision %d", hold.ErrConflict, key, rev)
+	}
+	return 0, s.fail(ctx, "update", key, err)
+}
+
+// Delete removes the record if it is still at revision rev (0: whatever
+// its revision). It returns hold.ErrNotFound when there is no live record
+// and hold.ErrConflict when the record moved on.
+func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
+	if err := s.ready("delete", id); err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	var opts []jetstream.KVDeleteOpt
+	if rev == 0 {
+		if _, err := s.kv.Get(octx, id); err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return fmt.Errorf("%w: delete %s", hold.ErrNotFound, id)
+			}
+			return s.fail(ctx, "delete", id, err)
+		}
+	} else {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	err := s.kv.Delete(octx, id, opts...)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+		if _, gerr := s.kv.Get(octx, id); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("%w: delete %s", hold.ErrNotFound, id)
+		}
+		return fmt.Errorf("%w: delete %s at revision %d", hold.ErrConflict, id, rev)
+	}
+	return s.fail(ctx, "delete", id, err)
+}
+
+// Get returns the live record stored under id.
+func (s *Store) Get(ctx context.Context, id string) (hold.Record, error) {
+	if err := s.ready("get", id); err != nil {
+		return hold.Record{}, err
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	e, err := s.kv.Get(octx, id)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return hold.Record{}, fmt.Errorf("%w: %s", hold.ErrNotFound, id)
+		}
+		return hold.Record{}, s.fail(ctx, "get", id, err)
+	}
+	return decode(id, e.Revision(), e.Value())
+}
+
+// fail wraps an error that is not an answer about the record: the
+// caller's own cancellation stays itself, anything that says NATS or
+// JetStream could not be reached becomes hold.ErrUnavailable.
+func (s *Store) fail(ctx context.Context, op, key string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("holdkv: %s %s: %w", op, key, ctx.Err())
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %s %s: %w", hold.ErrUnavailable, op, key, err)
+	}
+	return fmt.Errorf("holdkv: %s %s: %w", op, key, err)
+}
+
+// unavailable reports whether err means NATS or JetStream did not answer
+// (as opposed to answering no).
+func unavailable(err error) bool {
+	for _, target := range []error{
+		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
+		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrJetStreamNotEnabled, nats.ErrBadSubscription,
+		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code >= 500
+}
+
+// isWrongLastSeq reports whether err is JetStream's "wrong last sequence"
+// (10071, or 10164 on replicated streams): a lost compare-and-set.
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
