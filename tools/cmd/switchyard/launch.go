@@ -60,8 +60,7 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 	}
 	if len(cfg.Providers) == 0 {
 		if len(cfg.Skipped) > 0 {
-			log.Error(errNoProvider.Error(), "skipped", cfg.Skipped)
-			return errNoProvider
+			return errNoProvider // the warnings above name each skipped provider
 		}
 		return fmt.Errorf("no provider is configured in %s: add one under providers (see configs/gateway.yaml), or run `make demo`", opts.configPath)
 	}
