@@ -32,20 +32,38 @@ type watch struct {
 	apply func(hold.Change)
 
 	kw      jetstream.KeyWatcher
-	last    uint64            // highest revision applied
-	live    map[string]uint64 // keys with a live record -> revision
-	loading bool              // before the current watcher's end-of-initial-values marker
-	initial bool              // the very first load: changes are Initial
-	reload  bool              // the current watcher reloads everything (no resume)
-	seen    map[string]bool   // keys seen during a reload
-	contact time.Time         // last time the watcher was known to be current
+	cancel  context.CancelFunc // ends kw's subscription
+	last    uint64             // highest revision applied
+	live    map[string]uint64  // keys with a live record -> revision
+	loading bool               // before the current watcher's end-of-initial-values marker
+	initial bool               // the very first load: changes are Initial
+	reload  bool               // the current watcher reloads everything (no resume)
+	seen    map[string]bool    // keys seen during a reload
+	contact time.Time          // last time the watcher was known to be current
 
 	// stall detection
 	caughtUp     uint64 // a bucket revision no watcher delivers, accounted as seen
 	wasBehind    bool   // the previous check found the watcher behind
 	behindAt     uint64 // w.last at that check
 	restartedFor uint64 // bucket revision of the last stall restart
-	retryDelay   time.Duration
+
+	// watcher creation
+	gen         int                // generation of the wanted watcher
+	pending     context.CancelFunc // creation in flight for gen
+	inflight    int                // creation goroutines not yet collected
+	results     chan started
+	retry       *time.Timer
+	retryDelay  time.Duration
+	createTimer *time.Timer
+	loadTimer   *time.Timer
+}
+
+// started is the outcome of one watcher creation.
+type started struct {
+	gen    int
+	kw     jetstream.KeyWatcher
+	cancel context.CancelFunc
+	err    error
 }
 
 func (w *watch) run(ctx context.Context) error {
@@ -55,7 +73,8 @@ func (w *watch) run(ctx context.Context) error {
 		status = s.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
 		defer s.nc.RemoveStatusListener(status)
 	}
-	defer w.stop()
+	w.results = make(chan started, 4)
+	defer w.shutdown()
 
 	var stallC <-chan time.Time
 	if s.stallCheck > 0 {
@@ -63,11 +82,14 @@ func (w *watch) run(ctx context.Context) error {
 		defer t.Stop()
 		stallC = t.C
 	}
-	loadTimer := time.NewTimer(time.Hour)
-	loadTimer.Stop()
-	defer loadTimer.Stop()
-	retry := time.NewTimer(0) // fires at once: start the first watcher
-	defer retry.Stop()
+	w.loadTimer = time.NewTimer(time.Hour)
+	w.loadTimer.Stop()
+	defer w.loadTimer.Stop()
+	w.createTimer = time.NewTimer(time.Hour)
+	w.createTimer.Stop()
+	defer w.createTimer.Stop()
+	w.retry = time.NewTimer(0) // fires at once: start the first watcher
+	defer w.retry.Stop()
 
 	w.initial = true
 	w.contact = time.Now()
@@ -80,19 +102,21 @@ func (w *watch) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 
-		case <-retry.C:
-			if w.kw != nil {
-				continue
+		case <-w.retry.C:
+			if w.kw == nil && w.pending == nil {
+				w.start(ctx)
 			}
-			if err := w.start(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				w.backoff(retry, err)
-				continue
+
+		case r := <-w.results:
+			w.inflight--
+			w.created(r)
+
+		case <-w.createTimer.C:
+			if w.pending != nil {
+				// Creation did not answer in time: give up on it (its result
+				// comes back as an error) and try again.
+				w.pending()
 			}
-			w.retryDelay = 0
-			loadTimer.Reset(s.loadTimeout)
 
 		case st, ok := <-status:
 			if !ok {
@@ -106,23 +130,22 @@ func (w *watch) run(ctx context.Context) error {
 			// gone (server restart, node lost). Start over from the last
 			// applied revision now rather than wait for heartbeats to fail.
 			s.log.Info("NATS reconnected: restarting hold watcher", "after_revision", w.last)
-			w.restart(retry)
+			w.restart(ctx)
 
 		case e, ok := <-updates:
 			if !ok {
 				s.log.Warn("hold watcher closed: restarting", "after_revision", w.last)
-				w.kw = nil
-				w.restart(retry)
+				w.restart(ctx)
 				continue
 			}
 			if e == nil {
-				loadTimer.Stop()
+				w.loadTimer.Stop()
 				w.loaded()
 				continue
 			}
 			w.entry(e)
 
-		case <-loadTimer.C:
+		case <-w.loadTimer.C:
 			if w.loading {
 				s.log.Warn("hold watcher: no end of initial values; carrying on with what arrived",
 					"timeout", s.loadTimeout, "after_revision", w.last)
@@ -133,60 +156,102 @@ func (w *watch) run(ctx context.Context) error {
 		case <-stallC:
 			if w.stalled(ctx) {
 				s.log.Warn("hold watcher behind the bucket: restarting", "after_revision", w.last)
-				w.restart(retry)
+				w.restart(ctx)
 			}
 		}
 	}
 }
 
-// start creates a watcher: resuming after the last applied revision, or
-// loading the whole bucket the first time and after a long absence (the
-// markers of keys that expired meanwhile may be gone).
-func (w *watch) start(ctx context.Context) error {
+// start begins creating a watcher in the background: resuming after the
+// last applied revision, or loading the whole bucket the first time and
+// after a long absence (the markers of keys that expired meanwhile may be
+// gone). The watcher lives as long as the context it was created with, so
+// creation runs under its own cancellable context, bounded by createTimer.
+func (w *watch) start(ctx context.Context) {
 	s := w.s
 	if err := s.ready("watch", "*"); err != nil {
-		return err
+		w.backoff(err) // a reconnect starts one at once anyway
+		return
 	}
 	var opts []jetstream.WatchOpt
-	w.reload = w.last == 0 || time.Since(w.contact) > s.markerTTL/2
-	if !w.reload {
+	reload := w.last == 0 || time.Since(w.contact) > s.markerTTL/2
+	if !reload {
 		opts = append(opts, jetstream.ResumeFromRevision(w.last+1))
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.opTimeout)
-	defer cancel()
-	kw, err := s.kv.WatchAll(cctx, opts...)
-	if err != nil {
-		return s.fail(ctx, "watch", "*", err)
+	w.gen++
+	w.reload = reload
+	gen := w.gen
+	wctx, cancel := context.WithCancel(ctx)
+	w.pending = cancel
+	w.inflight++
+	w.createTimer.Reset(s.opTimeout)
+	go func() {
+		kw, err := s.kv.WatchAll(wctx, opts...)
+		w.results <- started{gen: gen, kw: kw, cancel: cancel, err: err}
+	}()
+}
+
+// created takes the result of a watcher creation.
+func (w *watch) created(r started) {
+	if r.gen != w.gen || r.err != nil {
+		r.cancel()
+		if r.kw != nil {
+			_ = r.kw.Stop()
+		}
+		if r.gen == w.gen {
+			w.pending = nil
+			w.createTimer.Stop()
+			w.backoff(w.s.fail(context.Background(), "watch", "*", r.err))
+		}
+		return
 	}
-	w.kw = kw
+	w.pending = nil
+	w.createTimer.Stop()
+	w.kw, w.cancel = r.kw, r.cancel
+	w.retryDelay = 0
 	w.loading = true
 	if w.reload {
 		w.seen = make(map[string]bool, len(w.live))
 	}
-	return nil
+	w.loadTimer.Reset(w.s.loadTimeout)
 }
 
-// stop ends the current watcher, if any.
+// stop ends the current watcher and any creation in flight.
 func (w *watch) stop() {
 	if w.kw != nil {
 		_ = w.kw.Stop()
-		w.kw = nil
+		w.cancel()
+		w.kw, w.cancel = nil, nil
+	}
+	if w.pending != nil {
+		w.pending()
+		w.pending = nil
+	}
+	w.gen++ // results still in flight are stale
+}
+
+// shutdown stops everything and waits for creations in flight.
+func (w *watch) shutdown() {
+	w.stop()
+	for ; w.inflight > 0; w.inflight-- {
+		w.created(<-w.results)
 	}
 }
 
 // restart drops the current watcher and starts a new one at once.
-func (w *watch) restart(retry *time.Timer) {
+func (w *watch) restart(ctx context.Context) {
 	if w.kw != nil && !w.loading {
 		w.contact = time.Now()
 	}
 	w.stop()
 	w.loading = false
 	w.wasBehind = false
-	retry.Reset(0)
+	w.loadTimer.Stop()
+	w.start(ctx)
 }
 
 // backoff schedules the next attempt to start a watcher.
-func (w *watch) backoff(retry *time.Timer, err error) {
+func (w *watch) backoff(err error) {
 	switch {
 	case w.retryDelay == 0:
 		w.retryDelay = 50 * time.Millisecond
@@ -196,7 +261,7 @@ func (w *watch) backoff(retry *time.Timer, err error) {
 	default:
 		w.retryDelay = time.Second
 	}
-	retry.Reset(w.retryDelay)
+	w.retry.Reset(w.retryDelay)
 }
 
 // entry applies one KV entry unless its revision was applied already.
