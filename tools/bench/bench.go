@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,6 +43,7 @@ type options struct {
 // env is the processes under test.
 type env struct {
 	upstream, proxy, floor *child
+	floorNet               *child // only with the floor-nethttp target
 	proxyKind              string // binary or harness
 	targets                map[string]target
 	stop                   func()
@@ -164,6 +166,20 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	}
 	stops = append(stops, e.floor.stop)
 	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey}
+
+	if slices.Contains(o.Targets, "floor-nethttp") {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		e.floorNet, err = startChild(ctx, "floor-nethttp", addr, self, []string{"-floor-listen", addr,
+			"-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0], "-floor-client", "nethttp"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, e.floorNet.stop)
+		e.targets["floor-nethttp"] = target{Name: "floor-nethttp", Addr: addr, Auth: "Bearer " + clientKey}
+	}
 	return e, nil
 }
 
@@ -264,7 +280,10 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				rep.Cells = append(rep.Cells, c)
 			}
 		}
-		for _, p := range []*child{e.proxy, e.floor} {
+		for _, p := range []*child{e.proxy, e.floor, e.floorNet} {
+			if p == nil {
+				continue
+			}
 			mem, err := p.memory()
 			if err != nil {
 				return nil, err

@@ -6,10 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +78,70 @@ func serveFloor(ctx context.Context, listen, upstream, key string) error {
 			body := resp.BodyStream()
 			for {
 				n, err := body.Read(*bp)
+				if n > 0 {
+					if _, werr := w.Write((*bp)[:n]); werr != nil {
+						return
+					}
+					if w.Flush() != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+		return nil
+	})
+	return serveApp(ctx, app, listen)
+}
+
+// serveFloorNetHTTP is the floor with net/http's client (the one
+// Switchyard's proxy uses) instead of fasthttp's: the difference between
+// the two floors is what the client alone costs.
+func serveFloorNetHTTP(ctx context.Context, listen, upstream, key string) error {
+	tr := &http.Transport{
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		ReadBufferSize:      32 << 10,
+		WriteBufferSize:     32 << 10,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	auth := "Bearer " + key
+	bufs := sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: 16 << 10})
+	app.Post("/v1/*", func(c *fiber.Ctx) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream+c.Path()[len("/v1"):], bytes.NewReader(c.Body()))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", string(c.Request().Header.ContentType()))
+		req.Header.Set("Authorization", auth)
+		resp, err := client.Do(req)
+		if err != nil {
+			return c.Status(fiber.StatusBadGateway).SendString("floor: upstream: " + err.Error())
+		}
+		c.Status(resp.StatusCode)
+		ct := resp.Header.Get("Content-Type")
+		c.Response().Header.SetContentType(ct)
+		if !strings.HasPrefix(ct, "text/event-stream") {
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return c.Status(fiber.StatusBadGateway).SendString("floor: upstream: " + err.Error())
+			}
+			c.Response().SetBodyRaw(b)
+			return nil
+		}
+		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+			bp := bufs.Get().(*[]byte)
+			defer func() {
+				bufs.Put(bp)
+				resp.Body.Close()
+			}()
+			for {
+				n, err := resp.Body.Read(*bp)
 				if n > 0 {
 					if _, werr := w.Write((*bp)[:n]); werr != nil {
 						return

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	short := fs.Bool("short", false, "1 s cells after a 250 ms warmup (overrides -duration and -warmup)")
 	modes := fs.String("modes", "seq,rate2000,rate5000,sat64", "comma-separated modes: seq, rate<N> (N requests/s, open loop), sat<N> (N connections, closed loop)")
 	kinds := fs.String("kinds", "nonstream,stream", "comma-separated request kinds: nonstream, stream")
-	targets := fs.String("targets", "direct,switchyard,floor", "comma-separated targets")
+	targets := fs.String("targets", "direct,switchyard,floor", "comma-separated targets: direct, switchyard, floor, and floor-nethttp (the floor with net/http's client, for diagnosis)")
 	workers := fs.Int("workers", 256, "open loop: most requests in flight at once")
 	latency := fs.Duration("latency", time.Millisecond, "upstream first-byte latency")
 	chunks := fs.Int("chunks", 5, "upstream content chunks per stream (no delay between them)")
@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	floorListen := fs.String("floor-listen", "", "")
 	floorUpstream := fs.String("floor-upstream", "", "")
 	floorKey := fs.String("floor-key", "", "")
+	floorClient := fs.String("floor-client", "fasthttp", "")
 	proxyConfig := fs.String("proxy-config", "", "")
 	upstreamListen := fs.String("upstream-listen", "", "")
 	childProfile := fs.String("child-cpuprofile", "", "")
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	switch {
+	case *floorListen != "" && *floorClient == "nethttp":
+		return serveFloorNetHTTP(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *floorListen != "":
 		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *proxyConfig != "":
@@ -102,8 +105,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, t := range splitList(*targets) {
-		if t != "direct" && t != "switchyard" && t != "floor" {
-			return fmt.Errorf("unknown target %q (want direct, switchyard or floor)", t)
+		switch t {
+		case "direct", "switchyard", "floor", "floor-nethttp":
+		default:
+			return fmt.Errorf("unknown target %q (want direct, switchyard, floor or floor-nethttp)", t)
 		}
 		o.Targets = append(o.Targets, t)
 	}

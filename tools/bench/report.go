@@ -21,13 +21,14 @@ type side struct {
 // comparison is one mode and kind: what Switchyard and the floor add to
 // direct, and Switchyard's added latency as a multiple of the floor's.
 type comparison struct {
-	Mode        string   `json:"mode"`
-	Kind        string   `json:"kind"`
-	Metric      string   `json:"metric"` // latency or ttft
-	Switchyard  *side    `json:"switchyard,omitempty"`
-	Floor       *side    `json:"floor,omitempty"`
-	OverheadP50 *float64 `json:"overhead_x_floor_p50,omitempty"`
-	OverheadP99 *float64 `json:"overhead_x_floor_p99,omitempty"`
+	Mode        string           `json:"mode"`
+	Kind        string           `json:"kind"`
+	Metric      string           `json:"metric"` // latency or ttft
+	Switchyard  *side            `json:"switchyard,omitempty"`
+	Floor       *side            `json:"floor,omitempty"`
+	Others      map[string]*side `json:"others,omitempty"` // diagnostic targets (floor-nethttp)
+	OverheadP50 *float64         `json:"overhead_x_floor_p50,omitempty"`
+	OverheadP99 *float64         `json:"overhead_x_floor_p99,omitempty"`
 }
 
 func compare(cells []cellResult) []comparison {
@@ -71,6 +72,14 @@ func compare(cells []cellResult) []comparison {
 		}
 		cmp.Switchyard = vs(by[k]["switchyard"])
 		cmp.Floor = vs(by[k]["floor"])
+		for name, c := range by[k] {
+			if name != "direct" && name != "switchyard" && name != "floor" {
+				if cmp.Others == nil {
+					cmp.Others = map[string]*side{}
+				}
+				cmp.Others[name] = vs(c)
+			}
+		}
 		if cmp.Switchyard != nil && cmp.Floor != nil {
 			cmp.OverheadP50 = ratio(cmp.Switchyard.AddedP50, cmp.Floor.AddedP50)
 			cmp.OverheadP99 = ratio(cmp.Switchyard.AddedP99, cmp.Floor.AddedP99)
@@ -164,6 +173,8 @@ func printReport(w io.Writer, r *report) error {
 			s = k.Switchyard
 		case "floor":
 			s = k.Floor
+		default:
+			s = k.Others[c.Target]
 		}
 		if s != nil {
 			added50, added99, pct = signed(s.AddedP50), signed(s.AddedP99), fmt.Sprintf("%.0f%%", s.ThroughputPct)
