@@ -197,6 +197,9 @@ var (
 	ErrNotFound = errors.New("hold: not found")
 	// ErrUnavailable: the store cannot be reached (NATS down).
 	ErrUnavailable = errors.New("hold: store unavailable")
+	// ErrNotOwner: ProbeResult for a hold whose probe lease this instance
+	// does not hold.
+	ErrNotOwner = errors.New("hold: probe lease not held by this instance")
 )
 
 // Store keeps hold records, shared by the fleet. Every write is a
@@ -246,6 +249,15 @@ type Outcome struct {
 	Result failure.Result
 	// Cancelled: the caller went away; says nothing about the target.
 	Cancelled bool
+	// Retrying: the proxy will retry this same target, so this failure is
+	// not the last of its retry sequence. The circuit breaker does not
+	// count it: one exhausted retry sequence counts once (report the last
+	// attempt with Retrying false). Holds are applied either way.
+	Retrying bool
+	// Status is the HTTP status of a failed attempt (0 for a transport
+	// error or a local timeout); the breaker's failure_on_statuses filter
+	// reads it.
+	Status int
 }
 
 // Gate is what the proxy asks on its request path. Admit reads memory

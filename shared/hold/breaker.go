@@ -1,0 +1,187 @@
+package hold
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"switchyard.dev/shared/failure"
+)
+
+// breakers are the circuit breakers of this process, per provider (model
+// "") or per provider+model. gobreaker counts consecutive transient
+// failures and decides the trip; the trip becomes a fleet hold (class
+// transient, source breaker), and the hold's lifecycle (cooldown, one
+// probe, ramp) replaces gobreaker's own half-open timer: when the hold is
+// released, the breaker starts over closed.
+type breakers struct {
+	mu sync.Mutex
+	m  map[string]map[string]*breaker
+}
+
+type breaker struct {
+	cb              *gobreaker.CircuitBreaker[struct{}]
+	provider, model string
+}
+
+var (
+	errTransient = errors.New("transient failure")
+	okFn         = func() (struct{}, error) { return struct{}{}, nil }
+	failFn       = func() (struct{}, error) { return struct{}{}, errTransient }
+)
+
+// gobreaker's own open timeout: long enough never to fire, since the
+// hold's lifecycle decides when the provider comes back.
+const breakerNeverHalfOpen = 365 * 24 * time.Hour
+
+func (e *Engine) newBreaker(provider, model string, threshold int) *breaker {
+	b := &breaker{provider: provider, model: model}
+	name := provider
+	if model != "" {
+		name += "/" + model
+	}
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        name,
+		MaxRequests: 1,
+		Timeout:     breakerNeverHalfOpen,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(threshold) },
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				e.trip(provider, model, threshold)
+			}
+		},
+	})
+	return b
+}
+
+// breakerFor returns the breaker of provider (and model), creating it.
+func (e *Engine) breakerFor(provider, model string, threshold int) *breaker {
+	e.brk.mu.Lock()
+	defer e.brk.mu.Unlock()
+	pm := e.brk.m[provider]
+	if pm == nil {
+		pm = map[string]*breaker{}
+		e.brk.m[provider] = pm
+	}
+	b := pm[model]
+	if b == nil {
+		b = e.newBreaker(provider, model, threshold)
+		pm[model] = b
+	}
+	return b
+}
+
+// breakerReport feeds one attempt to the breaker: successes reset the
+// count, transient failures (with a counted status, or a transport error
+// or local timeout) add one. Retrying attempts (one retry sequence counts
+// once), cancellations and failures of other classes are not counted.
+func (e *Engine) breakerReport(set *Settings, provider, model string, out Outcome) {
+	bp := &set.Breaker
+	if !bp.Enabled || bp.ConsecutiveFailures <= 0 || out.Retrying || out.Cancelled {
+		return
+	}
+	fn := okFn
+	if !out.OK {
+		if out.Result.Class != failure.Transient || !bp.countsForBreaker(out.Status) {
+			return
+		}
+		fn = failFn
+	}
+	if !bp.PerModel {
+		model = ""
+	}
+	if out.OK {
+		// the common path: no breaker yet means nothing to reset
+		e.brk.mu.Lock()
+		b := e.brk.m[provider][model]
+		e.brk.mu.Unlock()
+		if b == nil {
+			return
+		}
+	}
+	b := e.breakerFor(provider, model, bp.ConsecutiveFailures)
+	_, _ = b.cb.Execute(fn)
+}
+
+// trip turns a tripped breaker into a hold of the provider (or
+// provider+model), recorded once fleet-wide with hold and trip events.
+func (e *Engine) trip(provider, model string, threshold int) {
+	scope := Scope{Kind: ScopeProvider, Provider: provider}
+	if model != "" {
+		scope = Scope{Kind: ScopeProviderModel, Provider: provider, Model: model}
+	}
+	res := failure.Result{
+		Class:  failure.Transient,
+		Scope:  failure.ScopeProvider,
+		Code:   "circuit_open",
+		Reason: fmt.Sprintf("circuit breaker tripped after %d consecutive transient failures", threshold),
+	}
+	e.hold(scope, res, SourceBreaker)
+}
+
+// breakerBack starts the breaker of a released breaker hold over, closed.
+func (e *Engine) breakerBack(scope Scope, class failure.Class) {
+	if class != failure.Transient || scope.Key != "" {
+		return
+	}
+	e.brk.mu.Lock()
+	defer e.brk.mu.Unlock()
+	// Only drop it: called with e.mu held, it must not take the
+	// breaker's own lock (a trip holds that lock while it takes e.mu).
+	delete(e.brk.m[scope.Provider], scope.Model)
+}
+
+// BreakerStates returns the circuit state of every provider with a breaker
+// (provider, or "provider/model" with scope model): closed, open (a trip
+// hold is waiting out its cooldown) or half-open (the hold is due or its
+// one probe is out). For the admin service.
+func (e *Engine) BreakerStates() map[string]string {
+	out := map[string]string{}
+	names := make([]string, 0, len(e.pol.Providers))
+	for name, s := range e.pol.Providers {
+		if s.Breaker.Enabled && s.Breaker.ConsecutiveFailures > 0 && !s.Breaker.PerModel {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out[n] = "closed"
+	}
+	e.brk.mu.Lock()
+	var bs []*breaker
+	for _, pm := range e.brk.m {
+		for _, b := range pm {
+			bs = append(bs, b)
+		}
+	}
+	e.brk.mu.Unlock()
+	for _, b := range bs {
+		out[breakerName(b.provider, b.model)] = b.cb.State().String()
+	}
+	now := e.clock.Now()
+	e.mu.Lock()
+	for _, en := range e.entries {
+		r := en.rec
+		if r.Class != failure.Transient || r.Scope.Key != "" || !live(r) {
+			continue
+		}
+		st := "half-open"
+		if r.State == StateHeld && now.Before(r.Until) {
+			st = "open"
+		}
+		out[breakerName(r.Scope.Provider, r.Scope.Model)] = st
+	}
+	e.mu.Unlock()
+	return out
+}
+
+func breakerName(provider, model string) string {
+	if model == "" {
+		return provider
+	}
+	return provider + "/" + model
+}

@@ -1,0 +1,475 @@
+package hold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard.dev/shared/failure"
+)
+
+// EngineOptions are the engine's dependencies and policy.
+type EngineOptions struct {
+	// Store keeps the fleet's records (holdkv.Store on NATS KV; MemStore in
+	// tests). Required.
+	Store Store
+	// Emitter publishes events; nil drops them.
+	Emitter Emitter
+	// Instance is this process's id (recorded_by, probe owner). Required.
+	Instance string
+	// Clock drives the ladder, leases, TTLs and the ramp; nil: SystemClock.
+	Clock Clock
+	// Log receives background errors; nil: discarded.
+	Log *slog.Logger
+	// Policy: ladders, floor, jitter, ramp, lease, breaker, per provider.
+	// The zero value means DefaultPolicy().
+	Policy Policy
+	// Rand returns a number in [0, 1) for jitter and the ramp; it must be
+	// safe for concurrent use and should not allocate. nil: math/rand/v2.
+	Rand func() float64
+	// Fingerprint returns the fingerprint of a key's secret for records and
+	// events (never the secret); nil leaves it empty.
+	Fingerprint func(provider, keyID string) string
+}
+
+// Engine is the hold engine of one process: a local lock-free hold table
+// fed by the store, and the writer of this process's transitions. It
+// implements Gate.
+type Engine struct {
+	store Store
+	emit  Emitter
+	inst  string
+	clock Clock
+	log   *slog.Logger
+	pol   Policy
+	rnd   func() float64
+	fp    func(provider, keyID string) string
+
+	snap atomic.Pointer[snapshot]
+
+	mu      sync.Mutex
+	entries map[string]*entry
+
+	wmu     sync.Mutex
+	pending map[string]*intent
+	order   []string
+	kick    chan struct{}
+
+	leaseReq  chan *entry
+	storeDown atomic.Bool
+	running   atomic.Bool
+
+	brk breakers
+}
+
+var _ Gate = (*Engine)(nil)
+
+// NewEngine returns an engine; call Run to start its background work.
+func NewEngine(opts EngineOptions) *Engine {
+	e := &Engine{
+		store:    opts.Store,
+		emit:     opts.Emitter,
+		inst:     opts.Instance,
+		clock:    opts.Clock,
+		log:      opts.Log,
+		pol:      opts.Policy,
+		rnd:      opts.Rand,
+		fp:       opts.Fingerprint,
+		entries:  map[string]*entry{},
+		pending:  map[string]*intent{},
+		kick:     make(chan struct{}, 1),
+		leaseReq: make(chan *entry, 256),
+	}
+	if e.clock == nil {
+		e.clock = SystemClock{}
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.pol.Global.Ladders == nil {
+		e.pol.Global = DefaultSettings()
+	}
+	if e.rnd == nil {
+		e.rnd = rand.Float64
+	}
+	e.brk.m = map[string]map[string]*breaker{}
+	e.snap.Store(&snapshot{})
+	return e
+}
+
+// Instance returns the engine's instance id.
+func (e *Engine) Instance() string { return e.inst }
+
+// Policy returns the engine's policy.
+func (e *Engine) Policy() *Policy { return &e.pol }
+
+// Run watches the store into the local table, writes this process's
+// transitions (retrying while the store is unavailable), takes probe
+// leases for due holds this process's traffic wants to probe, and sweeps
+// finished ramps, until ctx ends. It returns nil when ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	if e.store == nil || e.inst == "" {
+		return errors.New("hold: engine needs a Store and an Instance")
+	}
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("hold: engine already running")
+	}
+	defer e.running.Store(false)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.watchLoop(ctx) })
+	wg.Go(func() { e.writeLoop(ctx) })
+	wg.Go(func() { e.leaseLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// sleep waits d on the engine clock, or until ctx ends.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
+	ch := make(chan struct{})
+	t := e.clock.AfterFunc(d, func() { close(ch) })
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ch:
+		return true
+	}
+}
+
+func (e *Engine) watchLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for {
+		err := e.store.Watch(ctx, e.applyChange)
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("hold store watch ended; retrying", "err", err, "in", backoff)
+		if !e.sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (e *Engine) leaseLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case en := <-e.leaseReq:
+			e.takeLease(ctx, en)
+		}
+	}
+}
+
+// takeLease tries to take the probe lease of a due hold the local traffic
+// wants; while the store is unavailable it takes a local lease (this
+// instance probes for itself; the outcome is written when the store is
+// back).
+func (e *Engine) takeLease(ctx context.Context, en *entry) {
+	e.mu.Lock()
+	cur := e.entries[en.rec.ID]
+	e.mu.Unlock()
+	if cur != en {
+		return
+	}
+	_, ok, err := e.TryProbe(ctx, en.rec.ID)
+	switch {
+	case ok:
+	case errors.Is(err, ErrUnavailable) || (errors.Is(err, errPending) && e.storeDown.Load()):
+		e.localLease(en)
+	default:
+		if err != nil && !errors.Is(err, errPending) {
+			e.log.Warn("take probe lease", "hold", en.rec.ID, "err", err)
+		}
+		en.wanted.Store(false)
+	}
+}
+
+func (e *Engine) localLease(en *entry) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entries[en.rec.ID] != en {
+		return
+	}
+	rec := en.rec
+	rec.State = StateProbing
+	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.pol.For(rec.Scope.Provider).ProbeLease)}
+	n := e.newEntry(rec)
+	n.pending = true
+	e.installLocked(n)
+}
+
+// intent is a write this process wants in the store. Intents for one id
+// merge (the latest record wins, events add up).
+type intent struct {
+	rec   Record // rec.Revision is ignored; base is the expected revision
+	base  uint64 // 0: create
+	ttl   time.Duration
+	hold  *holdReq // a new hold: on ErrExists adopt a live record, escalate a released one
+	force bool     // overwrite whatever is there (operator pin)
+	ev    []Event
+	done  []chan error
+	entry *entry // the local entry this write makes durable
+}
+
+type holdReq struct {
+	scope  Scope
+	res    failure.Result
+	source string
+}
+
+func (e *Engine) enqueue(in *intent) {
+	e.wmu.Lock()
+	if old := e.pending[in.rec.ID]; old != nil {
+		in.ev = append(old.ev, in.ev...)
+		in.done = append(old.done, in.done...)
+		if in.hold == nil && in.base == 0 {
+			in.hold = old.hold
+		}
+		in.force = in.force || old.force
+	} else {
+		e.order = append(e.order, in.rec.ID)
+	}
+	e.pending[in.rec.ID] = in
+	e.wmu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) next() *intent {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for len(e.order) > 0 {
+		id := e.order[0]
+		e.order = e.order[1:]
+		if in := e.pending[id]; in != nil {
+			delete(e.pending, id)
+			return in
+		}
+	}
+	return nil
+}
+
+// requeue puts back an intent that could not be written, unless a newer
+// one for the same id arrived meanwhile (which then carries its events).
+func (e *Engine) requeue(in *intent) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if newer := e.pending[in.rec.ID]; newer != nil {
+		newer.ev = append(in.ev, newer.ev...)
+		if newer.hold == nil && newer.base == 0 {
+			newer.hold = in.hold
+		}
+		return
+	}
+	e.pending[in.rec.ID] = in
+	e.order = append(e.order, in.rec.ID)
+}
+
+// rebase moves a queued intent for id onto the revision just written.
+func (e *Engine) rebase(id string, from, to uint64) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if in := e.pending[id]; in != nil && in.base == from {
+		in.base = to
+	}
+}
+
+func (e *Engine) writeLoop(ctx context.Context) {
+	const first, most = 100 * time.Millisecond, 5 * time.Second
+	backoff := first
+	retry := make(chan struct{}, 1)
+	sweep := make(chan struct{}, 1)
+	tick := func(ch chan struct{}) func() {
+		return func() {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	sweepT := e.clock.AfterFunc(time.Second, tick(sweep))
+	var retryT Timer
+	defer func() {
+		sweepT.Stop()
+		if retryT != nil {
+			retryT.Stop()
+		}
+		e.failWaiters(ctx.Err())
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep:
+			e.sweep(e.clock.Now())
+			sweepT = e.clock.AfterFunc(time.Second, tick(sweep))
+			continue
+		case <-e.kick:
+		case <-retry:
+		}
+		for {
+			in := e.next()
+			if in == nil {
+				backoff = first
+				break
+			}
+			err := e.write(ctx, in)
+			if err != nil && ctx.Err() == nil {
+				e.storeDown.Store(true)
+				e.notify(in, fmt.Errorf("write hold %s: %w (kept locally, retrying)", in.rec.ID, err))
+				in.done = nil
+				e.requeue(in)
+				e.log.Warn("hold store write failed; keeping the hold locally and retrying", "hold", in.rec.ID, "err", err, "in", backoff)
+				retryT = e.clock.AfterFunc(backoff, tick(retry))
+				backoff = min(backoff*2, most)
+				break
+			}
+			e.storeDown.Store(false)
+			e.notify(in, err)
+		}
+	}
+}
+
+func (e *Engine) notify(in *intent, err error) {
+	for _, d := range in.done {
+		d <- err
+	}
+}
+
+func (e *Engine) failWaiters(err error) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for _, in := range e.pending {
+		for _, d := range in.done {
+			d <- err
+		}
+		in.done = nil
+	}
+}
+
+// write performs one intent. It returns nil when the intent is settled
+// (written, or superseded by what the store holds, which is adopted) and
+// an error when the store could not be reached (the intent is retried).
+func (e *Engine) write(ctx context.Context, in *intent) error {
+	for range 8 {
+		var rev uint64
+		var err error
+		if in.base == 0 {
+			rev, err = e.store.Create(ctx, in.rec, in.ttl)
+		} else {
+			rev, err = e.store.Update(ctx, in.rec, in.base, in.ttl)
+		}
+		switch {
+		case err == nil:
+			e.written(in, rev)
+			return nil
+		case errors.Is(err, ErrExists) || errors.Is(err, ErrConflict):
+			cur, gerr := e.store.Get(ctx, in.rec.ID)
+			switch {
+			case errors.Is(gerr, ErrNotFound):
+				if in.hold == nil && !in.force && in.rec.State == StateReleased {
+					e.adoptGone(in)
+					return nil
+				}
+				in.base = 0
+				continue
+			case gerr != nil:
+				return gerr
+			}
+			switch {
+			case in.force:
+				in.base = cur.Revision
+			case in.hold != nil && !live(cur):
+				// a released (ramping) record failed again: escalate by CAS
+				in.rec = e.newHold(in.hold.scope, in.hold.res, in.hold.source, e.clock.Now(), &cur)
+				in.base = cur.Revision
+			default:
+				e.adopt(in, cur)
+				return nil
+			}
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("hold %s: too many conflicting writes", in.rec.ID)
+}
+
+// written installs what this process wrote and publishes its events: the
+// winner of each transition is the only one that emits it.
+func (e *Engine) written(in *intent, rev uint64) {
+	rec := in.rec
+	rec.Revision = rev
+	e.mu.Lock()
+	cur := e.entries[rec.ID]
+	switch {
+	case cur == nil || cur == in.entry || (!cur.pending && cur.rec.Revision < rev):
+		e.installLocked(e.newEntry(rec))
+	case cur.pending && cur.rec.Revision == in.base:
+		cur.rec.Revision = rev // a newer local change waits in the queue; it was rebased
+	}
+	e.mu.Unlock()
+	e.rebase(rec.ID, in.base, rev)
+	for _, ev := range in.ev {
+		if e.emit != nil {
+			e.emit.Emit(ev)
+		}
+	}
+}
+
+// adopt replaces the local entry of a lost write by the stored record.
+func (e *Engine) adopt(in *intent, cur Record) {
+	e.mu.Lock()
+	if en := e.entries[cur.ID]; en == nil || en == in.entry || en.rec.Revision < cur.Revision {
+		e.installLocked(e.newEntry(cur))
+	}
+	e.mu.Unlock()
+}
+
+// adoptGone drops the local entry of a write whose record the store no
+// longer has (a release that found the record expired).
+func (e *Engine) adoptGone(in *intent) {
+	e.mu.Lock()
+	if en := e.entries[in.rec.ID]; en == in.entry {
+		e.removeLocked(in.rec.ID)
+	}
+	e.mu.Unlock()
+}
+
+func (e *Engine) event(kind EventKind, rec Record, outcome string) Event {
+	return Event{
+		Version:     EventSchemaVersion,
+		Kind:        kind,
+		HoldID:      rec.ID,
+		Scope:       rec.Scope,
+		Class:       rec.Class,
+		Rung:        rec.Rung,
+		Until:       rec.Until,
+		Reason:      rec.Reason,
+		Code:        rec.Code,
+		Fingerprint: rec.Fingerprint,
+		Outcome:     outcome,
+		Source:      rec.Source,
+		RecordedBy:  e.inst,
+		At:          e.clock.Now(),
+	}
+}
+
+// wait blocks until the intent's first write attempt answered, or ctx.
+func wait(ctx context.Context, done chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,409 @@
+package hold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"switchyard.dev/shared/failure"
+)
+
+// Sources of a record or a release.
+const (
+	SourceProxy      = "proxy"
+	SourceProber     = "prober"
+	SourceBreaker    = "breaker"
+	SourceAdmin      = "admin"
+	SourceRule       = "rule"
+	SourceCredential = "credential"
+)
+
+// Probe outcomes (Event.Outcome of a probe event).
+const (
+	ProbeReleased  = "released"
+	ProbeEscalated = "escalated"
+	ProbeSameRung  = "same_rung"
+	ProbeSettled   = "settled"
+)
+
+// errPending: the hold is not in the store yet, so it cannot be leased.
+var errPending = errors.New("hold: record not yet written")
+
+// Report records what an attempt on a target came to. It never blocks on
+// the store: a new hold is applied to the local table at once and written
+// in the background. probe is true for the attempt Admit answered with
+// AdmitProbe.
+func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) {
+	if out.Cancelled {
+		return
+	}
+	if probe && e.reportProbe(provider, keyID, model, out) {
+		return
+	}
+	set := e.pol.For(provider)
+	e.breakerReport(set, provider, model, out)
+	if out.OK || !Holds(out.Result.Class) {
+		return
+	}
+	e.hold(holdScope(out.Result, provider, keyID, model), out.Result, sourceOf(out.Result))
+}
+
+func sourceOf(res failure.Result) string {
+	if res.Rule != "" {
+		return SourceRule
+	}
+	return SourceProxy
+}
+
+// holdScope maps a classification's scope onto a target. Providers without
+// keys (vllm, ollama) hold provider scopes instead of key scopes.
+func holdScope(res failure.Result, provider, keyID, model string) Scope {
+	sc := res.Scope
+	if sc == failure.ScopeNone {
+		sc = res.Class.DefaultScope()
+	}
+	if keyID == "" {
+		switch sc {
+		case failure.ScopeKey:
+			sc = failure.ScopeProvider
+		case failure.ScopeKeyModel:
+			sc = failure.ScopeProviderModel
+		}
+	}
+	switch sc {
+	case failure.ScopeKey:
+		return Scope{Kind: ScopeKey, Provider: provider, Key: keyID}
+	case failure.ScopeKeyModel:
+		return Scope{Kind: ScopeKeyModel, Provider: provider, Key: keyID, Model: model}
+	case failure.ScopeProviderModel:
+		return Scope{Kind: ScopeProviderModel, Provider: provider, Model: model}
+	}
+	return Scope{Kind: ScopeProvider, Provider: provider}
+}
+
+// hold applies a new hold locally and queues its write. A scope already
+// held (or being probed) is left alone: the first record stands.
+func (e *Engine) hold(scope Scope, res failure.Result, source string) {
+	now := e.clock.Now()
+	id := scope.ID()
+	e.mu.Lock()
+	cur := e.entries[id]
+	if cur != nil && live(cur.rec) {
+		e.mu.Unlock()
+		return
+	}
+	var prev *Record
+	var base uint64
+	if cur != nil {
+		prev = &cur.rec
+		base = cur.rec.Revision
+	}
+	rec := e.newHold(scope, res, source, now, prev)
+	rec.Revision = base
+	en := e.newEntry(rec)
+	en.pending = true
+	e.installLocked(en)
+	e.mu.Unlock()
+	ev := []Event{e.event(EventHold, rec, "")}
+	if source == SourceBreaker {
+		ev = append(ev, e.event(EventTrip, rec, ""))
+	}
+	e.enqueue(&intent{rec: rec, base: base, hold: &holdReq{scope, res, source}, ev: ev, entry: en})
+}
+
+// newHold builds a held record. A failure of the same class on a target
+// still ramping after a release (prev) climbs one rung.
+func (e *Engine) newHold(scope Scope, res failure.Result, source string, now time.Time, prev *Record) Record {
+	rung := 0
+	since := now
+	if prev != nil && prev.State == StateReleased && prev.Class == res.Class {
+		rung = prev.Rung + 1
+		since = prev.Since
+	}
+	set := e.pol.For(scope.Provider)
+	rec := Record{
+		Version:    SchemaVersion,
+		ID:         scope.ID(),
+		Scope:      scope,
+		State:      StateHeld,
+		Class:      res.Class,
+		Rung:       rung,
+		Since:      since,
+		Until:      now.Add(set.Wait(res.Class, rung, res, e.rnd)),
+		Reason:     res.Reason,
+		Code:       res.Code,
+		Source:     source,
+		RecordedBy: e.inst,
+		RecordedAt: now,
+	}
+	if e.fp != nil && scope.Key != "" {
+		rec.Fingerprint = e.fp(scope.Provider, scope.Key)
+	}
+	return rec
+}
+
+// reportProbe settles the holds whose probe this attempt was. It reports
+// false when there is none (the lease lapsed or was lost meanwhile).
+func (e *Engine) reportProbe(provider, keyID, model string, out Outcome) bool {
+	ents, ok := e.snap.Load().covering(provider, keyID, model)
+	if !ok {
+		return false
+	}
+	found := false
+	for _, en := range ents {
+		if en != nil && en.mine && en.rec.State == StateProbing && en.token.Load() {
+			found = true
+			e.settle(en, out, nil)
+		}
+	}
+	return found
+}
+
+// settle turns a probe outcome into the hold's next state (section 6):
+// serves -> released (ramp); same refusal -> held one rung higher;
+// network error or 5xx -> held on the same rung; a different failure ->
+// released, and the new failure recorded on its own scope.
+func (e *Engine) settle(en *entry, out Outcome, done chan error) {
+	now := e.clock.Now()
+	set := e.pol.For(en.rec.Scope.Provider)
+	rec := en.rec
+	rec.Probe = nil
+	rec.RecordedBy = e.inst
+	rec.RecordedAt = now
+	rec.Pinned = false
+	res := out.Result
+	var ev []Event
+	var ttl time.Duration
+	var settled bool
+	switch {
+	case out.Cancelled:
+		rec.State = StateHeld // give the lease back: due again at once
+	case out.OK:
+		e.release(&rec, now, set)
+		ttl = set.RampDuration
+		ev = append(ev, e.event(EventProbe, rec, ProbeReleased), e.event(EventRelease, rec, "probe"))
+	case res.Class == rec.Class:
+		rec.State = StateHeld
+		rec.Rung++
+		rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, res, e.rnd))
+		rec.Reason, rec.Code = res.Reason, res.Code
+		ev = append(ev, e.event(EventProbe, rec, ProbeEscalated))
+	case res.Class == failure.Transient:
+		rec.State = StateHeld
+		rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, failure.Result{}, e.rnd))
+		ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
+	default:
+		e.release(&rec, now, set)
+		ttl = set.RampDuration
+		ev = append(ev, e.event(EventProbe, rec, ProbeSettled), e.event(EventRelease, rec, "probe"))
+		settled = true
+	}
+	e.mu.Lock()
+	if e.entries[rec.ID] != en {
+		e.mu.Unlock()
+		if done != nil {
+			done <- ErrNotOwner
+		}
+		return
+	}
+	n := e.newEntry(rec)
+	n.pending = true
+	e.installLocked(n)
+	e.mu.Unlock()
+	in := &intent{rec: rec, base: rec.Revision, ttl: ttl, ev: ev, entry: n}
+	if done != nil {
+		in.done = []chan error{done}
+	}
+	e.enqueue(in)
+	if settled && Holds(res.Class) {
+		sc := rec.Scope
+		e.hold(holdScope(res, sc.Provider, sc.Key, sc.Model), res, sourceOf(res))
+	}
+}
+
+// release turns rec into a released record ramping from now.
+func (e *Engine) release(rec *Record, now time.Time, set *Settings) {
+	rec.State = StateReleased
+	rec.Probe = nil
+	rec.Pinned = false
+	rec.RecordedAt = now
+	rec.RampUntil = now.Add(set.RampDuration)
+}
+
+// probeable reports whether a record may be leased now.
+func probeable(rec Record, now time.Time) bool {
+	switch rec.State {
+	case StateHeld:
+		return !now.Before(rec.Until)
+	case StateProbing:
+		return rec.Probe == nil || !now.Before(rec.Probe.LeaseUntil)
+	}
+	return false
+}
+
+// TryProbe takes the fleet-wide right to probe the due hold id, by
+// compare-and-set on its record. ok is false when the hold is not due,
+// another instance holds an unexpired lease, or another instance won the
+// race (err nil in these cases). The prober uses it to settle due holds
+// with a cheap check, then calls ProbeResult; the engine uses it for the
+// caller requests Admit turns into probes.
+func (e *Engine) TryProbe(ctx context.Context, id string) (Probe, bool, error) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	en := e.entries[id]
+	e.mu.Unlock()
+	var rec Record
+	switch {
+	case en != nil && en.pending:
+		return Probe{}, false, errPending
+	case en != nil:
+		rec = en.rec
+	default:
+		r, err := e.store.Get(ctx, id)
+		if err != nil {
+			return Probe{}, false, fmt.Errorf("probe %s: %w", id, err)
+		}
+		rec = r
+	}
+	if !probeable(rec, now) {
+		return Probe{}, false, nil
+	}
+	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.pol.For(rec.Scope.Provider).ProbeLease)}
+	next := rec
+	next.State = StateProbing
+	next.Probe = &lease
+	rev, err := e.store.Update(ctx, next, rec.Revision, 0)
+	switch {
+	case errors.Is(err, ErrConflict):
+		cur, gerr := e.store.Get(ctx, id)
+		if gerr == nil {
+			e.applyChange(Change{ID: id, Record: cur, Revision: cur.Revision})
+		}
+		return Probe{}, false, nil
+	case err != nil:
+		return Probe{}, false, fmt.Errorf("probe %s: %w", id, err)
+	}
+	e.storeDown.Store(false)
+	next.Revision = rev
+	e.applyChange(Change{ID: id, Record: next, Revision: rev})
+	return lease, true, nil
+}
+
+// ProbeResult reports the outcome of the probe this instance took with
+// TryProbe (or of a caller request Admit turned into a probe) and writes
+// the hold's next state. It waits for the first write attempt: an
+// ErrUnavailable error means the transition is applied locally and will be
+// written when the store answers again.
+func (e *Engine) ProbeResult(ctx context.Context, id string, out Outcome) error {
+	e.mu.Lock()
+	en := e.entries[id]
+	e.mu.Unlock()
+	if en == nil {
+		return ErrNotFound
+	}
+	if !en.mine || en.rec.State != StateProbing {
+		return ErrNotOwner
+	}
+	done := make(chan error, 1)
+	e.settle(en, out, done)
+	return wait(ctx, done)
+}
+
+// Release releases the hold id (an operator's release, source "admin", or
+// a credential change, "credential"): the target returns through a fresh
+// ramp. ErrNotFound when there is no such hold. It waits for the first
+// write attempt (see ProbeResult for ErrUnavailable).
+func (e *Engine) Release(ctx context.Context, id string, source string) error {
+	e.mu.Lock()
+	en := e.entries[id]
+	e.mu.Unlock()
+	if en == nil {
+		rec, err := e.store.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("release %s: %w", id, err)
+		}
+		e.applyChange(Change{ID: id, Record: rec, Revision: rec.Revision})
+		e.mu.Lock()
+		en = e.entries[id]
+		e.mu.Unlock()
+		if en == nil {
+			return fmt.Errorf("release %s: %w", id, ErrNotFound)
+		}
+	}
+	return wait(ctx, e.releaseEntry(en, source))
+}
+
+func (e *Engine) releaseEntry(en *entry, source string) chan error {
+	now := e.clock.Now()
+	set := e.pol.For(en.rec.Scope.Provider)
+	done := make(chan error, 1)
+	e.mu.Lock()
+	if cur := e.entries[en.rec.ID]; cur != nil {
+		en = cur
+	}
+	rec := en.rec
+	rec.RecordedBy = e.inst
+	e.release(&rec, now, set)
+	n := e.newEntry(rec)
+	n.pending = true
+	e.installLocked(n)
+	e.mu.Unlock()
+	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: true,
+		ev: []Event{e.event(EventRelease, rec, source)}, done: []chan error{done}, entry: n})
+	return done
+}
+
+// ReleaseKey releases every live hold of a key (all its models) and
+// returns how many it released.
+func (e *Engine) ReleaseKey(ctx context.Context, provider, keyID, source string) (int, error) {
+	e.mu.Lock()
+	var ens []*entry
+	for _, en := range e.entries {
+		if en.rec.Scope.Provider == provider && en.rec.Scope.Key == keyID && live(en.rec) {
+			ens = append(ens, en)
+		}
+	}
+	e.mu.Unlock()
+	dones := make([]chan error, len(ens))
+	for i, en := range ens {
+		dones[i] = e.releaseEntry(en, source)
+	}
+	var errs []error
+	for _, d := range dones {
+		if err := wait(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(ens), errors.Join(errs...)
+}
+
+// CredentialChanged releases every hold of a key whose secret changed
+// (config reload): ReleaseKey with source "credential".
+func (e *Engine) CredentialChanged(ctx context.Context, provider, keyID string) (int, error) {
+	return e.ReleaseKey(ctx, provider, keyID, SourceCredential)
+}
+
+// Pin holds scope until an operator-chosen time (a drain): a record with
+// Pinned set and Source "admin", replacing whatever the scope had. It is
+// not probed before until; then it is due like any hold.
+func (e *Engine) Pin(ctx context.Context, scope Scope, until time.Time, reason string) error {
+	now := e.clock.Now()
+	rec := Record{
+		Version: SchemaVersion, ID: scope.ID(), Scope: scope, State: StateHeld,
+		Class: failure.Unrecognised, Since: now, Until: until, Reason: reason, Code: "pinned",
+		Source: SourceAdmin, RecordedBy: e.inst, RecordedAt: now, Pinned: true,
+	}
+	e.mu.Lock()
+	if cur := e.entries[rec.ID]; cur != nil {
+		rec.Revision = cur.rec.Revision
+	}
+	n := e.newEntry(rec)
+	n.pending = true
+	e.installLocked(n)
+	e.mu.Unlock()
+	done := make(chan error, 1)
+	e.enqueue(&intent{rec: rec, base: rec.Revision, force: true,
+		ev: []Event{e.event(EventHold, rec, "")}, done: []chan error{done}, entry: n})
+	return wait(ctx, done)
+}

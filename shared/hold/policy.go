@@ -1,0 +1,280 @@
+package hold
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+)
+
+// Ladder is one class's hold ladder: wait = Base * 2^rung, capped at
+// Ceiling, then jittered.
+type Ladder struct {
+	Base    time.Duration
+	Ceiling time.Duration
+}
+
+// StatusRange is an inclusive range of HTTP statuses ("5xx" = 500-599).
+type StatusRange struct{ Lo, Hi int }
+
+// BreakerPolicy configures a provider's circuit breaker.
+type BreakerPolicy struct {
+	Enabled bool
+	// PerModel: one breaker (and one trip hold) per provider+model.
+	PerModel bool
+	// ConsecutiveFailures trips the breaker; 0 disables it.
+	ConsecutiveFailures int
+	// Cooldown is the first hold of a trip; a failed probe doubles it up
+	// to MaxCooldown.
+	Cooldown, MaxCooldown time.Duration
+	// FailureOnStatuses: transient failures with these statuses count
+	// (status 0, a transport error or local timeout, always counts).
+	FailureOnStatuses []StatusRange
+}
+
+// Settings is the policy for one provider (or the global one).
+type Settings struct {
+	Ladders         map[failure.Class]Ladder
+	StatedWaitFloor time.Duration
+	Jitter          float64 // fraction either way
+	RampStartShare  float64
+	RampDuration    time.Duration
+	ProbeLease      time.Duration
+	Breaker         BreakerPolicy
+	// AllHeld is config.AllHeldFailFast or config.AllHeldTrySoft (for the
+	// proxy; the engine does not use it).
+	AllHeld string
+}
+
+// Policy is the engine's configuration: global settings and each
+// provider's resolved settings (global merged with its overrides).
+type Policy struct {
+	Global    Settings
+	Providers map[string]*Settings
+}
+
+// For returns the settings of provider (the global ones when it has none).
+func (p *Policy) For(provider string) *Settings {
+	if s, ok := p.Providers[provider]; ok {
+		return s
+	}
+	return &p.Global
+}
+
+// DefaultSettings returns the engine defaults (ARCHITECTURE.md section 5).
+func DefaultSettings() Settings {
+	return Settings{
+		Ladders: map[failure.Class]Ladder{
+			failure.RateLimit:          {5 * time.Second, 5 * time.Minute},
+			failure.CredentialRejected: {5 * time.Minute, 24 * time.Hour},
+			failure.QuotaExhausted:     {10 * time.Minute, 24 * time.Hour},
+			failure.ModelNotAccessible: {10 * time.Minute, 24 * time.Hour},
+			failure.ModelRetired:       {time.Hour, 7 * 24 * time.Hour},
+			failure.RegionBlocked:      {10 * time.Minute, 24 * time.Hour},
+		},
+		StatedWaitFloor: time.Second,
+		Jitter:          0.1,
+		RampStartShare:  0.1,
+		RampDuration:    60 * time.Second,
+		ProbeLease:      30 * time.Second,
+		Breaker: BreakerPolicy{
+			Enabled:             true,
+			ConsecutiveFailures: 5,
+			Cooldown:            30 * time.Second,
+			MaxCooldown:         5 * time.Minute,
+			FailureOnStatuses:   []StatusRange{{500, 599}, {408, 408}},
+		},
+		AllHeld: config.AllHeldTrySoft,
+	}
+}
+
+// DefaultPolicy is DefaultSettings for every provider.
+func DefaultPolicy() Policy { return Policy{Global: DefaultSettings()} }
+
+// Holds reports whether a failure of class c holds a target by itself
+// (transient only holds through the breaker).
+func Holds(c failure.Class) bool {
+	switch c {
+	case failure.RateLimit, failure.CredentialRejected, failure.QuotaExhausted,
+		failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
+		return true
+	}
+	return false
+}
+
+// Soft reports whether a hold of class c is "soft" for the all-held
+// policy try_soft: a tripped breaker (transient) or a rate limit.
+func Soft(c failure.Class) bool { return c == failure.Transient || c == failure.RateLimit }
+
+// ladder returns the ladder of class c (a breaker hold uses the breaker's
+// cooldowns).
+func (s *Settings) ladder(c failure.Class) Ladder {
+	if c == failure.Transient {
+		return Ladder{s.Breaker.Cooldown, s.Breaker.MaxCooldown}
+	}
+	return s.Ladders[c]
+}
+
+// LadderWait is base * 2^rung capped at the ceiling, before jitter.
+func (s *Settings) LadderWait(c failure.Class, rung int) time.Duration {
+	l := s.ladder(c)
+	d := l.Base
+	for i := 0; i < rung && (l.Ceiling <= 0 || d < l.Ceiling); i++ {
+		d *= 2
+	}
+	if l.Ceiling > 0 && d > l.Ceiling {
+		d = l.Ceiling
+	}
+	return d
+}
+
+// Wait is how long a hold of class c on rung lasts, given the failure
+// (its stated wait, or its rule's TTL). rnd returns a number in [0, 1) and
+// drives the jitter.
+func (s *Settings) Wait(c failure.Class, rung int, res failure.Result, rnd func() float64) time.Duration {
+	switch {
+	case res.HoldTTL > 0:
+		return res.HoldTTL
+	case res.HasWait:
+		return max(res.RetryAfter, s.StatedWaitFloor)
+	}
+	d := s.LadderWait(c, rung)
+	if s.Jitter > 0 {
+		if rnd == nil {
+			rnd = rand.Float64
+		}
+		d = time.Duration(float64(d) * (1 + s.Jitter*(2*rnd()-1)))
+	}
+	return max(d, time.Millisecond)
+}
+
+// countsForBreaker reports whether a transient failure with this status
+// counts against the breaker.
+func (b *BreakerPolicy) countsForBreaker(status int) bool {
+	if status == 0 || len(b.FailureOnStatuses) == 0 {
+		return true
+	}
+	for _, r := range b.FailureOnStatuses {
+		if status >= r.Lo && status <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// PolicyFromConfig builds the engine policy: engine defaults, overridden by
+// the global resilience section, overridden per provider. Errors name the
+// file and key path (the loader has validated each field; this checks the
+// merged result, e.g. a provider's base above the global ceiling).
+func PolicyFromConfig(cfg *config.Config) (Policy, error) {
+	src := "config"
+	if cfg.File != "" {
+		src = cfg.File
+	}
+	var errs []error
+	global := DefaultSettings()
+	if err := overlay(&global, cfg.Resilience, src, "resilience", true); err != nil {
+		errs = append(errs, err)
+	}
+	p := Policy{Global: global, Providers: map[string]*Settings{}}
+	for i, pc := range cfg.Providers {
+		s := global.clone()
+		if err := overlay(&s, pc.Resilience, src, fmt.Sprintf("providers[%d].resilience", i), false); err != nil {
+			errs = append(errs, err)
+		}
+		p.Providers[pc.Name] = &s
+	}
+	return p, errors.Join(errs...)
+}
+
+func (s Settings) clone() Settings {
+	l := make(map[failure.Class]Ladder, len(s.Ladders))
+	for c, v := range s.Ladders {
+		l[c] = v
+	}
+	s.Ladders = l
+	return s
+}
+
+func overlay(s *Settings, r config.Resilience, src, at string, global bool) error {
+	var errs []error
+	for _, l := range []struct {
+		name string
+		c    failure.Class
+		l    config.Ladder
+	}{
+		{"rate_limit", failure.RateLimit, r.Ladder.RateLimit},
+		{"credential_rejected", failure.CredentialRejected, r.Ladder.CredentialRejected},
+		{"quota_exhausted", failure.QuotaExhausted, r.Ladder.QuotaExhausted},
+		{"model_not_accessible", failure.ModelNotAccessible, r.Ladder.ModelNotAccessible},
+		{"model_retired", failure.ModelRetired, r.Ladder.ModelRetired},
+		{"region_blocked", failure.RegionBlocked, r.Ladder.RegionBlocked},
+	} {
+		cur := s.Ladders[l.c]
+		if l.l.Base > 0 {
+			cur.Base = l.l.Base
+		}
+		if l.l.Ceiling > 0 {
+			cur.Ceiling = l.l.Ceiling
+		}
+		if cur.Ceiling < cur.Base {
+			errs = append(errs, fmt.Errorf("%s: %s.ladder.%s: ceiling %s is below base %s (after defaults and global values)", src, at, l.name, cur.Ceiling, cur.Base))
+		}
+		s.Ladders[l.c] = cur
+	}
+	if r.StatedWaitFloor > 0 {
+		s.StatedWaitFloor = r.StatedWaitFloor
+	}
+	if r.Jitter != nil {
+		s.Jitter = *r.Jitter
+	}
+	if r.Ramp.StartShare != nil {
+		s.RampStartShare = *r.Ramp.StartShare
+	}
+	if r.Ramp.Duration > 0 {
+		s.RampDuration = r.Ramp.Duration
+	}
+	if r.Probe.Lease > 0 {
+		s.ProbeLease = r.Probe.Lease
+	}
+	b := r.Breaker
+	if b.Enabled != nil {
+		s.Breaker.Enabled = *b.Enabled
+	}
+	switch b.Scope {
+	case "model":
+		s.Breaker.PerModel = true
+	case "provider":
+		s.Breaker.PerModel = false
+	}
+	if b.ConsecutiveFailures > 0 {
+		s.Breaker.ConsecutiveFailures = b.ConsecutiveFailures
+	}
+	if b.Cooldown > 0 {
+		s.Breaker.Cooldown = b.Cooldown
+	}
+	if b.MaxCooldown > 0 {
+		s.Breaker.MaxCooldown = b.MaxCooldown
+	}
+	if s.Breaker.MaxCooldown < s.Breaker.Cooldown {
+		errs = append(errs, fmt.Errorf("%s: %s.breaker.max_cooldown: %s is below cooldown %s (after defaults and global values)", src, at, s.Breaker.MaxCooldown, s.Breaker.Cooldown))
+	}
+	if b.FailureOnStatuses != nil {
+		s.Breaker.FailureOnStatuses = nil
+		for i, st := range b.FailureOnStatuses {
+			lo, hi, err := config.ParseStatusClass(st)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s.breaker.failure_on_statuses[%d]: %w", src, at, i, err))
+				continue
+			}
+			s.Breaker.FailureOnStatuses = append(s.Breaker.FailureOnStatuses, StatusRange{lo, hi})
+		}
+	}
+	if r.AllHeldPolicy != "" {
+		s.AllHeld = r.AllHeldPolicy
+	}
+	return errors.Join(errs...)
+}
