@@ -43,18 +43,22 @@ var _ hold.Emitter = (*Emitter)(nil)
 
 // NewEmitter starts an Emitter on nc. Close it to stop its goroutine.
 func NewEmitter(nc *nats.Conn, log *slog.Logger) *Emitter {
+	e := newEmitter(nc, log, DefaultEmitterQueue)
+	go e.loop()
+	return e
+}
+
+func newEmitter(nc *nats.Conn, log *slog.Logger, queue int) *Emitter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Emitter{
+	return &Emitter{
 		nc:    nc,
 		log:   log.With("component", "events"),
-		queue: make(chan hold.Event, DefaultEmitterQueue),
+		queue: make(chan hold.Event, queue),
 		now:   time.Now,
 		done:  make(chan struct{}),
 	}
-	go e.loop()
-	return e
 }
 
 // Emit queues ev for publishing and returns at once. It fills in the

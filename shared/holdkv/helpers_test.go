@@ -84,9 +84,9 @@ type node struct {
 	store *Store
 }
 
-func connect(tb testing.TB, url string, opts ...Option) *node {
+func connect(tb testing.TB, url string, nopts ...nats.Option) *node {
 	tb.Helper()
-	nc, err := bus.Connect(context.Background(), config.NATS{URL: url, Timeout: time.Second}, testLog())
+	nc, err := bus.Connect(context.Background(), config.NATS{URL: url, Timeout: time.Second}, testLog(), nopts...)
 	if err != nil {
 		tb.Fatalf("connect: %v", err)
 	}
@@ -101,7 +101,13 @@ func connect(tb testing.TB, url string, opts ...Option) *node {
 // setup connects and runs bus.Setup with opts.
 func setup(tb testing.TB, url string, sopts bus.SetupOptions, opts ...Option) *node {
 	tb.Helper()
-	n := connect(tb, url)
+	return setupWith(tb, url, sopts, nil, opts...)
+}
+
+// setupWith is setup with nats options (nats.DontRandomize, say).
+func setupWith(tb testing.TB, url string, sopts bus.SetupOptions, nopts []nats.Option, opts ...Option) *node {
+	tb.Helper()
+	n := connect(tb, url, nopts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := bus.WaitForJetStream(ctx, n.js); err != nil {

@@ -43,9 +43,9 @@ type watch struct {
 
 	// stall detection
 	caughtUp     uint64 // a bucket revision no watcher delivers, accounted as seen
-	wasBehind    bool   // the previous check found the watcher behind
-	behindAt     uint64 // w.last at that check
+	behindSeq    uint64 // bucket revision the watcher must reach by recheck (0: none)
 	restartedFor uint64 // bucket revision of the last stall restart
+	recheck      *time.Timer
 
 	// watcher creation
 	gen         int                // generation of the wanted watcher
@@ -90,6 +90,9 @@ func (w *watch) run(ctx context.Context) error {
 	defer w.createTimer.Stop()
 	w.retry = time.NewTimer(0) // fires at once: start the first watcher
 	defer w.retry.Stop()
+	w.recheck = time.NewTimer(time.Hour)
+	w.recheck.Stop()
+	defer w.recheck.Stop()
 
 	w.initial = true
 	w.contact = time.Now()
@@ -154,7 +157,10 @@ func (w *watch) run(ctx context.Context) error {
 			}
 
 		case <-stallC:
-			if w.stalled(ctx) {
+			w.checkBehind(ctx)
+
+		case <-w.recheck.C:
+			if w.stalled() {
 				s.log.Warn("hold watcher behind the bucket: restarting", "after_revision", w.last)
 				w.restart(ctx)
 			}
@@ -245,7 +251,8 @@ func (w *watch) restart(ctx context.Context) {
 	}
 	w.stop()
 	w.loading = false
-	w.wasBehind = false
+	w.behindSeq = 0
+	w.recheck.Stop()
 	w.loadTimer.Stop()
 	w.start(ctx)
 }
@@ -314,41 +321,53 @@ func (w *watch) loaded() {
 	w.s.syncOnce.Do(func() { close(w.s.synced) })
 }
 
-// stalled reports whether the watcher has fallen behind the bucket: the
-// bucket's last revision is past what was applied, on two checks in a
-// row with no progress in between. A stall is otherwise only noticed by
-// the client after missed heartbeats (tens of seconds). A last revision
-// that a fresh watcher does not deliver either (an expiry marker that has
-// itself expired) is accounted for after one restart.
-func (w *watch) stalled(ctx context.Context) bool {
+// checkBehind asks the bucket for its last revision. When the watcher
+// has not applied it yet, it arms the recheck timer: a live watcher
+// delivers within milliseconds, so one that is still short of that
+// revision a moment later has stalled. Without this a stall is only
+// noticed by the client after missed heartbeats (tens of seconds).
+func (w *watch) checkBehind(ctx context.Context) {
 	s := w.s
-	if w.kw == nil || w.loading || (s.nc != nil && !s.nc.IsConnected()) {
-		return false
+	if w.kw == nil || w.loading || w.behindSeq != 0 || (s.nc != nil && !s.nc.IsConnected()) {
+		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
 	st, err := s.kv.Status(cctx)
 	if err != nil {
-		return false
+		return
 	}
 	bs, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok {
-		return false
+		return
 	}
 	lastSeq := bs.StreamInfo().State.LastSeq
 	if lastSeq <= max(w.last, w.caughtUp) {
-		w.wasBehind = false
 		w.contact = time.Now()
+		return
+	}
+	w.behindSeq = lastSeq
+	w.recheck.Reset(stallGrace)
+}
+
+// stallGrace is how long a watcher may take to deliver a revision the
+// bucket already has.
+const stallGrace = 200 * time.Millisecond
+
+// stalled reports whether the watcher is still short of the revision
+// checkBehind saw. A revision that a fresh watcher does not deliver either
+// (an expiry marker that has itself expired) is accounted for after one
+// restart.
+func (w *watch) stalled() bool {
+	seq := w.behindSeq
+	w.behindSeq = 0
+	if seq == 0 || w.kw == nil || w.loading || w.last >= seq {
 		return false
 	}
-	if !w.wasBehind || w.behindAt != w.last {
-		w.wasBehind, w.behindAt = true, w.last
+	if w.restartedFor == seq {
+		w.caughtUp = seq
 		return false
 	}
-	if w.restartedFor == lastSeq {
-		w.caughtUp, w.wasBehind = lastSeq, false
-		return false
-	}
-	w.restartedFor = lastSeq
+	w.restartedFor = seq
 	return true
 }

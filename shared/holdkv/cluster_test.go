@@ -1,0 +1,193 @@
+package holdkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/hold"
+)
+
+// testCluster is a 3-node NATS cluster on loopback.
+type testCluster struct {
+	servers []*server.Server
+	urls    []string
+}
+
+func startCluster(tb testing.TB, size int) *testCluster {
+	tb.Helper()
+	routes := make([]string, size)
+	clients := make([]string, size)
+	for i := range size {
+		routes[i], clients[i] = freeAddr(tb), freeAddr(tb)
+	}
+	c := &testCluster{}
+	for i := range size {
+		s, err := bus.StartEmbedded(bus.EmbeddedOptions{
+			Listen:     clients[i],
+			StoreDir:   tb.TempDir(),
+			ServerName: fmt.Sprintf("sw-%d", i),
+			Cluster:    &bus.EmbeddedCluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
+		})
+		if err != nil {
+			tb.Fatalf("start node %d: %v", i, err)
+		}
+		tb.Cleanup(func() { bus.StopEmbedded(s) })
+		c.servers = append(c.servers, s)
+		c.urls = append(c.urls, s.ClientURL())
+	}
+	checkFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
+		for _, s := range c.servers {
+			if s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no JetStream meta leader")
+	})
+	return c
+}
+
+// urlsFrom lists every node's URL, node i first: with DontRandomize the
+// client connects to node i and fails over to the others.
+func (c *testCluster) urlsFrom(i int) string {
+	urls := append([]string{c.urls[i]}, c.urls[:i]...)
+	urls = append(urls, c.urls[i+1:]...)
+	return strings.Join(urls, ",")
+}
+
+func (c *testCluster) byName(name string) int {
+	for i, s := range c.servers {
+		if s.Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestCluster: three proxies on three nodes of a cluster with R3 buckets
+// and stream see each other's holds; when the node leading the holds
+// bucket shuts down no hold is lost, writes resume and every surviving
+// watcher keeps following.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test in -short mode")
+	}
+	c := startCluster(t, 3)
+	sopts := bus.SetupOptions{Replicas: 3}
+	nodes := make([]*node, 3)
+	tables := make([]*table, 3)
+	for i := range nodes {
+		nodes[i] = setupWith(t, c.urlsFrom(i), sopts, []nats.Option{nats.DontRandomize()})
+		if got := nodes[i].nc.ConnectedServerName(); got != c.servers[i].Name() {
+			t.Fatalf("proxy %d connected to %s", i, got)
+		}
+		tables[i] = watchInto(t, nodes[i].store)
+	}
+	ctx := context.Background()
+	st, err := nodes[0].res.Holds.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("holds bucket: replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
+	}
+	ev, err := nodes[0].res.Events.Info(ctx)
+	if err != nil || ev.Config.Replicas != 3 {
+		t.Fatalf("events stream: %+v %v", ev, err)
+	}
+
+	// Every proxy writes; every proxy sees every hold.
+	revs := map[string]uint64{}
+	for i, n := range nodes {
+		for j := range 10 {
+			rec := record(fmt.Sprintf("p%d", i), fmt.Sprintf("k%d", j), "gpt-4.1")
+			rev, err := n.store.Create(ctx, rec, 0)
+			if err != nil {
+				t.Fatalf("proxy %d create: %v", i, err)
+			}
+			revs[rec.Scope.ID()] = rev
+		}
+	}
+	for i, tab := range tables {
+		for id, rev := range revs {
+			checkFor(t, 5*time.Second, time.Millisecond, func() error {
+				if err := tab.has(id, rev); err != nil {
+					return fmt.Errorf("proxy %d: %w", i, err)
+				}
+				return nil
+			})
+		}
+	}
+	// The three race for one scope: one record.
+	race := record("shared", "k", "")
+	won := 0
+	errs := make(chan error, 3)
+	for _, n := range nodes {
+		go func() { _, err := n.store.Create(ctx, race, time.Minute); errs <- err }()
+	}
+	for range nodes {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, hold.ErrExists):
+			t.Fatalf("racing create: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d proxies won the race", won)
+	}
+
+	// Shut down the node leading the holds bucket (gracefully).
+	leader := c.byName(info.Cluster.Leader)
+	if leader < 0 {
+		t.Fatalf("leader %q unknown", info.Cluster.Leader)
+	}
+	t.Logf("shutting down %s, leader of the holds bucket", info.Cluster.Leader)
+	down := time.Now()
+	bus.StopEmbedded(c.servers[leader])
+
+	// Writes resume: from every proxy (the one on the lost node fails over).
+	for i, n := range nodes {
+		rec := record("after", fmt.Sprintf("k%d", i), "")
+		var rev uint64
+		checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+			var err error
+			rev, err = n.store.Create(ctx, rec, 0)
+			if errors.Is(err, hold.ErrExists) {
+				// An earlier attempt was stored but its answer was lost.
+				got, gerr := n.store.Get(ctx, rec.Scope.ID())
+				rev = got.Revision
+				return gerr
+			}
+			return err
+		})
+		t.Logf("proxy %d (was on %s) wrote again %s after the shutdown",
+			i, c.servers[i].Name(), time.Since(down).Round(time.Millisecond))
+		revs[rec.Scope.ID()] = rev
+	}
+	// No hold lost: every record is in the bucket and in every table.
+	for id, rev := range revs {
+		got, err := nodes[(leader+1)%3].store.Get(ctx, id)
+		if err != nil || got.Revision < rev {
+			t.Fatalf("hold %s after the shutdown: %+v %v", id, got, err)
+		}
+		for i, tab := range tables {
+			checkFor(t, 15*time.Second, 5*time.Millisecond, func() error {
+				if err := tab.has(id, rev); err != nil {
+					return fmt.Errorf("proxy %d: %w", i, err)
+				}
+				return nil
+			})
+		}
+	}
+	t.Logf("every watcher had every hold %s after the shutdown", time.Since(down).Round(time.Millisecond))
+}
