@@ -1,0 +1,592 @@
+package hold
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/failure"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// recorder is an Emitter that keeps events.
+type recorder struct {
+	mu sync.Mutex
+	ev []Event
+}
+
+func (r *recorder) Emit(e Event) {
+	r.mu.Lock()
+	r.ev = append(r.ev, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) count(kind EventKind, outcome string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.ev {
+		if e.Kind == kind && (outcome == "" || e.Outcome == outcome) {
+			n++
+		}
+	}
+	return n
+}
+
+type fleet struct {
+	clock   *FakeClock
+	store   *MemStore
+	engines []*Engine
+	events  *recorder
+}
+
+// half is a Rand that makes jitter zero and admits ramp shares above 0.5.
+func half() float64 { return 0.5 }
+
+func newFleet(t *testing.T, n int, mod func(*EngineOptions)) *fleet {
+	t.Helper()
+	f := &fleet{clock: NewFakeClock(t0), events: &recorder{}}
+	f.store = NewMemStoreClock(f.clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range n {
+		opts := EngineOptions{Store: f.store, Emitter: f.events, Instance: string(rune('a' + i)), Clock: f.clock, Rand: half}
+		if mod != nil {
+			mod(&opts)
+		}
+		e := NewEngine(opts)
+		f.engines = append(f.engines, e)
+		wg.Go(func() {
+			if err := e.Run(ctx); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return f
+}
+
+// eventually polls cond (no fixed sleeps: the engines run in goroutines).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func fail(class failure.Class, scope failure.Scope) Outcome {
+	return Outcome{Result: failure.Result{Class: class, Scope: scope, Code: class.String(), Reason: "test"}}
+}
+
+func (f *fleet) stored(t *testing.T, id string) Record {
+	t.Helper()
+	var rec Record
+	eventually(t, "record "+id+" in the store", func() bool {
+		r, err := f.store.Get(context.Background(), id)
+		rec = r
+		return err == nil
+	})
+	return rec
+}
+
+func TestClassesHoldTheirScope(t *testing.T) {
+	tests := []struct {
+		name  string
+		out   Outcome
+		model string
+		want  string // scope id, "" for no hold
+	}{
+		{"rate limit holds the key", fail(failure.RateLimit, failure.ScopeKey), "m", "p.k"},
+		{"per-model rate limit", fail(failure.RateLimit, failure.ScopeKeyModel), "gpt-4.1", "p.k.gpt-4=2E1"},
+		{"credential holds the key", fail(failure.CredentialRejected, failure.ScopeKey), "m", "p.k"},
+		{"quota holds the key", fail(failure.QuotaExhausted, failure.ScopeKey), "m", "p.k"},
+		{"no access holds key+model", fail(failure.ModelNotAccessible, failure.ScopeKeyModel), "m", "p.k.m"},
+		{"retired holds key+model", fail(failure.ModelRetired, failure.ScopeKeyModel), "m", "p.k.m"},
+		{"region holds key+model", fail(failure.RegionBlocked, failure.ScopeKeyModel), "m", "p.k.m"},
+		{"scope from class when unset", fail(failure.ModelRetired, failure.ScopeNone), "m", "p.k.m"},
+		{"bad request never holds", fail(failure.RequestRejected, failure.ScopeNone), "m", ""},
+		{"unrecognised never holds", fail(failure.Unrecognised, failure.ScopeNone), "m", ""},
+		{"one transient does not hold", fail(failure.Transient, failure.ScopeNone), "m", ""},
+		{"cancelled never holds", Outcome{Cancelled: true, Result: failure.Result{Class: failure.CredentialRejected}}, "m", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, 1, nil)
+			e := f.engines[0]
+			e.Report("p", "k", tt.model, false, tt.out)
+			holds := e.Holds()
+			if tt.want == "" {
+				if len(holds) != 0 || e.Admit("p", "k", tt.model) != Admit {
+					t.Fatalf("held: %+v", holds)
+				}
+				return
+			}
+			if len(holds) != 1 || holds[0].ID != tt.want {
+				t.Fatalf("holds = %+v, want %s", holds, tt.want)
+			}
+			if e.Admit("p", "k", tt.model) != Deny {
+				t.Error("the held target is still admitted locally")
+			}
+			if e.Admit("p", "other", tt.model) != Admit {
+				t.Error("another key is denied")
+			}
+			rec := f.stored(t, tt.want)
+			if rec.Class != tt.out.Result.Class || rec.State != StateHeld || rec.RecordedBy != "a" {
+				t.Errorf("stored %+v", rec)
+			}
+			if holds[0].Scope.Kind == ScopeKeyModel && e.Admit("p", "k", "other-model") != Admit {
+				t.Error("a key+model hold denies the key's other models")
+			}
+		})
+	}
+}
+
+func TestLadder(t *testing.T) {
+	s := DefaultSettings()
+	for _, tt := range []struct {
+		class failure.Class
+		rung  int
+		want  time.Duration
+	}{
+		{failure.RateLimit, 0, 5 * time.Second},
+		{failure.RateLimit, 1, 10 * time.Second},
+		{failure.RateLimit, 5, 160 * time.Second},
+		{failure.RateLimit, 6, 5 * time.Minute},
+		{failure.RateLimit, 60, 5 * time.Minute},
+		{failure.CredentialRejected, 0, 5 * time.Minute},
+		{failure.QuotaExhausted, 3, 80 * time.Minute},
+		{failure.ModelRetired, 20, 7 * 24 * time.Hour},
+		{failure.Transient, 0, 30 * time.Second},
+		{failure.Transient, 4, 5 * time.Minute},
+	} {
+		if got := s.LadderWait(tt.class, tt.rung); got != tt.want {
+			t.Errorf("LadderWait(%s, %d) = %s, want %s", tt.class, tt.rung, got, tt.want)
+		}
+	}
+	// jitter stays within ±10 % and spreads
+	r := rand.New(rand.NewPCG(1, 2))
+	lo, hi := time.Hour, time.Duration(0)
+	for range 1000 {
+		d := s.Wait(failure.CredentialRejected, 0, failure.Result{}, r.Float64)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 270*time.Second || hi > 330*time.Second || hi-lo < 50*time.Second {
+		t.Errorf("jittered 5m waits span %s..%s, want within 4m30s..5m30s and spread", lo, hi)
+	}
+	// stated waits are used as given, with the floor; rule TTLs as given
+	if d := s.Wait(failure.RateLimit, 3, failure.Result{HasWait: true, RetryAfter: 20 * time.Second}, half); d != 20*time.Second {
+		t.Errorf("stated 20s -> %s", d)
+	}
+	if d := s.Wait(failure.RateLimit, 0, failure.Result{HasWait: true, RetryAfter: 200 * time.Millisecond}, half); d != time.Second {
+		t.Errorf("stated 200ms -> %s, want the 1s floor", d)
+	}
+	if d := s.Wait(failure.QuotaExhausted, 0, failure.Result{HoldTTL: 6 * time.Hour}, half); d != 6*time.Hour {
+		t.Errorf("rule ttl -> %s", d)
+	}
+}
+
+func TestConcurrentWritersRecordOnce(t *testing.T) {
+	f := newFleet(t, 3, nil)
+	var wg sync.WaitGroup
+	for _, e := range f.engines {
+		for range 5 {
+			wg.Go(func() { e.Report("p", "k", "m", false, fail(failure.CredentialRejected, failure.ScopeKey)) })
+		}
+	}
+	wg.Wait()
+	rec := f.stored(t, "p.k")
+	for i, e := range f.engines {
+		eventually(t, "every table has the stored record", func() bool {
+			h := e.Holds()
+			return len(h) == 1 && h[0].Revision == rec.Revision && h[0].RecordedBy == rec.RecordedBy
+		})
+		if e.Admit("p", "k", "m") != Deny {
+			t.Errorf("engine %d admits", i)
+		}
+	}
+	if n := f.store.Len(); n != 1 {
+		t.Errorf("store has %d records", n)
+	}
+	eventually(t, "writers done", func() bool { return pendingWrites(f) == 0 })
+	if n := f.events.count(EventHold, ""); n != 1 {
+		t.Errorf("%d hold events, want 1", n)
+	}
+}
+
+func pendingWrites(f *fleet) int {
+	n := 0
+	for _, e := range f.engines {
+		e.wmu.Lock()
+		n += len(e.pending)
+		e.wmu.Unlock()
+	}
+	return n
+}
+
+// dueHold records a credential hold on p.k through engine 0, waits until
+// every engine has it, and moves the clock past its wait.
+func dueHold(t *testing.T, f *fleet, class failure.Class) Record {
+	t.Helper()
+	f.engines[0].Report("p", "k", "m", false, fail(class, class.DefaultScope()))
+	id := holdScope(failure.Result{Class: class}, "p", "k", "m").ID()
+	rec := f.stored(t, id)
+	for _, e := range f.engines {
+		eventually(t, "hold everywhere", func() bool { h := e.Holds(); return len(h) == 1 && h[0].Revision == rec.Revision })
+	}
+	f.clock.Advance(rec.Until.Sub(f.clock.Now()) + time.Millisecond)
+	return rec
+}
+
+func TestExactlyOneProbeFleetWide(t *testing.T) {
+	f := newFleet(t, 3, nil)
+	dueHold(t, f, failure.CredentialRejected)
+	var probes, calls atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, e := range f.engines {
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					calls.Add(1)
+					if e.Admit("p", "k", "m") == AdmitProbe {
+						probes.Add(1)
+					}
+				}
+			})
+		}
+	}
+	eventually(t, "a probe", func() bool { return probes.Load() > 0 })
+	time.Sleep(50 * time.Millisecond) // let everyone keep asking a while
+	close(stop)
+	wg.Wait()
+	if n := probes.Load(); n != 1 {
+		t.Fatalf("%d probes over %d Admit calls, want exactly 1", n, calls.Load())
+	}
+	rec := f.stored(t, "p.k")
+	if rec.State != StateProbing || rec.Probe == nil {
+		t.Fatalf("record %+v", rec)
+	}
+	// the lease lapses unused: another lease can be taken, again once
+	f.clock.Advance(31 * time.Second)
+	got := 0
+	eventually(t, "a second probe after the lease lapsed", func() bool {
+		for _, e := range f.engines {
+			if e.Admit("p", "k", "m") == AdmitProbe {
+				got++
+			}
+		}
+		return got > 0
+	})
+	for range 100 {
+		for _, e := range f.engines {
+			if e.Admit("p", "k", "m") == AdmitProbe {
+				got++
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf("%d probes in the second lease", got)
+	}
+}
+
+// probeOnce waits until some engine hands out the probe and returns it.
+func probeOnce(t *testing.T, f *fleet) *Engine {
+	t.Helper()
+	var owner *Engine
+	eventually(t, "the probe", func() bool {
+		for _, e := range f.engines {
+			if e.Admit("p", "k", "m") == AdmitProbe {
+				owner = e
+				return true
+			}
+		}
+		return false
+	})
+	return owner
+}
+
+func TestProbeOutcomes(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     Outcome
+		state   State
+		rung    int
+		wait    time.Duration // from now, for held
+		outcome string
+	}{
+		{"serves: released", Outcome{OK: true}, StateReleased, 0, 0, ProbeReleased},
+		{"same refusal: rung+1", fail(failure.CredentialRejected, failure.ScopeKey), StateHeld, 1, 10 * time.Minute, ProbeEscalated},
+		{"5xx: same rung", fail(failure.Transient, failure.ScopeNone), StateHeld, 0, 5 * time.Minute, ProbeSameRung},
+		{"different failure: settled", fail(failure.RequestRejected, failure.ScopeNone), StateReleased, 0, 0, ProbeSettled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, 2, nil)
+			dueHold(t, f, failure.CredentialRejected)
+			owner := probeOnce(t, f)
+			owner.Report("p", "k", "m", true, tt.out)
+			eventually(t, "the transition in the store", func() bool {
+				r, err := f.store.Get(context.Background(), "p.k")
+				return err == nil && r.State == tt.state && r.Probe == nil
+			})
+			rec := f.stored(t, "p.k")
+			if rec.Rung != tt.rung {
+				t.Errorf("rung = %d, want %d", rec.Rung, tt.rung)
+			}
+			if tt.state == StateHeld {
+				if got := rec.Until.Sub(f.clock.Now()); got != tt.wait {
+					t.Errorf("wait = %s, want %s", got, tt.wait)
+				}
+				for _, e := range f.engines {
+					eventually(t, "held again everywhere", func() bool { return e.Admit("p", "k", "m") == Deny && e.Holds()[0].State == StateHeld })
+				}
+			} else {
+				if !rec.RampUntil.Equal(f.clock.Now().Add(time.Minute)) {
+					t.Errorf("ramp until %s", rec.RampUntil)
+				}
+				if tt.outcome == ProbeReleased && f.events.count(EventRelease, "probe") != 1 {
+					t.Error("no release event")
+				}
+			}
+			eventually(t, "one probe event", func() bool { return f.events.count(EventProbe, tt.outcome) == 1 })
+		})
+	}
+}
+
+func TestSettledRecordsTheNewFailure(t *testing.T) {
+	f := newFleet(t, 1, nil)
+	dueHold(t, f, failure.ModelNotAccessible)
+	owner := probeOnce(t, f)
+	// the model is reachable now but the key is out of quota: the
+	// key+model hold is settled and the key itself is held
+	owner.Report("p", "k", "m", true, fail(failure.QuotaExhausted, failure.ScopeKey))
+	eventually(t, "settled and the quota hold recorded", func() bool {
+		a, err1 := f.store.Get(context.Background(), "p.k.m")
+		b, err2 := f.store.Get(context.Background(), "p.k")
+		return err1 == nil && err2 == nil && a.State == StateReleased && b.State == StateHeld && b.Class == failure.QuotaExhausted
+	})
+	if owner.Admit("p", "k", "m") != Deny {
+		t.Error("the key is out of quota but admitted")
+	}
+}
+
+func TestRampShareGrows(t *testing.T) {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(7, 7))
+	rnd := func() float64 { mu.Lock(); defer mu.Unlock(); return r.Float64() }
+	f := newFleet(t, 1, func(o *EngineOptions) { o.Rand = rnd })
+	e := f.engines[0]
+	dueHold(t, f, failure.CredentialRejected)
+	probeOnce(t, f)
+	e.Report("p", "k", "m", true, Outcome{OK: true})
+	eventually(t, "released", func() bool { h := e.Holds(); return len(h) == 1 && h[0].State == StateReleased && h[0].Revision > 0 })
+	share := func() float64 {
+		n := 0
+		for range 20000 {
+			if e.Admit("p", "k", "m") == Admit {
+				n++
+			}
+		}
+		return float64(n) / 20000
+	}
+	for _, tt := range []struct {
+		after time.Duration
+		want  float64
+	}{{0, 0.1}, {30 * time.Second, 0.55}, {27 * time.Second, 0.955}} {
+		f.clock.Advance(tt.after)
+		if got := share(); got < tt.want-0.02 || got > tt.want+0.02 {
+			t.Errorf("share after +%s = %.3f, want %.3f", tt.after, got, tt.want)
+		}
+	}
+	f.clock.Advance(4 * time.Second)
+	if got := share(); got != 1 {
+		t.Errorf("share after the ramp = %.3f", got)
+	}
+	eventually(t, "the released record expires", func() bool { return f.store.Len() == 0 && len(e.Holds()) == 0 })
+}
+
+func TestManualRelease(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	a, b := f.engines[0], f.engines[1]
+	ctx := context.Background()
+	if err := a.Release(ctx, "p.nope", SourceAdmin); err == nil {
+		t.Error("Release of an unknown id succeeded")
+	}
+	a.Report("p", "k", "m1", false, fail(failure.ModelRetired, failure.ScopeKeyModel))
+	a.Report("p", "k", "m2", false, fail(failure.RegionBlocked, failure.ScopeKeyModel))
+	a.Report("p", "k", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+	a.Report("p", "k2", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+	eventually(t, "4 holds on b", func() bool { return len(b.Holds()) == 4 })
+	if err := b.Release(ctx, "p.k2", SourceAdmin); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	eventually(t, "released everywhere", func() bool {
+		for _, e := range f.engines {
+			for _, h := range e.Holds() {
+				if h.ID == "p.k2" && h.State != StateReleased {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	n, err := b.CredentialChanged(ctx, "p", "k")
+	if err != nil || n != 3 {
+		t.Fatalf("CredentialChanged = %d, %v", n, err)
+	}
+	eventually(t, "the key's holds released in the store", func() bool {
+		for _, id := range []string{"p.k", "p.k.m1", "p.k.m2"} {
+			if r, err := f.store.Get(ctx, id); err != nil || r.State != StateReleased {
+				return false
+			}
+		}
+		return true
+	})
+	if f.events.count(EventRelease, SourceCredential) != 3 || f.events.count(EventRelease, SourceAdmin) != 1 {
+		t.Errorf("events: %+v", f.events.ev)
+	}
+}
+
+func TestPin(t *testing.T) {
+	f := newFleet(t, 1, nil)
+	e := f.engines[0]
+	sc := Scope{Kind: ScopeProvider, Provider: "p"}
+	if err := e.Pin(context.Background(), sc, t0.Add(time.Hour), "drain"); err != nil {
+		t.Fatal(err)
+	}
+	if e.Admit("p", "any", "m") != Deny {
+		t.Error("pinned provider admitted")
+	}
+	if _, ok, err := e.TryProbe(context.Background(), sc.ID()); ok || err != nil {
+		t.Errorf("probe before until: %v %v", ok, err)
+	}
+	f.clock.Advance(time.Hour)
+	if _, ok, err := e.TryProbe(context.Background(), sc.ID()); !ok || err != nil {
+		t.Errorf("no probe after until: %v %v", ok, err)
+	}
+	if err := e.ProbeResult(context.Background(), sc.ID(), Outcome{OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.stored(t, sc.ID()); r.State != StateReleased || r.Pinned {
+		t.Errorf("after the probe: %+v", r)
+	}
+}
+
+func TestBreakerTripsIntoProviderHold(t *testing.T) {
+	f := newFleet(t, 2, func(o *EngineOptions) {
+		o.Policy = DefaultPolicy()
+		o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global}
+	})
+	a, b := f.engines[0], f.engines[1]
+	transient := func(status int, retrying bool) Outcome {
+		o := fail(failure.Transient, failure.ScopeNone)
+		o.Status, o.Retrying = status, retrying
+		return o
+	}
+	for range 4 {
+		a.Report("p", "k", "m", false, transient(503, true)) // retries: not counted
+		a.Report("p", "k", "m", false, transient(503, false))
+		a.Report("p", "k", "m", false, Outcome{Cancelled: true})
+		a.Report("p", "k", "m", false, transient(0, false)) // a timeout counts
+		a.Report("p", "k", "m", false, Outcome{OK: true})   // resets
+	}
+	a.Report("p", "k", "m", false, transient(404, false)) // not a counted status
+	if len(a.Holds()) != 0 {
+		t.Fatalf("tripped early: %+v", a.Holds())
+	}
+	if st := a.BreakerStates()["p"]; st != "closed" {
+		t.Errorf("state %q", st)
+	}
+	for range 4 {
+		a.Report("p", "k", "m", false, transient(502, false))
+	}
+	if len(a.Holds()) != 0 {
+		t.Fatal("tripped after 4")
+	}
+	a.Report("p", "k2", "m", false, transient(500, false))
+	if a.Admit("p", "k3", "other") != Deny {
+		t.Fatal("provider not held after the trip")
+	}
+	rec := f.stored(t, "p._")
+	if rec.Class != failure.Transient || rec.Source != SourceBreaker || rec.Until.Sub(rec.RecordedAt) != 30*time.Second {
+		t.Errorf("trip hold %+v", rec)
+	}
+	eventually(t, "b sees the trip", func() bool { return b.Admit("p", "k", "m") == Deny })
+	if st := b.BreakerStates()["p"]; st != "open" {
+		t.Errorf("b state %q", st)
+	}
+	eventually(t, "one trip event", func() bool { return f.events.count(EventTrip, "") == 1 })
+	f.clock.Advance(30*time.Second + time.Millisecond)
+	owner := probeOnce(t, f)
+	if st := owner.BreakerStates()["p"]; st != "half-open" {
+		t.Errorf("state while probing %q", st)
+	}
+	owner.Report("p", "k", "m", true, Outcome{OK: true})
+	eventually(t, "closed again", func() bool { return a.BreakerStates()["p"] == "closed" && b.BreakerStates()["p"] == "closed" })
+	// the breaker starts over: 4 more failures do not trip it
+	for range 4 {
+		a.Report("p", "k", "m", false, transient(500, false))
+	}
+	if h := a.Holds(); len(h) != 1 || h[0].State != StateReleased {
+		t.Errorf("holds after reset: %+v", h)
+	}
+}
+
+func TestStoreDownHoldsLocallyThenWrites(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	a, b := f.engines[0], f.engines[1]
+	f.store.SetDown(true)
+	a.Report("p", "k", "m", false, fail(failure.CredentialRejected, failure.ScopeKey))
+	if a.Admit("p", "k", "m") != Deny {
+		t.Fatal("not held locally while the store is down")
+	}
+	eventually(t, "a write attempt failed", func() bool { return a.storeDown.Load() })
+	if f.store.Len() != 0 {
+		t.Fatal("written while down")
+	}
+	// due while down: the instance probes for itself
+	f.clock.Advance(6 * time.Minute)
+	var got Admission
+	eventually(t, "a local probe", func() bool { got = a.Admit("p", "k", "m"); return got == AdmitProbe })
+	a.Report("p", "k", "m", true, fail(failure.CredentialRejected, failure.ScopeKey))
+	if a.Admit("p", "k", "m") != Deny {
+		t.Fatal("not held after the local probe")
+	}
+	f.store.SetDown(false)
+	f.clock.Advance(10 * time.Second) // the retry timer
+	rec := f.stored(t, "p.k")
+	if rec.Rung != 1 || rec.State != StateHeld {
+		t.Errorf("reconciled record %+v", rec)
+	}
+	eventually(t, "b sees it", func() bool { return b.Admit("p", "k", "m") == Deny })
+}
+
+func TestPolicyWaitUsesProviderOverrides(t *testing.T) {
+	p := DefaultPolicy()
+	s := p.Global.clone()
+	s.Ladders[failure.RateLimit] = Ladder{time.Second, time.Minute}
+	p.Providers = map[string]*Settings{"fast": &s}
+	if got := p.For("fast").LadderWait(failure.RateLimit, 0); got != time.Second {
+		t.Errorf("override %s", got)
+	}
+	if got := p.For("other").LadderWait(failure.RateLimit, 0); got != 5*time.Second {
+		t.Errorf("global %s", got)
+	}
+}
