@@ -1,0 +1,142 @@
+package holdkv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+// natsCLI finds the nats CLI: on PATH, or where go install puts it.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nats"); err == nil {
+		return p
+	}
+	var dirs []string
+	if d := os.Getenv("GOBIN"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d := os.Getenv("GOPATH"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "bin"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, "go", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "nats")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	t.Skip("nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with " +
+		"`go install github.com/nats-io/natscli/nats@v0.5.0` to run this test")
+	return ""
+}
+
+// cli runs the nats CLI against url with a private config dir.
+func cli(ctx context.Context, t *testing.T, bin, url string, args ...string) *exec.Cmd {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--server", url}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+	return cmd
+}
+
+// TestNatsCLI: what CONTRACTS.md shows operators is what the nats CLI
+// prints against a running Switchyard.
+func TestNatsCLI(t *testing.T) {
+	bin := natsCLI(t)
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	n := setup(t, s.ClientURL(), bus.SetupOptions{})
+	url := s.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	rec := record("openai-eu", "k1", "gpt-4.1")
+	rec.Class = failure.CredentialRejected
+	if _, err := n.store.Create(ctx, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := rec.Scope.ID()
+
+	t.Run("kv ls", func(t *testing.T) {
+		out, err := cli(ctx, t, bin, url, "kv", "ls", "--names").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		for _, b := range []string{bus.BucketHolds, bus.BucketHealth, bus.BucketLeases, bus.BucketCredentials} {
+			if !strings.Contains(string(out), b) {
+				t.Errorf("nats kv ls does not list %s:\n%s", b, out)
+			}
+		}
+		out, err = cli(ctx, t, bin, url, "kv", "ls", bus.BucketHolds).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), id) {
+			t.Errorf("nats kv ls %s does not list %s: %v\n%s", bus.BucketHolds, id, err, out)
+		}
+		t.Logf("nats kv ls %s:\n%s", bus.BucketHolds, out)
+	})
+
+	t.Run("kv get", func(t *testing.T) {
+		out, err := cli(ctx, t, bin, url, "kv", "get", bus.BucketHolds, id, "--raw").Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		var got hold.Record
+		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+			t.Fatalf("nats kv get --raw printed no hold JSON: %v\n%s", err, out)
+		}
+		if got.ID != id || got.Scope != rec.Scope || got.Class != failure.CredentialRejected || got.Version != hold.SchemaVersion {
+			t.Fatalf("nats kv get: %s", out)
+		}
+		t.Logf("nats kv get %s %s --raw:\n%s", bus.BucketHolds, id, out)
+	})
+
+	t.Run("sub", func(t *testing.T) {
+		cmd := cli(ctx, t, bin, url, "sub", bus.EventsSubjects, "--count", "1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		em := NewEmitter(n.nc, testLog())
+		defer em.Close()
+		ev := hold.Event{Kind: hold.EventHold, Scope: rec.Scope, Class: rec.Class, Rung: 0, Until: rec.Until,
+			Reason: rec.Reason, Code: rec.Code, Source: "proxy", RecordedBy: "proxy-a"}
+		// The CLI subscribes at some point after it starts: publish until it
+		// has one event and exits.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for done := false; !done; {
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("nats sub: %v\n%s", err, out.String())
+				}
+				done = true
+			case <-tick.C:
+				em.Emit(ev)
+			case <-ctx.Done():
+				t.Fatalf("nats sub saw no event:\n%s", out.String())
+			}
+		}
+		got := out.String()
+		for _, want := range []string{"switchyard.events.hold.openai-eu.k1", `"kind":"hold"`, `"hold_id":"` + id + `"`, `"class":"credential_rejected"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("nats sub output lacks %s:\n%s", want, got)
+			}
+		}
+		t.Logf("nats sub %s --count 1:\n%s", bus.EventsSubjects, got)
+	})
+}
