@@ -1,9 +1,7 @@
-// Package hold is Switchyard's hold engine: which targets are out of
-// rotation, for how long, who re-checks them, and how they come back.
-//
 // This file fixes the contracts between the engine, its store (NATS KV in
-// production, see package holdkv) and the proxy. See ARCHITECTURE.md
-// sections 5 and 6 for the lifecycle.
+// production, see package holdkv) and the proxy; doc.go describes the
+// engine.
+
 package hold
 
 import (

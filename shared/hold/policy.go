@@ -176,13 +176,13 @@ func PolicyFromConfig(cfg *config.Config) (Policy, error) {
 	}
 	var errs []error
 	global := DefaultSettings()
-	if err := overlay(&global, cfg.Resilience, src, "resilience", true); err != nil {
+	if err := overlay(&global, cfg.Resilience, src, "resilience"); err != nil {
 		errs = append(errs, err)
 	}
 	p := Policy{Global: global, Providers: map[string]*Settings{}}
 	for i, pc := range cfg.Providers {
 		s := global.clone()
-		if err := overlay(&s, pc.Resilience, src, fmt.Sprintf("providers[%d].resilience", i), false); err != nil {
+		if err := overlay(&s, pc.Resilience, src, fmt.Sprintf("providers[%d].resilience", i)); err != nil {
 			errs = append(errs, err)
 		}
 		p.Providers[pc.Name] = &s
@@ -199,7 +199,7 @@ func (s Settings) clone() Settings {
 	return s
 }
 
-func overlay(s *Settings, r config.Resilience, src, at string, global bool) error {
+func overlay(s *Settings, r config.Resilience, src, at string) error {
 	var errs []error
 	for _, l := range []struct {
 		name string
