@@ -143,10 +143,13 @@ func TestEveryProviderSkipped(t *testing.T) {
 	if !errors.Is(err, errNoProvider) {
 		t.Fatalf("run error = %v, want errNoProvider", err)
 	}
-	for _, want := range []string{"no provider is enabled", "OPENAI_API_KEY", "make demo", "fake-openai"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	for _, want := range []string{"no provider is enabled", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "make demo"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+	if !strings.Contains(out.String(), "provider fake-openai skipped") {
+		t.Errorf("output does not name the skipped provider:\n%s", out.String())
 	}
 }
 
