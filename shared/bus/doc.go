@@ -1,5 +1,8 @@
 // Package bus is Switchyard's access to NATS: the connection every service
-// opens (Connect) and the in-process server of the all-in-one launcher
-// (StartEmbedded). Subjects, event types and bucket setup live here too as
-// they are added.
+// opens (Connect), the in-process server of the all-in-one launcher
+// (StartEmbedded, optionally as a cluster member), and the JetStream
+// resources every service shares (Setup: the switchyard_holds,
+// switchyard_health, switchyard_leases and switchyard_credentials buckets
+// and the SWITCHYARD_EVENTS stream) with their subjects (EventSubject).
+// CONTRACTS.md documents them for operators and subscribers.
 package bus

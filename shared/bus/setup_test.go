@@ -1,0 +1,172 @@
+package bus
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/config"
+)
+
+func TestSetup(t *testing.T) {
+	s := startTestServer(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := WaitForJetStream(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	opts := SetupOptions{Storage: "memory", EventsMaxAge: time.Hour}
+	res, err := Setup(ctx, js, opts)
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	// Idempotent: a second service binds to the same resources.
+	res2, err := Setup(ctx, js, opts)
+	if err != nil {
+		t.Fatalf("second Setup: %v", err)
+	}
+	if res2.Holds.Bucket() != BucketHolds {
+		t.Fatalf("bound to %s", res2.Holds.Bucket())
+	}
+
+	buckets := []struct {
+		kv        jetstream.KeyValue
+		name      string
+		history   int64
+		markerTTL time.Duration
+	}{
+		{res.Holds, BucketHolds, 1, LimitMarkerTTL},
+		{res.Health, BucketHealth, 1, LimitMarkerTTL},
+		{res.Leases, BucketLeases, 1, LimitMarkerTTL},
+		{res.Credentials, BucketCredentials, CredentialsHistory, 0},
+	}
+	for _, b := range buckets {
+		t.Run(b.name, func(t *testing.T) {
+			st, err := b.kv.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Bucket() != b.name || st.History() != b.history || st.LimitMarkerTTL() != b.markerTTL ||
+				st.BackingStore() != "JetStream" {
+				t.Fatalf("%s: history %d, marker TTL %s", st.Bucket(), st.History(), st.LimitMarkerTTL())
+			}
+			info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+			if info.Config.Storage != jetstream.MemoryStorage || info.Config.Replicas != 1 {
+				t.Fatalf("storage %s replicas %d", info.Config.Storage, info.Config.Replicas)
+			}
+		})
+	}
+	// Per-key TTLs work on the TTL buckets.
+	if _, err := res.Leases.Create(ctx, "probe.openai.k1", []byte("me"), jetstream.KeyTTL(time.Second)); err != nil {
+		t.Fatalf("create with TTL: %v", err)
+	}
+	info, err := res.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := info.Config
+	if c.Name != StreamEvents || len(c.Subjects) != 1 || c.Subjects[0] != "switchyard.events.>" ||
+		c.Retention != jetstream.LimitsPolicy || c.MaxAge != time.Hour {
+		t.Fatalf("events stream config %+v", c)
+	}
+	if err := nc.Publish(EventSubject("hold", "openai", "k1"), []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		info, err := res.Events.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 1 {
+			return connErr("event not captured")
+		}
+		return nil
+	})
+}
+
+func TestConfigs(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    SetupOptions
+		want    string // error substring; "" for success
+		storage jetstream.StorageType
+		maxAge  time.Duration
+	}{
+		{name: "defaults", opts: SetupOptions{}, storage: jetstream.FileStorage, maxAge: DefaultEventsMaxAge},
+		{name: "cluster", opts: SetupOptions{Replicas: 3, Storage: "file"}, storage: jetstream.FileStorage, maxAge: DefaultEventsMaxAge},
+		{name: "memory", opts: SetupOptions{Storage: "Memory", EventsMaxAge: time.Hour}, storage: jetstream.MemoryStorage, maxAge: time.Hour},
+		{name: "too many replicas", opts: SetupOptions{Replicas: 7}, want: "replicas"},
+		{name: "bad storage", opts: SetupOptions{Storage: "disk"}, want: "storage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kvs, stream, err := Configs(tt.opts)
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("err = %v, want %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			replicas := max(tt.opts.Replicas, 1)
+			for _, kv := range kvs {
+				if kv.Replicas != replicas || kv.Storage != tt.storage {
+					t.Errorf("%s: replicas %d storage %s", kv.Bucket, kv.Replicas, kv.Storage)
+				}
+				if kv.LimitMarkerTTL > 0 && kv.History != 1 {
+					t.Errorf("%s: per-key TTLs need History 1, got %d", kv.Bucket, kv.History)
+				}
+			}
+			if stream.Replicas != replicas || stream.Storage != tt.storage || stream.MaxAge != tt.maxAge {
+				t.Errorf("stream: %+v", stream)
+			}
+		})
+	}
+	o := SetupOptionsFrom(config.NATS{Replicas: 3, Storage: "memory"})
+	if o.Replicas != 3 || o.Storage != "memory" {
+		t.Fatalf("SetupOptionsFrom: %+v", o)
+	}
+}
+
+func TestEventSubject(t *testing.T) {
+	tests := []struct {
+		kind, provider, key, want string
+	}{
+		{"hold", "openai-eu", "k1", "switchyard.events.hold.openai-eu.k1"},
+		{"trip", "anthropic", "", "switchyard.events.trip.anthropic"},
+		{"health", "", "", "switchyard.events.health._"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := EventSubject(tt.kind, tt.provider, tt.key); got != tt.want {
+				t.Fatalf("EventSubject = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEmbeddedCluster(t *testing.T) {
+	_, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &EmbeddedCluster{Listen: "127.0.0.1:0"}})
+	if err == nil || !strings.Contains(err.Error(), "cluster: no name") {
+		t.Fatalf("cluster without a name: %v", err)
+	}
+	_, err = StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &EmbeddedCluster{Name: "c"}})
+	if err == nil || !strings.Contains(err.Error(), "cluster listen") {
+		t.Fatalf("cluster without a listen address: %v", err)
+	}
+}
