@@ -62,7 +62,8 @@ func newEmitter(nc *nats.Conn, log *slog.Logger, queue int) *Emitter {
 }
 
 // Emit queues ev for publishing and returns at once. It fills in the
-// schema version and the time when they are zero, and masks anything in
+// schema version and the time when they are zero, the hold id of hold,
+// release, trip and probe events from their scope, and masks anything in
 // Reason that looks like a credential.
 func (e *Emitter) Emit(ev hold.Event) {
 	if ev.Version == 0 {
@@ -71,8 +72,8 @@ func (e *Emitter) Emit(ev hold.Event) {
 	if ev.At.IsZero() {
 		ev.At = e.now().UTC()
 	}
-	if ev.HoldID == "" && ev.Scope.Provider != "" {
-		ev.HoldID = ev.Scope.ID()
+	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential {
+		ev.HoldID = ev.Scope.ID() // hold, release, trip and probe events concern a hold
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()

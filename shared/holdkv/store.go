@@ -182,7 +182,7 @@ func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) 
 }
 
 // Update replaces the record at revision rev. With ttl > 0 the new value
-// expires by itself (kv.Update would drop a per-key TTL, nats.go #1994,
+// expires by itself, with ttl 0 it stays until deleted (kv.Update would drop a per-key TTL, nats.go #1994,
 // so the value is published with its TTL and the expected revision).
 func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl time.Duration) (uint64, error) {
 	key, data, err := encode(rec)

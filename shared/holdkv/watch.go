@@ -70,7 +70,7 @@ func (w *watch) run(ctx context.Context) error {
 	s := w.s
 	var status chan nats.Status
 	if s.nc != nil {
-		status = s.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
+		status = s.nc.StatusChanged(nats.CONNECTED)
 		defer s.nc.RemoveStatusListener(status)
 	}
 	w.results = make(chan started, 4)
@@ -121,12 +121,9 @@ func (w *watch) run(ctx context.Context) error {
 				w.pending()
 			}
 
-		case st, ok := <-status:
+		case _, ok := <-status: // CONNECTED, the only status asked for
 			if !ok {
 				status = nil
-				continue
-			}
-			if st != nats.CONNECTED {
 				continue
 			}
 			// Reconnected: the server-side consumer behind the watcher may be
