@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/hold"
 )
 
 // TestRestart: NATS stops and a new server starts on the same port and
@@ -78,6 +81,61 @@ func TestRestart(t *testing.T) {
 				t.Fatalf("watcher %d: revision %d applied after %d", i, c.Revision, last)
 			}
 			last = c.Revision
+		}
+	}
+}
+
+// TestReloadAfterLongAbsence: a watcher out of touch for longer than half
+// the marker TTL reloads the bucket instead of resuming, and reports as
+// deleted the records that vanished without a trace meanwhile.
+func TestReloadAfterLongAbsence(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	writer := setup(t, s.ClientURL(), bus.SetupOptions{})
+	// Every restart counts as a long absence.
+	w := setup(t, s.ClientURL(), bus.SetupOptions{}, WithMarkerTTL(time.Nanosecond))
+	tab := watchInto(t, w.store)
+	ctx := context.Background()
+	keep, gone := record("groq", "keep", ""), record("groq", "gone", "")
+	var revs []uint64
+	for _, r := range []hold.Record{keep, gone} {
+		rev, err := writer.store.Create(ctx, r, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, rev)
+	}
+	checkFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(gone.Scope.ID(), revs[1]) })
+
+	// Remove "gone" with no marker at all (a stream purge), then cut the
+	// watcher's connection: it reconnects and reloads.
+	stream, err := writer.js.Stream(ctx, "KV_"+bus.BucketHolds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bus.BucketHolds+"."+gone.Scope.ID())); err != nil {
+		t.Fatal(err)
+	}
+	cid, err := w.nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DisconnectClientByID(cid); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error { return tab.lacks(gone.Scope.ID()) })
+	if err := tab.has(keep.Scope.ID(), revs[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was applied twice.
+	applied := map[uint64]int{}
+	for _, c := range tab.history() {
+		if !c.Deleted {
+			applied[c.Revision]++
+		}
+	}
+	for rev, n := range applied {
+		if n > 1 {
+			t.Fatalf("revision %d applied %d times", rev, n)
 		}
 	}
 }
