@@ -159,14 +159,14 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 // fail classifies a failed attempt.
 func (r *request) fail(t target, ae *attemptError) attemptResult {
 	ae.t = t
-	ae.result = failure.Classify(failure.Input{
+	ae.result = r.s.classifier.Classify(failure.Input{
 		Provider: t.step.Provider.Adapter.Type(),
 		Status:   ae.status,
 		Header:   ae.header,
 		Body:     ae.body,
 		Stream:   ae.stream,
 		Err:      ae.err,
-	})
+	}, t.step.Provider.Name)
 	if ae.status == 0 && !ae.stream && ae.result.Class != failure.Transient {
 		ae.result.Class = failure.Transient // a transport error says nothing about the target
 	}

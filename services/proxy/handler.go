@@ -17,6 +17,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
@@ -174,11 +176,39 @@ type outcome struct {
 
 // run tries the steps in order until one answers, applying each failure's
 // action: retry the same target, rotate the key, or return to the caller.
+// When every candidate is held, the all-held policy decides: fail fast
+// (503), or try the targets held only by soft holds (a tripped breaker, a
+// rate limit) in declared order, so that bookkeeping never makes things
+// worse than having no breaker.
 func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
+	p := pass{gate: r.s.gate}
+	if out, done := r.pass(c, steps, &p); done {
+		return out
+	}
+	if r.attempts == 0 && p.denied && p.unsupported == nil && r.s.soft != nil && r.ctx.Err() == nil &&
+		r.s.policy.AllHeld == config.AllHeldTrySoft {
+		p = pass{gate: softGate{r.s.gate, r.s.soft}, soft: true}
+		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
+		if out, done := r.pass(c, steps, &p); done {
+			return out
+		}
+	}
+	return r.exhausted(c, steps, &p)
+}
+
+// pass is the state of one walk over the steps.
+type pass struct {
+	gate        route.Admitter
+	soft        bool // the soft-hold pass
+	candidates  int  // targets tried
+	denied      bool // some target was held
+	unsupported error
+}
+
+// pass walks the steps once. done reports that a response was produced.
+func (r *request) pass(c *fiber.Ctx, steps []route.Step, p *pass) (outcome, bool) {
 	s := r.s
 	maxAttempts := s.cfg.Limits.MaxAttempts
-	var unsupported error
-	candidates := 0
 steps:
 	for i := range steps {
 		step := &steps[i]
@@ -187,39 +217,50 @@ steps:
 		}
 		body, err := r.bodyFor(step)
 		if err != nil {
-			unsupported = err
+			p.unsupported = err
 			continue
 		}
 		var tried uint64
 	keys:
 		for {
-			key, _ := step.Provider.Pick(step.Model, s.gate, tried)
+			key, adm := step.Provider.Pick(step.Model, p.gate, tried)
 			if key == nil {
+				if len(step.Provider.Keys) > bits(tried) {
+					p.denied = true
+				}
 				continue steps
 			}
-			candidates++
+			p.candidates++
 			tried |= 1 << uint(key.Index())
 			t := target{step: step, key: key}
+			probe := adm == hold.AdmitProbe
 			for same := 1; ; same++ {
 				if r.attempts >= maxAttempts || r.ctx.Err() != nil {
 					break steps
 				}
 				r.attempts++
 				// The Idempotency-Key goes to the first target and its retries only.
-				res := r.attempt(c, t, body, candidates == 1)
+				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
-					return res.outcome
+					s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, hold.Outcome{OK: true})
+					return res.outcome, true
 				}
 				ae := res.failure
 				r.last = ae
 				act := s.decide(ae)
+				// A probe makes one attempt; so does the soft pass.
+				retrying := act == actRetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
+				s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, hold.Outcome{
+					Result: ae.result, Status: ae.status, Retrying: retrying,
+					Cancelled: r.ctx.Err() != nil, // the caller's deadline, not the target's fault
+				})
 				r.logger().Warn("attempt failed",
 					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
-					"code", ae.result.Code, "reason", ae.reason(), "action", act.String())
+					"code", ae.result.Code, "reason", ae.reason(), "action", act.String(), "probe", probe)
 				switch act {
 				case actRetrySame:
-					if same >= s.cfg.Retry.SameTargetAttempts {
+					if !retrying {
 						continue keys
 					}
 					if !r.backoff(same, ae) {
@@ -228,19 +269,24 @@ steps:
 				case actRotate:
 					continue keys
 				case actReturn:
-					return outcome{err: r.returnUpstreamError(c, t, ae)}
+					return outcome{err: r.returnUpstreamError(c, t, ae)}, true
 				}
 			}
 		}
 	}
+	return outcome{}, false
+}
+
+// exhausted answers a request no target served.
+func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
 	switch {
-	case r.attempts == 0 && unsupported != nil:
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, unsupported.Error())}
+	case r.attempts == 0 && p.unsupported != nil:
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
 	case r.attempts == 0 && r.ctx.Err() != nil:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
 	case r.attempts == 0:
 		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
-		if candidates == 0 && hasUsable(steps, r.ep.op) {
+		if p.denied {
 			msg = fmt.Sprintf("every target of `%s` is held out of rotation", r.model)
 		}
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
@@ -248,7 +294,7 @@ steps:
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))
 	code := codeAllFailed
 	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.attempts, r.model)
-	if candidates == 1 {
+	if p.candidates == 1 {
 		code = codeProviderError
 		msg = fmt.Sprintf("the provider failed for `%s`", r.model)
 	}
@@ -257,6 +303,30 @@ steps:
 	}
 	r.logger().Error("request failed", "model", r.model, "attempts", r.attempts, "code", code)
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// softGate admits what the gate admits, and targets held only softly.
+type softGate struct {
+	gate hold.Gate
+	soft softHolds
+}
+
+func (g softGate) Admit(provider, keyID, model string) hold.Admission {
+	if a := g.gate.Admit(provider, keyID, model); a != hold.Deny {
+		return a
+	}
+	if held, soft := g.soft.Held(provider, keyID, model); held && soft {
+		return hold.Admit
+	}
+	return hold.Deny
+}
+
+func bits(x uint64) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
 }
 
 func hasUsable(steps []route.Step, op provider.Op) bool {

@@ -41,6 +41,7 @@ type fixture struct {
 	anthropic *fakeprovider.Server
 	cfg       *config.Config
 	url       string
+	svc       *Service
 }
 
 const clientSecret = "sk-client-secret-123"
@@ -99,14 +100,15 @@ func newFixture(t *testing.T, tweak ...func(*config.Config)) *fixture {
 	for _, fn := range tweak {
 		fn(f.cfg)
 	}
-	f.url = startProxy(t, f.cfg)
+	f.svc, f.url = startService(t, f.cfg, Deps{Log: testLogger(t)})
 	return f
 }
 
-// startProxy serves a proxy on a real loopback listener until the test ends.
-func startProxy(t *testing.T, cfg *config.Config) string {
+// startService serves a proxy on a real loopback listener until the test
+// ends.
+func startService(t *testing.T, cfg *config.Config, deps Deps) (*Service, string) {
 	t.Helper()
-	svc, err := New(cfg, Deps{Log: testLogger(t)})
+	svc, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func startProxy(t *testing.T, cfg *config.Config) string {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String()
+	return svc, "http://" + ln.Addr().String()
 }
 
 func testLogger(t *testing.T) *slog.Logger {

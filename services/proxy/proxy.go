@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
 
@@ -27,8 +31,9 @@ const userAgent = "switchyard/0.1"
 type Deps struct {
 	Log  *slog.Logger
 	NATS *nats.Conn // may be nil: the proxy never needs NATS to serve
-	// Gate says which targets are out of rotation; nil admits all.
-	Gate route.Admitter
+	// Gate overrides the hold engine (tests); nil: the proxy runs its own
+	// engine, on NATS when NATS is set, in memory otherwise.
+	Gate hold.Gate
 }
 
 // Service is one proxy instance.
@@ -37,14 +42,24 @@ type Service struct {
 	log        *slog.Logger
 	table      *route.Table
 	clients    *clientKeys
-	gate       route.Admitter
-	upstreams  []*upstream // by provider index
+	gate       hold.Gate
+	soft       softHolds // nil unless the gate can tell soft holds
+	member     *fleet.Member
+	classifier *failure.Classifier
+	policy     *hold.Settings // global resilience settings (all-held policy)
+	upstreams  []*upstream    // by provider index
 	inFlight   atomic.Int64
 	started    time.Time
 	modelsBody [2][]byte // by provider.Format of the caller
 	baseCtx    context.Context
 	stop       context.CancelFunc
 	app        *fiber.App
+}
+
+// softHolds tells whether a target is held only by soft holds (a tripped
+// breaker, a rate limit): the try_soft all-held policy may still use it.
+type softHolds interface {
+	Held(provider, keyID, model string) (held, soft bool)
 }
 
 // upstream is the connection pool and timeouts of one provider.
@@ -76,8 +91,19 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.gate == nil {
-		s.gate = route.NoHolds{}
+		m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log})
+		if err != nil {
+			return nil, err
+		}
+		s.member, s.gate = m, m.Engine
 	}
+	s.soft, _ = s.gate.(softHolds)
+	s.classifier = cfg.Classifier()
+	pol, err := hold.PolicyFromConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: resilience policy: %w", err)
+	}
+	s.policy = &pol.Global
 	for _, p := range cfg.Providers {
 		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
 	}
@@ -194,18 +220,30 @@ func (s *Service) Run(ctx context.Context) error {
 // upstream connection pools.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.table.Providers))
+	var wg sync.WaitGroup
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	if s.member != nil {
+		wg.Go(func() {
+			if err := s.member.Run(engineCtx); err != nil {
+				s.log.Error("hold engine stopped", "err", err)
+			}
+		})
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()
+	var err error
 	select {
-	case err := <-errc:
-		s.close()
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
+		err = s.app.ShutdownWithTimeout(10 * time.Second)
+		// If the context ended before fiber started serving, Shutdown had
+		// nothing to stop: closing the listener ends Listener for sure.
+		_ = ln.Close()
+		<-errc
 	}
-	err := s.app.ShutdownWithTimeout(10 * time.Second)
-	s.stop()
-	<-errc
 	s.close()
+	stopEngine() // after the last request: its holds are queued before this
+	wg.Wait()
 	return err
 }
 

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+const directBody = `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"x"}]}`
+
+func TestRejectedKeyIsHeldAndSkipped(t *testing.T) {
+	f := newFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
+	for i := 0; i < 6; i++ {
+		if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+	}
+	if n := callsWith(f.openai, "key-a1"); n != 1 {
+		t.Errorf("a1 called %d times; after its rejection it must be held", n)
+	}
+	holds := f.svc.member.Engine.Holds()
+	if len(holds) != 1 || holds[0].ID != "fake-openai.a1" || holds[0].Class.String() != "credential_rejected" {
+		t.Fatalf("holds %+v", holds)
+	}
+	if holds[0].Fingerprint == "" || holds[0].Fingerprint == "key-a1" {
+		t.Errorf("hold fingerprint %q", holds[0].Fingerprint)
+	}
+}
+
+func TestModelRefusalHoldsOnlyThatModel(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "other-model", Kind: "chat"})
+	})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Model: "demo-model", Error: "openai.model_not_found"})
+	for i := 0; i < 4; i++ {
+		f.call(t, "/v1/chat/completions", directBody)
+	}
+	before := callsWith(f.openai, "key-a1")
+	for i := 0; i < 4; i++ {
+		if status, _, body := f.call(t, "/v1/chat/completions",
+			`{"model":"fake-openai/other-model","messages":[{"role":"user","content":"x"}]}`); status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+	}
+	if callsWith(f.openai, "key-a1") == before {
+		t.Error("a key held for one model was not used for another model")
+	}
+}
+
+func TestBadRequestNeverHolds(t *testing.T) {
+	f := newFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.context_length", Times: 2})
+	for i := 0; i < 2; i++ {
+		if status, _, _ := f.call(t, "/v1/chat/completions", directBody); status != 400 {
+			t.Fatalf("status %d, want the provider's 400", status)
+		}
+	}
+	if holds := f.svc.member.Engine.Holds(); len(holds) != 0 {
+		t.Fatalf("a bad request held %+v", holds)
+	}
+	for i := 0; i < 4; i++ {
+		f.call(t, "/v1/chat/completions", directBody)
+	}
+	if callsWith(f.openai, "key-a1") < 2 || callsWith(f.openai, "key-a2") < 2 {
+		t.Error("keys left rotation after a bad request")
+	}
+}
+
+func TestAllHeldPolicy(t *testing.T) {
+	tests := []struct {
+		policy     string
+		wantStatus int
+		wantCode   string
+		wantCalls  int // upstream calls by the second request
+	}{
+		{config.AllHeldFailFast, 503, "no_available_target", 0},
+		{config.AllHeldTrySoft, 502, "all_providers_failed", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = tt.policy })
+			f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute})
+			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
+				t.Fatalf("first request: %d %s", status, body)
+			}
+			before := len(f.openai.Calls())
+			status, _, body := f.call(t, "/v1/chat/completions", directBody)
+			if status != tt.wantStatus || errorCode(t, body) != tt.wantCode {
+				t.Fatalf("second request: %d %s", status, body)
+			}
+			if got := len(f.openai.Calls()) - before; got != tt.wantCalls {
+				t.Errorf("%d upstream calls while every key was held, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestDueHoldIsProbedOnceAndReleased(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.StatedWaitFloor = time.Second
+		c.Providers[0].Keys = c.Providers[0].Keys[:1] // a1 only
+	})
+	// a1 is rate limited with a stated wait of 1 s (the floor).
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.rate_limit", RetryAfter: time.Second, Times: 1})
+	status, _, _ := f.call(t, "/v1/chat/completions", chatBody)
+	if status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	if n := callsWith(f.openai, "key-a1"); n != 1 {
+		t.Fatalf("a1 calls %d", n)
+	}
+	// While held, chain traffic goes to the next step; once due, exactly
+	// one request probes a1 and the hold is released.
+	deadline := time.Now().Add(10 * time.Second)
+	for callsWith(f.openai, "key-a1") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the due hold was never probed")
+		}
+		if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond) // pacing real traffic, not synchronisation
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		hs := f.svc.member.Engine.Holds()
+		return len(hs) == 0 || hs[0].State == hold.StateReleased
+	})
+	if n := callsWith(f.openai, "key-a1"); n != 2 {
+		t.Errorf("a1 calls %d, want 2 (the failure and one probe)", n)
+	}
+}

@@ -1,0 +1,221 @@
+// Package fleet wires a process into the Switchyard fleet: the hold engine
+// on the shared NATS KV bucket, with events published on NATS subjects.
+//
+// A process starts serving before NATS answers: until the buckets are bound
+// the engine's store reports hold.ErrUnavailable, so holds apply locally
+// and are written once NATS is reachable (the engine reconciles them). With
+// no NATS connection at all, the engine keeps its holds in memory.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/holdkv"
+)
+
+// Member is one process's place in the fleet.
+type Member struct {
+	Engine *hold.Engine
+	// Instance is this process's id in records and events.
+	Instance string
+
+	nc      *nats.Conn
+	opts    bus.SetupOptions
+	log     *slog.Logger
+	store   *lazyStore
+	emitter *holdkv.Emitter
+	bound   atomic.Pointer[bus.Resources]
+}
+
+// Options configure a Member.
+type Options struct {
+	// Service names the process kind in its instance id (proxy, prober...).
+	Service string
+	// NATS is the connection to the fleet; nil keeps holds in memory.
+	NATS *nats.Conn
+	Log  *slog.Logger
+	// Clock for the engine (nil: the wall clock).
+	Clock hold.Clock
+}
+
+// New builds a member from a validated configuration. Call Run to bind the
+// buckets and start the engine.
+func New(cfg *config.Config, o Options) (*Member, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pol, err := hold.PolicyFromConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: hold policy: %w", err)
+	}
+	m := &Member{Instance: InstanceID(o.Service), nc: o.NATS, opts: bus.SetupOptionsFrom(cfg.NATS), log: log}
+	var store hold.Store
+	var emitter hold.Emitter
+	if o.NATS != nil {
+		m.store = &lazyStore{bound: make(chan struct{})}
+		m.emitter = holdkv.NewEmitter(o.NATS, log)
+		store, emitter = m.store, m.emitter
+	} else {
+		store = hold.NewMemStore()
+	}
+	fps := fingerprints(cfg)
+	m.Engine = hold.NewEngine(hold.EngineOptions{
+		Store:    store,
+		Emitter:  emitter,
+		Instance: m.Instance,
+		Clock:    o.Clock,
+		Log:      log.With("component", "hold"),
+		Policy:   pol,
+		Fingerprint: func(provider, keyID string) string {
+			return fps[provider+"/"+keyID]
+		},
+	})
+	return m, nil
+}
+
+// Run binds the NATS buckets (retrying until NATS answers) and runs the
+// engine until ctx ends.
+func (m *Member) Run(ctx context.Context) error {
+	if m.store == nil {
+		return m.Engine.Run(ctx)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { m.bind(ctx) })
+	err := m.Engine.Run(ctx)
+	wg.Wait()
+	m.emitter.Close()
+	return err
+}
+
+// Resources are the bound buckets and stream, nil until NATS answered.
+func (m *Member) Resources() *bus.Resources { return m.bound.Load() }
+
+// bind sets up the buckets and stream, retrying with backoff.
+func (m *Member) bind(ctx context.Context) {
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		m.log.Error("fleet: JetStream context", "err", err)
+		return
+	}
+	wait := 100 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := bus.Setup(sctx, js, m.opts)
+		cancel()
+		if err == nil {
+			m.bound.Store(res)
+			m.store.bind(holdkv.NewStore(js, res.Holds, m.log))
+			m.log.Info("fleet: hold bucket bound", "bucket", bus.BucketHolds, "instance", m.Instance)
+			return
+		}
+		m.log.Warn("fleet: NATS not ready; holds stay local until it is", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// InstanceID is a process id unique in the fleet: service, host and a
+// random suffix.
+func InstanceID(service string) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "host"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	if service == "" {
+		service = "switchyard"
+	}
+	return service + "-" + host + "-" + hex.EncodeToString(b[:])
+}
+
+func fingerprints(cfg *config.Config) map[string]string {
+	fps := map[string]string{}
+	for _, p := range cfg.Providers {
+		for _, k := range p.Keys {
+			fps[p.Name+"/"+k.ID] = k.Value.Fingerprint()
+		}
+	}
+	return fps
+}
+
+// lazyStore is a hold.Store that is unavailable until bound.
+type lazyStore struct {
+	s     atomic.Pointer[holdkv.Store]
+	bound chan struct{}
+}
+
+var _ hold.Store = (*lazyStore)(nil)
+
+func (l *lazyStore) bind(s *holdkv.Store) {
+	l.s.Store(s)
+	close(l.bound)
+}
+
+func (l *lazyStore) get() (*holdkv.Store, error) {
+	if s := l.s.Load(); s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: NATS buckets not bound yet", hold.ErrUnavailable)
+}
+
+func (l *lazyStore) Create(ctx context.Context, rec hold.Record, ttl time.Duration) (uint64, error) {
+	s, err := l.get()
+	if err != nil {
+		return 0, err
+	}
+	return s.Create(ctx, rec, ttl)
+}
+
+func (l *lazyStore) Update(ctx context.Context, rec hold.Record, rev uint64, ttl time.Duration) (uint64, error) {
+	s, err := l.get()
+	if err != nil {
+		return 0, err
+	}
+	return s.Update(ctx, rec, rev, ttl)
+}
+
+func (l *lazyStore) Delete(ctx context.Context, id string, rev uint64) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	return s.Delete(ctx, id, rev)
+}
+
+func (l *lazyStore) Get(ctx context.Context, id string) (hold.Record, error) {
+	s, err := l.get()
+	if err != nil {
+		return hold.Record{}, err
+	}
+	return s.Get(ctx, id)
+}
+
+// Watch waits until the store is bound, then watches it.
+func (l *lazyStore) Watch(ctx context.Context, apply func(hold.Change)) error {
+	select {
+	case <-l.bound:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.s.Load().Watch(ctx, apply)
+}
