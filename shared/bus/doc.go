@@ -4,5 +4,5 @@
 // resources every service shares (Setup: the switchyard_holds,
 // switchyard_health, switchyard_leases and switchyard_credentials buckets
 // and the SWITCHYARD_EVENTS stream) with their subjects (EventSubject).
-// CONTRACTS.md documents them for operators and subscribers.
+// The README's "NATS contracts" section documents them for operators and subscribers.
 package bus

@@ -12,7 +12,7 @@ import (
 )
 
 // The JetStream resources every Switchyard service shares. The names are
-// public contracts (see CONTRACTS.md): operators and subscribers rely on them.
+// public contracts (see the README's NATS contracts): operators and subscribers rely on them.
 const (
 	// BucketHolds keeps one hold record (JSON) per scope; key = scope id.
 	BucketHolds = "switchyard_holds"

@@ -52,7 +52,7 @@ func cli(ctx context.Context, t *testing.T, bin, url string, args ...string) *ex
 	return cmd
 }
 
-// TestNatsCLI: what CONTRACTS.md shows operators is what the nats CLI
+// TestNatsCLI: what the README's NATS contracts show operators is what the nats CLI
 // prints against a running Switchyard.
 func TestNatsCLI(t *testing.T) {
 	bin := natsCLI(t)
