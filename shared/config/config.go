@@ -19,7 +19,7 @@ type Config struct {
 	NATS     NATS     `koanf:"nats"`
 	Proxy    Proxy    `koanf:"proxy"`
 	Prober   Service  `koanf:"prober"`
-	Admin    Service  `koanf:"admin"`
+	Admin    Admin    `koanf:"admin"`
 	Limits   Limits   `koanf:"limits"`
 	Timeouts Timeouts `koanf:"timeouts"`
 	Retry    Retry    `koanf:"retry"`
@@ -32,6 +32,8 @@ type Config struct {
 	Aliases   map[string]string   `koanf:"aliases"`
 	Chains    map[string]Chain    `koanf:"chains"`
 	Clients   []ClientKey         `koanf:"clients"`
+	// Credentials configures secrets rotated through the admin API.
+	Credentials Credentials `koanf:"credentials"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`

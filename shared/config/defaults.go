@@ -16,7 +16,7 @@ func Defaults() *Config {
 			Storage:  "file",
 		},
 		Proxy:  Proxy{Listen: "127.0.0.1:8080"},
-		Admin:  Service{Listen: "127.0.0.1:8081"},
+		Admin:  Admin{Listen: "127.0.0.1:8081"},
 		Prober: Service{Listen: "127.0.0.1:8082"},
 		Limits: Limits{
 			MaxInFlight:  100,

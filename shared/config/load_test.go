@@ -48,7 +48,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"log", cfg.Log, want.Log},
 		{"nats", cfg.NATS, want.NATS},
 		{"proxy", cfg.Proxy, want.Proxy},
-		{"admin", cfg.Admin, want.Admin},
+		{"admin", cfg.Admin.Listen, want.Admin.Listen},
 		{"prober", cfg.Prober, want.Prober},
 		{"limits", cfg.Limits, want.Limits},
 		{"timeouts", cfg.Timeouts, want.Timeouts},

@@ -155,5 +155,6 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 		}
 		*s.dst = v
 	}
+	c.resolveAdmin(env, dir, fail)
 	return errors.Join(errs...)
 }

@@ -80,6 +80,7 @@ func (c *Config) Validate() error {
 	v.aliases()
 	v.chains()
 	v.clients()
+	v.adminSection()
 	return errors.Join(v.errs...)
 }
 

@@ -296,18 +296,25 @@ func TestReadmeExampleLoads(t *testing.T) {
 	if err := os.MkdirAll(dir+"/secrets", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"openai-secondary", "ops"} {
+	for _, f := range []string{"openai-secondary", "ops", "ops-admin"} {
 		if err := os.WriteFile(dir+"/secrets/"+f, []byte("s-"+f+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	const credKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // base64 of 32 bytes
+	if err := os.WriteFile(dir+"/secrets/credentials-key", []byte(credKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	path := dir + "/gateway.yaml"
 	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Load(path, []string{"OPENAI_API_KEY=a", "OPENAI_BACKUP_KEY=b", "AZURE_EU_KEY=c", "TEAM_SEARCH_KEY=d"})
+	cfg, err := Load(path, []string{"OPENAI_API_KEY=a", "OPENAI_BACKUP_KEY=b", "AZURE_EU_KEY=c", "TEAM_SEARCH_KEY=d", "ADMIN_READ_TOKEN=e"})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
+	}
+	if len(cfg.Credentials.Key) != 32 || cfg.Admin.Tokens[0].Value.Reveal() != "s-ops-admin" || cfg.Admin.Tokens[1].Role != RoleRead {
+		t.Errorf("admin section not resolved: key %d bytes, tokens %+v", len(cfg.Credentials.Key), cfg.Admin.Tokens)
 	}
 	if len(cfg.Skipped) != 1 || cfg.Skipped[0] != "anthropic" || !cfg.Chains["default"].Steps[2].Unavailable {
 		t.Errorf("skipped = %v", cfg.Skipped)
