@@ -1,0 +1,147 @@
+package credentials
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+
+func TestSealOpen(t *testing.T) {
+	box, err := NewBox(testKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := box.Seal("openai", "primary", config.NewSecret("sk-new-secret"), "ops", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(rec)
+	if bytes.Contains(data, []byte("sk-new-secret")) {
+		t.Fatalf("record holds the secret in clear: %s", data)
+	}
+	if rec.Fingerprint != config.NewSecret("sk-new-secret").Fingerprint() {
+		t.Errorf("fingerprint %q", rec.Fingerprint)
+	}
+	got, err := box.Open(rec)
+	if err != nil || got.Reveal() != "sk-new-secret" {
+		t.Fatalf("Open = %v, %v", got, err)
+	}
+	other, _ := NewBox(testKey(2))
+	if _, err := other.Open(rec); err == nil {
+		t.Error("opened with another key")
+	}
+	moved := rec
+	moved.Key = "secondary"
+	if _, err := box.Open(moved); err == nil {
+		t.Error("a record moved to another key decrypted")
+	}
+	if _, err := NewBox([]byte("short")); err == nil {
+		t.Error("short key accepted")
+	}
+	if _, err := box.Seal("p", "k", config.Secret{}, "", time.Now()); err == nil {
+		t.Error("empty secret sealed")
+	}
+	if _, err := Decode("openai.secondary", data); err == nil {
+		t.Error("value under the wrong key decoded")
+	}
+}
+
+type seen struct {
+	mu  sync.Mutex
+	got map[string]string
+}
+
+func (s *seen) set(p, k string, v config.Secret) {
+	s.mu.Lock()
+	s.got[p+"/"+k] = v.Reveal()
+	s.mu.Unlock()
+}
+
+func (s *seen) get(k string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got[k]
+}
+
+func TestWatch(t *testing.T) {
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.StopEmbedded(srv)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := bus.Setup(ctx, js, bus.SetupOptions{Storage: "memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := NewBox(testKey(7))
+	if _, _, err := Put(ctx, res.Credentials, box, "openai", "primary", config.NewSecret("before-start"), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	// A record sealed with another key is skipped, not fatal.
+	wrong, _ := NewBox(testKey(9))
+	if _, _, err := Put(ctx, res.Credentials, wrong, "openai", "other", config.NewSecret("unreadable"), "ops"); err != nil {
+		t.Fatal(err)
+	}
+
+	s := &seen{got: map[string]string{}}
+	ready := make(chan struct{})
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(wctx, res.Credentials, testKey(7), s.set, WithReady(func() { close(ready) }))
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatal("not ready")
+	}
+	if got := s.get("openai/primary"); got != "before-start" {
+		t.Fatalf("initial value %q", got)
+	}
+	start := time.Now()
+	if _, _, err := Put(ctx, res.Credentials, box, "openai", "primary", config.NewSecret("rotated"), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	for s.get("openai/primary") != "rotated" {
+		if time.Since(start) > time.Second {
+			t.Fatal("rotation not seen within a second")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if s.get("openai/other") != "" {
+		t.Error("undecryptable record delivered")
+	}
+	rec, _, err := Get(ctx, res.Credentials, "openai", "primary")
+	if err != nil || rec.Fingerprint != config.NewSecret("rotated").Fingerprint() || rec.RotatedBy != "ops" {
+		t.Errorf("Get = %+v, %v", rec, err)
+	}
+	wcancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch: %v", err)
+	}
+	if err := Watch(ctx, res.Credentials, []byte("x"), s.set); err == nil {
+		t.Error("bad key accepted")
+	}
+}
