@@ -18,7 +18,7 @@ type Config struct {
 	Log      Log      `koanf:"log"`
 	NATS     NATS     `koanf:"nats"`
 	Proxy    Proxy    `koanf:"proxy"`
-	Prober   Service  `koanf:"prober"`
+	Prober   Prober   `koanf:"prober"`
 	Admin    Admin    `koanf:"admin"`
 	Limits   Limits   `koanf:"limits"`
 	Timeouts Timeouts `koanf:"timeouts"`
@@ -269,8 +269,12 @@ type TripRule struct {
 	TTL   time.Duration `koanf:"ttl"`
 }
 
-// HealthCheck configures the prober's active check of a provider.
+// HealthCheck configures the prober's active check of a provider. Unset
+// fields take the provider type's default (its models endpoint, see
+// DefaultHealthPath) or the prober section's.
 type HealthCheck struct {
+	// Enabled false switches the provider's active checks off (unset: on).
+	Enabled          *bool         `koanf:"enabled"`
 	Path             string        `koanf:"path"`
 	Method           string        `koanf:"method"`
 	Body             string        `koanf:"body"`

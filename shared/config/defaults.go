@@ -17,7 +17,7 @@ func Defaults() *Config {
 		},
 		Proxy:  Proxy{Listen: "127.0.0.1:8080"},
 		Admin:  Admin{Listen: "127.0.0.1:8081"},
-		Prober: Service{Listen: "127.0.0.1:8082"},
+		Prober: defaultProber(),
 		Limits: Limits{
 			MaxInFlight:  100,
 			MaxBodyBytes: 10 << 20,

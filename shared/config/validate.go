@@ -67,7 +67,7 @@ func (c *Config) Validate() error {
 	v.nats()
 	v.listen("proxy.listen", c.Proxy.Listen)
 	v.listen("admin.listen", c.Admin.Listen)
-	v.listen("prober.listen", c.Prober.Listen)
+	v.prober()
 	if c.Proxy.RequireClientKey != nil && *c.Proxy.RequireClientKey && len(c.Clients) == 0 {
 		v.add("proxy.require_client_key", "is true but no clients are configured")
 	}
@@ -333,20 +333,7 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 	v.resilience(at+".resilience", p.Resilience)
 	v.tripOn(at+".trip_on", p.TripOn)
 
-	hc := p.HealthCheck
-	if hc.Path != "" && !strings.HasPrefix(hc.Path, "/") {
-		v.add(at+".health_check.path", "%q must start with /", hc.Path)
-	}
-	if hc.Method != "" {
-		v.oneOf(at+".health_check.method", hc.Method, "GET", "POST", "HEAD")
-	}
-	v.statuses(at+".health_check.expected_statuses", hc.ExpectedStatuses)
-	if hc.Interval < 0 {
-		v.add(at+".health_check.interval", "must be >= 0, got %s", hc.Interval)
-	}
-	if hc.Timeout < 0 {
-		v.add(at+".health_check.timeout", "must be >= 0, got %s", hc.Timeout)
-	}
+	v.healthCheck(at+".health_check", p.HealthCheck)
 }
 
 // target checks a "provider/model" reference. A provider that was skipped
