@@ -37,7 +37,7 @@ type Member struct {
 	opts    bus.SetupOptions
 	log     *slog.Logger
 	store   *lazyStore
-	emitter *holdkv.Emitter
+	emitter *lazyEmitter
 	bound   atomic.Pointer[bus.Resources]
 }
 
@@ -68,7 +68,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 	var emitter hold.Emitter
 	if o.NATS != nil {
 		m.store = &lazyStore{bound: make(chan struct{})}
-		m.emitter = holdkv.NewEmitter(o.NATS, log)
+		m.emitter = &lazyEmitter{}
 		store, emitter = m.store, m.emitter
 	} else {
 		store = hold.NewMemStore()
@@ -94,11 +94,18 @@ func (m *Member) Run(ctx context.Context) error {
 	if m.store == nil {
 		return m.Engine.Run(ctx)
 	}
+	// The emitter's goroutine starts here, not in New, so that a member
+	// built but never run leaves nothing behind.
+	em := holdkv.NewEmitter(m.nc, m.log)
+	m.emitter.e.Store(em)
+	defer func() {
+		m.emitter.e.Store(nil)
+		em.Close()
+	}()
 	var wg sync.WaitGroup
 	wg.Go(func() { m.bind(ctx) })
 	err := m.Engine.Run(ctx)
 	wg.Wait()
-	m.emitter.Close()
 	return err
 }
 
@@ -218,4 +225,16 @@ func (l *lazyStore) Watch(ctx context.Context, apply func(hold.Change)) error {
 		return ctx.Err()
 	}
 	return l.s.Load().Watch(ctx, apply)
+}
+
+// lazyEmitter publishes through the emitter of a running member and drops
+// events otherwise (none are made before the engine runs).
+type lazyEmitter struct {
+	e atomic.Pointer[holdkv.Emitter]
+}
+
+func (l *lazyEmitter) Emit(ev hold.Event) {
+	if e := l.e.Load(); e != nil {
+		e.Emit(ev)
+	}
 }
