@@ -1,0 +1,153 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+func setup(t *testing.T) (*nats.Conn, *bus.Resources) {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := bus.Setup(context.Background(), js, bus.SetupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, res
+}
+
+func TestIDs(t *testing.T) {
+	tests := []struct {
+		name, provider, key, id string
+	}{
+		{name: "provider", provider: "openai-eu", id: "openai-eu._"},
+		{name: "key", provider: "openai-eu", key: "k1", id: "openai-eu.k1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ID(tt.provider, tt.key); got != tt.id {
+				t.Fatalf("ID = %q, want %q", got, tt.id)
+			}
+			p, k, err := ParseID(tt.id)
+			if err != nil || p != tt.provider || k != tt.key {
+				t.Fatalf("ParseID(%q) = %q, %q, %v", tt.id, p, k, err)
+			}
+		})
+	}
+	if _, _, err := ParseID("nodot"); err == nil {
+		t.Fatal("ParseID accepted an id without a key token")
+	}
+}
+
+// TestStoreViewAndEvents: a record put in the bucket reaches a view within
+// moments, a deletion removes it, and a published event arrives on its
+// subject with the secret-looking part of its reason masked.
+func TestStoreViewAndEvents(t *testing.T) {
+	nc, res := setup(t)
+	st := NewStore(res.Health)
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan *Snapshot, 16)
+	v := NewView(func(s *Snapshot) { changes <- s })
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx, res.Health, nc, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-v.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("view not synced")
+	}
+
+	okFalse := false
+	rec := Record{Provider: "p1", Status: Unhealthy, Reason: "HTTP 503", ActiveCheckOK: &okFalse, ConsecutiveFailures: 3, CheckedAt: time.Now().UTC()}
+	if _, err := st.Put(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if !v.Snapshot().Offline("p1") {
+			return fmt.Errorf("p1 not offline in the view: %+v", v.Snapshot().Records())
+		}
+		return nil
+	})
+	got, err := st.Get(ctx, "p1._")
+	if err != nil || got.Status != Unhealthy || got.Version != SchemaVersion || got.Revision == 0 {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if v.Snapshot().KeyUnhealthy("p1", "k1") {
+		t.Fatal("a key without a record is unhealthy")
+	}
+	if err := res.Health.Delete(ctx, "p1._"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if v.Snapshot().Len() != 0 {
+			return fmt.Errorf("records left: %+v", v.Snapshot().Records())
+		}
+		return nil
+	})
+
+	sub, err := nc.SubscribeSync("switchyard.events.health.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Key = "k1"
+	rec.Reason = "invalid key sk-abcdefghijklmnopqrstuvwxyz"
+	if err := Publish(nc, EventFor(rec, Healthy, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "switchyard.events.health.p1.k1" {
+		t.Fatalf("subject %q", msg.Subject)
+	}
+	var ev Event
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != "health" || ev.Status != Unhealthy || ev.Previous != Healthy || ev.Reason != "invalid key [redacted]" {
+		t.Fatalf("event %+v", ev)
+	}
+}

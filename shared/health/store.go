@@ -1,0 +1,184 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/holdkv"
+)
+
+// ErrNotFound: no record for that id.
+var ErrNotFound = errors.New("health: not found")
+
+// opTimeout bounds one bucket operation.
+const opTimeout = 2 * time.Second
+
+// Store reads and writes health records in the switchyard_health bucket
+// (bus.Resources.Health). Only the prober replica holding a target's check
+// lease writes its record, so writes are plain puts.
+type Store struct {
+	kv jetstream.KeyValue
+}
+
+// NewStore returns a Store on kv.
+func NewStore(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
+
+// Put writes rec under its id (ID(rec.Provider, rec.Key) when empty) and
+// returns the new revision.
+func (s *Store) Put(ctx context.Context, rec Record) (uint64, error) {
+	if rec.ID == "" {
+		rec.ID = ID(rec.Provider, rec.Key)
+	}
+	rec.Version = SchemaVersion
+	rec.Reason = holdkv.MaskSecrets(rec.Reason)
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("health: encode %s: %w", rec.ID, err)
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	rev, err := s.kv.Put(octx, rec.ID, data)
+	if err != nil {
+		return 0, fmt.Errorf("health: put %s: %w", rec.ID, err)
+	}
+	return rev, nil
+}
+
+// Get returns the record stored under id.
+func (s *Store) Get(ctx context.Context, id string) (Record, error) {
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	e, err := s.kv.Get(octx, id)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return Record{}, fmt.Errorf("health: get %s: %w", id, err)
+	}
+	return decode(e.Key(), e.Revision(), e.Value())
+}
+
+func decode(key string, rev uint64, data []byte) (Record, error) {
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("health: decode %s (revision %d): %w", key, rev, err)
+	}
+	rec.ID = key
+	rec.Revision = rev
+	return rec, nil
+}
+
+// Change is one update seen by Watch.
+type Change struct {
+	ID      string
+	Record  Record // valid unless Deleted
+	Deleted bool
+	// Loaded marks the end of the initial values (no record).
+	Loaded bool
+}
+
+// Watch calls apply for every record in the bucket, then Change{Loaded}
+// once, then for every change, until ctx ends (it returns nil then).
+// apply runs on Watch's goroutine. The watcher is re-created, resuming
+// after the last revision seen, when the connection reconnects or the
+// watcher closes (a restarted server's consumer is gone); revisions seen
+// already are skipped.
+func Watch(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, log *slog.Logger, apply func(Change)) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var status chan nats.Status
+	if nc != nil {
+		status = nc.StatusChanged(nats.CONNECTED)
+		defer nc.RemoveStatusListener(status)
+	}
+	var last uint64
+	loaded := false
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		var opts []jetstream.WatchOpt
+		if last > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(last+1))
+		}
+		w, err := kv.WatchAll(wctx, opts...)
+		if err != nil {
+			cancel()
+			log.Warn("health watcher: cannot start; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		// Without a resume the end of the initial values is a nil entry;
+		// it has been seen missing, so give it a deadline.
+		loadT := time.NewTimer(5 * time.Second)
+		if loaded {
+			loadT.Stop()
+		}
+		restart := false
+		for !restart {
+			select {
+			case <-ctx.Done():
+				loadT.Stop()
+				_ = w.Stop()
+				cancel()
+				return nil
+			case <-loadT.C:
+				if !loaded {
+					loaded = true
+					apply(Change{Loaded: true})
+				}
+			case _, ok := <-status:
+				if !ok {
+					status = nil
+					continue
+				}
+				restart = true
+			case e, ok := <-w.Updates():
+				if !ok {
+					restart = true
+					continue
+				}
+				if e == nil {
+					if !loaded {
+						loaded = true
+						loadT.Stop()
+						apply(Change{Loaded: true})
+					}
+					continue
+				}
+				if e.Revision() <= last {
+					continue
+				}
+				last = e.Revision()
+				switch e.Operation() {
+				case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+					apply(Change{ID: e.Key(), Deleted: true})
+				default:
+					rec, err := decode(e.Key(), e.Revision(), e.Value())
+					if err != nil {
+						log.Error("health watcher: skipping a record", "err", err)
+						continue
+					}
+					apply(Change{ID: e.Key(), Record: rec})
+				}
+			}
+		}
+		loadT.Stop()
+		_ = w.Stop()
+		cancel()
+	}
+	return nil
+}
