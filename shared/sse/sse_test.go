@@ -1,0 +1,86 @@
+package sse
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestReader(t *testing.T) {
+	in := ": comment\n\n" +
+		"data: {\"a\":1}\n\n" +
+		"event: message_start\r\ndata: {\"type\":\"message_start\"}\r\n\r\n" +
+		"data: line1\ndata: line2\n\n" +
+		"data:nospace\n\n" +
+		"data: [DONE]\n\n"
+	r := NewReader(strings.NewReader(in))
+	want := []struct{ name, data string }{
+		{"", ""}, // the comment-only event
+		{"", `{"a":1}`},
+		{"message_start", `{"type":"message_start"}`},
+		{"", "line1\nline2"},
+		{"", "nospace"},
+		{"", "[DONE]"},
+	}
+	for i, w := range want {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if string(ev.Name) != w.name || string(ev.Data) != w.data {
+			t.Errorf("event %d = %q/%q, want %q/%q", i, ev.Name, ev.Data, w.name, w.data)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Errorf("end: %v, want EOF", err)
+	}
+}
+
+func TestReaderRawIsForwardable(t *testing.T) {
+	frame := "event: content_block_delta\ndata: {\"x\":\"y\"}\n\n"
+	r := NewReader(strings.NewReader(frame + frame))
+	for i := 0; i < 2; i++ {
+		ev, err := r.Next()
+		if err != nil || string(ev.Raw) != frame {
+			t.Fatalf("raw %q, %v", ev.Raw, err)
+		}
+	}
+}
+
+func TestReaderCutEvent(t *testing.T) {
+	r := NewReader(strings.NewReader("data: whole\n\ndata: cut"))
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "whole" {
+		t.Fatalf("first: %q %v", ev.Data, err)
+	}
+	ev, err := r.Next()
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(ev.Data) != "cut" {
+		t.Errorf("cut event: %q %v, want data and ErrUnexpectedEOF", ev.Data, err)
+	}
+}
+
+func TestReaderLongLine(t *testing.T) {
+	long := strings.Repeat("x", 100<<10)
+	r := NewReader(strings.NewReader("data: " + long + "\n\n"))
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != long {
+		t.Fatalf("long line: %d bytes, %v", len(ev.Data), err)
+	}
+}
+
+func BenchmarkReader(b *testing.B) {
+	frame := "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello\"}}]}\n\n"
+	in := strings.Repeat(frame, 64)
+	sr := strings.NewReader(in)
+	r := NewReader(sr)
+	b.ReportAllocs()
+	for b.Loop() {
+		sr.Reset(in)
+		r.Reset(sr)
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
