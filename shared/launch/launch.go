@@ -1,0 +1,125 @@
+// Package launch is the common main of Switchyard's standalone services:
+// flags, configuration, logger, NATS connection, signal handling, one exit.
+// Each service's cmd/<service>/main.go is a call to Main.
+package launch
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/logging"
+)
+
+// DefaultConfig is the configuration file used when neither -config nor
+// SWITCHYARD_CONFIG names one.
+const DefaultConfig = "configs/gateway.yaml"
+
+// Service is what a service package builds: Run serves until ctx ends.
+type Service interface {
+	Run(ctx context.Context) error
+}
+
+// Spec describes one standalone service.
+type Spec struct {
+	// Name is the service's name (proxy, prober, admin): flag set, log
+	// attribute, NATS connection name.
+	Name string
+	// Listen returns the address the service serves on, for the start line.
+	Listen func(*config.Config) string
+	// Build builds the service.
+	Build func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (Service, error)
+}
+
+// Main runs the service until SIGINT or SIGTERM and exits once: 0 after a
+// clean stop, 1 with the error on stderr otherwise.
+func Main(spec Spec) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Run(ctx, spec, os.Args[1:], os.Environ(), os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, spec.Name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Run parses args (-config), loads the configuration (environment from
+// environ), builds the logger, connects to NATS (nats.url, default
+// nats://127.0.0.1:4222; the service starts even while NATS is down), and
+// runs the service until ctx ends. On the way out the NATS connection is
+// drained after the service stopped.
+func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	path := fs.String("config", configDefault(environ), "configuration file (env "+config.EnvConfigPath+")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	cfg, err := config.Load(*path, environ)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stdout, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	log = log.With("service", spec.Name)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+
+	ncfg := cfg.NATS
+	if ncfg.URL == "" {
+		ncfg.URL = nats.DefaultURL
+		log.Warn("nats.url is not set; using " + nats.DefaultURL)
+	}
+	if ncfg.Name == "" {
+		ncfg.Name = "switchyard-" + spec.Name
+	}
+	nc, err := bus.Connect(ctx, ncfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := bus.Drain(nc, 10*time.Second); err != nil {
+			log.Warn("drain NATS", "err", err)
+		}
+	}()
+
+	svc, err := spec.Build(cfg, log, nc)
+	if err != nil {
+		return err
+	}
+	log.Info(spec.Name+" starting", "url", "http://"+spec.Listen(cfg), "nats", bus.Redact(ncfg.URL))
+	return svc.Run(ctx)
+}
+
+// configDefault is $SWITCHYARD_CONFIG when set, else DefaultConfig.
+func configDefault(environ []string) string {
+	prefix := config.EnvConfigPath + "="
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], prefix); ok && v != "" {
+			return v
+		}
+	}
+	return DefaultConfig
+}

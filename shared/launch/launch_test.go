@@ -1,0 +1,91 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"switchyard.dev/shared/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fakeService struct{ ran chan struct{} }
+
+func (f *fakeService) Run(ctx context.Context) error {
+	close(f.ran)
+	<-ctx.Done()
+	return nil
+}
+
+func spec(svc *fakeService) Spec {
+	return Spec{
+		Name:   "test",
+		Listen: func(c *config.Config) string { return c.Proxy.Listen },
+		Build: func(*config.Config, *slog.Logger, *nats.Conn) (Service, error) {
+			return svc, nil
+		},
+	}
+}
+
+func TestRunArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+		wantErr string
+	}{
+		{name: "help", args: []string{"-h"}},
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"-config", "x.yaml", "extra"}, wantErr: "unexpected arguments"},
+		{name: "missing file", args: []string{"-config", "/nonexistent/gw.yaml"}, wantErr: "/nonexistent/gw.yaml"},
+		{name: "file from env", environ: []string{"SWITCHYARD_CONFIG=/nonexistent/env.yaml"}, wantErr: "/nonexistent/env.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Run(context.Background(), spec(&fakeService{ran: make(chan struct{})}), tt.args, tt.environ, &out)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("run error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The service runs (and stops with its context) even while NATS is down.
+func TestRunWithoutNATS(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gw.yaml")
+	yaml := "log:\n  format: json\nnats:\n  url: nats://127.0.0.1:1\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc := &fakeService{ran: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() { done <- Run(ctx, spec(svc), []string{"-config", path}, nil, &out) }()
+	select {
+	case <-svc.ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("service did not start while NATS is down")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
