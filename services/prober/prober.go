@@ -1,6 +1,12 @@
-// Package prober is Switchyard's active checker: it will probe configured
-// provider paths and settle due holds. For now it serves its health
-// endpoints only (see README.md).
+// Package prober is Switchyard's active checker. It checks every provider
+// on its configured path (providers[].health_check; by default the type's
+// models endpoint), records the results as health records in
+// switchyard_health with health events, feeds the results to the hold
+// engine like caller traffic (a provider whose checks keep failing is held
+// through its circuit breaker; a refused key is held), settles due holds
+// with cheap checks (one probe per hold fleet-wide through the engine's
+// probe lease), and discovers each provider's models. Replicas share the
+// work through leases in switchyard_leases. See README.md.
 package prober
 
 import (
@@ -9,12 +15,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/hold"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of the HTTP server once the
@@ -24,14 +41,24 @@ const ShutdownTimeout = 10 * time.Second
 // Deps are the prober's collaborators.
 type Deps struct {
 	Log  *slog.Logger
-	NATS *nats.Conn // nil: the service runs but never reports ready
+	NATS *nats.Conn // nil: the service serves HTTP but checks nothing and never reports ready
 }
 
 // Service is one prober instance.
 type Service struct {
-	cfg *config.Config
-	log *slog.Logger
-	nc  *nats.Conn
+	cfg        config.Prober // with defaults for zero values
+	log        *slog.Logger
+	nc         *nats.Conn
+	member     *fleet.Member
+	engine     *hold.Engine
+	inst       string
+	classifier *failure.Classifier
+	client     *http.Client
+	met        *metrics
+	view       *health.View
+	targets    map[string]*target
+	order      []*target
+	store      atomic.Pointer[health.Store]
 }
 
 // New builds a prober from a validated configuration.
@@ -43,43 +70,183 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, nc: deps.NATS}, nil
+	m, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: deps.NATS, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("prober: %w", err)
+	}
+	s := &Service{
+		cfg:        withDefaults(cfg.Prober),
+		log:        log,
+		nc:         deps.NATS,
+		member:     m,
+		engine:     m.Engine,
+		inst:       m.Instance,
+		classifier: cfg.Classifier(),
+		met:        newMetrics(),
+		view:       health.NewView(nil),
+		targets:    map[string]*target{},
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}},
+	}
+	for _, t := range buildTargets(cfg) {
+		s.targets[t.name] = t
+		s.order = append(s.order, t)
+	}
+	return s, nil
 }
+
+// withDefaults fills zero prober settings with the defaults (a
+// configuration built in code rather than loaded).
+func withDefaults(p config.Prober) config.Prober {
+	d := config.Defaults().Prober
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&p.CheckInterval, d.CheckInterval)
+	set(&p.CheckTimeout, d.CheckTimeout)
+	set(&p.RecheckInterval, d.RecheckInterval)
+	set(&p.LeaseTTL, d.LeaseTTL)
+	set(&p.SettleInterval, d.SettleInterval)
+	set(&p.DiscoveryInterval, d.DiscoveryInterval)
+	set(&p.DiscoveryRetry, d.DiscoveryRetry)
+	if p.UnhealthyAfter < 1 {
+		p.UnhealthyAfter = d.UnhealthyAfter
+	}
+	if p.Listen == "" {
+		p.Listen = d.Listen
+	}
+	return p
+}
+
+// Instance is the prober's instance id (recorded_by, checked_by, lease
+// owner).
+func (s *Service) Instance() string { return s.inst }
+
+// Engine is the prober's hold engine.
+func (s *Service) Engine() *hold.Engine { return s.engine }
+
+func (s *Service) healthStore() *health.Store { return s.store.Load() }
 
 // Run listens on prober.listen and serves until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Prober.Listen)
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("prober: listen on %s: %w", s.cfg.Prober.Listen, err)
+		return fmt.Errorf("prober: listen on %s: %w", s.cfg.Listen, err)
 	}
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully (at most
-// ShutdownTimeout). It closes ln.
+// Serve runs the checks and serves HTTP on ln until ctx is done, then
+// shuts down gracefully (HTTP at most ShutdownTimeout, then the checks,
+// whose leases are released for another replica). It closes ln.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	app := s.newApp()
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listener(ln) }()
-	s.log.Info("prober serving", "addr", ln.Addr().String())
+	s.log.Info("prober serving", "addr", ln.Addr().String(), "instance", s.inst, "providers", len(s.order))
 
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.member.Run(work); err != nil {
+			s.log.Error("hold engine stopped", "err", err)
+		}
+	})
+	if s.nc != nil {
+		wg.Go(func() { s.runChecks(work) })
+	}
+
+	var serveErr error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("prober: serve on %s: %w", ln.Addr(), err)
+	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
 	err := app.ShutdownWithTimeout(ShutdownTimeout)
 	// A shutdown that lands before fasthttp has registered ln does not
 	// close it; closing it here makes a late Serve return at once.
 	_ = ln.Close()
-	if serveErr := <-errc; serveErr != nil && err == nil {
-		err = serveErr
+	if serveErr == nil {
+		serveErr = <-errc
+	} else {
+		serveErr = fmt.Errorf("prober: serve on %s: %w", ln.Addr(), serveErr)
+	}
+	stopWork()
+	wg.Wait()
+	s.client.CloseIdleConnections()
+	if serveErr != nil {
+		return serveErr
 	}
 	if err != nil {
 		return fmt.Errorf("prober: shut down HTTP server: %w", err)
 	}
 	s.log.Info("prober stopped")
 	return nil
+}
+
+// runChecks waits for the fleet's buckets, then runs the health view, one
+// goroutine per check unit and the settle loop until ctx ends.
+func (s *Service) runChecks(ctx context.Context) {
+	var res *bus.Resources
+	t := time.NewTicker(50 * time.Millisecond)
+	for res = s.member.Resources(); res == nil; res = s.member.Resources() {
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	t.Stop()
+	s.store.Store(health.NewStore(res.Health))
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		s.log.Error("prober: JetStream context", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { _ = s.view.Run(ctx, res.Health, s.nc, s.log) })
+	select { // schedules start from what the fleet recorded
+	case <-s.view.Synced():
+	case <-ctx.Done():
+		return
+	}
+	for _, u := range s.units(js, res.Leases) {
+		wg.Go(func() { s.runUnit(ctx, u) })
+	}
+	wg.Go(func() { s.settleLoop(ctx) })
+}
+
+// units are the leases' worth of work: one per provider, or one per key
+// with health_check.per_key.
+func (s *Service) units(js jetstream.JetStream, kv jetstream.KeyValue) []*unit {
+	var out []*unit
+	mk := func(t *target, keyID string, discover bool) *unit {
+		key := "check." + t.name
+		if keyID != "" {
+			key += "." + keyID
+		}
+		return &unit{t: t, keyID: keyID, discover: discover && config.DefaultHealthPath(t.typ) != "",
+			lease: &lease{js: js, kv: kv, key: key, inst: s.inst, ttl: s.cfg.LeaseTTL}}
+	}
+	for _, t := range s.order {
+		if !t.spec.perKey {
+			out = append(out, mk(t, "", true))
+			continue
+		}
+		for i, k := range t.keys {
+			out = append(out, mk(t, k.ID, i == 0))
+		}
+	}
+	return out
 }
 
 func (s *Service) newApp() *fiber.App {
@@ -93,6 +260,8 @@ func (s *Service) newApp() *fiber.App {
 	})
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{})))
+	app.Get("/v1/health", s.listHealth)
 	return app
 }
 
@@ -107,6 +276,11 @@ func (s *Service) readyz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "nats": "disconnected"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
+}
+
+// listHealth answers the health records as the prober sees them.
+func (s *Service) listHealth(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"records": s.view.Snapshot().Records()})
 }
 
 // errorHandler answers errors (unknown routes included) with a JSON body.

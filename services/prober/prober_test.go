@@ -189,7 +189,7 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := &config.Config{Prober: config.Service{Listen: tt.listen}}
+			cfg := &config.Config{Prober: config.Prober{Listen: tt.listen}}
 			svc, err := New(cfg, Deps{})
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,438 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/hold"
+)
+
+// unit is the work behind one lease: the checks of a provider (one check
+// with its best key) or of one key (health_check.per_key), and for one
+// unit per provider the model discovery.
+type unit struct {
+	t        *target
+	keyID    string // per-key unit; "" for a provider unit
+	discover bool
+	lease    *lease
+
+	owned         bool
+	next          time.Time // next check
+	nextDiscovery time.Time
+	rec           health.Record // the unit's record as last written or read
+}
+
+func (u *unit) id() string { return health.ID(u.t.name, u.keyID) }
+
+// runUnit takes and renews the unit's lease, and runs its checks and
+// discoveries while it owns it, until ctx ends.
+func (s *Service) runUnit(ctx context.Context, u *unit) {
+	defer func() {
+		u.lease.release(context.WithoutCancel(ctx))
+		if u.owned {
+			s.met.leases.Dec()
+		}
+	}()
+	ttl := u.lease.ttl
+	for {
+		now := time.Now()
+		lapse, err := u.lease.acquire(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		owned := err == nil
+		switch {
+		case owned && !u.owned:
+			s.met.leases.Inc()
+			s.log.Debug("check lease taken", "lease", u.lease.key)
+			s.takeOver(u, now)
+		case !owned && u.owned:
+			s.met.leases.Dec()
+			s.log.Info("check lease lost", "lease", u.lease.key, "err", err)
+		}
+		u.owned = owned
+		wake := now.Add(ttl / 3)
+		if owned {
+			if !now.Before(u.next) {
+				s.runCheck(ctx, u)
+			}
+			if u.discover && !time.Now().Before(u.nextDiscovery) {
+				s.discoverModels(ctx, u)
+			}
+			wake = earliest(wake, u.next)
+			if u.discover {
+				wake = earliest(wake, u.nextDiscovery)
+			}
+		} else if !lapse.IsZero() {
+			// try again right when the owner's lease lapses
+			wake = earliest(wake, lapse.Add(20*time.Millisecond))
+		}
+		d := max(time.Until(wake), 20*time.Millisecond)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// takeOver starts the schedule of a unit this replica just took: the
+// previous owner's record says when it last checked, so the interval is
+// kept fleet-wide.
+func (s *Service) takeOver(u *unit, now time.Time) {
+	u.next, u.nextDiscovery = now, now
+	if rec, ok := s.view.Snapshot().Get(u.t.name, u.keyID); ok {
+		u.rec = rec
+		if !rec.CheckedAt.IsZero() {
+			u.next = rec.CheckedAt.Add(s.interval(u))
+		}
+	}
+	if prov, ok := s.view.Snapshot().Get(u.t.name, ""); ok && !prov.ModelsAt.IsZero() {
+		u.nextDiscovery = prov.ModelsAt.Add(s.cfg.DiscoveryInterval)
+	}
+}
+
+// interval is the time to the unit's next check: the check interval, or
+// the recheck interval while its checks fail, varied by the jitter.
+func (s *Service) interval(u *unit) time.Duration {
+	d := u.t.spec.interval
+	if u.rec.ConsecutiveFailures > 0 && s.cfg.RecheckInterval < d {
+		d = s.cfg.RecheckInterval
+	}
+	if j := s.cfg.Jitter; j > 0 {
+		d = time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+	}
+	return d
+}
+
+// heldKeys returns the live key-scope holds of a provider, by key id.
+func (s *Service) heldKeys(provider string) map[string]bool {
+	held := map[string]bool{}
+	for _, r := range s.engine.Holds() {
+		if r.Scope.Provider == provider && r.Scope.Kind == hold.ScopeKey && live(r) {
+			held[r.Scope.Key] = true
+		}
+	}
+	return held
+}
+
+func live(r hold.Record) bool { return r.State == hold.StateHeld || r.State == hold.StateProbing }
+
+// checkKey is the key a unit's check uses: its own key, or the provider's
+// highest-priority key that is not held. ok is false when every candidate
+// is held: held keys are re-checked by settling their holds, not by
+// regular checks.
+func (s *Service) checkKey(u *unit) (config.Key, bool) {
+	if len(u.t.keys) == 0 {
+		return config.Key{}, true
+	}
+	held := s.heldKeys(u.t.name)
+	if u.keyID != "" {
+		k, ok := u.t.keyByID(u.keyID)
+		return k, ok && !held[u.keyID]
+	}
+	for _, k := range u.t.keys {
+		if !held[k.ID] {
+			return k, true
+		}
+	}
+	return config.Key{}, false
+}
+
+// runCheck runs the unit's check, reports it to the hold engine, and
+// writes the unit's health record.
+func (s *Service) runCheck(ctx context.Context, u *unit) {
+	now := time.Now()
+	spec := u.t.spec
+	if !spec.enabled {
+		if u.rec.Status != health.Unknown || u.rec.Reason != spec.reason {
+			s.write(ctx, u, health.Record{Provider: u.t.name, Key: u.keyID, Status: health.Unknown, Reason: spec.reason,
+				CircuitState: health.CircuitClosed, CheckedAt: now, Models: u.rec.Models, ModelsAt: u.rec.ModelsAt})
+		}
+		u.next = now.Add(spec.interval)
+		return
+	}
+	key, ok := s.checkKey(u)
+	if !ok {
+		u.next = now.Add(s.interval(u))
+		return
+	}
+	r := s.send(ctx, u.t, key, u.t.healthCheck())
+	if ctx.Err() != nil {
+		return
+	}
+	s.met.checks.WithLabelValues(u.t.name, outcomeOf(r)).Inc()
+	s.met.checkSecs.WithLabelValues(u.t.name).Observe(r.latency.Seconds())
+	s.report(u.t, key.ID, r)
+	if r.ok {
+		s.releaseProviderHold(ctx, u.t)
+	}
+	s.write(ctx, u, s.nextRecord(u, r, now))
+	u.next = time.Now().Add(s.interval(u))
+	if !r.ok {
+		s.log.Warn("check failed", "provider", u.t.name, "key_id", key.ID, "status", r.status,
+			"class", r.res.Class.String(), "code", r.res.Code, "reason", r.res.Reason,
+			"consecutive_failures", u.rec.ConsecutiveFailures)
+	}
+}
+
+// report feeds a check to the hold engine exactly as a caller's attempt
+// would be: transient failures count for the provider's circuit breaker
+// (whose trip holds the provider), a refused credential, exhausted quota
+// or rate limit holds the key, a pass resets the breaker. Other classes
+// (a model or a bad path) say nothing about the provider or key the check
+// used: they are recorded in health only.
+func (s *Service) report(t *target, keyID string, r result) {
+	switch {
+	case r.ok:
+		s.engine.Report(t.name, keyID, "", false, hold.Outcome{OK: true})
+	case r.res.Class == failure.Transient:
+		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status})
+	case r.res.Class == failure.CredentialRejected, r.res.Class == failure.QuotaExhausted, r.res.Class == failure.RateLimit:
+		res := r.res
+		res.Scope = failure.ScopeKey
+		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: res, Status: r.status})
+	}
+}
+
+// providerHold returns the provider-scope hold of a provider, if any.
+func (s *Service) providerHold(provider string) (hold.Record, bool) {
+	id := hold.Scope{Kind: hold.ScopeProvider, Provider: provider}.ID()
+	for _, r := range s.engine.Holds() {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return hold.Record{}, false
+}
+
+// releaseProviderHold releases a live transient (breaker) hold of the
+// provider after a passing check: a due one through its probe lease (one
+// probe fleet-wide), and one the prober's own checks tripped at once.
+func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
+	rec, ok := s.providerHold(t.name)
+	if !ok || !live(rec) || rec.Class != failure.Transient {
+		return
+	}
+	if _, got, _ := s.engine.TryProbe(ctx, rec.ID); got {
+		if err := s.engine.ProbeResult(ctx, rec.ID, hold.Outcome{OK: true}); err != nil {
+			s.log.Warn("release provider hold", "hold", rec.ID, "err", err)
+		}
+		s.met.probes.WithLabelValues(rec.Class.String(), "ok").Inc()
+		return
+	}
+	if rec.State == hold.StateHeld && strings.HasPrefix(rec.RecordedBy, "prober-") {
+		if err := s.engine.Release(ctx, rec.ID, hold.SourceProber); err != nil {
+			s.log.Warn("release provider hold", "hold", rec.ID, "err", err)
+		}
+	}
+}
+
+// nextRecord is the unit's record after check r.
+func (s *Service) nextRecord(u *unit, r result, now time.Time) health.Record {
+	prev := u.rec
+	ok := r.ok
+	rec := health.Record{
+		Provider: u.t.name, Key: u.keyID, ActiveCheckOK: &ok,
+		Check:          &health.Check{Method: u.t.spec.method, Path: u.t.spec.path},
+		PassiveSuccess: prev.PassiveSuccess, PassiveFailure: prev.PassiveFailure,
+		LastStatus: r.status, LastErrorCode: prev.LastErrorCode, LastErrorClass: prev.LastErrorClass,
+		CheckedAt: now.UTC(), Models: prev.Models, ModelsAt: prev.ModelsAt,
+	}
+	ms := float64(r.latency.Microseconds()) / 1000
+	if prev.AvgLatencyMS == 0 {
+		rec.AvgLatencyMS = ms
+	} else {
+		rec.AvgLatencyMS = 0.7*prev.AvgLatencyMS + 0.3*ms
+	}
+	if r.ok {
+		rec.Status = health.Healthy
+		if d := s.cfg.DegradedLatency; d > 0 && r.latency > d {
+			rec.Status = health.Degraded
+			rec.Reason = fmt.Sprintf("slow: %d ms (degraded_latency %s)", r.latency.Milliseconds(), d)
+		}
+	} else {
+		rec.ConsecutiveFailures = prev.ConsecutiveFailures + 1
+		rec.LastErrorCode, rec.LastErrorClass = r.res.Code, r.res.Class.String()
+		rec.Reason = r.res.Reason
+		if r.status != 0 {
+			rec.Reason = fmt.Sprintf("HTTP %d: %s", r.status, r.res.Reason)
+		}
+		rec.Status = health.Degraded
+		if rec.ConsecutiveFailures >= s.cfg.UnhealthyAfter {
+			rec.Status = health.Unhealthy
+		}
+	}
+	s.circuit(&rec)
+	return rec
+}
+
+// circuit fills in the provider-scope hold's state.
+func (s *Service) circuit(rec *health.Record) {
+	rec.CircuitState = health.CircuitClosed
+	rec.CooldownUntil = time.Time{}
+	h, ok := s.providerHold(rec.Provider)
+	if !ok || !live(h) {
+		return
+	}
+	rec.CooldownUntil = h.Until
+	rec.CircuitState = health.CircuitHalfOpen
+	if h.State == hold.StateHeld && time.Now().Before(h.Until) {
+		rec.CircuitState = health.CircuitOpen
+	}
+}
+
+// write stores the unit's record, publishes a health event when its status
+// changed, and for a per-key unit refreshes the provider's record.
+func (s *Service) write(ctx context.Context, u *unit, rec health.Record) {
+	rec.CheckedBy = s.inst
+	prev := u.rec.Status
+	if prev == "" {
+		if old, ok := s.view.Snapshot().Get(rec.Provider, rec.Key); ok {
+			prev = old.Status
+		} else {
+			prev = health.Unknown
+		}
+	}
+	u.rec = rec
+	if err := s.put(ctx, rec); err != nil {
+		return
+	}
+	if rec.Status != prev {
+		s.log.Info("health changed", "provider", rec.Provider, "key_id", rec.Key, "status", rec.Status, "previous", prev, "reason", rec.Reason)
+		if err := health.Publish(s.nc, health.EventFor(rec, prev, time.Now())); err != nil {
+			s.log.Warn("publish health event", "err", err)
+		}
+	}
+	if u.keyID != "" {
+		s.writeAggregate(ctx, u.t, rec)
+	}
+}
+
+func (s *Service) put(ctx context.Context, rec health.Record) error {
+	st := s.healthStore()
+	if st == nil {
+		return fmt.Errorf("health bucket not bound")
+	}
+	if _, err := st.Put(ctx, rec); err != nil {
+		s.log.Warn("write health record", "id", health.ID(rec.Provider, rec.Key), "err", err)
+		return err
+	}
+	return nil
+}
+
+// writeAggregate writes the provider record of a per-key provider from its
+// keys' records: healthy when a key is healthy, unhealthy when every key
+// checked is, degraded otherwise.
+func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Record) {
+	snap := s.view.Snapshot()
+	prov, _ := snap.Get(t.name, "")
+	agg := health.Record{Provider: t.name, Check: fresh.Check, Models: prov.Models, ModelsAt: prov.ModelsAt,
+		CheckedAt: fresh.CheckedAt, CheckedBy: s.inst, PassiveSuccess: prov.PassiveSuccess, PassiveFailure: prov.PassiveFailure}
+	var healthy, unhealthy, n int
+	var lat float64
+	anyOK := false
+	agg.ConsecutiveFailures = -1
+	for _, k := range t.keys {
+		kr, ok := snap.Get(t.name, k.ID)
+		if k.ID == fresh.Key {
+			kr, ok = fresh, true
+		}
+		if !ok || kr.ActiveCheckOK == nil {
+			continue
+		}
+		n++
+		lat += kr.AvgLatencyMS
+		switch kr.Status {
+		case health.Healthy:
+			healthy++
+		case health.Unhealthy:
+			unhealthy++
+		}
+		if *kr.ActiveCheckOK {
+			anyOK = true
+		} else if agg.LastErrorCode == "" || kr.Key == fresh.Key {
+			agg.LastErrorCode, agg.LastErrorClass, agg.LastStatus = kr.LastErrorCode, kr.LastErrorClass, kr.LastStatus
+		}
+		if agg.ConsecutiveFailures < 0 || kr.ConsecutiveFailures < agg.ConsecutiveFailures {
+			agg.ConsecutiveFailures = kr.ConsecutiveFailures
+		}
+	}
+	if n == 0 {
+		return
+	}
+	agg.ActiveCheckOK = &anyOK
+	agg.AvgLatencyMS = lat / float64(n)
+	switch {
+	case healthy > 0:
+		agg.Status = health.Healthy
+	case unhealthy == n:
+		agg.Status = health.Unhealthy
+	default:
+		agg.Status = health.Degraded
+	}
+	agg.Reason = fmt.Sprintf("%d of %d checked keys healthy", healthy, n)
+	s.circuit(&agg)
+	prev := prov.Status
+	if prev == "" {
+		prev = health.Unknown
+	}
+	if err := s.put(ctx, agg); err == nil && agg.Status != prev {
+		_ = health.Publish(s.nc, health.EventFor(agg, prev, time.Now()))
+	}
+}
+
+// discoverModels lists the provider's models and records them in its
+// health record; a failed discovery is retried on the fast loop.
+func (s *Service) discoverModels(ctx context.Context, u *unit) {
+	now := time.Now()
+	u.nextDiscovery = now.Add(s.cfg.DiscoveryRetry)
+	key, ok := s.checkKey(u)
+	if !ok {
+		return
+	}
+	r := s.send(ctx, u.t, key, u.t.modelsList(u.t.spec.timeout))
+	var models []string
+	var err error
+	if r.ok {
+		models, err = parseModels(r.body)
+	}
+	if !r.ok || err != nil {
+		s.met.discoveries.WithLabelValues(u.t.name, "failed").Inc()
+		s.log.Warn("model discovery failed", "provider", u.t.name, "status", r.status, "reason", r.res.Reason, "err", err,
+			"retry_in", s.cfg.DiscoveryRetry)
+		return
+	}
+	s.met.discoveries.WithLabelValues(u.t.name, "ok").Inc()
+	u.nextDiscovery = now.Add(s.cfg.DiscoveryInterval)
+	var rec health.Record
+	if u.keyID == "" {
+		rec = u.rec
+	} else {
+		rec, _ = s.view.Snapshot().Get(u.t.name, "")
+	}
+	if rec.Provider == "" {
+		rec = health.Record{Provider: u.t.name, Status: health.Unknown, Reason: "not checked yet", CircuitState: health.CircuitClosed}
+	}
+	rec.Models, rec.ModelsAt, rec.CheckedBy = models, now.UTC(), s.inst
+	if u.keyID == "" {
+		u.rec = rec
+	}
+	_ = s.put(ctx, rec)
+	s.log.Info("models discovered", "provider", u.t.name, "count", len(models))
+}
