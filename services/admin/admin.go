@@ -1,6 +1,11 @@
-// Package admin is Switchyard's operator service: it will serve the
-// operator HTTP API, dashboard, event stream and metrics. For now it serves
-// its health endpoints only (see README.md).
+// Package admin is Switchyard's operator service: the JSON API under
+// /admin (holds, provider status and reset, credential rotation, the
+// classifier, a live event stream), Prometheus metrics at /metrics and the
+// dashboard at /. It talks to the rest of the fleet through NATS only: it
+// runs its own hold engine bound to the switchyard_holds bucket (whose table
+// follows the bucket, like every proxy's), writes rotated secrets to
+// switchyard_credentials and reads the SWITCHYARD_EVENTS stream. See
+// README.md for the API.
 package admin
 
 import (
@@ -9,29 +14,55 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/credentials"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/hold"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of the HTTP server once the
 // context of Run or Serve is done.
 const ShutdownTimeout = 10 * time.Second
 
+// DefaultHeartbeat is how often an idle event stream sends a comment line
+// (which also notices clients that went away).
+const DefaultHeartbeat = 15 * time.Second
+
+// opTimeout bounds one NATS operation done for a request.
+const opTimeout = 5 * time.Second
+
 // Deps are the admin service's collaborators.
 type Deps struct {
 	Log  *slog.Logger
-	NATS *nats.Conn // nil: the service runs but never reports ready
+	NATS *nats.Conn // nil: the service runs but never reports ready; writes answer 503
+	// Heartbeat of idle event streams; 0 means DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Service is one admin instance.
 type Service struct {
-	cfg *config.Config
-	log *slog.Logger
-	nc  *nats.Conn
+	cfg    *config.Config
+	log    *slog.Logger
+	nc     *nats.Conn
+	member *fleet.Member
+	engine *hold.Engine
+	auth   *authenticator
+	box    *credentials.Box // nil: rotation is off
+	met    *metrics
+	hb     time.Duration
+
+	rotMu   sync.Mutex
+	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
+
+	stop     chan struct{} // closed when the service shuts down: ends event streams
+	stopOnce sync.Once
+	streams  sync.WaitGroup
 }
 
 // New builds an admin service from a validated configuration.
@@ -43,7 +74,27 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, nc: deps.NATS}, nil
+	m, err := fleet.New(cfg, fleet.Options{Service: "admin", NATS: deps.NATS, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	s := &Service{
+		cfg: cfg, log: log, nc: deps.NATS, member: m, engine: m.Engine,
+		auth:    newAuthenticator(cfg.Admin.Tokens),
+		hb:      deps.Heartbeat,
+		rotated: map[string]credentials.Record{},
+		stop:    make(chan struct{}),
+	}
+	if s.hb <= 0 {
+		s.hb = DefaultHeartbeat
+	}
+	if len(cfg.Credentials.Key) > 0 {
+		if s.box, err = credentials.NewBox(cfg.Credentials.Key); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
+	}
+	s.met = newMetrics(s)
+	return s, nil
 }
 
 // Run listens on admin.listen and serves until ctx is done.
@@ -55,19 +106,38 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully (at most
-// ShutdownTimeout). It closes ln.
+// Serve runs the hold engine and serves on ln until ctx is done, then shuts
+// down gracefully (at most ShutdownTimeout): event streams end, the HTTP
+// server stops, then the engine. It closes ln.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	bg, cancelBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.member.Run(bg); err != nil {
+			s.log.Error("admin: hold engine", "err", err)
+		}
+	})
+	if s.nc != nil {
+		wg.Go(func() { s.watchRotations(bg) })
+		wg.Go(func() { s.met.followEvents(bg, s.nc) })
+	}
+	defer func() {
+		cancelBG()
+		wg.Wait()
+	}()
+
 	app := s.newApp()
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listener(ln) }()
-	s.log.Info("admin serving", "addr", ln.Addr().String())
+	s.log.Info("admin serving", "addr", ln.Addr().String(), "tokens", len(s.cfg.Admin.Tokens), "rotation", s.box != nil)
 
 	select {
 	case err := <-errc:
+		s.shutdownStreams()
 		return fmt.Errorf("admin: serve on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	s.shutdownStreams()
 	err := app.ShutdownWithTimeout(ShutdownTimeout)
 	// A shutdown that lands before fasthttp has registered ln does not
 	// close it; closing it here makes a late Serve return at once.
@@ -75,6 +145,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	if serveErr := <-errc; serveErr != nil && err == nil {
 		err = serveErr
 	}
+	s.streams.Wait()
 	if err != nil {
 		return fmt.Errorf("admin: shut down HTTP server: %w", err)
 	}
@@ -82,18 +153,49 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+func (s *Service) shutdownStreams() { s.stopOnce.Do(func() { close(s.stop) }) }
+
 func (s *Service) newApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "switchyard-admin",
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
-		ErrorHandler:          errorHandler,
+		// No write timeout: it would cut event streams. Idle connections
+		// are closed after IdleTimeout; streams send heartbeats.
+		IdleTimeout:  2 * time.Minute,
+		BodyLimit:    1 << 20,
+		ErrorHandler: errorHandler,
 	})
+	app.Use(s.met.middleware)
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
+	app.Get("/metrics", s.met.handler())
+	app.Get("/", s.dashboard)
+	app.Get("/assets/:file", s.asset)
+	app.Get("/admin/openapi.json", s.openapi)
+
+	read := s.auth.require(config.RoleRead)
+	op := s.auth.require(config.RoleOperator)
+	api := app.Group("/admin")
+	api.Get("/holds", read, s.listHolds)
+	api.Post("/holds", op, s.pinHold)
+	api.Get("/holds/:id", read, s.getHold)
+	api.Delete("/holds/:id", op, s.releaseHold)
+	api.Get("/providers/status", read, s.providersStatus)
+	api.Post("/providers/:name/reset", op, s.resetProvider)
+	api.Put("/providers/:name/keys/:id", op, s.rotateKey)
+	api.Get("/events", read, s.events)
+	api.Post("/classify", read, s.classify)
+	api.Use(func(c *fiber.Ctx) error {
+		return apiError(c, fiber.StatusNotFound, "not_found", "no route "+c.Method()+" "+c.Path())
+	})
 	return app
+}
+
+// natsUp reports whether the fleet is reachable: connected, and the
+// buckets bound.
+func (s *Service) natsUp() bool {
+	return s.nc != nil && s.nc.IsConnected() && s.member.Resources() != nil
 }
 
 // healthz answers 200 while the process runs.
@@ -107,14 +209,4 @@ func (s *Service) readyz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "nats": "disconnected"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
-}
-
-// errorHandler answers errors (unknown routes included) with a JSON body.
-func errorHandler(c *fiber.Ctx, err error) error {
-	code := fiber.StatusInternalServerError
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		code = fe.Code
-	}
-	return c.Status(code).JSON(fiber.Map{"error": fiber.Map{"message": err.Error(), "code": code}})
 }

@@ -1,0 +1,296 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+func TestAuth(t *testing.T) {
+	e := startEnv(t, true)
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		header string
+		status int
+		code   string
+	}{
+		{name: "no token", method: "GET", path: "/admin/holds", status: 401, code: codeUnauthorized},
+		{name: "basic scheme", method: "GET", path: "/admin/holds", header: "Basic " + opToken, status: 401, code: codeUnauthorized},
+		{name: "wrong token", method: "GET", path: "/admin/holds", header: "Bearer nope", status: 401, code: codeUnauthorized},
+		{name: "token prefix", method: "GET", path: "/admin/holds", header: "Bearer " + opToken[:5], status: 401, code: codeUnauthorized},
+		{name: "gateway client key", method: "GET", path: "/admin/holds", header: "Bearer " + clientKey, status: 401, code: codeUnauthorized},
+		{name: "read token reads", method: "GET", path: "/admin/holds", header: "Bearer " + readToken, status: 200},
+		{name: "lower-case scheme", method: "GET", path: "/admin/providers/status", header: "bearer " + readToken, status: 200},
+		{name: "read token cannot release", method: "DELETE", path: "/admin/holds/openai.primary", header: "Bearer " + readToken, status: 403, code: codeForbidden},
+		{name: "read token cannot pin", method: "POST", path: "/admin/holds", header: "Bearer " + readToken, status: 403, code: codeForbidden},
+		{name: "read token cannot reset", method: "POST", path: "/admin/providers/openai/reset", header: "Bearer " + readToken, status: 403, code: codeForbidden},
+		{name: "read token cannot rotate", method: "PUT", path: "/admin/providers/openai/keys/primary", header: "Bearer " + readToken, status: 403, code: codeForbidden},
+		{name: "client key cannot rotate", method: "PUT", path: "/admin/providers/openai/keys/primary", header: "Bearer " + clientKey, status: 401, code: codeUnauthorized},
+		{name: "events without token", method: "GET", path: "/admin/events", status: 401, code: codeUnauthorized},
+		{name: "classify without token", method: "POST", path: "/admin/classify", status: 401, code: codeUnauthorized},
+		{name: "openapi is public", method: "GET", path: "/admin/openapi.json", status: 200},
+		{name: "unknown admin route", method: "GET", path: "/admin/nope", header: "Bearer " + readToken, status: 404, code: codeNotFound},
+		{name: "metrics", method: "GET", path: "/metrics", status: 200},
+		{name: "dashboard", method: "GET", path: "/", status: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, e.base+tt.path, nil)
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			r := reply{status: resp.StatusCode, body: body}
+			r.expect(t, tt.status, tt.code)
+			if tt.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+}
+
+func TestNoTokensConfigured(t *testing.T) {
+	cfg := loadConfig(t, "nats://127.0.0.1:1", true)
+	cfg.Admin.Tokens = nil
+	svc, err := New(cfg, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := svc.newApp()
+	for _, tok := range []string{"", opToken} {
+		req, _ := http.NewRequest("GET", "/admin/holds", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		reply{status: resp.StatusCode, body: body}.expect(t, 401, codeUnauthorized)
+	}
+}
+
+func (r reply) raw2() string { return string(r.raw) }
+
+func TestOpenAPIDocument(t *testing.T) {
+	e := startEnv(t, true)
+	r := e.do("GET", "/admin/openapi.json", "", nil)
+	r.expect(t, 200, "")
+	paths, _ := r.body["paths"].(map[string]any)
+	for _, p := range []string{"/admin/holds", "/admin/holds/{id}", "/admin/providers/status", "/admin/providers/{name}/reset",
+		"/admin/providers/{name}/keys/{id}", "/admin/events", "/admin/classify", "/metrics"} {
+		if paths[p] == nil {
+			t.Errorf("openapi.json lacks %s", p)
+		}
+	}
+}
+
+func TestHolds(t *testing.T) {
+	e := startEnv(t, true)
+	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
+	h := e.waitHold("openai.primary", hold.StateHeld)
+	if h["class"] != "credential_rejected" || h["live"] != true || h["remaining_ms"].(float64) <= 0 {
+		t.Fatalf("hold = %v", h)
+	}
+	if strings.Contains(fmt.Sprint(h), "sk-old") {
+		t.Fatal("a hold shows a secret")
+	}
+
+	t.Run("list and filters", func(t *testing.T) {
+		for _, tt := range []struct {
+			query string
+			n     int
+		}{
+			{"", 1}, {"?provider=openai", 1}, {"?provider=local", 0}, {"?key=primary", 1}, {"?key=secondary", 0},
+			{"?class=credential_rejected", 1}, {"?class=rate_limit", 0}, {"?state=live", 1}, {"?state=released", 0},
+		} {
+			r := e.do("GET", "/admin/holds"+tt.query, readToken, nil)
+			r.expect(t, 200, "")
+			if got := len(r.body["holds"].([]any)); got != tt.n {
+				t.Errorf("%s: %d holds, want %d", tt.query, got, tt.n)
+			}
+		}
+		e.do("GET", "/admin/holds?class=bogus", readToken, nil).expect(t, 400, codeBadRequest)
+		e.do("GET", "/admin/holds?state=bogus", readToken, nil).expect(t, 400, codeBadRequest)
+	})
+	t.Run("unknown ids", func(t *testing.T) {
+		e.do("GET", "/admin/holds/openai.nokey", readToken, nil).expect(t, 404, codeNotFound)
+		e.do("DELETE", "/admin/holds/openai.nokey", opToken, nil).expect(t, 404, codeNotFound)
+	})
+	t.Run("release", func(t *testing.T) {
+		e.do("DELETE", "/admin/holds/openai.primary", opToken, nil).expect(t, 204, "")
+		e.waitHold("openai.primary", hold.StateReleased)
+		// the proxy's table follows: the key ramps back
+		checkFor(t, testTimeout, 5*time.Millisecond, func() error {
+			if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+				return fmt.Errorf("still held at the proxy")
+			}
+			return nil
+		})
+		e.do("DELETE", "/admin/holds/openai.primary", opToken, nil).expect(t, 404, codeNotFound)
+	})
+	t.Run("pin", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			body any
+		}{
+			{"empty", ""},
+			{"not json", "{"},
+			{"unknown field", `{"provider":"openai","duration":"1m","bogus":1}`},
+			{"trailing", `{"provider":"openai","duration":"1m"} {}`},
+			{"no provider", `{"duration":"1m"}`},
+			{"unknown provider", `{"provider":"nope","duration":"1m"}`},
+			{"unknown key", `{"provider":"openai","key":"nope","duration":"1m"}`},
+			{"no duration", `{"provider":"openai"}`},
+			{"bad duration", `{"provider":"openai","duration":"soon"}`},
+			{"too long", `{"provider":"openai","duration":"9000h"}`},
+			{"both", `{"provider":"openai","duration":"1m","until":"2099-01-01T00:00:00Z"}`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				e.do("POST", "/admin/holds", opToken, tt.body).expect(t, 400, codeBadRequest)
+			})
+		}
+		r := e.do("POST", "/admin/holds", opToken, map[string]any{"provider": "openai", "key": "secondary", "model": "gpt-4o", "duration": "10m", "reason": "migrating"})
+		r.expect(t, 201, "")
+		if r.body["id"] != "openai.secondary.gpt-4o" || r.body["pinned"] != true || !strings.Contains(r.body["reason"].(string), "oncall") {
+			t.Fatalf("pin = %s", r.raw)
+		}
+		checkFor(t, testTimeout, 5*time.Millisecond, func() error {
+			if e.proxy.Engine.Admit("openai", "secondary", "gpt-4o") != hold.Deny {
+				return fmt.Errorf("proxy still admits the pinned target")
+			}
+			return nil
+		})
+		// model names with dots are encoded in the id
+		r = e.do("POST", "/admin/holds", opToken, map[string]any{"provider": "openai", "model": "gpt-4.1", "duration": "1m"})
+		r.expect(t, 201, "")
+		id := r.body["id"].(string)
+		e.do("GET", "/admin/holds/"+id, readToken, nil).expect(t, 200, "")
+		e.do("DELETE", "/admin/holds/"+strings.ReplaceAll(id, "=", "%3D"), opToken, nil).expect(t, 204, "")
+	})
+}
+
+func TestProvidersStatusAndReset(t *testing.T) {
+	e := startEnv(t, true)
+	status := func() map[string]map[string]any {
+		r := e.do("GET", "/admin/providers/status", readToken, nil)
+		r.expect(t, 200, "")
+		out := map[string]map[string]any{}
+		for _, p := range r.body["providers"].([]any) {
+			pm := p.(map[string]any)
+			out[pm["name"].(string)] = pm
+		}
+		return out
+	}
+	st := status()
+	o := st["openai"]
+	if o["status"] != StatusHealthy || o["circuit_state"] != "closed" || o["health"] != "unknown" {
+		t.Fatalf("openai = %v", o)
+	}
+	if st["local"]["circuit_state"] != "disabled" {
+		t.Errorf("local circuit = %v", st["local"]["circuit_state"])
+	}
+	res := o["resilience"].(map[string]any)
+	br := res["breaker"].(map[string]any)
+	if br["consecutive_failures"] != 3.0 || br["cooldown"] != "30s" || res["trip_on_source"] != "provider" {
+		t.Errorf("resilience = %v", res)
+	}
+	rules := res["trip_on"].([]any)
+	if len(rules) != 1 || rules[0].(map[string]any)["name"] != "org-suspended" || rules[0].(map[string]any)["ttl"] != "2h0m0s" {
+		t.Errorf("trip_on = %v", rules)
+	}
+	if lr := st["local"]["resilience"].(map[string]any)["trip_on"].([]any); len(lr) != 1 || lr[0].(map[string]any)["name"] != "global-rule" {
+		t.Errorf("local trip_on = %v", lr)
+	}
+	keys := o["keys"].([]any)
+	if len(keys) != 2 || keys[0].(map[string]any)["fingerprint"] == "" {
+		t.Errorf("keys = %v", keys)
+	}
+
+	// one key held: degraded; both: offline
+	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
+	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+		if s := status()["openai"]["status"]; s != StatusDegraded {
+			return fmt.Errorf("status %v", s)
+		}
+		return nil
+	})
+	e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
+	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+		if s := status()["openai"]["status"]; s != StatusOffline {
+			return fmt.Errorf("status %v", s)
+		}
+		return nil
+	})
+
+	// the breaker trips after 3 transient failures: circuit open
+	for range 3 {
+		e.fail("openai", "primary", "gpt-4o", failure.Result{Class: failure.Transient, Code: "503", Reason: "status 503"}, 503)
+	}
+	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+		o := status()["openai"]
+		if o["circuit_state"] != "open" || o["status"] != StatusCircuitOpen {
+			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
+		}
+		return nil
+	})
+	m := e.do("GET", "/metrics", "", nil)
+	for _, want := range []string{`switchyard_circuit_breaker_state{provider="openai"} 2`, `switchyard_holds{class="credential_rejected",scope="key",state="held"} 2`, "switchyard_admin_http_requests_total"} {
+		if !strings.Contains(string(m.raw), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	e.do("POST", "/admin/providers/nope/reset", opToken, nil).expect(t, 404, codeNotFound)
+	e.do("POST", "/admin/providers/local/reset", opToken, nil).expect(t, 400, codeNoBreaker)
+	e.do("POST", "/admin/providers/openai/reset", opToken, nil).expect(t, 204, "")
+	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+		o := status()["openai"]
+		if o["circuit_state"] != "closed" || o["status"] != StatusRecovering {
+			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
+		}
+		if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+			return fmt.Errorf("proxy still holds openai")
+		}
+		return nil
+	})
+}
+
+func TestClassify(t *testing.T) {
+	e := startEnv(t, true)
+	r := e.do("POST", "/admin/classify", readToken, `{"provider":"openai","status":429,"headers":{"retry-after":"20"},"body":{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}}`)
+	r.expect(t, 200, "")
+	if string(r.raw) != `{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota"}` {
+		t.Errorf("got %s", r.raw)
+	}
+	// a configured provider name applies its own trip_on rules
+	r = e.do("POST", "/admin/classify", readToken, `{"provider":"openai","status":403,"body":{"error":{"message":"organization acme suspended"}}}`)
+	if r.body["rule"] != "org-suspended" || r.body["class"] != "credential_rejected" || r.body["hold_ttl_ms"] != 7.2e6 {
+		t.Errorf("rule not applied: %s", r.raw)
+	}
+	r = e.do("POST", "/admin/classify", readToken, `[{"provider":"openai","status":401},{"status":"x"}]`)
+	r.expect(t, 200, "")
+	if len(r.list) != 2 || r.list[0].(map[string]any)["class"] != "credential_rejected" || r.list[1].(map[string]any)["error"] == nil {
+		t.Errorf("array: %s", r.raw)
+	}
+	e.do("POST", "/admin/classify", readToken, "").expect(t, 400, codeBadRequest)
+	e.do("POST", "/admin/classify", readToken, "{nope").expect(t, 400, codeBadRequest)
+	e.do("POST", "/admin/classify", readToken, `{"status":5000}`).expect(t, 400, codeBadRequest)
+}

@@ -1,0 +1,262 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/hold"
+)
+
+const (
+	opToken     = "op-token-0123456789"
+	readToken   = "read-token-0123456789"
+	clientKey   = "client-key-0123456789"
+	credKeyHex  = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	testTimeout = 10 * time.Second
+)
+
+// testYAML configures two providers: openai (two keys, breaker, a trip_on
+// rule of its own) and local (keyless vllm, breaker off).
+const testYAML = `
+nats:
+  url: nats://127.0.0.1:4222
+admin:
+  tokens:
+    - {id: oncall, secret: env:T_OP, role: operator}
+    - {id: viewer, secret: env:T_READ, role: read}
+credentials:
+  encryption_key: env:T_CRED
+clients:
+  - {id: app, secret: env:T_CLIENT, models: ["*"]}
+trip_on:
+  global-rule:
+    match: 'weird global thing'
+    class: quota_exhausted
+providers:
+  - name: openai
+    type: openai
+    base_url: http://127.0.0.1:1/v1
+    keys:
+      - {id: primary, secret: env:T_K1}
+      - {id: secondary, secret: env:T_K2}
+    models: [{name: gpt-4o}]
+    resilience:
+      breaker: {consecutive_failures: 3, cooldown: 30s}
+    trip_on:
+      org-suspended:
+        match: 'organization .* suspended'
+        class: credential_rejected
+        ttl: 2h
+  - name: local
+    type: vllm
+    base_url: http://127.0.0.1:1/v1
+    models: [{name: llama}]
+    resilience:
+      breaker: {enabled: false}
+`
+
+func loadConfig(t *testing.T, natsURL string, withKey bool) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	y := strings.Replace(testYAML, "nats://127.0.0.1:4222", natsURL, 1)
+	if !withKey {
+		y = strings.Replace(y, "credentials:\n  encryption_key: env:T_CRED\n", "", 1)
+	}
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, []string{
+		"T_OP=" + opToken, "T_READ=" + readToken, "T_CLIENT=" + clientKey, "T_CRED=" + credKeyHex,
+		"T_K1=sk-old-primary", "T_K2=sk-old-secondary",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// env is one test fleet: an embedded NATS server, an admin service on a
+// real listener, and a stand-in proxy (a fleet member with its own engine
+// on its own connection) that records holds the way the proxy does.
+type env struct {
+	t     *testing.T
+	ns    *server.Server
+	cfg   *config.Config
+	svc   *Service
+	base  string
+	proxy *fleet.Member
+	pnc   *nats.Conn
+	anc   *nats.Conn
+}
+
+func startEnv(t *testing.T, withKey bool) *env {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ns: ns}
+	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	e.cfg = loadConfig(t, ns.ClientURL(), withKey)
+	e.cfg.NATS.Storage = "memory"
+
+	e.anc = connect(t, ns.ClientURL())
+	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.base = "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.svc.Serve(ctx, ln) }()
+
+	e.pnc = connect(t, ns.ClientURL())
+	e.proxy, err = fleet.New(e.cfg, fleet.Options{Service: "proxy", NATS: e.pnc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithCancel(context.Background())
+	pdone := make(chan error, 1)
+	go func() { pdone <- e.proxy.Run(pctx) }()
+
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(ShutdownTimeout + 5*time.Second):
+			t.Error("Serve did not return")
+		}
+		pcancel()
+		<-pdone
+		e.pnc.Close()
+		e.anc.Close()
+	})
+	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+		if !e.svc.natsUp() || e.proxy.Resources() == nil {
+			return fmt.Errorf("not bound yet")
+		}
+		return nil
+	})
+	return e
+}
+
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+// fail reports a failure of the stand-in proxy on a target.
+func (e *env) fail(provider, key, model string, res failure.Result, status int) {
+	e.proxy.Engine.Report(provider, key, model, false, hold.Outcome{Result: res, Status: status})
+}
+
+var credentialRejected = failure.Result{Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "provider code invalid_api_key"}
+
+// waitHold polls the admin API until hold id is listed with state.
+func (e *env) waitHold(id string, state hold.State) map[string]any {
+	e.t.Helper()
+	var got map[string]any
+	checkFor(e.t, testTimeout, 10*time.Millisecond, func() error {
+		a := e.do("GET", "/admin/holds/"+id, opToken, nil)
+		if a.status != 200 {
+			return fmt.Errorf("status %d %v", a.status, a.body)
+		}
+		if a.body["state"] != string(state) {
+			return fmt.Errorf("state %v", a.body["state"])
+		}
+		got = a.body
+		return nil
+	})
+	return got
+}
+
+type reply struct {
+	status int
+	body   map[string]any
+	list   []any
+	raw    []byte
+	header http.Header
+}
+
+// do sends a request with token ("" for none) and a JSON or raw body.
+func (e *env) do(method, path, token string, body any) reply {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.base+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: raw, header: resp.Header}
+	if len(raw) > 0 && raw[0] == '[' {
+		_ = json.Unmarshal(raw, &r.list)
+	} else {
+		_ = json.Unmarshal(raw, &r.body)
+	}
+	return r
+}
+
+// errCode is the error.code of an error answer.
+func (r reply) errCode() string {
+	e, _ := r.body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (r reply) expect(t *testing.T, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	if code != "" && r.errCode() != code {
+		t.Fatalf("error code %q, want %q: %s", r.errCode(), code, r.raw)
+	}
+}

@@ -1,0 +1,237 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+// holdView is a hold record as the API shows it: the record (see
+// bus/CONTRACTS) plus whether it keeps its scope out of rotation now and
+// how long until it is due.
+type holdView struct {
+	hold.Record
+	// Live: held or probing (a released record is ramping back).
+	Live bool `json:"live"`
+	// RemainingMS until Until (held) or RampUntil (released); 0 when due.
+	RemainingMS int64 `json:"remaining_ms"`
+}
+
+func view(r hold.Record, now time.Time) holdView {
+	v := holdView{Record: r, Live: r.State == hold.StateHeld || r.State == hold.StateProbing}
+	end := r.Until
+	if r.State == hold.StateReleased {
+		end = r.RampUntil
+	}
+	if d := end.Sub(now); d > 0 {
+		v.RemainingMS = d.Milliseconds()
+	}
+	return v
+}
+
+// holdID returns the :id parameter, URL-decoded (scope ids may carry
+// '=' escapes of model names).
+func holdID(c *fiber.Ctx) string {
+	id := c.Params("id")
+	if u, err := url.PathUnescape(id); err == nil {
+		return u
+	}
+	return id
+}
+
+// listHolds: GET /admin/holds?provider=&key=&model=&class=&state=
+func (s *Service) listHolds(c *fiber.Ctx) error {
+	f := struct{ provider, key, model, class, state string }{
+		c.Query("provider"), c.Query("key"), c.Query("model"), c.Query("class"), c.Query("state"),
+	}
+	if f.state != "" && !slices.Contains([]string{"live", "held", "probing", "released"}, f.state) {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "state must be live, held, probing or released")
+	}
+	var class failure.Class
+	if f.class != "" {
+		var err error
+		if class, err = failure.ParseClass(f.class); err != nil {
+			return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
+		}
+	}
+	now := time.Now()
+	out := []holdView{}
+	for _, r := range s.engine.Holds() {
+		v := view(r, now)
+		switch {
+		case f.provider != "" && r.Scope.Provider != f.provider,
+			f.key != "" && r.Scope.Key != f.key,
+			f.model != "" && r.Scope.Model != f.model,
+			f.class != "" && r.Class != class,
+			f.state == "live" && !v.Live,
+			f.state != "" && f.state != "live" && string(r.State) != f.state:
+			continue
+		}
+		out = append(out, v)
+	}
+	return c.JSON(fiber.Map{"holds": out, "nats": s.natsUp()})
+}
+
+func (s *Service) findHold(id string) (hold.Record, bool) {
+	for _, r := range s.engine.Holds() {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return hold.Record{}, false
+}
+
+// getHold: GET /admin/holds/{id}
+func (s *Service) getHold(c *fiber.Ctx) error {
+	id := holdID(c)
+	r, ok := s.findHold(id)
+	if !ok {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "no hold "+id)
+	}
+	return c.JSON(view(r, time.Now()))
+}
+
+// releaseHold: DELETE /admin/holds/{id}: 204; the target returns through
+// a fresh ramp. 404 when there is no live hold with that id.
+func (s *Service) releaseHold(c *fiber.Ctx) error {
+	id := holdID(c)
+	r, ok := s.findHold(id)
+	if !ok || !view(r, time.Now()).Live {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "no live hold "+id)
+	}
+	if !s.natsUp() {
+		return natsDown(c)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	err := s.engine.Release(ctx, id, hold.SourceAdmin)
+	switch {
+	case errors.Is(err, hold.ErrNotFound):
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "no live hold "+id)
+	case err != nil:
+		s.log.Warn("admin: release hold", "hold", id, "err", err)
+		return natsDown(c)
+	}
+	s.log.Info("admin: hold released", "hold", id, "by", tokenID(c))
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// pinRequest is the body of POST /admin/holds: an operator drain.
+type pinRequest struct {
+	Provider string    `json:"provider"`
+	Key      string    `json:"key"`
+	Model    string    `json:"model"`
+	Duration string    `json:"duration"` // Go duration, e.g. "30m"
+	Until    time.Time `json:"until"`    // alternative to duration
+	Reason   string    `json:"reason"`
+}
+
+// MaxPin is the longest operator pin.
+const MaxPin = 30 * 24 * time.Hour
+
+// pinHold: POST /admin/holds: 201 with the record.
+func (s *Service) pinHold(c *fiber.Ctx) error {
+	var req pinRequest
+	if err := decodeBody(c.Body(), &req); err != nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
+	}
+	now := time.Now()
+	scope, until, err := s.checkPin(req, now)
+	if err != nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
+	}
+	if !s.natsUp() {
+		return natsDown(c)
+	}
+	reason := strings.TrimSpace(req.Reason)
+	if reason == "" {
+		reason = "operator pin"
+	}
+	reason = fmt.Sprintf("%s (pinned by %s)", reason, tokenID(c))
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	if err := s.engine.Pin(ctx, scope, until, reason); err != nil {
+		s.log.Warn("admin: pin", "scope", scope.ID(), "err", err)
+		return natsDown(c)
+	}
+	s.log.Info("admin: pinned", "hold", scope.ID(), "until", until, "by", tokenID(c))
+	r, ok := s.findHold(scope.ID())
+	if !ok {
+		return apiError(c, fiber.StatusInternalServerError, codeInternal, "pin written but not in the table")
+	}
+	return c.Status(fiber.StatusCreated).JSON(view(r, time.Now()))
+}
+
+func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time, error) {
+	p := s.cfg.Provider(req.Provider)
+	if req.Provider == "" {
+		return hold.Scope{}, time.Time{}, errors.New("provider is required")
+	}
+	if p == nil {
+		return hold.Scope{}, time.Time{}, fmt.Errorf("unknown provider %q", req.Provider)
+	}
+	if req.Key != "" && !slices.ContainsFunc(p.Keys, func(k config.Key) bool { return k.ID == req.Key }) {
+		return hold.Scope{}, time.Time{}, fmt.Errorf("provider %s has no key %q", p.Name, req.Key)
+	}
+	if len(req.Reason) > 200 {
+		return hold.Scope{}, time.Time{}, errors.New("reason is longer than 200 characters")
+	}
+	var until time.Time
+	switch {
+	case req.Duration != "" && !req.Until.IsZero():
+		return hold.Scope{}, time.Time{}, errors.New("give duration or until, not both")
+	case req.Duration != "":
+		d, err := time.ParseDuration(req.Duration)
+		if err != nil {
+			return hold.Scope{}, time.Time{}, fmt.Errorf("duration: %w", err)
+		}
+		until = now.Add(d)
+	case !req.Until.IsZero():
+		until = req.Until
+	default:
+		return hold.Scope{}, time.Time{}, errors.New(`duration (e.g. "30m") or until (RFC 3339) is required`)
+	}
+	if d := until.Sub(now); d < time.Second || d > MaxPin {
+		return hold.Scope{}, time.Time{}, fmt.Errorf("a pin lasts between 1s and %s", MaxPin)
+	}
+	sc := hold.Scope{Provider: p.Name, Key: req.Key, Model: req.Model}
+	switch {
+	case sc.Key == "" && sc.Model == "":
+		sc.Kind = hold.ScopeProvider
+	case sc.Key == "":
+		sc.Kind = hold.ScopeProviderModel
+	case sc.Model == "":
+		sc.Kind = hold.ScopeKey
+	default:
+		sc.Kind = hold.ScopeKeyModel
+	}
+	return sc, until, nil
+}
+
+// decodeBody decodes one JSON object, rejecting unknown fields and
+// trailing data.
+func decodeBody(body []byte, v any) error {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return errors.New("empty body: want a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body: trailing data after the object")
+	}
+	return nil
+}

@@ -1,0 +1,426 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/credentials"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+// Provider status pills.
+const (
+	StatusHealthy     = "healthy"
+	StatusDegraded    = "degraded"
+	StatusCircuitOpen = "circuit_open"
+	StatusRecovering  = "recovering"
+	StatusOffline     = "offline"
+)
+
+type providerStatus struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Status is the dashboard pill: healthy, degraded (some targets held),
+	// circuit_open, recovering (breaker half-open, or targets ramping back
+	// after a release), offline (the provider, or every key, held).
+	Status string `json:"status"`
+	// CircuitState is closed, open, half-open, or disabled (no breaker).
+	CircuitState string `json:"circuit_state"`
+	// ModelCircuits is the state of each per-model breaker (breaker.scope model).
+	ModelCircuits map[string]string `json:"model_circuits,omitempty"`
+	// Health is the prober's verdict; unknown until the prober publishes
+	// health records.
+	Health string `json:"health"`
+	// Holds of the provider and provider+model scopes.
+	Holds      []holdView     `json:"holds"`
+	Keys       []keyStatus    `json:"keys"`
+	Resilience resilienceView `json:"resilience"`
+}
+
+type keyStatus struct {
+	ID          string     `json:"id"`
+	Fingerprint string     `json:"fingerprint"`
+	Priority    int        `json:"priority"`
+	Weight      int        `json:"weight"`
+	RotatedAt   *time.Time `json:"rotated_at,omitempty"`
+	Holds       []holdView `json:"holds"`
+}
+
+type resilienceView struct {
+	Ladders         map[string]ladderView `json:"ladders"`
+	StatedWaitFloor string                `json:"stated_wait_floor"`
+	Jitter          float64               `json:"jitter"`
+	Ramp            struct {
+		StartShare float64 `json:"start_share"`
+		Duration   string  `json:"duration"`
+	} `json:"ramp"`
+	Probe struct {
+		Lease string `json:"lease"`
+	} `json:"probe"`
+	Breaker struct {
+		Enabled             bool     `json:"enabled"`
+		Scope               string   `json:"scope"`
+		ConsecutiveFailures int      `json:"consecutive_failures"`
+		Cooldown            string   `json:"cooldown"`
+		MaxCooldown         string   `json:"max_cooldown"`
+		FailureOnStatuses   []string `json:"failure_on_statuses"`
+	} `json:"breaker"`
+	AllHeldPolicy string     `json:"all_held_policy"`
+	TripOn        []ruleView `json:"trip_on"`
+	// TripOnSource is "provider" when the provider's own trip_on replaces
+	// the global rules, else "global".
+	TripOnSource string `json:"trip_on_source"`
+}
+
+type ladderView struct {
+	Base    string `json:"base"`
+	Ceiling string `json:"ceiling"`
+}
+
+type ruleView struct {
+	Name  string `json:"name"`
+	Match string `json:"match"`
+	Class string `json:"class"`
+	TTL   string `json:"ttl,omitempty"`
+}
+
+func hasBreaker(set *hold.Settings) bool {
+	return set.Breaker.Enabled && set.Breaker.ConsecutiveFailures > 0
+}
+
+func (s *Service) resilience(p *config.Provider) resilienceView {
+	set := s.engine.Policy().For(p.Name)
+	var v resilienceView
+	v.Ladders = map[string]ladderView{}
+	for c, l := range set.Ladders {
+		v.Ladders[c.String()] = ladderView{l.Base.String(), l.Ceiling.String()}
+	}
+	v.StatedWaitFloor = set.StatedWaitFloor.String()
+	v.Jitter = set.Jitter
+	v.Ramp.StartShare = set.RampStartShare
+	v.Ramp.Duration = set.RampDuration.String()
+	v.Probe.Lease = set.ProbeLease.String()
+	b := set.Breaker
+	v.Breaker.Enabled = hasBreaker(set)
+	v.Breaker.Scope = "provider"
+	if b.PerModel {
+		v.Breaker.Scope = "model"
+	}
+	v.Breaker.ConsecutiveFailures = b.ConsecutiveFailures
+	v.Breaker.Cooldown = b.Cooldown.String()
+	v.Breaker.MaxCooldown = b.MaxCooldown.String()
+	v.Breaker.FailureOnStatuses = []string{}
+	for _, r := range b.FailureOnStatuses {
+		if r.Lo == r.Hi {
+			v.Breaker.FailureOnStatuses = append(v.Breaker.FailureOnStatuses, fmt.Sprint(r.Lo))
+		} else {
+			v.Breaker.FailureOnStatuses = append(v.Breaker.FailureOnStatuses, fmt.Sprintf("%d-%d", r.Lo, r.Hi))
+		}
+	}
+	v.AllHeldPolicy = set.AllHeld
+	rules, src := s.cfg.TripRules, "global"
+	if p.TripRules != nil {
+		rules, src = p.TripRules, "provider"
+	}
+	v.TripOnSource = src
+	v.TripOn = []ruleView{}
+	for _, r := range rules {
+		rv := ruleView{Name: r.Name, Class: r.Class.String()}
+		if r.Match != nil {
+			rv.Match = r.Match.String()
+		}
+		if r.TTL > 0 {
+			rv.TTL = r.TTL.String()
+		}
+		v.TripOn = append(v.TripOn, rv)
+	}
+	return v
+}
+
+// status builds the status of every configured provider.
+func (s *Service) status() []providerStatus {
+	now := time.Now()
+	recs := s.engine.Holds()
+	circuits := s.engine.BreakerStates()
+	s.rotMu.Lock()
+	rotated := make(map[string]credentials.Record, len(s.rotated))
+	for k, v := range s.rotated {
+		rotated[k] = v
+	}
+	s.rotMu.Unlock()
+
+	out := make([]providerStatus, 0, len(s.cfg.Providers))
+	for i := range s.cfg.Providers {
+		p := &s.cfg.Providers[i]
+		ps := providerStatus{Name: p.Name, Type: p.Type, Health: "unknown", Holds: []holdView{}, Keys: []keyStatus{}}
+		ps.Resilience = s.resilience(p)
+		ps.CircuitState = "disabled"
+		if ps.Resilience.Breaker.Enabled {
+			ps.CircuitState = "closed"
+		}
+		for name, st := range circuits {
+			prov, model, _ := strings.Cut(name, "/")
+			if prov != p.Name {
+				continue
+			}
+			if model == "" {
+				ps.CircuitState = st
+				continue
+			}
+			if ps.ModelCircuits == nil {
+				ps.ModelCircuits = map[string]string{}
+			}
+			ps.ModelCircuits[model] = st
+			if worse(st, ps.CircuitState) {
+				ps.CircuitState = st
+			}
+		}
+		keyIdx := map[string]int{}
+		for _, k := range p.Keys {
+			ks := keyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight, Holds: []holdView{}}
+			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
+				ks.Fingerprint = r.Fingerprint
+				at := r.RotatedAt
+				ks.RotatedAt = &at
+			}
+			keyIdx[k.ID] = len(ps.Keys)
+			ps.Keys = append(ps.Keys, ks)
+		}
+		live, ramping, providerHeld := 0, 0, false
+		keysHeld := map[string]bool{}
+		for _, r := range recs {
+			if r.Scope.Provider != p.Name {
+				continue
+			}
+			v := view(r, now)
+			if v.Live {
+				live++
+				switch {
+				case r.Scope.Kind == hold.ScopeProvider && r.Source != hold.SourceBreaker:
+					providerHeld = true
+				case r.Scope.Kind == hold.ScopeKey:
+					keysHeld[r.Scope.Key] = true
+				}
+			} else {
+				ramping++
+			}
+			if i, ok := keyIdx[r.Scope.Key]; ok && r.Scope.Key != "" {
+				ps.Keys[i].Holds = append(ps.Keys[i].Holds, v)
+			} else {
+				ps.Holds = append(ps.Holds, v)
+			}
+		}
+		allKeys := len(p.Keys) > 0 && len(keysHeld) >= len(p.Keys)
+		switch {
+		case ps.CircuitState == "open":
+			ps.Status = StatusCircuitOpen
+		case providerHeld || allKeys:
+			ps.Status = StatusOffline
+		case ps.CircuitState == "half-open":
+			ps.Status = StatusRecovering
+		case live > 0:
+			ps.Status = StatusDegraded
+		case ramping > 0:
+			ps.Status = StatusRecovering
+		default:
+			ps.Status = StatusHealthy
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// worse orders circuit states: open > half-open > closed.
+func worse(a, b string) bool {
+	rank := map[string]int{"open": 3, "half-open": 2, "closed": 1}
+	return rank[a] > rank[b]
+}
+
+// providersStatus: GET /admin/providers/status
+func (s *Service) providersStatus(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"providers": s.status(), "nats": s.natsUp(), "instance": s.member.Instance, "generated_at": time.Now().UTC()})
+}
+
+// resetProvider: POST /admin/providers/{name}/reset: releases every live
+// hold of the provider (its breaker trip included: each proxy's breaker
+// starts over closed when it sees the trip hold released). 204; 404
+// unknown provider; 400 when the provider has no breaker; 503 NATS down.
+func (s *Service) resetProvider(c *fiber.Ctx) error {
+	name := c.Params("name")
+	p := s.cfg.Provider(name)
+	if p == nil {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+name)
+	}
+	if !hasBreaker(s.engine.Policy().For(name)) {
+		return apiError(c, fiber.StatusBadRequest, codeNoBreaker, "provider "+name+" has no circuit breaker (resilience.breaker.enabled is false); release its holds one by one")
+	}
+	if !s.natsUp() {
+		return natsDown(c)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	n := 0
+	for _, r := range s.engine.Holds() {
+		if r.Scope.Provider != name || !view(r, time.Now()).Live {
+			continue
+		}
+		err := s.engine.Release(ctx, r.ID, hold.SourceAdmin)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, hold.ErrNotFound):
+		default:
+			s.log.Warn("admin: reset provider", "provider", name, "hold", r.ID, "err", err)
+			return natsDown(c)
+		}
+	}
+	s.log.Info("admin: provider reset", "provider", name, "released", n, "by", tokenID(c))
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+type rotateRequest struct {
+	Secret string `json:"secret"`
+}
+
+// maxSecret bounds a rotated secret.
+const maxSecret = 8 << 10
+
+// rotateKey: PUT /admin/providers/{name}/keys/{id} {"secret": "..."}:
+// stores the secret encrypted in switchyard_credentials (every proxy swaps
+// it within a second), releases the key's holds and publishes a
+// credential event. The answer never contains the secret.
+func (s *Service) rotateKey(c *fiber.Ctx) error {
+	name, id := c.Params("name"), c.Params("id")
+	p := s.cfg.Provider(name)
+	if p == nil {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+name)
+	}
+	found := false
+	for _, k := range p.Keys {
+		found = found || k.ID == id
+	}
+	if !found {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "provider "+name+" has no key "+id)
+	}
+	var req rotateRequest
+	if err := decodeBody(c.Body(), &req); err != nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
+	}
+	switch {
+	case strings.TrimSpace(req.Secret) == "":
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret must not be empty")
+	case len(req.Secret) > maxSecret:
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret is too long")
+	case strings.ContainsAny(req.Secret, "\r\n"):
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret must be one line")
+	}
+	if s.box == nil {
+		return apiError(c, fiber.StatusConflict, codeRotationOff, "credential rotation is off: set credentials.encryption_key (the same key on the admin service and every proxy)")
+	}
+	res := s.member.Resources()
+	if !s.natsUp() || res == nil {
+		return natsDown(c)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	secret := config.NewSecret(req.Secret)
+	rec, rev, err := credentials.Put(ctx, res.Credentials, s.box, name, id, secret, tokenID(c))
+	if err != nil {
+		s.log.Warn("admin: rotate", "provider", name, "key", id, "err", err)
+		return natsDown(c)
+	}
+	s.noteRotation(rec)
+	released, err := s.engine.ReleaseKey(ctx, name, id, hold.SourceCredential)
+	if err != nil {
+		s.log.Warn("admin: release holds after rotation", "provider", name, "key", id, "err", err)
+	}
+	s.publishCredential(rec)
+	s.met.rotations.WithLabelValues(name).Inc()
+	s.log.Info("admin: credential rotated", "provider", name, "key", id, "fingerprint", rec.Fingerprint, "released", released, "by", tokenID(c))
+	return c.JSON(fiber.Map{
+		"provider": name, "key": id, "fingerprint": rec.Fingerprint, "revision": rev,
+		"rotated_at": rec.RotatedAt, "released_holds": released,
+	})
+}
+
+func (s *Service) noteRotation(r credentials.Record) {
+	s.rotMu.Lock()
+	defer s.rotMu.Unlock()
+	if cur, ok := s.rotated[r.Provider+"/"+r.Key]; !ok || !cur.RotatedAt.After(r.RotatedAt) {
+		s.rotated[r.Provider+"/"+r.Key] = r
+	}
+}
+
+// publishCredential publishes the credential event of a rotation on
+// switchyard.events.credential.<provider>.<key id>.
+func (s *Service) publishCredential(r credentials.Record) {
+	ev := hold.Event{
+		Version:     hold.EventSchemaVersion,
+		Kind:        hold.EventCredential,
+		Scope:       hold.Scope{Kind: hold.ScopeKey, Provider: r.Provider, Key: r.Key},
+		Class:       failure.Unrecognised,
+		Fingerprint: r.Fingerprint,
+		Reason:      "secret rotated by " + r.RotatedBy,
+		Outcome:     "rotated",
+		Source:      hold.SourceAdmin,
+		RecordedBy:  s.member.Instance,
+		At:          r.RotatedAt,
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	if err := s.nc.Publish(bus.EventSubject(string(ev.Kind), r.Provider, r.Key), data); err != nil {
+		s.log.Warn("admin: publish credential event", "err", err)
+	}
+}
+
+// watchRotations keeps the last rotation of each key (fingerprint and
+// time, never the secret: records are not decrypted here) for the status,
+// including rotations made by other admin instances.
+func (s *Service) watchRotations(ctx context.Context) {
+	for {
+		res := s.member.Resources()
+		if res != nil {
+			w, err := res.Credentials.WatchAll(ctx, jetstream.IgnoreDeletes())
+			if err == nil {
+				s.drainRotations(ctx, w)
+				_ = w.Stop()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Service) drainRotations(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			if r, err := credentials.Decode(e.Key(), e.Value()); err == nil {
+				s.noteRotation(r)
+			}
+		}
+	}
+}

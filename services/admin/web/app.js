@@ -1,0 +1,197 @@
+// Switchyard admin dashboard: reads the admin API with the token kept in
+// session storage and follows /admin/events (fetch streaming, so the token
+// travels in the Authorization header, never in a URL).
+"use strict";
+(function () {
+  const KEY = "switchyard-admin-token";
+  const $ = (id) => document.getElementById(id);
+  let token = sessionStorage.getItem(KEY) || "";
+  let streamAbort = null;
+  let refreshTimer = null;
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) if (k != null) e.append(k);
+    return e;
+  }
+
+  async function api(method, path, body) {
+    const opts = { method, headers: { Authorization: "Bearer " + token } };
+    if (body !== undefined) {
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    const r = await fetch(path, opts);
+    if (r.status === 401) { logout("token rejected"); throw new Error("unauthorized"); }
+    if (!r.ok) {
+      let msg = r.status + "";
+      try { msg = (await r.json()).error.message; } catch (_) {}
+      throw new Error(msg);
+    }
+    return r.status === 204 ? null : r.json();
+  }
+
+  function showLogin(msg) {
+    $("app").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+    $("login-error").textContent = msg || "";
+  }
+
+  function logout(msg) {
+    sessionStorage.removeItem(KEY); token = "";
+    if (streamAbort) streamAbort.abort();
+    showLogin(msg);
+  }
+
+  const labels = { healthy: "Healthy", degraded: "Degraded", circuit_open: "Circuit Open", recovering: "Recovering", offline: "Offline" };
+
+  function fmtLeft(ms) {
+    if (ms <= 0) return "due";
+    const s = Math.ceil(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    return (h ? h + "h " : "") + (h || m ? m + "m " : "") + r + "s";
+  }
+
+  function holdRow(h, keyLabel) {
+    const end = Date.now() + h.remaining_ms;
+    const cd = el("span", { class: "countdown", "data-end": String(end), text: fmtLeft(h.remaining_ms) });
+    const scope = h.scope.model ? h.scope.kind + " · " + h.scope.model : h.scope.kind;
+    const state = h.live ? h.state : "ramping";
+    const btn = h.live ? el("button", { class: "danger release", "data-hold-id": h.id, text: "Release",
+      onclick: () => release(h.id) }) : null;
+    return el("tr", { class: "hold", "data-hold-id": h.id, "data-state": h.state },
+      el("td", { text: keyLabel }), el("td", { text: scope }), el("td", { text: h.class }),
+      el("td", { class: "reason", text: h.reason + (h.code ? " (" + h.code + ")" : "") }),
+      el("td", { text: state }), el("td", {}, cd), el("td", {}, btn));
+  }
+
+  function render(data) {
+    const root = $("providers");
+    const cards = data.providers.map((p) => {
+      const rows = [];
+      for (const h of p.holds) rows.push(holdRow(h, h.scope.key || "(all keys)"));
+      for (const k of p.keys) for (const h of k.holds) rows.push(holdRow(h, k.id));
+      const table = rows.length
+        ? el("table", {}, el("thead", {}, el("tr", {}, ...["key", "scope", "class", "reason", "state", "until", ""].map((t) => el("th", { text: t })))), el("tbody", {}, ...rows))
+        : el("p", { class: "none", text: "no holds" });
+      const keys = p.keys.map((k) => k.id + " (fp " + k.fingerprint + ")").join(", ");
+      const reset = p.resilience.breaker.enabled
+        ? el("button", { class: "reset", "data-provider": p.name, text: "Reset", onclick: () => reset(p.name) }) : null;
+      return el("div", { class: "card provider", "data-provider": p.name, "data-status": p.status },
+        el("div", { class: "head" },
+          el("span", { class: "name", text: p.name }),
+          el("span", { class: "pill " + p.status, text: labels[p.status] || p.status }),
+          el("span", { class: "meta", text: p.type + " · circuit " + p.circuit_state + " · health " + p.health + (keys ? " · keys: " + keys : "") }),
+          reset),
+        table);
+    });
+    root.replaceChildren(...cards);
+  }
+
+  async function refresh() {
+    try {
+      render(await api("GET", "/admin/providers/status"));
+      $("error").textContent = "";
+    } catch (e) {
+      if (token) $("error").textContent = "status: " + e.message;
+    }
+  }
+
+  function soon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, 100);
+  }
+
+  async function release(id) {
+    try { await api("DELETE", "/admin/holds/" + encodeURIComponent(id)); await refresh(); }
+    catch (e) { $("error").textContent = "release " + id + ": " + e.message; }
+  }
+
+  async function reset(name) {
+    try { await api("POST", "/admin/providers/" + encodeURIComponent(name) + "/reset"); await refresh(); }
+    catch (e) { $("error").textContent = "reset " + name + ": " + e.message; }
+  }
+
+  function addEvent(kind, data) {
+    let ev = {};
+    try { ev = JSON.parse(data); } catch (_) {}
+    const sc = ev.scope || {};
+    const what = [sc.provider, sc.key, sc.model].filter(Boolean).join("/");
+    const line = (ev.at ? new Date(ev.at).toLocaleTimeString() : "") + "  " + kind + "  " + what +
+      (ev.class && ev.class !== "unrecognised" ? "  " + ev.class : "") + (ev.outcome ? "  " + ev.outcome : "") +
+      (ev.reason ? "  — " + ev.reason : "");
+    const list = $("events");
+    list.prepend(el("li", { class: "event", "data-kind": kind, text: line }));
+    while (list.children.length > 200) list.lastChild.remove();
+  }
+
+  async function follow() {
+    let lastId = "";
+    for (;;) {
+      if (!token) return;
+      streamAbort = new AbortController();
+      try {
+        const headers = { Authorization: "Bearer " + token };
+        if (lastId) headers["Last-Event-ID"] = lastId;
+        const r = await fetch(lastId ? "/admin/events" : "/admin/events?since=10m", { headers, signal: streamAbort.signal });
+        if (r.status === 401) { logout("token rejected"); return; }
+        if (!r.ok || !r.body) throw new Error("events: " + r.status);
+        $("live").className = "live on"; $("live").textContent = "live";
+        soon();
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, i); buf = buf.slice(i + 2);
+            let kind = "message", data = "", id = "";
+            for (const line of block.split("\n")) {
+              if (line.startsWith("event: ")) kind = line.slice(7);
+              else if (line.startsWith("data: ")) data += line.slice(6);
+              else if (line.startsWith("id: ")) id = line.slice(4);
+            }
+            if (id) lastId = id;
+            if (data && kind !== "error") { addEvent(kind, data); soon(); }
+          }
+        }
+      } catch (e) {
+        if (e.name === "AbortError" && !token) return;
+      }
+      $("live").className = "live off"; $("live").textContent = "reconnecting";
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const e of document.querySelectorAll(".countdown[data-end]")) e.textContent = fmtLeft(Number(e.dataset.end) - now);
+  }
+
+  function start() {
+    $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
+    refresh();
+    follow();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      token = $("token").value.trim();
+      if (!token) return;
+      sessionStorage.setItem(KEY, token);
+      $("token").value = "";
+      start();
+    });
+    $("logout").addEventListener("click", () => logout(""));
+    setInterval(tick, 1000);
+    setInterval(() => { if (token) refresh(); }, 15000);
+    if (token) start(); else showLogin("");
+  });
+})();
