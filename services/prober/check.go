@@ -76,7 +76,9 @@ func (s *Service) send(ctx context.Context, t *target, key config.Key, rq reques
 	}
 	expected := len(rq.expected) == 0 && resp.StatusCode/100 == 2 || slices.Contains(rq.expected, resp.StatusCode)
 	if expected {
-		if st, isErr := provider.ErrorIn200(b); isErr && rq.method != http.MethodHead {
+		// An error behind a 2xx (OpenRouter and some compatible servers) fails
+		// a check whose statuses were not configured explicitly.
+		if st, isErr := provider.ErrorIn200(b); isErr && len(rq.expected) == 0 && rq.method != http.MethodHead {
 			r.res = s.classifier.Classify(failure.Input{Provider: t.typ, Status: st, Header: resp.Header, Body: b}, t.name)
 			return r
 		}

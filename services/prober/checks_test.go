@@ -1,0 +1,196 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+const fastProber = `
+prober:
+  check_interval: 200ms
+  recheck_interval: 100ms
+  jitter: 0
+  unhealthy_after: 2
+  lease_ttl: 1s
+  settle_interval: 50ms
+`
+
+// TestOutageHeldByChecksAndReleased: with no proxy traffic at all, checks
+// answering 503 make the provider unhealthy and trip its breaker (a
+// provider-scope hold in switchyard_holds); when the provider answers
+// again, the next passing check releases the hold and the record turns
+// healthy.
+func TestOutageHeldByChecksAndReleased(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	rule := f.fake.AddRule(fakeprovider.Rule{Path: "/v1/models", Status: 503})
+	cfg := f.config(t, fastProber+`
+resilience:
+  breaker: {consecutive_failures: 3, cooldown: 30s}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+`)
+	sub, err := f.nc.SubscribeSync("switchyard.events.health.p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.startProber(t, cfg)
+
+	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Unhealthy))
+	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+	rec, _ := f.holdRecord("p1._")
+	if rec.Class != failure.Transient || rec.Scope.Kind != hold.ScopeProvider || rec.Source != hold.SourceBreaker {
+		t.Fatalf("provider hold %+v", rec)
+	}
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		h, err := f.healthRecord("p1", "")
+		if err != nil {
+			return err
+		}
+		if h.CircuitState != health.CircuitOpen || h.LastStatus != 503 || h.CooldownUntil.IsZero() {
+			return fmt.Errorf("record %+v", h)
+		}
+		return nil
+	})
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no health event: %v", err)
+	}
+	if !strings.Contains(string(msg.Data), `"kind":"health"`) {
+		t.Fatalf("event %s", msg.Data)
+	}
+
+	f.fake.RemoveRule(rule)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateReleased))
+	checkFor(t, 5*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+}
+
+// TestDueCredentialHoldSettledByProber: a key held as credential_rejected
+// (by another instance) falls due; with no proxy traffic the prober takes
+// the probe lease, lists models with that key once, and the hold is
+// released.
+func TestDueCredentialHoldSettledByProber(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+resilience:
+  ladder:
+    credential_rejected: {base: 1s, ceiling: 1m}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys:
+      - {id: k1, secret: env:K1, priority: 10}
+      - {id: k2, secret: env:K2}
+    models: [{name: gpt-4o-mini}]
+    health_check: {interval: 1h}
+`)
+	// Another instance (a proxy, say) holds k1.
+	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: connect(t, f.ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 401, Result: failure.Result{
+		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "invalid key"}})
+	checkFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1.k1", hold.StateHeld))
+
+	f.startProber(t, cfg)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1.k1", hold.StateReleased))
+	rec, _ := f.holdRecord("p1.k1")
+	if !strings.HasPrefix(rec.RecordedBy, "prober-") {
+		t.Fatalf("released by %q, want the prober", rec.RecordedBy)
+	}
+	k1Calls := func() int {
+		return f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" })
+	}
+	// Exactly one check with k1, and it stays one.
+	time.Sleep(300 * time.Millisecond) // let a second, wrong probe show up if there were one
+	if n := k1Calls(); n != 1 {
+		t.Fatalf("%d calls with k1, want exactly 1: %+v", n, f.fake.CallsFor("secret-one"))
+	}
+	if c := f.fake.CallsFor("secret-one")[0]; c.Method != http.MethodGet || c.Path != "/v1/models" {
+		t.Fatalf("the settling check was %s %s, want GET /v1/models", c.Method, c.Path)
+	}
+}
+
+// TestCustomPathAndMethod: the check goes to the configured path with the
+// configured method, body and expected status.
+func TestCustomPathAndMethod(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	f.fake.AddRule(fakeprovider.Rule{Path: "/v1/ping", Status: 202})
+	cfg := f.config(t, fastProber+`
+providers:
+  - name: p1
+    type: openai-compatible
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: m1}]
+    health_check:
+      path: /ping
+      method: POST
+      body: '{"ping": true}'
+      expected_statuses: [202]
+`)
+	f.startProber(t, cfg)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	calls := f.fake.CallsMatching(func(c fakeprovider.Call) bool { return c.Path == "/v1/ping" })
+	if len(calls) == 0 {
+		t.Fatal("no call on /v1/ping")
+	}
+	c := calls[0]
+	if c.Method != http.MethodPost || string(c.Body) != `{"ping": true}` || c.Key != "secret-one" {
+		t.Fatalf("check call %s %s body %q key %q", c.Method, c.Path, c.Body, c.Key)
+	}
+	if n := f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Path != "/v1/ping" }); n != 0 {
+		t.Fatalf("%d calls elsewhere (openai-compatible has no default discovery)", n)
+	}
+	h, _ := f.healthRecord("p1", "")
+	if h.Check == nil || h.Check.Method != "POST" || h.Check.Path != "/ping" {
+		t.Fatalf("record check %+v", h.Check)
+	}
+}
+
+// TestNoPathSaysSo: an openai-compatible provider without a path is
+// reported unknown with the reason, and nothing is sent.
+func TestNoPathSaysSo(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+providers:
+  - name: p1
+    type: openai-compatible
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: m1}]
+`)
+	f.startProber(t, cfg)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		h, err := f.healthRecord("p1", "")
+		if err != nil {
+			return err
+		}
+		if h.Status != health.Unknown || h.Reason != "no health_check.path configured" {
+			return fmt.Errorf("record %+v", h)
+		}
+		return nil
+	})
+	if n := len(f.fake.Calls()); n != 0 {
+		t.Fatalf("%d calls sent without a path", n)
+	}
+}

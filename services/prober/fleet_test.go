@@ -1,0 +1,88 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// TestTwoReplicasNeverDoubleCheck: two replicas share one provider's
+// checks through its lease: consecutive checks are one interval apart,
+// never two in one interval. When the replica holding the lease dies
+// (its NATS connection gone, the lease not released) the other takes the
+// checks over within about one lease TTL.
+func TestTwoReplicasNeverDoubleCheck(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	f.fake.AddRule(fakeprovider.Rule{Path: "/v1/ping", Status: 200})
+	cfg := f.config(t, `
+prober:
+  check_interval: 250ms
+  jitter: 0
+  lease_ttl: 1s
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+    health_check: {path: /ping}
+`)
+	a := f.startProber(t, cfg)
+	b := f.startProber(t, cfg)
+	pings := func() []fakeprovider.Call {
+		return f.fake.CallsMatching(func(c fakeprovider.Call) bool { return c.Path == "/v1/ping" })
+	}
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := len(pings()); n < 8 {
+			return fmt.Errorf("%d checks so far", n)
+		}
+		return nil
+	})
+	assertSpaced := func(calls []fakeprovider.Call) {
+		t.Helper()
+		for i := 1; i < len(calls); i++ {
+			if gap := calls[i].At.Sub(calls[i-1].At); gap < 200*time.Millisecond {
+				t.Fatalf("checks %d and %d only %s apart: a double check", i-1, i, gap)
+			}
+		}
+	}
+	assertSpaced(pings())
+
+	// Which replica holds the lease?
+	e, err := f.res.Leases.Get(context.Background(), "check.p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, other := a, b
+	if string(e.Value()) == b.svc.Instance() {
+		owner, other = b, a
+	}
+	if string(e.Value()) != owner.svc.Instance() {
+		t.Fatalf("lease held by %q, neither replica", e.Value())
+	}
+	owner.nc.Close() // dies as far as the fleet can tell: no renewal, no release
+	died := time.Now()
+	before := len(pings())
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		e, err := f.res.Leases.Get(context.Background(), "check.p1")
+		if err != nil || string(e.Value()) != other.svc.Instance() {
+			return fmt.Errorf("lease not taken over yet")
+		}
+		return nil
+	})
+	// NATS expires per-key TTLs on its own timer: allow it a second.
+	if d := time.Since(died); d > 2*time.Second+500*time.Millisecond {
+		t.Fatalf("taken over after %s, lease TTL 1s", d)
+	}
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if n := len(pings()); n < before+3 {
+			return fmt.Errorf("%d checks after the takeover", n-before)
+		}
+		return nil
+	})
+	assertSpaced(pings()[before:])
+	owner.stop()
+}
