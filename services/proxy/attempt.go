@@ -2,15 +2,14 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/failure"
@@ -72,88 +71,100 @@ type attemptResult struct {
 	failure *attemptError
 }
 
-// attempt sends one request to one target.
+// attempt sends one request to one target. The attempt timeout (and the
+// caller's deadline, when sooner) bounds the whole exchange for a plain
+// response, and the headers and opening events of a stream.
 func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) attemptResult {
 	s := r.s
 	a := t.step.Provider.Adapter
 	up := s.upstreams[t.step.Provider.Index]
 
-	ctx, cancel := context.WithCancel(r.ctx)
-	// The attempt timeout bounds the wait for the response (and, for a
-	// stream, its first event); a stream then runs on its idle timeout.
 	timeout := up.attemptTimeout
-	timer := time.AfterFunc(timeout, cancel)
+	deadline := time.Now().Add(timeout)
+	callerDeadline := false
+	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
+		deadline, callerDeadline = r.deadline, true
+	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.URL(r.ep.op, t.step.Upstream), bytes.NewReader(body))
-	if err != nil {
-		timer.Stop()
-		cancel()
-		return r.fail(t, &attemptError{err: err})
-	}
-	h := req.Header
-	h["Content-Type"] = []string{"application/json"}
+	req := fasthttp.AcquireRequest()
+	req.SetRequestURI(a.URL(r.ep.op, t.step.Upstream))
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
 	if r.stream {
-		h["Accept"] = []string{"text/event-stream"}
+		req.Header.Set("Accept", "text/event-stream")
 	} else {
-		h["Accept"] = []string{"application/json"}
+		req.Header.Set("Accept", "application/json")
 	}
-	h["User-Agent"] = []string{userAgent}
-	h["X-Request-Id"] = []string{r.id}
+	req.Header.SetUserAgent(userAgent)
+	req.Header.Set(headerRequestID, r.id)
 	if withIdem && r.idemKey != "" {
-		h["Idempotency-Key"] = []string{r.idemKey}
+		req.Header.Set("Idempotency-Key", r.idemKey)
 	}
 	if a.Format() == provider.FormatAnthropic && r.ep.format == provider.FormatAnthropic {
 		for _, name := range [...]string{"Anthropic-Version", "Anthropic-Beta"} {
-			if v := c.Get(name); v != "" {
-				h[name] = []string{v}
+			if v := c.Request().Header.Peek(name); len(v) > 0 {
+				req.Header.SetBytesV(name, v)
 			}
 		}
 	}
-	a.Authorize(h, t.key.Secret())
+	setAuth(req, up.authFor(a, t.key))
+	req.SetBodyRaw(body) // the caller's body outlives the exchange
 
-	resp, err := up.client.Do(req)
+	resp := fasthttp.AcquireResponse()
+	resp.StreamBody = r.stream
+	sent := time.Now()
+	err := up.client.DoDeadline(req, resp, deadline)
+	fasthttp.ReleaseRequest(req)
 	if err != nil {
-		timer.Stop()
-		cancel()
-		if ctx.Err() != nil && r.ctx.Err() == nil {
-			err = fmt.Errorf("attempt timed out after %s: %w", timeout, err)
-		}
-		return r.fail(t, &attemptError{err: err})
+		fasthttp.ReleaseResponse(resp)
+		return r.fail(t, &attemptError{err: transportError(err, timeout, callerDeadline)})
 	}
-	if resp.StatusCode == http.StatusOK && r.stream && isEventStream(resp.Header) {
-		return r.startStream(t, resp, cancel, timer)
-	}
-	respBody, err := readBody(resp.Body)
-	timer.Stop()
-	cancel()
-	if err != nil {
-		return r.fail(t, &attemptError{status: 0, err: fmt.Errorf("read response: %w", err)})
-	}
-	if resp.StatusCode != http.StatusOK {
-		return r.fail(t, &attemptError{status: resp.StatusCode, header: resp.Header, body: respBody})
-	}
-	if status, isErr := provider.ErrorIn200(respBody); isErr {
-		return r.fail(t, &attemptError{status: status, header: resp.Header, body: respBody})
-	}
-	if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: resp.Header, body: respBody,
-			err: errors.New("completion with no choices")})
+	status := resp.StatusCode()
+	s.metrics.upstreamLatency(t.step.Provider.Name, time.Since(sent))
+	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
+		return r.startStream(t, resp, sent)
 	}
 	if r.stream {
-		// Asked for a stream, got a plain 200 body: not what was asked.
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: resp.Header, body: respBody,
-			err: fmt.Errorf("expected an event stream, got %q", resp.Header.Get("Content-Type"))})
+		// Error responses to a stream request come as a plain body.
+		b, err := readStreamBody(resp)
+		if err != nil {
+			fasthttp.ReleaseResponse(resp)
+			return r.fail(t, &attemptError{err: fmt.Errorf("read response: %w", transportError(err, timeout, callerDeadline))})
+		}
+		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: b}
+		if status == http.StatusOK {
+			// Asked for a stream, got a plain 200 body: not what was asked.
+			ae.status = http.StatusBadGateway
+			ae.err = fmt.Errorf("expected an event stream, got %q", resp.Header.ContentType())
+			if st, isErr := provider.ErrorIn200(b); isErr {
+				ae.status, ae.err = st, nil
+			}
+		}
+		fasthttp.ReleaseResponse(resp)
+		return r.fail(t, ae)
+	}
+	defer fasthttp.ReleaseResponse(resp)
+	respBody := resp.Body()
+	if status != http.StatusOK {
+		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
+	}
+	if status, isErr := provider.ErrorIn200(respBody); isErr {
+		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
+	}
+	if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
+			err: errors.New("completion with no choices")})
 	}
 	out, err := translateResponse(r.ep.format, a.Format(), r.ep.op, respBody, r.model)
 	if err != nil {
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: respBody, err: err})
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	r.logger().Info("request served", "model", r.model, "provider", t.step.Provider.Name,
-		"key_id", t.key.ID, "attempts", r.attempts, "duration", time.Since(r.started))
-	return attemptResult{done: true, outcome: outcome{err: c.Send(out)}}
+	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
+	r.logInfo("request served", t)
+	return attemptResult{done: true}
 }
 
 // fail classifies a failed attempt.
@@ -174,6 +185,7 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 }
 
 func (r *request) setServedBy(c *fiber.Ctx, t target) {
+	r.provider = t.step.Provider.Name
 	c.Set(headerProvider, t.step.Provider.Name)
 	c.Set(headerKeyID, t.key.ID)
 	c.Set(headerModel, t.step.Model)
@@ -241,8 +253,8 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	} else if pf != r.ep.format {
 		body = translateError(r.ep.format, status, body)
 	}
-	r.logger().Info("request rejected upstream", "model", r.model, "provider", t.step.Provider.Name,
-		"key_id", t.key.ID, "status", status, "class", ae.result.Class.String())
+	r.class = ae.result.Class.String()
+	r.logInfo("request rejected upstream", t, slog.Int("status", status), slog.String("class", r.class))
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(body)
@@ -251,20 +263,6 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 func jsonObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	return len(b) > 1 && (b[0] == '{' || b[0] == '[')
-}
-
-func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
-}
-
-func readBody(rc io.ReadCloser) ([]byte, error) {
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxResponseBytes+1))
-	if err == nil && len(b) > maxResponseBytes {
-		err = fmt.Errorf("response larger than %d bytes", maxResponseBytes)
-	}
-	return b, err
 }
 
 func contains(list []int, v int) bool {

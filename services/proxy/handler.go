@@ -54,11 +54,15 @@ type request struct {
 	stream   bool
 	body     []byte // the caller's body (valid during the handler only)
 	idemKey  string
-	ctx      context.Context
-	cancel   context.CancelFunc
-	deadline time.Time
+	deadline time.Time // zero: none
 	started  time.Time
 	log      *slog.Logger
+
+	// For metrics: the model name when it resolved, what served the
+	// request, and the outcome class ("" derives it from the status).
+	resolved string
+	provider string
+	class    string
 
 	attempts int
 	last     *attemptError // the last failure, for the final error message
@@ -76,63 +80,95 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)
-			return sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
+			r.class = classRejected
+			err := sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
 				fmt.Sprintf("the gateway is at its limit of %d requests in flight; retry shortly", s.cfg.Limits.MaxInFlight))
+			r.record(c.Response().StatusCode())
+			return err
 		}
-		handedOff := false // a stream relay releases the slot when it ends
-		defer func() {
-			if !handedOff {
-				s.inFlight.Add(-1)
-			}
-		}()
-
-		client, ok := s.clients.authenticate(c)
-		if !ok {
-			return sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
-		}
-
-		r.body = c.Body()
-		if !json.Valid(r.body) {
-			return sendError(c, ep.format, fiber.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON")
-		}
-		model, ok := jsonfield.String(r.body, "model")
-		if !ok || model == "" {
-			return sendError(c, ep.format, fiber.StatusBadRequest, codeMissingModel, "the request body must name a model")
-		}
-		r.model = model
-		r.stream = ep.op == provider.OpChat && jsonfield.Bool(r.body, "stream")
-		steps, ok := s.table.Resolve(model)
-		if !ok {
-			return sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
-				fmt.Sprintf("the model `%s` does not exist on this gateway", model))
-		}
-		if client != nil && !client.allows(model, steps) {
-			return sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
-				fmt.Sprintf("this API key may not use the model `%s`", model))
-		}
-		if k := c.Get("Idempotency-Key"); k != "" {
-			if !validIdempotencyKey(k) {
-				return sendError(c, ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
-					"Idempotency-Key must be 1 to 255 visible ASCII characters")
-			}
-			r.idemKey = strings.Clone(k)
-		}
-
-		r.deadline = s.deadline(c, r.started)
-		if r.deadline.IsZero() {
-			r.ctx, r.cancel = context.WithCancel(s.baseCtx)
-		} else {
-			r.ctx, r.cancel = context.WithDeadline(s.baseCtx, r.deadline)
-		}
-		res := r.run(c, steps)
+		res := r.serve(c)
 		if res.relay != nil {
-			handedOff = true
-			res.relay.start(c)
+			res.relay.start(c) // the relay ends the request when the stream ends
 			return nil
 		}
-		r.cancel()
+		r.finish(c.Response().StatusCode())
 		return res.err
 	}
+}
+
+// serve authenticates, parses and resolves the request, then tries targets.
+func (r *request) serve(c *fiber.Ctx) outcome {
+	s, ep := r.s, r.ep
+	client, ok := s.clients.authenticate(c)
+	if !ok {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
+	}
+	r.body = c.Body()
+	if !json.Valid(r.body) {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON")}
+	}
+	model, ok := jsonfield.String(r.body, "model")
+	if !ok || model == "" {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeMissingModel, "the request body must name a model")}
+	}
+	r.model = model
+	r.stream = ep.op == provider.OpChat && jsonfield.Bool(r.body, "stream")
+	steps, ok := s.table.Resolve(model)
+	if !ok {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
+			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
+	}
+	r.resolved = s.metrics.modelLabel(model)
+	if client != nil && !client.allows(model, steps) {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
+			fmt.Sprintf("this API key may not use the model `%s`", model))}
+	}
+	if k := c.Get("Idempotency-Key"); k != "" {
+		if !validIdempotencyKey(k) {
+			r.class = classRejected
+			return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
+				"Idempotency-Key must be 1 to 255 visible ASCII characters")}
+		}
+		r.idemKey = strings.Clone(k)
+	}
+	r.deadline = s.deadline(c, r.started)
+	return r.run(c, steps)
+}
+
+// expired reports whether the request ran out of time: its deadline
+// passed or the proxy is shutting down.
+func (r *request) expired() bool {
+	return r.s.closing.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
+}
+
+// finish ends a request that held an in-flight slot.
+func (r *request) finish(status int) {
+	r.s.inFlight.Add(-1)
+	r.record(status)
+}
+
+// record counts the request in the metrics.
+func (r *request) record(status int) {
+	r.s.metrics.request(r, status)
+}
+
+// logInfo logs an Info line about a served request, building nothing when
+// Info is disabled.
+func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
+	log := r.s.log
+	if !log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	attrs := append(make([]slog.Attr, 0, 7+len(extra)), slog.String("request_id", r.id),
+		slog.String("model", r.model), slog.String("provider", t.step.Provider.Name),
+		slog.String("key_id", t.key.ID), slog.Int("attempts", r.attempts),
+		slog.Duration("duration", time.Since(r.started)))
+	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
 }
 
 // deadline is when the request must be answered: the earliest of the
@@ -185,7 +221,7 @@ func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
 	if out, done := r.pass(c, steps, &p); done {
 		return out
 	}
-	if r.attempts == 0 && p.denied && p.unsupported == nil && r.s.soft != nil && r.ctx.Err() == nil &&
+	if r.attempts == 0 && p.denied && p.unsupported == nil && r.s.soft != nil && !r.expired() &&
 		r.s.policy.AllHeld == config.AllHeldTrySoft {
 		p = pass{gate: softGate{r.s.gate, r.s.soft}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
@@ -235,7 +271,7 @@ steps:
 			t := target{step: step, key: key}
 			probe := adm == hold.AdmitProbe
 			for same := 1; ; same++ {
-				if r.attempts >= maxAttempts || r.ctx.Err() != nil {
+				if r.attempts >= maxAttempts || r.expired() {
 					break steps
 				}
 				r.attempts++
@@ -252,7 +288,7 @@ steps:
 				retrying := act == actRetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
-					Cancelled: r.ctx.Err() != nil, // the caller's deadline, not the target's fault
+					Cancelled: r.expired(), // the caller's deadline, not the target's fault
 				})
 				r.logger().Warn("attempt failed",
 					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
@@ -282,7 +318,7 @@ func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
 	switch {
 	case r.attempts == 0 && p.unsupported != nil:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
-	case r.attempts == 0 && r.ctx.Err() != nil:
+	case r.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
 	case r.attempts == 0:
 		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
@@ -352,15 +388,15 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 	if ae.result.HasWait && ae.result.RetryAfter > d && ae.result.RetryAfter <= rc.BackoffMax {
 		d = ae.result.RetryAfter
 	}
-	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < d {
+	if !r.deadline.IsZero() && time.Until(r.deadline) < d {
 		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
-	case <-r.ctx.Done():
+		return !r.expired()
+	case <-r.s.baseCtx.Done():
 		return false
 	}
 }

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		// fasthttp's worker pool cleaner sleeps out its idle period after
 		// Shutdown before it notices the stop (fasthttp v1.51).
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		// The upstream client's pool cleaners (fasthttp v1.51) sleep out
+		// their idle period after the pools close, then exit.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
 		// fasthttp's process-wide Date header clock.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
 	)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +48,8 @@ type Service struct {
 	policy     *hold.Settings // global resilience settings (all-held policy)
 	upstreams  []*upstream    // by provider index
 	inFlight   atomic.Int64
+	closing    atomic.Bool // set when the upstream pools close
+	metrics    *proxyMetrics
 	started    time.Time
 	modelsBody [2][]byte // by provider.Format of the caller
 	baseCtx    context.Context
@@ -60,14 +61,6 @@ type Service struct {
 // breaker, a rate limit): the try_soft all-held policy may still use it.
 type softHolds interface {
 	Held(provider, keyID, model string) (held, soft bool)
-}
-
-// upstream is the connection pool and timeouts of one provider.
-type upstream struct {
-	client         *http.Client
-	transport      *http.Transport
-	attemptTimeout time.Duration
-	streamIdle     time.Duration
 }
 
 // New builds a proxy from a validated configuration.
@@ -108,35 +101,10 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
 	}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	s.metrics = newProxyMetrics(s)
 	s.buildModelLists()
 	s.app = s.newApp()
 	return s, nil
-}
-
-func newUpstream(cfg *config.Config, p config.Provider) *upstream {
-	pick := func(own, global time.Duration) time.Duration {
-		if own > 0 {
-			return own
-		}
-		return global
-	}
-	dialer := &net.Dialer{Timeout: pick(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		DialContext:         dialer.DialContext,
-		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-		ForceAttemptHTTP2:   true,
-		ReadBufferSize:      32 << 10,
-		WriteBufferSize:     32 << 10,
-	}
-	return &upstream{
-		client:         &http.Client{Transport: tr},
-		transport:      tr,
-		attemptTimeout: pick(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
-		streamIdle:     pick(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
-	}
 }
 
 func (s *Service) newApp() *fiber.App {
@@ -155,6 +123,7 @@ func (s *Service) newApp() *fiber.App {
 	app.Post("/v1/embeddings", s.handle(epEmbeddings))
 	app.Post("/v1/messages", s.handle(epMessages))
 	app.Get("/v1/models", s.listModels)
+	app.Get("/metrics", s.metrics.handler())
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
@@ -248,9 +217,10 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Service) close() {
+	s.closing.Store(true)
 	s.stop()
 	for _, u := range s.upstreams {
-		u.transport.CloseIdleConnections()
+		u.close()
 	}
 }
 

@@ -2,37 +2,42 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/sse"
 )
 
-// relay forwards an upstream event stream to the caller event by event,
-// flushing after each. It is prepared by an attempt whose first event
-// arrived well (so failover stays possible until then) and runs after the
-// handler returns, in the connection's goroutine.
+// relay forwards an upstream event stream to the caller as events arrive:
+// it writes each event and flushes whenever the upstream has no complete
+// event buffered, so events that arrive spaced out reach the caller one by
+// one while a burst goes out in one write. It is prepared by an attempt
+// whose first event arrived well (so failover stays possible until then)
+// and runs after the handler returns, in the connection's goroutine.
 type relay struct {
 	r        *request
 	t        target
-	resp     *http.Response
+	resp     *fasthttp.Response
+	conn     *trackedConn // the upstream connection: each read gets a deadline
 	rd       *sse.Reader
-	cancel   context.CancelFunc
-	idle     *time.Timer
 	idleFor  time.Duration
 	upFormat provider.Format
 	conv     translate.StreamConverter // nil when formats match
-	first    []byte                    // the first event, already converted
+	first    []byte                    // the first events, already converted
 	done     bool                      // terminal event seen
 	upErr    bool                      // the upstream reported an error in the stream
+	atEOF    bool                      // the upstream body was read to its end
 }
 
 // maxPreamble bounds the opening events held back before a stream is
@@ -42,16 +47,19 @@ const maxPreamble = 8
 // startStream reads the opening events of a 200 stream, up to the first
 // content. An error event or an empty stream is a failed attempt (nothing
 // reached the caller yet); otherwise the stream is committed to the caller.
-func (r *request) startStream(t target, resp *http.Response, cancel context.CancelFunc, attemptTimer *time.Timer) attemptResult {
+// The connection's read deadline is still the attempt's (set for the
+// exchange), so a stream that opens and then stalls fails the attempt.
+func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) attemptResult {
 	up := r.s.upstreams[t.step.Provider.Index]
 	pf := t.step.Provider.Adapter.Format()
-	rd := sse.NewReader(resp.Body)
-	abort := func() {
-		attemptTimer.Stop()
-		cancel()
-		resp.Body.Close()
+	rd := sse.Get(resp.BodyStream())
+	rl := &relay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr()), rd: rd,
+		idleFor: up.streamIdle, upFormat: pf}
+	abort := func(atEOF bool) {
+		sse.Put(rd)
+		closeBodyStream(resp, atEOF)
+		fasthttp.ReleaseResponse(resp)
 	}
-	rl := &relay{r: r, t: t, resp: resp, rd: rd, cancel: cancel, idleFor: up.streamIdle, upFormat: pf}
 	if pf != r.ep.format {
 		rl.conv = newStreamConverter(r.ep.format, r.model)
 	}
@@ -60,9 +68,11 @@ func (r *request) startStream(t target, resp *http.Response, cancel context.Canc
 	for held := 0; ; {
 		ev, err := rd.Next()
 		if err != nil {
-			abort()
+			abort(errors.Is(err, io.EOF))
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				err = errors.New("stream ended before its first content event")
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("attempt timed out after %s waiting for the stream's first content: %w", up.attemptTimeout, err)
 			}
 			return r.fail(t, &attemptError{err: err})
 		}
@@ -71,8 +81,9 @@ func (r *request) startStream(t target, resp *http.Response, cancel context.Canc
 		}
 		if provider.InspectEvent(pf, ev.Name, ev.Data) == provider.EventError {
 			data := append([]byte(nil), ev.Data...)
-			abort()
-			return r.fail(t, &attemptError{stream: true, header: resp.Header, body: data,
+			header := headerOf(&resp.Header)
+			abort(false)
+			return r.fail(t, &attemptError{stream: true, header: header, body: data,
 				err: errors.New("error event before the stream's first content")})
 		}
 		rl.first = append(rl.first, rl.convert(ev)...)
@@ -81,9 +92,22 @@ func (r *request) startStream(t target, resp *http.Response, cancel context.Canc
 			break
 		}
 	}
-	attemptTimer.Stop()
-	rl.idle = time.AfterFunc(rl.idleFor, cancel)
+	r.s.metrics.firstToken(t.step.Provider.Name, time.Since(sent))
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
+}
+
+// armIdle bounds the next upstream read by the streaming idle timeout (and
+// the caller's deadline): a stalled upstream read fails with a deadline
+// error instead of hanging.
+func (rl *relay) armIdle() {
+	if rl.conn == nil {
+		return
+	}
+	d := time.Now().Add(rl.idleFor)
+	if dl := rl.r.deadline; !dl.IsZero() && dl.Before(d) {
+		d = dl
+	}
+	_ = rl.conn.SetReadDeadline(d)
 }
 
 // convert turns one upstream event into the caller's frames and notes
@@ -120,15 +144,14 @@ func (rl *relay) start(c *fiber.Ctx) {
 	c.Context().SetBodyStreamWriter(rl.run)
 }
 
-// run relays the rest of the stream, flushing after every event.
+// run relays the rest of the stream.
 func (rl *relay) run(w *bufio.Writer) {
 	r := rl.r
 	defer func() {
-		rl.idle.Stop()
-		rl.cancel()
-		rl.resp.Body.Close()
-		r.cancel()
-		r.s.inFlight.Add(-1)
+		sse.Put(rl.rd)
+		closeBodyStream(rl.resp, rl.atEOF)
+		fasthttp.ReleaseResponse(rl.resp)
+		r.finish(http.StatusOK) // the caller got a 200 and the events
 	}()
 	events := 1
 	clientGone := false
@@ -140,6 +163,14 @@ func (rl *relay) run(w *bufio.Writer) {
 			clientGone = true
 			return false
 		}
+		return true
+	}
+	// flush sends what was written unless another complete event is
+	// already buffered upstream (it goes out in the same write).
+	flush := func(force bool) bool {
+		if !force && rl.rd.Ready() {
+			return true
+		}
 		if err := w.Flush(); err != nil {
 			clientGone = true
 			return false
@@ -147,11 +178,14 @@ func (rl *relay) run(w *bufio.Writer) {
 		return true
 	}
 	var readErr error
-	if write(rl.first) {
+	if write(rl.first) && flush(false) {
 		for {
+			rl.armIdle()
 			ev, err := rl.rd.Next()
 			if err != nil {
-				if !errors.Is(err, io.EOF) {
+				if errors.Is(err, io.EOF) {
+					rl.atEOF = true
+				} else {
 					readErr = err
 				}
 				if len(ev.Raw) > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
@@ -160,37 +194,49 @@ func (rl *relay) run(w *bufio.Writer) {
 				break
 			}
 			if len(ev.Data) == 0 && len(ev.Name) == 0 {
-				rl.idle.Reset(rl.idleFor)
 				continue
 			}
-			rl.idle.Reset(rl.idleFor)
 			events++
-			if !write(rl.convert(ev)) {
+			if !write(rl.convert(ev)) || !flush(false) {
 				break
 			}
 		}
 	}
-	log := r.logger()
-	attrs := []any{"model", r.model, "provider", rl.t.step.Provider.Name, "key_id", rl.t.key.ID,
-		"attempts", r.attempts, "events", events, "duration", time.Since(r.started)}
+	status := http.StatusOK
 	switch {
 	case clientGone:
-		log.Info("stream ended by the caller", attrs...)
+		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
 	case rl.done || rl.upErr:
-		log.Info("stream served", attrs...)
+		flush(true)
+		r.logInfo("stream served", rl.t, slog.Int("events", events))
 	default:
+		status = http.StatusBadGateway
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
-			msg += ": " + errorText(readErr, rl.idleFor)
+			msg += ": " + rl.errorText(readErr)
 		}
-		log.Warn("stream incomplete", append(attrs, slog.String("err", msg))...)
-		write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, msg))
+		r.logger().Warn("stream incomplete", "model", r.model, "provider", rl.t.step.Provider.Name,
+			"key_id", rl.t.key.ID, "attempts", r.attempts, "events", events,
+			"duration", time.Since(r.started), "err", msg)
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, msg)) {
+			flush(true)
+		}
+	}
+	if status != http.StatusOK {
+		r.class = classStreamIncomplete
 	}
 }
 
-func errorText(err error, idle time.Duration) string {
-	if errors.Is(err, context.Canceled) {
-		return "no event for " + idle.String() + " (streaming idle timeout) or the request was cancelled"
+// errorText explains why an upstream read failed.
+func (rl *relay) errorText(err error) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if dl := rl.r.deadline; !dl.IsZero() && !time.Now().Before(dl) {
+			return "the request's deadline passed"
+		}
+		return "no event for " + rl.idleFor.String() + " (streaming idle timeout)"
+	}
+	if errors.Is(err, net.ErrClosed) {
+		return "the gateway is shutting down"
 	}
 	return err.Error()
 }

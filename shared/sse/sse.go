@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"sync"
 )
 
 // Event is one server-sent event.
@@ -18,6 +19,14 @@ type Event struct {
 	Raw []byte
 }
 
+// bufSize is the read buffer of a Reader. LLM stream events are well under
+// it; a longer line is collected whole.
+const bufSize = 4 << 10
+
+// maxKeep bounds the scratch buffers a pooled Reader keeps: one huge event
+// does not pin its memory in the pool.
+const maxKeep = 64 << 10
+
 // Reader reads events from a stream. The slices of an Event are valid until
 // the next call to Next.
 type Reader struct {
@@ -25,22 +34,60 @@ type Reader struct {
 	raw  []byte
 	data []byte
 	name []byte
+	long []byte // a line longer than the buffer
 }
 
 // NewReader returns a Reader over r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 32<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize)}
+}
+
+var pool = sync.Pool{New: func() any { return NewReader(nil) }}
+
+// Get returns a pooled Reader over r. Put it back when the stream is done.
+func Get(r io.Reader) *Reader {
+	rd := pool.Get().(*Reader)
+	rd.Reset(r)
+	return rd
+}
+
+// Put returns a Reader to the pool. It must not be used afterwards, nor
+// the slices of the events it returned.
+func Put(r *Reader) {
+	r.Reset(nil)
+	if cap(r.raw) > maxKeep || cap(r.data) > maxKeep || cap(r.long) > maxKeep {
+		r.raw, r.data, r.long = nil, nil, nil
+	}
+	pool.Put(r)
 }
 
 // Reset makes the reader read from r, keeping its buffers.
 func (r *Reader) Reset(src io.Reader) {
 	r.br.Reset(src)
-	r.raw, r.data, r.name = r.raw[:0], r.data[:0], r.name[:0]
+	r.raw, r.data, r.name, r.long = r.raw[:0], r.data[:0], r.name[:0], r.long[:0]
+}
+
+// Buffered is the number of bytes read from the stream and not yet
+// returned as events.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
+
+// Ready reports whether a complete event is buffered, so that Next returns
+// without reading from the stream. A relay flushes what it wrote when
+// Ready is false: the next event may be a while.
+func (r *Reader) Ready() bool {
+	n := r.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.br.Peek(n)
+	b = bytes.TrimLeft(b, "\r\n") // blank lines before an event are skipped
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF;
 // a final event not terminated by a blank line is returned with
-// io.ErrUnexpectedEOF (its Raw holds what arrived).
+// io.ErrUnexpectedEOF (its Raw holds what arrived). Any other read error
+// (a deadline, a reset) is returned as is, with what arrived of the event.
 func (r *Reader) Next() (Event, error) {
 	r.raw, r.data, r.name = r.raw[:0], r.data[:0], r.name[:0]
 	hasData := false
@@ -48,20 +95,23 @@ func (r *Reader) Next() (Event, error) {
 		line, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			// Long line: collect it whole.
-			buf := append([]byte(nil), line...)
+			r.long = append(r.long[:0], line...)
 			for err == bufio.ErrBufferFull {
 				line, err = r.br.ReadSlice('\n')
-				buf = append(buf, line...)
+				r.long = append(r.long, line...)
 			}
-			line = buf
+			line = r.long
 		}
 		r.raw = append(r.raw, line...)
 		if err != nil {
 			if len(bytes.TrimSpace(r.raw)) == 0 {
-				return Event{}, io.EOF
+				return Event{}, err
 			}
 			r.field(line, &hasData)
-			return r.event(), io.ErrUnexpectedEOF
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return r.event(), err
 		}
 		trimmed := bytes.TrimRight(line, "\r\n")
 		if len(trimmed) == 0 {

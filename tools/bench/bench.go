@@ -33,9 +33,10 @@ type options struct {
 	Targets    []string      `json:"targets"`
 	Latency    time.Duration `json:"upstream_latency_ns"`
 	Chunks     int           `json:"upstream_chunks"`
-	Proxy      string        `json:"proxy"`    // auto, binary, harness
-	Upstream   string        `json:"upstream"` // binary, harness
-	CPUProfile string        `json:"-"`        // proxy CPU profile (harness)
+	Proxy      string        `json:"proxy"`                    // auto, binary, harness
+	Upstream   string        `json:"upstream"`                 // binary, harness
+	CPUProfile string        `json:"-"`                        // proxy CPU profile (harness)
+	Baseline   string        `json:"baseline_proxy,omitempty"` // prebuilt proxy binary: target switchyard-base
 	Out        string        `json:"-"`
 	Progress   io.Writer     `json:"-"`
 }
@@ -44,6 +45,7 @@ type options struct {
 type env struct {
 	upstream, proxy, floor *child
 	floorNet               *child // only with the floor-nethttp target
+	baseline               *child // only with -baseline-proxy
 	proxyKind              string // binary or harness
 	targets                map[string]target
 	stop                   func()
@@ -114,7 +116,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		}
 	}
 	natsURL := ""
-	if e.proxyKind == "binary" {
+	if e.proxyKind == "binary" || o.Baseline != "" {
 		// The proxy's main may want NATS; give it a private server.
 		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats"), ServerName: "bench"})
 		if err != nil {
@@ -153,6 +155,24 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	}
 	stops = append(stops, e.proxy.stop)
 	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey}
+
+	if o.Baseline != "" {
+		// The same configuration on its own port, served by the prebuilt binary.
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, "switchyard-base.yaml")
+		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir)), 0o600); err != nil {
+			return nil, fmt.Errorf("write baseline proxy config: %w", err)
+		}
+		e.baseline, err = startChild(ctx, "switchyard-base", addr, o.Baseline, []string{"-config", path}, proxyEnv)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, e.baseline.stop)
+		e.targets["switchyard-base"] = target{Name: "switchyard-base", Addr: addr, Auth: "Bearer " + clientKey}
+	}
 
 	// The floor.
 	floorAddr, err := freeAddr()
@@ -280,7 +300,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				rep.Cells = append(rep.Cells, c)
 			}
 		}
-		for _, p := range []*child{e.proxy, e.floor, e.floorNet} {
+		for _, p := range []*child{e.proxy, e.baseline, e.floor, e.floorNet} {
 			if p == nil {
 				continue
 			}

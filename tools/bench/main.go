@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", 5, "upstream content chunks per stream (no delay between them)")
 	proxyKind := fs.String("proxy", "auto", "how to run Switchyard: binary (services/proxy/cmd/proxy), harness (proxy.New in a child of this binary), auto (binary when it exists)")
 	upstreamKind := fs.String("upstream", "binary", "how to run the fake provider: binary (tools/cmd/fakeprovider) or harness (a child of this binary)")
+	baseline := fs.String("baseline-proxy", "", "a prebuilt proxy binary (say, of an earlier commit) measured as target switchyard-base, side by side with the current one")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file (implies -proxy=harness)")
 	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
 	// Hidden: the helper processes.
@@ -81,6 +83,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Duration: *duration, Warmup: *warmup, Latency: *latency, Chunks: *chunks,
 		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr,
 	}
+	if *baseline != "" {
+		p, err := filepath.Abs(*baseline)
+		if err != nil {
+			return err
+		}
+		o.Baseline = p
+	}
 	if *short {
 		o.Duration, o.Warmup = time.Second, 250*time.Millisecond
 	}
@@ -107,8 +116,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, t := range splitList(*targets) {
 		switch t {
 		case "direct", "switchyard", "floor", "floor-nethttp":
+		case "switchyard-base":
+			if o.Baseline == "" {
+				return errors.New("target switchyard-base needs -baseline-proxy")
+			}
 		default:
-			return fmt.Errorf("unknown target %q (want direct, switchyard, floor or floor-nethttp)", t)
+			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-base, floor or floor-nethttp)", t)
 		}
 		o.Targets = append(o.Targets, t)
 	}
@@ -129,6 +142,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		o.Proxy, o.CPUProfile = "harness", p
+	}
+	if o.Baseline != "" && !slices.Contains(o.Targets, "switchyard-base") {
+		o.Targets = append(o.Targets, "switchyard-base")
 	}
 	if len(o.Modes) == 0 || len(o.Streams) == 0 || len(o.Targets) == 0 {
 		return errors.New("nothing to measure: -modes, -kinds and -targets must not be empty")

@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"switchyard.dev/shared/metrics"
+)
+
+// Outcome classes of switchyard_requests_total besides the failure
+// classes of an upstream's error: served, refused by the gateway itself
+// (bad input, authentication, overload), a stream cut after its first
+// byte, and no target available (all held or none usable).
+const (
+	classOK               = "ok"
+	classRejected         = "rejected"
+	classStreamIncomplete = "stream_incomplete"
+	classUnavailable      = "unavailable"
+)
+
+const (
+	modelUnknown    = "unknown"
+	providerNone    = "none"
+	metricNamespace = "switchyard"
+)
+
+// proxyMetrics are one proxy's Prometheus series, on a registry of its own
+// (never the global default), so several proxies can live in one process.
+type proxyMetrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	attempts prometheus.Histogram
+	latency  *prometheus.HistogramVec
+	ttft     *prometheus.HistogramVec
+	models   sync.Map // resolved model name -> label value (a string of its own)
+	statuses [600]string
+}
+
+func newProxyMetrics(s *Service) *proxyMetrics {
+	m := &proxyMetrics{reg: prometheus.NewRegistry()}
+	for i := range m.statuses {
+		m.statuses[i] = strconv.Itoa(i)
+	}
+	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "requests_total",
+		Help: "Inference requests by endpoint, gateway model (unknown when it did not resolve), provider that answered (none), HTTP status and outcome class.",
+	}, []string{"endpoint", "model", "provider", "status", "class"})
+	m.attempts = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Name: "request_attempts",
+		Help:    "Upstream attempts per request whose model resolved.",
+		Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8, 10},
+	})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Name: "upstream_latency_seconds",
+		Help:    "Time from sending an attempt upstream to its response: the whole body for a plain response, the headers for a stream.",
+		Buckets: latencyBuckets,
+	}, []string{"provider"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Name: "time_to_first_token_seconds",
+		Help:    "Time from sending a streaming attempt upstream to its first content event.",
+		Buckets: latencyBuckets,
+	}, []string{"provider"})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricNamespace, Name: "requests_in_flight",
+		Help: "Inference requests being served (streams until their last event).",
+	}, func() float64 { return float64(s.inFlight.Load()) })
+	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, inFlight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.member != nil {
+		m.reg.MustRegister(metrics.NewHoldCollector(s.member.Engine))
+	}
+	return m
+}
+
+// handler serves GET /metrics.
+func (m *proxyMetrics) handler() fiber.Handler {
+	return adaptor.HTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+}
+
+// modelLabel is the label value of a model name that resolved: the set is
+// bounded by the configuration (models, aliases, chains, provider/model).
+func (m *proxyMetrics) modelLabel(model string) string {
+	if v, ok := m.models.Load(model); ok {
+		return v.(string)
+	}
+	v, _ := m.models.LoadOrStore(strings.Clone(model), strings.Clone(model))
+	return v.(string)
+}
+
+func (m *proxyMetrics) request(r *request, status int) {
+	model, provider, class := r.resolved, r.provider, r.class
+	if model == "" {
+		model = modelUnknown
+	} else {
+		m.attempts.Observe(float64(r.attempts))
+	}
+	if provider == "" {
+		provider = providerNone
+	}
+	if class == "" {
+		switch {
+		case status == fiber.StatusOK:
+			class = classOK
+		case r.last != nil:
+			class = r.last.result.Class.String()
+		default:
+			class = classUnavailable
+		}
+	}
+	st := "other"
+	if status >= 0 && status < len(m.statuses) {
+		st = m.statuses[status]
+	}
+	m.requests.WithLabelValues(r.ep.name, model, provider, st, class).Inc()
+}
+
+func (m *proxyMetrics) upstreamLatency(provider string, d time.Duration) {
+	m.latency.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+func (m *proxyMetrics) firstToken(provider string, d time.Duration) {
+	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+}

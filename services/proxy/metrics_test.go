@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// scrape returns the proxy's /metrics text.
+func (f *fixture) scrape(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(f.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.Breaker.ConsecutiveFailures = 50 // a breaker to report, closed
+	})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key", Times: 1})
+	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	if status, _, _ := f.call(t, "/v1/chat/completions", `{"model":"nope","messages":[]}`); status != 404 {
+		t.Fatalf("unknown model: %d", status)
+	}
+	if resp, events := f.stream(t, "/v1/chat/completions", streamBody); resp.StatusCode != 200 || len(events) == 0 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	f.anthropic.AddRule(fakeprovider.Rule{Error: "anthropic.overloaded"})
+	if status, _, _ := f.call(t, "/v1/chat/completions", chatBody); status != 502 {
+		t.Fatalf("all failed: %d", status)
+	}
+
+	text := f.scrape(t)
+	for _, want := range []string{
+		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="fake-openai/demo-model",provider="fake-openai",status="200"} 1`,
+		`switchyard_requests_total{class="rejected",endpoint="chat.completions",model="unknown",provider="none",status="404"} 1`,
+		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="demo-chat",provider="fake-openai",status="200"} 1`,
+		`switchyard_requests_total{class="transient",endpoint="chat.completions",model="demo-chat",provider="none",status="502"} 1`,
+		`switchyard_request_attempts_count 3`,
+		`switchyard_upstream_latency_seconds_count{provider="fake-openai"}`,
+		`switchyard_upstream_latency_seconds_count{provider="fake-anthropic"}`,
+		`switchyard_time_to_first_token_seconds_count{provider="fake-openai"} 1`,
+		`switchyard_requests_in_flight 0`,
+		`switchyard_holds{class="credential_rejected",scope="key",state="held"} 1`,
+		`switchyard_circuit_breaker_state{model="",provider="fake-openai"} 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %s in\n%s", want, grep(text, "switchyard_"))
+		}
+	}
+}
+
+// Several proxies in one process each have their own registry.
+func TestMetricsRegistryPerService(t *testing.T) {
+	a := newFixture(t)
+	b := newFixture(t)
+	a.call(t, "/v1/chat/completions", directBody)
+	if strings.Contains(b.scrape(t), `switchyard_requests_total{`) {
+		t.Error("a request to one proxy shows in another's metrics")
+	}
+	if !strings.Contains(a.scrape(t), `switchyard_requests_total{`) {
+		t.Error("no request counted")
+	}
+}
+
+func grep(text, prefix string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}

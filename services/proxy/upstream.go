@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/provider"
+)
+
+// The upstream client speaks HTTP/1.1 (fasthttp): pooled keep-alive
+// connections per provider host, TLS for https base URLs. HTTP/2-only
+// upstreams are not supported; every LLM API Switchyard targets serves
+// HTTP/1.1.
+const (
+	// minConnsPerHost is the least pool size per provider host; the pool
+	// is sized from limits.max_in_flight (each request in flight holds at
+	// most one upstream connection), so a request never waits for one.
+	minConnsPerHost = 64
+	// idleConnTimeout closes pooled connections unused for this long,
+	// below the idle timeout of common upstream servers and load balancers
+	// (60 s and more), so a pooled connection is rarely found closed.
+	idleConnTimeout = 30 * time.Second
+	// writeTimeout bounds writing one request upstream and the TLS
+	// handshake of a new connection.
+	writeTimeout = 15 * time.Second
+)
+
+// upstream is the connection pool and timeouts of one provider.
+type upstream struct {
+	client         *fasthttp.Client
+	conns          *connTable
+	attemptTimeout time.Duration
+	streamIdle     time.Duration
+	auth           []atomic.Pointer[authHeaders] // by key index
+}
+
+// authHeaders are the headers Adapter.Authorize sets for one secret.
+type authHeaders struct {
+	secret string
+	pairs  [][2]string
+}
+
+func newUpstream(cfg *config.Config, p config.Provider) *upstream {
+	pick := func(own, global time.Duration) time.Duration {
+		if own > 0 {
+			return own
+		}
+		return global
+	}
+	conns := &connTable{}
+	dialer := &net.Dialer{Timeout: pick(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
+	u := &upstream{
+		conns:          conns,
+		attemptTimeout: pick(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
+		streamIdle:     pick(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
+		auth:           make([]atomic.Pointer[authHeaders], len(p.Keys)),
+	}
+	u.client = &fasthttp.Client{
+		Name:                          userAgent,
+		Dial:                          func(addr string) (net.Conn, error) { return conns.dial(dialer, addr) },
+		TLSConfig:                     &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64)},
+		MaxConnsPerHost:               max(cfg.Limits.MaxInFlight+16, minConnsPerHost),
+		MaxIdleConnDuration:           idleConnTimeout,
+		WriteTimeout:                  writeTimeout,
+		MaxResponseBodySize:           maxResponseBytes,
+		ReadBufferSize:                16 << 10,
+		WriteBufferSize:               16 << 10,
+		DisableHeaderNamesNormalizing: false,
+		DisablePathNormalizing:        true, // send Azure deployment paths as built
+		// A POST is retried by fasthttp only when a pooled connection
+		// turns out closed before the response (io.EOF); once is enough.
+		MaxIdemponentCallAttempts: 2,
+	}
+	return u
+}
+
+// authFor returns the credential headers for key, built by the provider's
+// adapter once per secret (a rotated secret rebuilds them).
+func (u *upstream) authFor(a *provider.Adapter, key *route.Key) [][2]string {
+	secret := key.Secret()
+	i := key.Index()
+	if i < 0 || i >= len(u.auth) {
+		return buildAuth(a, secret).pairs
+	}
+	if h := u.auth[i].Load(); h != nil && h.secret == secret {
+		return h.pairs
+	}
+	h := buildAuth(a, secret)
+	u.auth[i].Store(h)
+	return h.pairs
+}
+
+func buildAuth(a *provider.Adapter, secret string) *authHeaders {
+	h := http.Header{}
+	a.Authorize(h, secret)
+	out := &authHeaders{secret: secret}
+	for k, vs := range h {
+		for _, v := range vs {
+			out.pairs = append(out.pairs, [2]string{k, v})
+		}
+	}
+	return out
+}
+
+// setAuth puts the credential headers on req. Authorize sets
+// Anthropic-Version only when the request has none (a caller's own version
+// is forwarded), so that one is kept when present.
+func setAuth(req *fasthttp.Request, pairs [][2]string) {
+	for _, kv := range pairs {
+		if kv[0] == "Anthropic-Version" && len(req.Header.Peek(kv[0])) > 0 {
+			continue
+		}
+		req.Header.Set(kv[0], kv[1])
+	}
+}
+
+// close closes idle pooled connections and interrupts the ones in use
+// (a hung upstream read ends at once).
+func (u *upstream) close() {
+	u.client.CloseIdleConnections()
+	u.conns.closeAll()
+}
+
+// connTable tracks the provider's open connections by local address, so a
+// stream can find its connection to bound each read with a deadline, and
+// shutdown can interrupt reads in progress.
+type connTable struct {
+	m sync.Map // net.Addr (the connection's own LocalAddr value) -> *trackedConn
+}
+
+func (t *connTable) dial(d *net.Dialer, addr string) (net.Conn, error) {
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, table: t, key: c.LocalAddr()}
+	t.m.Store(tc.key, tc)
+	return tc, nil
+}
+
+// lookup finds the connection a response was read from.
+func (t *connTable) lookup(local net.Addr) *trackedConn {
+	if local == nil {
+		return nil
+	}
+	v, ok := t.m.Load(local)
+	if !ok {
+		return nil
+	}
+	return v.(*trackedConn)
+}
+
+func (t *connTable) closeAll() {
+	t.m.Range(func(_, v any) bool {
+		_ = v.(*trackedConn).Close()
+		return true
+	})
+}
+
+// trackedConn is a pooled upstream connection that leaves the table when
+// it closes.
+type trackedConn struct {
+	net.Conn
+	table  *connTable
+	key    net.Addr
+	closed atomic.Bool
+}
+
+func (c *trackedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.table.m.Delete(c.key)
+	}
+	return c.Conn.Close()
+}
+
+// transportError explains an error of the upstream client in the words the
+// failure classifier matches (timeout, connection refused/reset, EOF).
+func transportError(err error, timeout time.Duration, callerDeadline bool) error {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout):
+		if callerDeadline {
+			return fmt.Errorf("the request's deadline passed: %w", err)
+		}
+		return fmt.Errorf("attempt timed out after %s: %w", timeout, err)
+	case errors.Is(err, fasthttp.ErrConnectionClosed):
+		return fmt.Errorf("the upstream closed the connection before answering (EOF): %w", err)
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return fmt.Errorf("read response: response larger than %d bytes", maxResponseBytes)
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return fmt.Errorf("every pooled connection to the upstream is busy: %w", err)
+	}
+	return err
+}
+
+// headerOf copies a response's headers for the failure classifier
+// (Retry-After and friends); only failed attempts pay for it.
+func headerOf(h *fasthttp.ResponseHeader) http.Header {
+	out := make(http.Header, h.Len())
+	h.VisitAll(func(k, v []byte) { out.Add(string(k), string(v)) })
+	return out
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return bytes.EqualFold(bytes.TrimSpace(ct), []byte("text/event-stream"))
+}
+
+// readStreamBody reads a streamed response body that is not an event
+// stream (an error, or a plain body where a stream was asked for), within
+// the response size limit.
+func readStreamBody(resp *fasthttp.Response) ([]byte, error) {
+	bs := resp.BodyStream()
+	if bs == nil {
+		return append([]byte(nil), resp.Body()...), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(bs, maxResponseBytes+1))
+	if err == nil && len(b) > maxResponseBytes {
+		err = fmt.Errorf("response larger than %d bytes", maxResponseBytes)
+	}
+	closeBodyStream(resp, err == nil)
+	return b, err
+}
+
+// closeBodyStream ends a streamed response. A body not read to its end
+// leaves the connection mid-response: it is closed, never pooled.
+func closeBodyStream(resp *fasthttp.Response, atEOF bool) {
+	if !atEOF {
+		resp.SetConnectionClose()
+	}
+	_ = resp.CloseBodyStream()
+}
