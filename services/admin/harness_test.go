@@ -260,3 +260,6 @@ func (r reply) expect(t *testing.T, status int, code string) {
 		t.Fatalf("error code %q, want %q: %s", r.errCode(), code, r.raw)
 	}
 }
+
+// stopServer stops the fleet's NATS server.
+func stopServer(e *env) { bus.StopEmbedded(e.ns) }
