@@ -1,6 +1,14 @@
 // Command swctl is Switchyard's operator CLI.
 //
 //	swctl classify < errors.jsonl   what would the gateway do with these errors?
+//	swctl holds ls                  holds in the fleet (admin API)
+//	swctl holds release ID          release a hold now
+//	swctl providers status          providers, circuit states, keys and their holds
+//	swctl events tail               follow hold/release/trip/probe/credential events
+//
+// The admin verbs talk to the admin service: -admin URL (env
+// SWITCHYARD_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
+// SWITCHYARD_ADMIN_TOKEN); -json prints the API's JSON.
 package main
 
 import (
@@ -39,6 +47,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "classify", usage: "read JSON Lines failures on stdin, print one classification per line", run: runClassify},
+		{name: "holds", usage: "ls [-provider P -key K -model M -class C -state S] | release ID", run: runHolds},
+		{name: "providers", usage: "status: providers, circuit states, keys and holds", run: runProviders},
+		{name: "events", usage: "tail [-kind K] [-provider P] [-since 10m] [-n N]: follow fleet events", run: runEvents},
 	}
 }
 

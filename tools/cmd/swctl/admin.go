@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Environment variables of the admin verbs.
+const (
+	envAdminURL   = "SWITCHYARD_ADMIN_URL"
+	envAdminToken = "SWITCHYARD_ADMIN_TOKEN"
+	defaultAdmin  = "http://127.0.0.1:8081"
+)
+
+// adminFlags are the flags every admin verb takes.
+type adminFlags struct {
+	url, token string
+	json       bool
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	u := os.Getenv(envAdminURL)
+	if u == "" {
+		u = defaultAdmin
+	}
+	fs.StringVar(&a.url, "admin", u, "admin service URL (env "+envAdminURL+")")
+	fs.StringVar(&a.token, "token", "", "admin bearer token (default: env "+envAdminToken+")")
+	fs.BoolVar(&a.json, "json", false, "print the API's JSON instead of a table")
+}
+
+func (a *adminFlags) bearer() string {
+	if a.token != "" {
+		return a.token
+	}
+	return os.Getenv(envAdminToken)
+}
+
+// parseInterleaved parses flags that may come before or after the
+// positional arguments ("holds release ID --json").
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// apiError is the admin API's error answer.
+type apiError struct {
+	Status int
+	Code   string `json:"code"`
+	Msg    string `json:"message"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("admin API: %d %s: %s", e.Status, e.Code, e.Msg)
+}
+
+// call sends one request to the admin API and returns the body of a 2xx
+// answer.
+func (a *adminFlags) call(ctx context.Context, method, path string, body io.Reader) ([]byte, error) {
+	resp, err := a.open(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func (a *adminFlags) open(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.url, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if t := a.bearer(); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin API: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var eb struct {
+			Error apiError `json:"error"`
+		}
+		ae := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+			ae.Code, ae.Msg = eb.Error.Code, eb.Error.Msg
+		} else {
+			ae.Code, ae.Msg = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
+		}
+		return nil, ae
+	}
+	return resp, nil
+}
+
+// hold is the part of a hold record the tables show.
+type holdRow struct {
+	ID    string `json:"id"`
+	Scope struct {
+		Kind     string `json:"kind"`
+		Provider string `json:"provider"`
+		Key      string `json:"key"`
+		Model    string `json:"model"`
+	} `json:"scope"`
+	State       string `json:"state"`
+	Class       string `json:"class"`
+	Rung        int    `json:"rung"`
+	Reason      string `json:"reason"`
+	Source      string `json:"source"`
+	Live        bool   `json:"live"`
+	RemainingMS int64  `json:"remaining_ms"`
+}
+
+func left(ms int64) string {
+	if ms <= 0 {
+		return "due"
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runHolds(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: swctl holds ls [flags] | swctl holds release ID [flags]")
+		return errors.New("holds: want ls or release")
+	}
+	switch args[0] {
+	case "ls", "list":
+		return holdsList(ctx, args[1:], stdout, stderr)
+	case "release", "rm":
+		return holdsRelease(ctx, args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("holds: unknown verb %q (want ls or release)", args[0])
+}
+
+func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("holds ls", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a adminFlags
+	a.register(fs)
+	q := url.Values{}
+	for _, f := range []string{"provider", "key", "model", "class", "state"} {
+		fs.Func(f, "filter by "+f, func(v string) error { q.Set(f, v); return nil })
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("holds ls: unexpected argument %q", pos[0])
+	}
+	path := "/admin/holds"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	b, err := a.call(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return err
+	}
+	var res struct {
+		Holds []holdRow `json:"holds"`
+		NATS  bool      `json:"nats"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("holds ls: decode: %w", err)
+	}
+	if !res.NATS {
+		fmt.Fprintln(stderr, "warning: the admin service does not reach NATS; the list may be stale")
+	}
+	if len(res.Holds) == 0 {
+		fmt.Fprintln(stdout, "no holds")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPROVIDER\tKEY\tMODEL\tCLASS\tSTATE\tRUNG\tLEFT\tSOURCE\tREASON")
+	for _, h := range res.Holds {
+		state := h.State
+		if !h.Live {
+			state = "ramping"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", h.ID, h.Scope.Provider, dash(h.Scope.Key), dash(h.Scope.Model),
+			h.Class, state, h.Rung, left(h.RemainingMS), h.Source, h.Reason)
+	}
+	return tw.Flush()
+}
+
+func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("holds release", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a adminFlags
+	a.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("holds release: want exactly one hold ID (see swctl holds ls)")
+	}
+	if _, err := a.call(ctx, "DELETE", "/admin/holds/"+url.PathEscape(pos[0]), nil); err != nil {
+		return err
+	}
+	if a.json {
+		return json.NewEncoder(stdout).Encode(map[string]string{"released": pos[0]})
+	}
+	fmt.Fprintf(stdout, "released %s (the target ramps back in)\n", pos[0])
+	return nil
+}
+
+type providerRow struct {
+	Name         string    `json:"name"`
+	Type         string    `json:"type"`
+	Status       string    `json:"status"`
+	CircuitState string    `json:"circuit_state"`
+	Health       string    `json:"health"`
+	Holds        []holdRow `json:"holds"`
+	Keys         []struct {
+		ID          string    `json:"id"`
+		Fingerprint string    `json:"fingerprint"`
+		Holds       []holdRow `json:"holds"`
+	} `json:"keys"`
+}
+
+func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "status" {
+		fmt.Fprintln(stderr, "usage: swctl providers status [flags]")
+		return errors.New("providers: want status")
+	}
+	fs := flag.NewFlagSet("providers status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a adminFlags
+	a.register(fs)
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("providers status: unexpected argument %q", pos[0])
+	}
+	b, err := a.call(ctx, "GET", "/admin/providers/status", nil)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return err
+	}
+	var res struct {
+		Providers []providerRow `json:"providers"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("providers status: decode: %w", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tTYPE\tSTATUS\tCIRCUIT\tHEALTH\tKEY\tFINGERPRINT\tHOLDS")
+	for _, p := range res.Providers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Type, p.Status, p.CircuitState, p.Health, "*", "-", holdSummary(p.Holds))
+		for _, k := range p.Keys {
+			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\t%s\n", k.ID, k.Fingerprint, holdSummary(k.Holds))
+		}
+	}
+	return tw.Flush()
+}
+
+func holdSummary(hs []holdRow) string {
+	if len(hs) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(hs))
+	for _, h := range hs {
+		s := h.Class
+		if h.Scope.Model != "" {
+			s += "(" + h.Scope.Model + ")"
+		}
+		if h.Live {
+			s += " " + left(h.RemainingMS)
+		} else {
+			s += " ramping"
+		}
+		parts = append(parts, s)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "tail" {
+		fmt.Fprintln(stderr, "usage: swctl events tail [-kind hold,release] [-provider NAME] [-since 10m] [-n N] [flags]")
+		return errors.New("events: want tail")
+	}
+	fs := flag.NewFlagSet("events tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a adminFlags
+	a.register(fs)
+	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential")
+	prov := fs.String("provider", "", "comma-separated provider names")
+	since := fs.String("since", "", "replay from the events stream first: a duration (10m) or an RFC 3339 time")
+	limit := fs.Int("n", 0, "stop after N events (0: follow until interrupted)")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("events tail: unexpected argument %q", pos[0])
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"kind": *kind, "provider": *prov, "since": *since} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/admin/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	resp, err := a.open(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	go func() { <-ctx.Done(); resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var name, data string
+	n := 0
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if !a.json {
+		fmt.Fprintln(tw, "TIME\tKIND\tTARGET\tCLASS\tOUTCOME\tREASON")
+		_ = tw.Flush()
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data += line[6:]
+		case line == "":
+			if data != "" && name != "error" {
+				if err := printEvent(tw, stdout, a.json, name, data); err != nil {
+					return err
+				}
+				n++
+				if *limit > 0 && n >= *limit {
+					return nil
+				}
+			}
+			name, data = "", ""
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("events tail: %w", err)
+	}
+	return errors.New("events tail: the stream ended")
+}
+
+func printEvent(tw *tabwriter.Writer, stdout io.Writer, asJSON bool, kind, data string) error {
+	if asJSON {
+		_, err := fmt.Fprintln(stdout, data)
+		return err
+	}
+	var ev struct {
+		At    time.Time `json:"at"`
+		Scope struct {
+			Provider string `json:"provider"`
+			Key      string `json:"key"`
+			Model    string `json:"model"`
+		} `json:"scope"`
+		Class   string `json:"class"`
+		Outcome string `json:"outcome"`
+		Reason  string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		return fmt.Errorf("events tail: decode: %w", err)
+	}
+	target := ev.Scope.Provider
+	for _, s := range []string{ev.Scope.Key, ev.Scope.Model} {
+		if s != "" {
+			target += "/" + s
+		}
+	}
+	class := ev.Class
+	if class == "unrecognised" && kind == "credential" {
+		class = ""
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("15:04:05.000"), kind, target, dash(class), dash(ev.Outcome), ev.Reason)
+	return tw.Flush()
+}

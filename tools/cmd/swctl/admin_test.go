@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/services/admin"
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/hold"
+)
+
+// TestAdminVerbs runs the admin verbs against a real admin service on an
+// embedded NATS server, with a hold recorded by a stand-in proxy.
+func TestAdminVerbs(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.StopEmbedded(ns)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	y := fmt.Sprintf(`nats: {url: %q, storage: memory}
+admin:
+  tokens:
+    - {id: ops, secret: env:T_OP, role: operator}
+    - {id: ro, secret: env:T_RO, role: read}
+providers:
+  - name: openai
+    type: openai
+    keys: [{id: primary, secret: env:T_K}]
+    models: [{name: gpt-4o}]
+`, ns.ClientURL())
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, []string{"T_OP=op-secret", "T_RO=ro-secret", "T_K=sk-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anc, _ := nats.Connect(ns.ClientURL())
+	defer anc.Close()
+	pnc, _ := nats.Connect(ns.ClientURL())
+	defer pnc.Close()
+	svc, err := admin.New(cfg, admin.Deps{NATS: anc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, ln) }()
+	proxy, _ := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: pnc})
+	pdone := make(chan error, 1)
+	go func() { pdone <- proxy.Run(ctx) }()
+	defer func() { cancel(); <-done; <-pdone }()
+
+	t.Setenv(envAdminURL, "http://"+ln.Addr().String())
+	t.Setenv(envAdminToken, "op-secret")
+	swctl := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		err := run(cctx, args, strings.NewReader(""), &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+
+	// wait until the stand-in proxy is bound, then record a hold
+	deadline := time.Now().Add(10 * time.Second)
+	for proxy.Resources() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	proxy.Engine.Report("openai", "primary", "gpt-4o", false, hold.Outcome{Status: 401,
+		Result: failure.Result{Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "provider code invalid_api_key"}})
+	var out string
+	for time.Now().Before(deadline) {
+		out, _, err = swctl("holds", "ls")
+		if err == nil && strings.Contains(out, "openai.primary") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out, "ID") || !strings.Contains(out, "credential_rejected") || !strings.Contains(out, "held") {
+		t.Fatalf("holds ls: %v\n%s", err, out)
+	}
+
+	out, _, err = swctl("holds", "ls", "-provider", "openai", "--json")
+	var listed struct {
+		Holds []map[string]any `json:"holds"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed.Holds) != 1 {
+		t.Fatalf("holds ls --json: %v %s", err, out)
+	}
+
+	out, _, err = swctl("providers", "status")
+	if err != nil || !strings.Contains(out, "offline") || !strings.Contains(out, "primary") || !strings.Contains(out, "credential_rejected") {
+		t.Fatalf("providers status: %v\n%s", err, out)
+	}
+	out, _, err = swctl("providers", "status", "--json")
+	if err != nil || !json.Valid([]byte(out)) {
+		t.Fatalf("providers status --json: %v %s", err, out)
+	}
+
+	// a read token may list but not release
+	_, _, err = swctl("holds", "release", "openai.primary", "-token", "ro-secret")
+	if err == nil || !strings.Contains(err.Error(), "403 forbidden") {
+		t.Fatalf("release with a read token: %v", err)
+	}
+	_, _, err = swctl("holds", "release", "openai.nokey")
+	if err == nil || !strings.Contains(err.Error(), "404 not_found") {
+		t.Fatalf("release unknown: %v", err)
+	}
+	out, _, err = swctl("holds", "release", "openai.primary")
+	if err != nil || !strings.Contains(out, "released openai.primary") {
+		t.Fatalf("release: %v %s", err, out)
+	}
+
+	out, _, err = swctl("events", "tail", "-since", "10m", "-n", "2")
+	if err != nil || !strings.Contains(out, "hold") || !strings.Contains(out, "release") || !strings.Contains(out, "openai/primary") {
+		t.Fatalf("events tail: %v\n%s", err, out)
+	}
+	out, _, err = swctl("events", "tail", "-since", "10m", "-kind", "release", "-n", "1", "--json")
+	if err != nil || !strings.Contains(out, `"kind":"release"`) {
+		t.Fatalf("events tail --json: %v\n%s", err, out)
+	}
+
+	t.Setenv(envAdminToken, "")
+	if _, _, err = swctl("holds", "ls"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("no token: %v", err)
+	}
+	if _, _, err = swctl("holds", "bogus"); err == nil {
+		t.Fatal("unknown holds verb accepted")
+	}
+}
