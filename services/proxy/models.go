@@ -5,20 +5,35 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/services/proxy/route"
 )
 
 // listModels serves GET /v1/models: every name the gateway resolves, in the
 // OpenAI list format, or Anthropic's when the caller sends
-// anthropic-version.
+// anthropic-version. Models served only by providers the prober reports
+// offline are left out, unless every provider is offline (then the whole
+// inventory is listed rather than turn an outage into "model not found").
 func (s *Service) listModels(c *fiber.Ctx) error {
 	if _, ok := s.clients.authenticate(c); !ok {
 		return sendError(c, formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(s.modelsBody[formatOf(c)])
+	names := s.table.VisibleNames()
+	if len(names) == len(s.table.Names) {
+		return c.Send(s.modelsBody[formatOf(c)])
+	}
+	bodies := s.modelLists(names)
+	return c.Send(bodies[formatOf(c)])
 }
 
 func (s *Service) buildModelLists() {
+	s.modelsBody = s.modelLists(s.table.Names)
+}
+
+// modelLists renders names in the OpenAI and Anthropic list formats (by
+// provider.Format).
+func (s *Service) modelLists(names []route.ModelName) [2][]byte {
 	created := s.started.Unix()
 	type openAIModel struct {
 		ID      string `json:"id"`
@@ -42,7 +57,7 @@ func (s *Service) buildModelLists() {
 		FirstID *string          `json:"first_id"`
 		LastID  *string          `json:"last_id"`
 	}{Data: []anthropicModel{}}
-	for _, m := range s.table.Names {
+	for _, m := range names {
 		oa.Data = append(oa.Data, openAIModel{ID: m.ID, Object: "model", Created: created, OwnedBy: m.OwnedBy})
 		if m.Kind == "chat" {
 			an.Data = append(an.Data, anthropicModel{Type: "model", ID: m.ID, DisplayName: m.ID,
@@ -52,6 +67,8 @@ func (s *Service) buildModelLists() {
 	if n := len(an.Data); n > 0 {
 		an.FirstID, an.LastID = &an.Data[0].ID, &an.Data[n-1].ID
 	}
-	s.modelsBody[0], _ = json.Marshal(oa)
-	s.modelsBody[1], _ = json.Marshal(an)
+	var out [2][]byte
+	out[0], _ = json.Marshal(oa)
+	out[1], _ = json.Marshal(an)
+	return out
 }

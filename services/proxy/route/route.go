@@ -58,6 +58,9 @@ type Provider struct {
 	// Keys are ordered by priority, highest first.
 	Keys   []*Key
 	groups []*group
+	// sick has the bit of each key whose own health checks fail (by
+	// index): Pick tries them after the others.
+	sick atomic.Uint64
 }
 
 type group struct {
@@ -86,6 +89,8 @@ type Table struct {
 	// Names are the model ids the gateway serves, for GET /v1/models, in a
 	// stable order.
 	Names []ModelName
+
+	health atomic.Pointer[healthState] // nil: no health applied
 }
 
 // ModelName is one id listed by GET /v1/models.
@@ -193,6 +198,11 @@ func Build(cfg *config.Config) (*Table, error) {
 
 // Resolve returns the steps for a requested model name, in order.
 func (t *Table) Resolve(name string) ([]Step, bool) {
+	if h := t.health.Load(); h != nil {
+		if steps, ok := h.byName[name]; ok {
+			return steps, true
+		}
+	}
 	steps, ok := t.byName[name]
 	return steps, ok
 }
@@ -200,6 +210,11 @@ func (t *Table) Resolve(name string) ([]Step, bool) {
 // ResolveBytes is Resolve for a name still in the request body; it does not
 // allocate.
 func (t *Table) ResolveBytes(name []byte) ([]Step, bool) {
+	if h := t.health.Load(); h != nil {
+		if steps, ok := h.byName[string(name)]; ok {
+			return steps, true
+		}
+	}
 	steps, ok := t.byName[string(name)]
 	return steps, ok
 }
@@ -208,13 +223,25 @@ func (t *Table) ResolveBytes(name []byte) ([]Step, bool) {
 // rotating (by weight) within it, skipping keys in tried and keys the
 // admitter denies. It returns nil when no key is left, and whether the key
 // was admitted as the one probe of a due hold.
+//
+// Keys whose own health checks fail (see SetHealth) are tried only after
+// every other key; the admitter still decides on each of them.
 func (p *Provider) Pick(model string, gate Admitter, tried uint64) (*Key, hold.Admission) {
+	sick := p.sick.Load()
+	if k, a := p.pick(model, gate, tried|sick); k != nil || sick&^tried == 0 {
+		return k, a
+	}
+	return p.pick(model, gate, tried|^sick)
+}
+
+// pick is Pick over the keys whose bit is not in skip.
+func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Admission) {
 	for _, g := range p.groups {
 		n := uint32(len(g.wheel))
 		start := g.next.Add(1) - 1
 		for i := uint32(0); i < n; i++ {
 			k := p.Keys[g.wheel[(start+i)%n]]
-			if tried&(1<<uint(k.index)) != 0 {
+			if skip&(1<<uint(k.index)) != 0 {
 				continue
 			}
 			if a := gate.Admit(p.Name, k.ID, model); a != hold.Deny {

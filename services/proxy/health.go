@@ -1,0 +1,42 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/health"
+)
+
+// runHealth feeds the route table with the prober's health records (the
+// switchyard_health bucket, through a KV watcher into memory) until ctx
+// ends. Health only makes targets less preferred: a step whose provider is
+// offline is tried after the healthy ones, a key whose own checks fail
+// after the healthy keys, and GET /v1/models hides the models only offline
+// providers serve (unless every provider is offline). The hold engine still
+// decides what is out of rotation; nothing here brings a held target back.
+//
+// Wiring: Serve runs it beside the fleet member, under the same context:
+//
+//	wg.Go(func() { s.runHealth(engineCtx) })
+func (s *Service) runHealth(ctx context.Context) {
+	if s.member == nil {
+		return // a gate given by a test: no fleet, no health
+	}
+	var res *bus.Resources
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for res = s.member.Resources(); res == nil; res = s.member.Resources() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	view := health.NewView(func(snap *health.Snapshot) {
+		s.table.SetHealth(snap.Offline, snap.KeyUnhealthy)
+	})
+	// The watcher restarts itself when its subscription ends; the fleet
+	// member owns the connection.
+	_ = view.Run(ctx, res.Health, nil, s.log.With("component", "health"))
+}
