@@ -3,7 +3,9 @@ package prober
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -148,8 +150,19 @@ providers:
       body: '{"ping": true}'
       expected_statuses: [202]
 `)
-	f.startProber(t, cfg)
+	r := f.startProber(t, cfg)
 	checkFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	resp, err := r.svc.newApp().Test(httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`switchyard_prober_checks_total{outcome="ok",provider="p1"}`, "switchyard_prober_check_duration_seconds_bucket", "switchyard_prober_leases_held 1"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 	calls := f.fake.CallsMatching(func(c fakeprovider.Call) bool { return c.Path == "/v1/ping" })
 	if len(calls) == 0 {
 		t.Fatal("no call on /v1/ping")

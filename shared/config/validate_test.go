@@ -150,6 +150,15 @@ func TestValidationErrors(t *testing.T) {
     keys: [{id: k, secret: env:OPENAI_KEY}]
     models: [{name: m}]
     health_check: {path: models}`, nil, `providers[1].health_check.path: "models" must start with /`},
+		{"health check body without POST", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]
+    health_check: {path: /ping, body: "{}"}`, nil, `providers[1].health_check.body: is only sent with method POST`},
+		{"prober lease ttl", "\nprober:\n  lease_ttl: 1500ms", nil, `prober.lease_ttl: must be whole seconds, at least 1s, got 1.5s`},
+		{"prober jitter", "\nprober:\n  jitter: 1", nil, `prober.jitter: must be from 0 to below 1, got 1`},
+		{"prober unhealthy_after", "\nprober:\n  unhealthy_after: 0", nil, `prober.unhealthy_after: must be >= 1, got 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
