@@ -36,7 +36,7 @@ func (s *Service) runHealth(ctx context.Context) {
 	view := health.NewView(func(snap *health.Snapshot) {
 		s.table.SetHealth(snap.Offline, snap.KeyUnhealthy)
 	})
-	// The watcher restarts itself when its subscription ends; the fleet
-	// member owns the connection.
-	_ = view.Run(ctx, res.Health, nil, s.log.With("component", "health"))
+	// The watcher restarts itself when its subscription ends and on the
+	// connection's reconnects; the fleet member owns the connection.
+	_ = view.Run(ctx, res.Health, s.member.Conn(), s.log.With("component", "health"))
 }

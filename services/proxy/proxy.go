@@ -197,6 +197,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 				s.log.Error("hold engine stopped", "err", err)
 			}
 		})
+		wg.Go(func() { s.runHealth(engineCtx) })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()

@@ -109,6 +109,9 @@ func (m *Member) Run(ctx context.Context) error {
 	return err
 }
 
+// Conn is the member's NATS connection (nil when it runs without NATS).
+func (m *Member) Conn() *nats.Conn { return m.nc }
+
 // Resources are the bound buckets and stream, nil until NATS answered.
 func (m *Member) Resources() *bus.Resources { return m.bound.Load() }
 
