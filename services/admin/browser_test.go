@@ -1,0 +1,178 @@
+package admin
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+)
+
+// findChromium returns the path of a Chromium binary, or "".
+func findChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// failingProvider is a fake OpenAI upstream that rejects every key.
+func failingProvider(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-old****mary.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// attempt sends one chat request to the fake upstream the way a proxy
+// would, classifies the answer and reports it to the stand-in proxy's
+// engine.
+func (e *env) attempt(upstream, key, secret string) {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", upstream+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	res := failure.Classify(failure.Input{Provider: "openai", Status: resp.StatusCode, Header: resp.Header, Body: body})
+	if res.Class != failure.CredentialRejected {
+		e.t.Fatalf("fake provider answer classified %v", res.Class)
+	}
+	e.proxy.Engine.Report("openai", key, "gpt-4o", false, hold.Outcome{Result: res, Status: resp.StatusCode})
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium: a key
+// held by a failing fake provider shows up live (no reload), Release
+// clears it, and the page follows without a reload.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	path := findChromium()
+	if path == "" {
+		t.Skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it): skipping the dashboard browser test")
+	}
+	e := startEnv(t, true)
+	upstream := failingProvider(t)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+
+	const (
+		heldRow    = `tr.hold[data-hold-id="openai.primary"][data-state="held"]`
+		releaseBtn = `button.release[data-hold-id="openai.primary"]`
+		secondRow  = `tr.hold[data-hold-id="openai.secondary"][data-state="held"]`
+		pillSel    = `.provider[data-provider="openai"] .pill`
+	)
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	// dump describes the page for a failure message
+	dump := func() string {
+		dctx, dcancel := context.WithTimeout(bctx, 5*time.Second)
+		defer dcancel()
+		v, err := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		if err != nil {
+			return "(page not readable: " + err.Error() + ")"
+		}
+		return v
+	}
+	// start the browser on the long-lived context (a timeout on the first
+	// run would bound the browser's life), then bound each step
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+
+	// the key is held before the page opens
+	e.attempt(upstream.URL, "primary", "sk-old-primary")
+	e.waitHold("openai.primary", hold.StateHeld)
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.base+"/"),
+		chromedp.WaitVisible(css(`#token`)),
+		chromedp.SendKeys(css(`#token`), opToken),
+		chromedp.Click(css(`#login-form button[type=submit]`)),
+		chromedp.WaitVisible(css(heldRow)),
+		chromedp.WaitVisible(css(`#live.on`)),
+	)
+	if err != nil {
+		t.Fatalf("open the dashboard: %v\npage:\n%s", err, dump())
+	}
+	// a marker that a reload would lose
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__noReload = true`)); err != nil {
+		t.Fatal(err)
+	}
+	if pill, reason := text(pillSel), text(heldRow+` td.reason`); pill != "Degraded" || !strings.Contains(reason, "invalid_api_key") {
+		t.Errorf("pill %q reason %q", pill, reason)
+	}
+
+	// a new hold appears through the event stream, without a reload
+	e.attempt(upstream.URL, "secondary", "sk-old-secondary")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(css(secondRow))); err != nil {
+		t.Fatalf("live update: %v\npage:\n%s", err, dump())
+	}
+	if pill, countdown := text(pillSel), text(heldRow+` .countdown`); pill != "Offline" || !strings.HasSuffix(countdown, "s") {
+		t.Errorf("after the second hold: pill %q countdown %q", pill, countdown)
+	}
+
+	// Release clears the hold everywhere; the page follows
+	err = chromedp.Do(ctx,
+		chromedp.Click(css(releaseBtn)),
+		chromedp.WaitNotPresent(css(heldRow)),
+		chromedp.WaitNotPresent(css(releaseBtn)),
+		chromedp.WaitVisible(css(`tr.hold[data-hold-id="openai.primary"][data-state="released"]`)),
+		chromedp.WaitVisible(css(`#events li[data-kind="release"]`)),
+	)
+	if err != nil {
+		t.Fatalf("release from the dashboard: %v\npage:\n%s", err, dump())
+	}
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__noReload === true`))
+	if err != nil || !marker {
+		t.Errorf("the page reloaded (marker %v, %v)", marker, err)
+	}
+	if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+		t.Error("the proxy still holds the released key")
+	}
+	cancel()
+	bcancel()
+	acancel()
+}
