@@ -84,7 +84,8 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.gate == nil {
-		m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log})
+		m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log,
+			Fingerprint: s.fingerprint})
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +199,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		})
 		wg.Go(func() { s.runHealth(engineCtx) })
+		wg.Go(func() { s.runCredentials(engineCtx) })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()

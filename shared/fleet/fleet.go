@@ -50,6 +50,9 @@ type Options struct {
 	Log  *slog.Logger
 	// Clock for the engine (nil: the wall clock).
 	Clock hold.Clock
+	// Fingerprint gives a key's current secret fingerprint for hold
+	// records; nil: the fingerprints of the configuration's secrets.
+	Fingerprint func(provider, keyID string) string
 }
 
 // New builds a member from a validated configuration. Call Run to bind the
@@ -73,7 +76,11 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 	} else {
 		store = hold.NewMemStore()
 	}
-	fps := fingerprints(cfg)
+	fp := o.Fingerprint
+	if fp == nil {
+		fps := fingerprints(cfg)
+		fp = func(provider, keyID string) string { return fps[provider+"/"+keyID] }
+	}
 	m.Engine = hold.NewEngine(hold.EngineOptions{
 		Store:    store,
 		Emitter:  emitter,
@@ -81,9 +88,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 		Clock:    o.Clock,
 		Log:      log.With("component", "hold"),
 		Policy:   pol,
-		Fingerprint: func(provider, keyID string) string {
-			return fps[provider+"/"+keyID]
-		},
+		Fingerprint: fp,
 	})
 	return m, nil
 }

@@ -41,12 +41,23 @@ type Spec struct {
 	Listen func(*config.Config) string
 	// Build builds the service.
 	Build func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (Service, error)
+	// Reload, when set, is called with the configuration re-read from its
+	// file on SIGHUP (Hangup); it returns what it could not apply.
+	Reload func(ctx context.Context, svc Service, cfg *config.Config) (warnings []string)
+	// Hangup delivers reload requests; Main connects it to SIGHUP.
+	Hangup <-chan os.Signal
 }
 
 // Main runs the service until SIGINT or SIGTERM and exits once: 0 after a
 // clean stop, 1 with the error on stderr otherwise.
 func Main(spec Spec) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if spec.Reload != nil && spec.Hangup == nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		spec.Hangup = hup
+	}
 	err := Run(ctx, spec, os.Args[1:], os.Environ(), os.Stdout)
 	stop()
 	if err != nil {
@@ -110,7 +121,28 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 		return err
 	}
 	log.Info(spec.Name+" starting", "url", "http://"+spec.Listen(cfg), "nats", bus.Redact(ncfg.URL))
-	return svc.Run(ctx)
+	if spec.Reload == nil || spec.Hangup == nil {
+		return svc.Run(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-spec.Hangup:
+			next, err := config.Load(*path, environ)
+			if err != nil {
+				log.Error("reload: configuration not applied", "err", err)
+				continue
+			}
+			warnings := spec.Reload(ctx, svc, next)
+			for _, w := range warnings {
+				log.Warn("reload: " + w)
+			}
+			log.Info("reload: configuration re-read", "file", *path, "not_applied", len(warnings))
+		}
+	}
 }
 
 // configDefault is $SWITCHYARD_CONFIG when set, else DefaultConfig.

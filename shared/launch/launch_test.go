@@ -89,3 +89,59 @@ func TestRunWithoutNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type reloadService struct {
+	fakeService
+	reloaded chan *config.Config
+}
+
+// SIGHUP re-reads the file and hands the new configuration to Reload; a
+// file that no longer loads changes nothing.
+func TestReloadOnHangup(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gw.yaml")
+	write := func(level string) {
+		if err := os.WriteFile(path, []byte("log:\n  format: json\n  level: "+level+"\nnats:\n  url: nats://127.0.0.1:1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("info")
+	svc := &reloadService{fakeService: fakeService{ran: make(chan struct{})}, reloaded: make(chan *config.Config, 2)}
+	hup := make(chan os.Signal, 1)
+	sp := spec(&svc.fakeService)
+	sp.Build = func(*config.Config, *slog.Logger, *nats.Conn) (Service, error) { return svc, nil }
+	sp.Hangup = hup
+	sp.Reload = func(_ context.Context, got Service, cfg *config.Config) []string {
+		if got != Service(svc) {
+			t.Error("reload got another service")
+		}
+		svc.reloaded <- cfg
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() { done <- Run(ctx, sp, []string{"-config", path}, nil, &out) }()
+	<-svc.ran
+	write("debug")
+	hup <- os.Interrupt
+	select {
+	case cfg := <-svc.reloaded:
+		if cfg.Log.Level != "debug" {
+			t.Errorf("reloaded level %q", cfg.Log.Level)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload")
+	}
+	write("loud") // invalid: not applied
+	hup <- os.Interrupt
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-svc.reloaded:
+		t.Error("an invalid configuration was applied")
+	default:
+	}
+}

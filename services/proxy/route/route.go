@@ -35,16 +35,29 @@ const MaxKeys = 64
 
 // Key is one credential of a provider as the proxy uses it.
 type Key struct {
-	ID          string
-	Fingerprint string
-	Priority    int
-	Weight      int
-	secret      config.Secret
-	index       int
+	ID       string
+	Priority int
+	Weight   int
+	secret   atomic.Pointer[config.Secret]
+	index    int
 }
 
 // Secret returns the credential for the upstream request header.
-func (k *Key) Secret() string { return k.secret.Reveal() }
+func (k *Key) Secret() string { return k.secret.Load().Reveal() }
+
+// Fingerprint is the fingerprint of the key's current secret.
+func (k *Key) Fingerprint() string { return k.secret.Load().Fingerprint() }
+
+// SetSecret replaces the key's secret (a rotation or a configuration
+// reload); requests already sent keep the old one. It reports whether the
+// secret changed.
+func (k *Key) SetSecret(s config.Secret) bool {
+	if k.secret.Load().Reveal() == s.Reveal() {
+		return false
+	}
+	k.secret.Store(&s)
+	return true
+}
 
 // Index is the key's position in its provider's Keys.
 func (k *Key) Index() int { return k.index }
@@ -196,6 +209,21 @@ func Build(cfg *config.Config) (*Table, error) {
 	return t, nil
 }
 
+// Key returns a provider's key by id (nil when there is none).
+func (t *Table) Key(provider, keyID string) *Key {
+	for _, p := range t.Providers {
+		if p.Name != provider {
+			continue
+		}
+		for _, k := range p.Keys {
+			if k.ID == keyID {
+				return k
+			}
+		}
+	}
+	return nil
+}
+
 // Resolve returns the steps for a requested model name, in order.
 func (t *Table) Resolve(name string) ([]Step, bool) {
 	if h := t.health.Load(); h != nil {
@@ -270,7 +298,10 @@ func newProvider(index int, pc config.Provider) (*Provider, error) {
 		if w < 1 {
 			w = 1
 		}
-		p.Keys = append(p.Keys, &Key{ID: kc.ID, Fingerprint: kc.Value.Fingerprint(), Priority: kc.Priority, Weight: w, secret: kc.Value})
+		k := &Key{ID: kc.ID, Priority: kc.Priority, Weight: w}
+		secret := kc.Value
+		k.secret.Store(&secret)
+		p.Keys = append(p.Keys, k)
 	}
 	sort.SliceStable(p.Keys, func(i, j int) bool { return p.Keys[i].Priority > p.Keys[j].Priority })
 	weighted := pc.Selection == "weighted"

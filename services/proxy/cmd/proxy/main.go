@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,11 @@ func main() {
 		Listen: func(c *config.Config) string { return c.Proxy.Listen },
 		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (launch.Service, error) {
 			return proxy.New(cfg, proxy.Deps{Log: log, NATS: nc})
+		},
+		// SIGHUP re-reads the file: changed key secrets apply at once and
+		// release the key's holds.
+		Reload: func(ctx context.Context, svc launch.Service, cfg *config.Config) []string {
+			return svc.(*proxy.Service).ReloadSecrets(ctx, cfg)
 		},
 	})
 }
