@@ -82,12 +82,12 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 		fp = func(provider, keyID string) string { return fps[provider+"/"+keyID] }
 	}
 	m.Engine = hold.NewEngine(hold.EngineOptions{
-		Store:    store,
-		Emitter:  emitter,
-		Instance: m.Instance,
-		Clock:    o.Clock,
-		Log:      log.With("component", "hold"),
-		Policy:   pol,
+		Store:       store,
+		Emitter:     emitter,
+		Instance:    m.Instance,
+		Clock:       o.Clock,
+		Log:         log.With("component", "hold"),
+		Policy:      pol,
 		Fingerprint: fp,
 	})
 	return m, nil
