@@ -23,6 +23,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 )
 
@@ -56,6 +57,7 @@ type Service struct {
 	box    *credentials.Box // nil: rotation is off
 	met    *metrics
 	hb     time.Duration
+	health *health.View // the prober's health records
 
 	rotMu   sync.Mutex
 	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
@@ -84,6 +86,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		hb:      deps.Heartbeat,
 		rotated: map[string]credentials.Record{},
 		stop:    make(chan struct{}),
+		health:  health.NewView(nil),
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
@@ -119,6 +122,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	if s.nc != nil {
 		wg.Go(func() { s.watchRotations(bg) })
+		wg.Go(func() { s.watchHealth(bg) })
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
 	}
 	defer func() {
@@ -209,4 +213,19 @@ func (s *Service) readyz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "nats": "disconnected"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
+}
+
+// watchHealth feeds the health view from switchyard_health once the
+// buckets are bound, until ctx ends (the watcher restarts itself).
+func (s *Service) watchHealth(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for s.member.Resources() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	_ = s.health.Run(ctx, s.member.Resources().Health, s.nc, s.log.With("component", "health"))
 }

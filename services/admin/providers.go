@@ -38,9 +38,12 @@ type providerStatus struct {
 	CircuitState string `json:"circuit_state"`
 	// ModelCircuits is the state of each per-model breaker (breaker.scope model).
 	ModelCircuits map[string]string `json:"model_circuits,omitempty"`
-	// Health is the prober's verdict; unknown until the prober publishes
-	// health records.
+	// Health is the prober's verdict from switchyard_health (healthy,
+	// degraded, unhealthy, unknown); unknown until the prober writes a
+	// record.
 	Health string `json:"health"`
+	// HealthReason is the record's reason, if any.
+	HealthReason string `json:"health_reason,omitempty"`
 	// Holds of the provider and provider+model scopes.
 	Holds      []holdView     `json:"holds"`
 	Keys       []keyStatus    `json:"keys"`
@@ -53,7 +56,9 @@ type keyStatus struct {
 	Priority    int        `json:"priority"`
 	Weight      int        `json:"weight"`
 	RotatedAt   *time.Time `json:"rotated_at,omitempty"`
-	Holds       []holdView `json:"holds"`
+	// Health of the key (per-key checks), unknown without a record.
+	Health string     `json:"health"`
+	Holds  []holdView `json:"holds"`
 }
 
 type resilienceView struct {
@@ -152,6 +157,16 @@ func (s *Service) status() []providerStatus {
 	now := time.Now()
 	recs := s.engine.Holds()
 	circuits := s.engine.BreakerStates()
+	snap := s.health.Snapshot()
+	healthOf := func(provider, key string) (string, string) {
+		if snap == nil {
+			return "unknown", ""
+		}
+		if r, ok := snap.Get(provider, key); ok && r.Status != "" {
+			return string(r.Status), r.Reason
+		}
+		return "unknown", ""
+	}
 	s.rotMu.Lock()
 	rotated := make(map[string]credentials.Record, len(s.rotated))
 	for k, v := range s.rotated {
@@ -162,7 +177,8 @@ func (s *Service) status() []providerStatus {
 	out := make([]providerStatus, 0, len(s.cfg.Providers))
 	for i := range s.cfg.Providers {
 		p := &s.cfg.Providers[i]
-		ps := providerStatus{Name: p.Name, Type: p.Type, Health: "unknown", Holds: []holdView{}, Keys: []keyStatus{}}
+		ps := providerStatus{Name: p.Name, Type: p.Type, Holds: []holdView{}, Keys: []keyStatus{}}
+		ps.Health, ps.HealthReason = healthOf(p.Name, "")
 		ps.Resilience = s.resilience(p)
 		ps.CircuitState = "disabled"
 		if ps.Resilience.Breaker.Enabled {
@@ -188,6 +204,7 @@ func (s *Service) status() []providerStatus {
 		keyIdx := map[string]int{}
 		for _, k := range p.Keys {
 			ks := keyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight, Holds: []holdView{}}
+			ks.Health, _ = healthOf(p.Name, k.ID)
 			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
 				ks.Fingerprint = r.Fingerprint
 				at := r.RotatedAt
