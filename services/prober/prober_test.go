@@ -122,6 +122,15 @@ func TestHealthAndReadiness(t *testing.T) {
 		})
 	}
 
+	// Stop NATS only once the prober has set up its buckets: a server shut
+	// down while it creates a file-backed stream leaves that stream's
+	// goroutines behind (nats-server 2.15), which goleak would report.
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if svc.member.Resources() == nil {
+			return fmt.Errorf("buckets not bound yet")
+		}
+		return nil
+	})
 	bus.StopEmbedded(ns)
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		a, err := get(base + "/readyz")
