@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/launch"
 )
 
 func TestMain(m *testing.M) {
@@ -51,36 +52,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func TestRunArgs(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		environ []string
-		wantErr string
-	}{
-		{name: "help", args: []string{"-h"}},
-		{name: "unknown flag", args: []string{"-nope"}, wantErr: "flag provided but not defined"},
-		{name: "stray argument", args: []string{"-config", "x.yaml", "extra"}, wantErr: "unexpected arguments"},
-		{name: "missing file", args: []string{"-config", "/nonexistent/gw.yaml"}, wantErr: "/nonexistent/gw.yaml"},
-		{name: "file from env", environ: []string{"SWITCHYARD_CONFIG=/nonexistent/env.yaml"}, wantErr: "/nonexistent/env.yaml"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			err := run(context.Background(), tt.args, tt.environ, &out)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("run: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("run error = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 func TestRunServesUntilCancelled(t *testing.T) {
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -98,7 +69,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-config", path}, nil, &logs) }()
+	go func() { done <- launch.Run(ctx, spec, []string{"-config", path}, nil, &logs) }()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
