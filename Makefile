@@ -16,7 +16,9 @@ CMDS    := ./services/proxy/cmd/... ./services/prober/cmd/... ./services/admin/c
 DEMO_ENV := DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1 \
 	DEMO_FAKE_OPENAI_KEY_2=demo-openai-key-2 \
 	DEMO_FAKE_ANTHROPIC_KEY_1=demo-anthropic-key-1 \
-	DEMO_FAKE_ANTHROPIC_KEY_2=demo-anthropic-key-2
+	DEMO_FAKE_ANTHROPIC_KEY_2=demo-anthropic-key-2 \
+	DEMO_ADMIN_TOKEN=demo-admin-token \
+	DEMO_CREDENTIALS_KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 
 .DEFAULT_GOAL := help
 .PHONY: help build run demo test lint bench tidy

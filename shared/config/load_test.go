@@ -82,10 +82,9 @@ func TestLoadElementDefaults(t *testing.T) {
 
 func TestLoadExampleConfigs(t *testing.T) {
 	t.Run("demo", func(t *testing.T) {
-		cfg, err := Load("../../configs/demo.yaml", []string{
-			"DEMO_FAKE_OPENAI_KEY_1=demo-a1", "DEMO_FAKE_OPENAI_KEY_2=demo-a2",
-			"DEMO_FAKE_ANTHROPIC_KEY_1=demo-b1", "DEMO_FAKE_ANTHROPIC_KEY_2=demo-b2",
-		})
+		// Exactly the variables `make demo` sets: the demo must load with them.
+		env := demoEnv(t)
+		cfg, err := Load("../../configs/demo.yaml", env)
 		if err != nil {
 			t.Fatalf("Load: %v", err)
 		}
@@ -95,7 +94,7 @@ func TestLoadExampleConfigs(t *testing.T) {
 		if got := cfg.Provider("fake-openai").Models[1]; got.Name != "demo-embed-model" || got.Kind != KindEmbedding {
 			t.Errorf("embedding model = %+v", got)
 		}
-		if got := cfg.Provider("fake-anthropic").Keys[1].Value.Reveal(); got != "demo-b2" {
+		if got := cfg.Provider("fake-anthropic").Keys[1].Value.Reveal(); got != "demo-anthropic-key-2" {
 			t.Errorf("fake-anthropic key b2 resolved to the wrong variable")
 		}
 		steps := cfg.Chains["demo-chat"].Steps
@@ -397,4 +396,36 @@ chains:
 	if cfg.Aliases["gpt-4.1"] != "openai/gpt-4.1-mini" || len(cfg.Chains["v1.5"].Steps) != 1 {
 		t.Errorf("aliases %v chains %v", cfg.Aliases, cfg.Chains)
 	}
+}
+
+// demoEnv returns the NAME=value pairs of DEMO_ENV in the root Makefile.
+func demoEnv(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "DEMO_ENV :=") {
+			in = true
+			line = strings.TrimPrefix(line, "DEMO_ENV :=")
+		}
+		if !in {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if f != "\\" && strings.Contains(f, "=") {
+				env = append(env, f)
+			}
+		}
+		if !strings.HasSuffix(strings.TrimSpace(line), "\\") {
+			break
+		}
+	}
+	if len(env) == 0 {
+		t.Fatal("no DEMO_ENV in the Makefile")
+	}
+	return env
 }
