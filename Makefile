@@ -31,10 +31,14 @@ build: ## build every module's binaries into ./bin
 	$(GO) build -o $(BIN)/ $(CMDS)
 
 run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
-	$(GO) run ./tools/cmd/switchyard -config $(CONFIG)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
+	$(BIN)/switchyard -config $(CONFIG)
 
 demo: ## run the gateway in front of two bundled fake providers
-	$(DEMO_ENV) $(GO) run ./tools/cmd/switchyard -config configs/demo.yaml -fakes
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
+	$(DEMO_ENV) $(BIN)/switchyard -config configs/demo.yaml -fakes
 
 test: ## run every module's tests with the race detector
 	$(GO) test -race -count=1 $(PKGS)
