@@ -26,7 +26,7 @@ type fleetFixture struct {
 	urls    []string
 }
 
-func startNATS(t *testing.T, dir string, listen string) *server.Server {
+func startNATS(t testing.TB, dir string, listen string) *server.Server {
 	t.Helper()
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: dir})
 	if err != nil {
@@ -35,7 +35,7 @@ func startNATS(t *testing.T, dir string, listen string) *server.Server {
 	return ns
 }
 
-func newFleet(t *testing.T, n int, tweak ...func(*config.Config)) *fleetFixture {
+func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture {
 	t.Helper()
 	oa, an := startFakes(t)
 	ff := &fleetFixture{openai: oa}
@@ -67,7 +67,7 @@ func newFleet(t *testing.T, n int, tweak ...func(*config.Config)) *fleetFixture 
 	return ff
 }
 
-func (ff *fleetFixture) call(t *testing.T, i int, body string) int {
+func (ff *fleetFixture) call(t testing.TB, i int, body string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, ff.urls[i]+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+clientSecret)

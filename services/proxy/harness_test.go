@@ -52,7 +52,7 @@ const clientSecret = "sk-client-secret-123"
 
 func bptr(b bool) *bool { return &b }
 
-func startFakes(t *testing.T) (*fakeprovider.Server, *fakeprovider.Server) {
+func startFakes(t testing.TB) (*fakeprovider.Server, *fakeprovider.Server) {
 	t.Helper()
 	oa, err := fakeprovider.Start(fakeprovider.Options{Name: "fake-openai"})
 	if err != nil {
@@ -110,7 +110,7 @@ func newFixture(t *testing.T, tweak ...func(*config.Config)) *fixture {
 
 // startService serves a proxy on a real loopback listener until the test
 // ends.
-func startService(t *testing.T, cfg *config.Config, deps Deps) (*Service, string) {
+func startService(t testing.TB, cfg *config.Config, deps Deps) (*Service, string) {
 	t.Helper()
 	svc, err := New(cfg, deps)
 	if err != nil {
@@ -132,14 +132,14 @@ func startService(t *testing.T, cfg *config.Config, deps Deps) (*Service, string
 	return svc, "http://" + ln.Addr().String()
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

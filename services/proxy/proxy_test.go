@@ -335,7 +335,7 @@ func TestPlainAndProviderModelNames(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, total time.Duration, cond func() bool) {
+func waitFor(t testing.TB, total time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(total)
 	for !cond() {
