@@ -24,25 +24,19 @@ type testCluster struct {
 
 func startCluster(tb testing.TB, size int) *testCluster {
 	tb.Helper()
-	routes := make([]string, size)
-	clients := make([]string, size)
-	for i := range size {
-		routes[i], clients[i] = freeAddr(tb), freeAddr(tb)
-	}
-	c := &testCluster{}
-	for i := range size {
-		s, err := bus.StartEmbedded(bus.EmbeddedOptions{
-			Listen:     clients[i],
-			StoreDir:   tb.TempDir(),
-			ServerName: fmt.Sprintf("sw-%d", i),
-			Cluster:    &bus.EmbeddedCluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
-		})
-		if err != nil {
-			tb.Fatalf("start node %d: %v", i, err)
+	// Route ports must be known before the nodes start, so they are picked
+	// free and then bound: another process may take one in between. Such a
+	// start is retried with new ports; client ports are chosen by the OS.
+	var c *testCluster
+	var err error
+	for try := 0; try < 5; try++ {
+		if c, err = tryCluster(tb, size); err == nil {
+			break
 		}
-		tb.Cleanup(func() { bus.StopEmbedded(s) })
-		c.servers = append(c.servers, s)
-		c.urls = append(c.urls, s.ClientURL())
+		tb.Logf("cluster start: %v; retrying with other ports", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
 	}
 	checkFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
 		for _, s := range c.servers {
@@ -53,6 +47,32 @@ func startCluster(tb testing.TB, size int) *testCluster {
 		return errors.New("no JetStream meta leader")
 	})
 	return c
+}
+
+func tryCluster(tb testing.TB, size int) (*testCluster, error) {
+	routes := make([]string, size)
+	for i := range size {
+		routes[i] = freeAddr(tb)
+	}
+	c := &testCluster{}
+	for i := range size {
+		s, err := bus.StartEmbedded(bus.EmbeddedOptions{
+			Listen:     "127.0.0.1:0",
+			StoreDir:   tb.TempDir(),
+			ServerName: fmt.Sprintf("sw-%d", i),
+			Cluster:    &bus.EmbeddedCluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
+		})
+		if err != nil {
+			for _, s := range c.servers {
+				bus.StopEmbedded(s)
+			}
+			return nil, fmt.Errorf("start node %d: %w", i, err)
+		}
+		tb.Cleanup(func() { bus.StopEmbedded(s) })
+		c.servers = append(c.servers, s)
+		c.urls = append(c.urls, s.ClientURL())
+	}
+	return c, nil
 }
 
 // urlsFrom lists every node's URL, node i first: with DontRandomize the
