@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -108,6 +109,18 @@ func TestFleetKeyRejectedAtOneProxyIsSkippedByAll(t *testing.T) {
 	}
 	if n := callsWith(ff.openai, "key-a1"); n != 1 {
 		t.Errorf("a1 called %d times across the fleet, want 1", n)
+	}
+	// Proxies B and C measured how long the hold took to reach them.
+	for i := 1; i < 3; i++ {
+		resp, err := http.Get(ff.urls[i] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "switchyard_hold_propagation_seconds_count 1") {
+			t.Errorf("proxy %d: no propagation sample in /metrics", i)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/metrics"
 )
 
@@ -40,8 +41,11 @@ type proxyMetrics struct {
 	attempts prometheus.Histogram
 	latency  *prometheus.HistogramVec
 	ttft     *prometheus.HistogramVec
-	models   sync.Map // resolved model name -> label value (a string of its own)
-	statuses [600]string
+	// propagation: from a hold's recorded_at (by another instance) to
+	// this proxy applying it.
+	propagation prometheus.Histogram
+	models      sync.Map // resolved model name -> label value (a string of its own)
+	statuses    [600]string
 }
 
 func newProxyMetrics(s *Service) *proxyMetrics {
@@ -69,11 +73,16 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Help:    "Time from sending a streaming attempt upstream to its first content event.",
 		Buckets: latencyBuckets,
 	}, []string{"provider"})
+	m.propagation = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Name: "hold_propagation_seconds",
+		Help:    "Time from a hold record written by another instance (its recorded_at) to this proxy applying it from the KV watch.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1},
+	})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metricNamespace, Name: "requests_in_flight",
 		Help: "Inference requests being served (streams until their last event).",
 	}, func() float64 { return float64(s.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, inFlight,
+	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.member != nil {
 		m.reg.MustRegister(metrics.NewHoldCollector(s.member.Engine))
@@ -129,4 +138,13 @@ func (m *proxyMetrics) upstreamLatency(provider string, d time.Duration) {
 
 func (m *proxyMetrics) firstToken(provider string, d time.Duration) {
 	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+// holdApplied observes the propagation lag of a hold another instance
+// recorded (called by the hold engine as it applies the record).
+func (s *Service) holdApplied(rec hold.Record) {
+	if s.metrics == nil || rec.RecordedAt.IsZero() {
+		return
+	}
+	s.metrics.propagation.Observe(max(0, time.Since(rec.RecordedAt).Seconds()))
 }

@@ -85,7 +85,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	if s.gate == nil {
 		m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log,
-			Fingerprint: s.fingerprint})
+			Fingerprint: s.fingerprint, OnApply: s.holdApplied})
 		if err != nil {
 			return nil, err
 		}

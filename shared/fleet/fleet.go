@@ -53,6 +53,9 @@ type Options struct {
 	// Fingerprint gives a key's current secret fingerprint for hold
 	// records; nil: the fingerprints of the configuration's secrets.
 	Fingerprint func(provider, keyID string) string
+	// OnApply is hold.EngineOptions.OnApply: every record another instance
+	// wrote, as this member applies it.
+	OnApply func(rec hold.Record)
 }
 
 // New builds a member from a validated configuration. Call Run to bind the
@@ -89,6 +92,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 		Log:         log.With("component", "hold"),
 		Policy:      pol,
 		Fingerprint: fp,
+		OnApply:     o.OnApply,
 	})
 	return m, nil
 }

@@ -35,6 +35,11 @@ type EngineOptions struct {
 	// Fingerprint returns the fingerprint of a key's secret for records and
 	// events (never the secret); nil leaves it empty.
 	Fingerprint func(provider, keyID string) string
+	// OnApply, when set, is called (under the table lock: keep it short)
+	// for every record another instance wrote, as this engine applies it
+	// from the store watch: the hold propagation lag is the time since its
+	// RecordedAt.
+	OnApply func(rec Record)
 }
 
 // Engine is the hold engine of one process: a local lock-free hold table
@@ -49,6 +54,8 @@ type Engine struct {
 	pol   Policy
 	rnd   func() float64
 	fp    func(provider, keyID string) string
+
+	onApply func(rec Record)
 
 	snap atomic.Pointer[snapshot]
 
@@ -80,6 +87,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		pol:      opts.Policy,
 		rnd:      opts.Rand,
 		fp:       opts.Fingerprint,
+		onApply:  opts.OnApply,
 		entries:  map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),

@@ -289,6 +289,9 @@ func (e *Engine) applyChange(c Change) {
 	rec := c.Record
 	rec.Revision = c.Revision
 	e.installLocked(e.newEntry(rec))
+	if e.onApply != nil && !c.Initial && rec.RecordedBy != e.inst {
+		e.onApply(rec)
+	}
 }
 
 // sweep drops released entries whose ramp is over (the store
