@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -106,6 +107,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return v
 	}
+	// waitText waits until the element's text is want (the page renders
+	// parts of itself from separate fetches and events, in any order)
+	waitText := func(sel, want string) {
+		t.Helper()
+		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.trim() === %q })()`, sel, want)
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Errorf("%s never showed %q (now %q): %v", sel, want, text(sel), err)
+		}
+	}
 	// dump describes the page for a failure message
 	dump := func() string {
 		dctx, dcancel := context.WithTimeout(bctx, 5*time.Second)
@@ -141,8 +151,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__noReload = true`)); err != nil {
 		t.Fatal(err)
 	}
-	if pill, reason := text(pillSel), text(heldRow+` td.reason`); pill != "Degraded" || !strings.Contains(reason, "invalid_api_key") {
-		t.Errorf("pill %q reason %q", pill, reason)
+	waitText(pillSel, "Degraded")
+	if reason := text(heldRow + ` td.reason`); !strings.Contains(reason, "invalid_api_key") {
+		t.Errorf("reason %q", reason)
 	}
 
 	// a new hold appears through the event stream, without a reload
@@ -150,8 +161,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(css(secondRow))); err != nil {
 		t.Fatalf("live update: %v\npage:\n%s", err, dump())
 	}
-	if pill, countdown := text(pillSel), text(heldRow+` .countdown`); pill != "Offline" || !strings.HasSuffix(countdown, "s") {
-		t.Errorf("after the second hold: pill %q countdown %q", pill, countdown)
+	waitText(pillSel, "Offline")
+	if countdown := text(heldRow + ` .countdown`); !strings.HasSuffix(countdown, "s") {
+		t.Errorf("after the second hold: countdown %q", countdown)
 	}
 
 	// Release clears the hold everywhere; the page follows
