@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,7 +36,8 @@ var errNoProvider = errors.New("no provider is enabled: set OPENAI_API_KEY, ANTH
 // options are the launcher's parsed flags.
 type options struct {
 	configPath string
-	fakes      []fakeSpec // fake providers to start first
+	hangup     <-chan os.Signal // SIGHUP: reload key secrets
+	fakes      []fakeSpec       // fake providers to start first
 }
 
 // fakeSpec is one bundled fake provider to start.
@@ -171,6 +173,18 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 		log.Info("shutting down")
 		return nil
 	})
+	if opts.hangup != nil {
+		g.Go(func() error {
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-opts.hangup:
+					reloadSecrets(gctx, opts, environ, px, log)
+				}
+			}
+		})
+	}
 	for _, s := range services {
 		g.Go(func() error {
 			if err := s.serve(gctx, s.ln); err != nil {
@@ -191,6 +205,22 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 		return err
 	}
 	return nil
+}
+
+// reloadSecrets re-reads the configuration file (SIGHUP) and applies its
+// key secrets to the proxy: a changed secret is used at once and the key's
+// holds are released. Other changes need a restart; they are logged.
+func reloadSecrets(ctx context.Context, opts options, environ []string, px *proxy.Service, log *slog.Logger) {
+	next, err := config.Load(opts.configPath, environ)
+	if err != nil {
+		log.Error("reload: configuration not applied", "err", err)
+		return
+	}
+	warnings := px.ReloadSecrets(ctx, next)
+	for _, w := range warnings {
+		log.Warn("reload: " + w)
+	}
+	log.Info("reload: configuration re-read", "file", opts.configPath, "not_applied", len(warnings))
 }
 
 // startFake starts one bundled fake provider, listing the models the

@@ -30,7 +30,9 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, hup)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "switchyard:", err)
@@ -38,7 +40,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
+// run parses the flags and launches everything; hangup (SIGHUP in main,
+// nil in tests) asks for a reload of the key secrets.
+func run(ctx context.Context, args, environ []string, stdout io.Writer, hangup <-chan os.Signal) error {
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
@@ -57,7 +61,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	opts := options{configPath: *path}
+	opts := options{configPath: *path, hangup: hangup}
 	if *fakes {
 		opts.fakes = []fakeSpec{
 			{name: "fake-openai", addr: fakeOpenAIAddr},

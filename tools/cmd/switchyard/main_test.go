@@ -122,7 +122,7 @@ func TestRunArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), tt.args, tt.environ, &out)
+			err := run(context.Background(), tt.args, tt.environ, &out, nil)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("run: %v", err)
@@ -139,7 +139,7 @@ func TestRunArgs(t *testing.T) {
 func TestEveryProviderSkipped(t *testing.T) {
 	path := writeConfig(t, true, addrs{freeAddr(t), freeAddr(t), freeAddr(t)})
 	var out syncBuffer
-	err := run(context.Background(), []string{"-config", path}, nil, &out)
+	err := run(context.Background(), []string{"-config", path}, nil, &out, nil)
 	if !errors.Is(err, errNoProvider) {
 		t.Fatalf("run error = %v, want errNoProvider", err)
 	}
