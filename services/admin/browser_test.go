@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -162,6 +163,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("live update: %v\npage:\n%s", err, dump())
 	}
 	waitText(pillSel, "Offline")
+	if path := os.Getenv("DASHBOARD_SCREENSHOT"); path != "" { // for a look: DASHBOARD_SCREENSHOT=/tmp/d.png
+		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(path, buf, 0o644)
+		}
+	}
 	if countdown := text(heldRow + ` .countdown`); !strings.HasSuffix(countdown, "s") {
 		t.Errorf("after the second hold: countdown %q", countdown)
 	}
