@@ -2,18 +2,15 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/servicetest"
 )
 
 func TestMain(m *testing.M) {
@@ -27,127 +24,18 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// checkFor polls f until it returns nil or total has passed.
-func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
-
-type answer struct {
-	status int
-	body   map[string]any
-}
-
-func get(url string) (answer, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{}, err
-	}
-	a := answer{status: resp.StatusCode}
-	if err := json.Unmarshal(b, &a.body); err != nil {
-		return a, fmt.Errorf("decode %q: %w", b, err)
-	}
-	return a, nil
-}
-
-func want(a answer, status int, body map[string]string) error {
-	if a.status != status {
-		return fmt.Errorf("status %d, want %d", a.status, status)
-	}
-	for k, v := range body {
-		if got, _ := a.body[k].(string); got != v {
-			return fmt.Errorf("%s = %q, want %q (body %v)", k, a.body[k], v, a.body)
-		}
-	}
-	return nil
-}
-
 func TestHealthAndReadiness(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.StopEmbedded(ns)
-	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-
-	svc, err := New(&config.Config{}, Deps{NATS: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-
-	tests := []struct {
-		name   string
-		path   string
-		status int
-		body   map[string]string
-	}{
-		{name: "healthz", path: "/healthz", status: http.StatusOK, body: map[string]string{"status": "ok"}},
-		{name: "readyz with NATS up", path: "/readyz", status: http.StatusOK, body: map[string]string{"status": "ok", "nats": "connected"}},
-		{name: "unknown route", path: "/nope", status: http.StatusNotFound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := get(base + tt.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := want(a, tt.status, tt.body); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-
-	bus.StopEmbedded(ns)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		a, err := get(base + "/readyz")
+	servicetest.HealthAndReadiness(t, func(cfg *config.Config, nc *nats.Conn) servicetest.Subject {
+		svc, err := New(cfg, Deps{NATS: nc})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		return want(a, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "nats": "disconnected"})
+		return servicetest.Subject{
+			Serve:           svc.Serve,
+			Bound:           func() bool { return svc.member.Resources() != nil },
+			ShutdownTimeout: ShutdownTimeout,
+		}
 	})
-	a, err := get(base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := want(a, http.StatusOK, map[string]string{"status": "ok"}); err != nil {
-		t.Fatalf("healthz with NATS down: %v", err)
-	}
-
-	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(ShutdownTimeout + 5*time.Second):
-		t.Fatal("Serve did not return after cancel")
-	}
 }
 
 func TestReadyzWithoutNATS(t *testing.T) {
@@ -169,11 +57,11 @@ func TestReadyzWithoutNATS(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	a, err := get("http://" + ln.Addr().String() + "/readyz")
+	a, err := servicetest.Get("http://" + ln.Addr().String() + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := want(a, http.StatusServiceUnavailable, map[string]string{"nats": "disconnected"}); err != nil {
+	if err := a.Want(http.StatusServiceUnavailable, map[string]string{"nats": "disconnected"}); err != nil {
 		t.Fatal(err)
 	}
 }

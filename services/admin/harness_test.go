@@ -22,6 +22,7 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/servicetest"
 )
 
 const (
@@ -156,7 +157,7 @@ func startEnv(t *testing.T, withKey bool) *env {
 		e.pnc.Close()
 		e.anc.Close()
 	})
-	checkFor(t, testTimeout, 10*time.Millisecond, func() error {
+	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if !e.svc.natsUp() || e.proxy.Resources() == nil {
 			return fmt.Errorf("not bound yet")
 		}
@@ -185,7 +186,7 @@ var credentialRejected = failure.Result{Class: failure.CredentialRejected, Scope
 func (e *env) waitHold(id string, state hold.State) map[string]any {
 	e.t.Helper()
 	var got map[string]any
-	checkFor(e.t, testTimeout, 10*time.Millisecond, func() error {
+	servicetest.CheckFor(e.t, testTimeout, 10*time.Millisecond, func() error {
 		a := e.do("GET", "/admin/holds/"+id, opToken, nil)
 		if a.status != 200 {
 			return fmt.Errorf("status %d %v", a.status, a.body)

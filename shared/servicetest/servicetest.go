@@ -1,0 +1,167 @@
+// Package servicetest holds what the tests of Switchyard's HTTP services
+// share: polling, JSON answers, and the health/readiness contract every
+// service keeps (GET /healthz while the process runs, GET /readyz 200 with
+// NATS connected and 503 without).
+package servicetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+)
+
+// CheckFor polls f every poll until it returns nil; after total it fails
+// the test with f's last error.
+func CheckFor(t testing.TB, total, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+// Answer is an HTTP status and its JSON object body.
+type Answer struct {
+	Status int
+	Body   map[string]any
+}
+
+// Get fetches url and decodes its JSON object body.
+func Get(url string) (Answer, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Answer{}, err
+	}
+	a := Answer{Status: resp.StatusCode}
+	if err := json.Unmarshal(b, &a.Body); err != nil {
+		return a, fmt.Errorf("decode %q: %w", b, err)
+	}
+	return a, nil
+}
+
+// Want checks the status and the string fields of the body.
+func (a Answer) Want(status int, body map[string]string) error {
+	if a.Status != status {
+		return fmt.Errorf("status %d, want %d", a.Status, status)
+	}
+	for k, v := range body {
+		if got, _ := a.Body[k].(string); got != v {
+			return fmt.Errorf("%s = %q, want %q (body %v)", k, a.Body[k], v, a.Body)
+		}
+	}
+	return nil
+}
+
+// Subject is a service under test.
+type Subject struct {
+	Serve func(ctx context.Context, ln net.Listener) error
+	// Bound reports that the service has set up its NATS buckets. The test
+	// stops NATS only after that: a server shut down while a file-backed
+	// stream is being created leaves that stream's goroutines behind
+	// (nats-server 2.15), which goleak would report.
+	Bound func() bool
+	// ShutdownTimeout bounds the service's graceful stop.
+	ShutdownTimeout time.Duration
+}
+
+// HealthAndReadiness runs a service built by build against an embedded
+// NATS server and checks /healthz and /readyz with NATS up, then down, and
+// that Serve returns after its context ends.
+func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Conn) Subject) {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.StopEmbedded(ns)
+	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	svc := build(&config.Config{}, nc)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, ln) }()
+
+	tests := []struct {
+		name   string
+		path   string
+		status int
+		body   map[string]string
+	}{
+		{name: "healthz", path: "/healthz", status: http.StatusOK, body: map[string]string{"status": "ok"}},
+		{name: "readyz with NATS up", path: "/readyz", status: http.StatusOK, body: map[string]string{"status": "ok", "nats": "connected"}},
+		{name: "unknown route", path: "/nope", status: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := Get(base + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Want(tt.status, tt.body); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !svc.Bound() {
+			return fmt.Errorf("buckets not bound yet")
+		}
+		return nil
+	})
+	bus.StopEmbedded(ns)
+	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		a, err := Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		return a.Want(http.StatusServiceUnavailable, map[string]string{"status": "not ready", "nats": "disconnected"})
+	})
+	a, err := Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Want(http.StatusOK, map[string]string{"status": "ok"}); err != nil {
+		t.Fatalf("healthz with NATS down: %v", err)
+	}
+
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(svc.ShutdownTimeout + 5*time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+}
