@@ -14,6 +14,7 @@ type metrics struct {
 	probes      *prometheus.CounterVec
 	discoveries *prometheus.CounterVec
 	leases      prometheus.Gauge
+	passive     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -40,8 +41,12 @@ func newMetrics() *metrics {
 			Name: "switchyard_prober_leases_held",
 			Help: "Check leases this replica holds.",
 		}),
+		passive: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_prober_passive_reports_total",
+			Help: "Passive reports received from proxies, by outcome (ok, invalid, unknown_provider).",
+		}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.checks, m.checkSecs, m.probes, m.discoveries, m.leases,
+	m.reg.MustRegister(m.checks, m.checkSecs, m.probes, m.discoveries, m.leases, m.passive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

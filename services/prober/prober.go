@@ -56,6 +56,7 @@ type Service struct {
 	client     *http.Client
 	met        *metrics
 	view       *health.View
+	passive    *passiveWindow
 	targets    map[string]*target
 	order      []*target
 	store      atomic.Pointer[health.Store]
@@ -94,10 +95,13 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 			ForceAttemptHTTP2:   true,
 		}},
 	}
+	var names []string
 	for _, t := range buildTargets(cfg) {
 		s.targets[t.name] = t
 		s.order = append(s.order, t)
+		names = append(names, t.name)
 	}
+	s.passive = newPassiveWindow(s.cfg.PassiveWindow, names)
 	return s, nil
 }
 
@@ -117,6 +121,7 @@ func withDefaults(p config.Prober) config.Prober {
 	set(&p.SettleInterval, d.SettleInterval)
 	set(&p.DiscoveryInterval, d.DiscoveryInterval)
 	set(&p.DiscoveryRetry, d.DiscoveryRetry)
+	set(&p.PassiveWindow, d.PassiveWindow)
 	if p.UnhealthyAfter < 1 {
 		p.UnhealthyAfter = d.UnhealthyAfter
 	}
@@ -155,6 +160,16 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	if s.nc != nil {
+		// Before the fleet member binds the buckets: once they are bound,
+		// the server has the subscription too (one connection, in order).
+		in, err := s.subscribePassive()
+		if err != nil {
+			s.log.Error("passive reports off", "err", err)
+		} else {
+			wg.Go(func() { s.runPassive(work, in) })
+		}
+	}
 	wg.Go(func() {
 		if err := s.member.Run(work); err != nil {
 			s.log.Error("hold engine stopped", "err", err)

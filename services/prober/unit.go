@@ -65,6 +65,7 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 			if u.discover && !time.Now().Before(u.nextDiscovery) {
 				s.discoverModels(ctx, u)
 			}
+			s.refreshPassive(ctx, u)
 			wake = earliest(wake, u.next)
 			if u.discover {
 				wake = earliest(wake, u.nextDiscovery)
@@ -249,8 +250,7 @@ func (s *Service) nextRecord(u *unit, r result, now time.Time) health.Record {
 	ok := r.ok
 	rec := health.Record{
 		Provider: u.t.name, Key: u.keyID, ActiveCheckOK: &ok,
-		Check:          &health.Check{Method: u.t.spec.method, Path: u.t.spec.path},
-		PassiveSuccess: prev.PassiveSuccess, PassiveFailure: prev.PassiveFailure,
+		Check:      &health.Check{Method: u.t.spec.method, Path: u.t.spec.path},
 		LastStatus: r.status, LastErrorCode: prev.LastErrorCode, LastErrorClass: prev.LastErrorClass,
 		CheckedAt: now.UTC(), Models: prev.Models, ModelsAt: prev.ModelsAt,
 	}
@@ -297,10 +297,12 @@ func (s *Service) circuit(rec *health.Record) {
 	}
 }
 
-// write stores the unit's record, publishes a health event when its status
-// changed, and for a per-key unit refreshes the provider's record.
+// write stores the unit's record with its passive counts, publishes a
+// health event when its status changed, and for a per-key unit refreshes
+// the provider's record.
 func (s *Service) write(ctx context.Context, u *unit, rec health.Record) {
 	rec.CheckedBy = s.inst
+	s.fillPassive(&rec, time.Now())
 	prev := u.rec.Status
 	if prev == "" {
 		if old, ok := s.view.Snapshot().Get(rec.Provider, rec.Key); ok {
@@ -343,7 +345,8 @@ func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Re
 	snap := s.view.Snapshot()
 	prov, _ := snap.Get(t.name, "")
 	agg := health.Record{Provider: t.name, Check: fresh.Check, Models: prov.Models, ModelsAt: prov.ModelsAt,
-		CheckedAt: fresh.CheckedAt, CheckedBy: s.inst, PassiveSuccess: prov.PassiveSuccess, PassiveFailure: prov.PassiveFailure}
+		CheckedAt: fresh.CheckedAt, CheckedBy: s.inst}
+	s.fillPassive(&agg, time.Now())
 	var healthy, unhealthy, n int
 	var lat float64
 	anyOK := false
@@ -430,6 +433,7 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 		rec = health.Record{Provider: u.t.name, Status: health.Unknown, Reason: "not checked yet", CircuitState: health.CircuitClosed}
 	}
 	rec.Models, rec.ModelsAt, rec.CheckedBy = models, now.UTC(), s.inst
+	s.fillPassive(&rec, time.Now())
 	if u.keyID == "" {
 		u.rec = rec
 	}

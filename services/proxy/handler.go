@@ -278,7 +278,7 @@ steps:
 				// The Idempotency-Key goes to the first target and its retries only.
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
-					s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, hold.Outcome{OK: true})
+					s.report(step, key, probe, hold.Outcome{OK: true})
 					return res.outcome, true
 				}
 				ae := res.failure
@@ -286,7 +286,7 @@ steps:
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == actRetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
-				s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, hold.Outcome{
+				s.report(step, key, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
 					Cancelled: r.expired(), // the caller's deadline, not the target's fault
 				})
@@ -311,6 +311,13 @@ steps:
 		}
 	}
 	return outcome{}, false
+}
+
+// report gives one attempt's outcome to the hold engine and to the
+// passive counters (one call per attempt).
+func (s *Service) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
+	s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, out)
+	s.passive.count(step.Provider.Index, key.Index(), out)
 }
 
 // exhausted answers a request no target served.

@@ -44,8 +44,10 @@ type proxyMetrics struct {
 	// propagation: from a hold's recorded_at (by another instance) to
 	// this proxy applying it.
 	propagation prometheus.Histogram
-	models      sync.Map // resolved model name -> label value (a string of its own)
-	statuses    [600]string
+	// passive reports published and dropped (NATS down)
+	passiveSent, passiveDropped prometheus.Counter
+	models                      sync.Map // resolved model name -> label value (a string of its own)
+	statuses                    [600]string
 }
 
 func newProxyMetrics(s *Service) *proxyMetrics {
@@ -78,11 +80,16 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Help:    "Time from a hold record written by another instance (its recorded_at) to this proxy applying it from the KV watch.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1},
 	})
+	passive := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "passive_reports_total",
+		Help: "Passive reports (attempt outcomes per target, for the prober's health records) published on switchyard.passive.<provider>, or dropped while NATS was down.",
+	}, []string{"outcome"})
+	m.passiveSent, m.passiveDropped = passive.WithLabelValues("sent"), passive.WithLabelValues("dropped")
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metricNamespace, Name: "requests_in_flight",
 		Help: "Inference requests being served (streams until their last event).",
 	}, func() float64 { return float64(s.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, inFlight,
+	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.member != nil {
 		m.reg.MustRegister(metrics.NewHoldCollector(s.member.Engine))
@@ -138,6 +145,11 @@ func (m *proxyMetrics) upstreamLatency(provider string, d time.Duration) {
 
 func (m *proxyMetrics) firstToken(provider string, d time.Duration) {
 	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+func (m *proxyMetrics) passiveReports(sent, dropped int) {
+	m.passiveSent.Add(float64(sent))
+	m.passiveDropped.Add(float64(dropped))
 }
 
 // holdApplied observes the propagation lag of a hold another instance

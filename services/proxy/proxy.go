@@ -45,8 +45,9 @@ type Service struct {
 	soft       softHolds // nil unless the gate can tell soft holds
 	member     *fleet.Member
 	classifier *failure.Classifier
-	policy     *hold.Settings // global resilience settings (all-held policy)
-	upstreams  []*upstream    // by provider index
+	policy     *hold.Settings   // global resilience settings (all-held policy)
+	upstreams  []*upstream      // by provider index
+	passive    *passiveCounters // nil: passive reports off (no NATS, or proxy.passive_report_interval 0)
 	inFlight   atomic.Int64
 	closing    atomic.Bool // set when the upstream pools close
 	metrics    *proxyMetrics
@@ -90,6 +91,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 			return nil, err
 		}
 		s.member, s.gate = m, m.Engine
+	}
+	if s.member != nil && deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0 {
+		s.passive = newPassiveCounters(table)
 	}
 	s.soft, _ = s.gate.(softHolds)
 	s.classifier = cfg.Classifier()
@@ -200,6 +204,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		})
 		wg.Go(func() { s.runHealth(engineCtx) })
 		wg.Go(func() { s.runCredentials(engineCtx) })
+		if s.passive != nil {
+			wg.Go(func() { s.runPassive(engineCtx) })
+		}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()

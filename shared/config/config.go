@@ -109,6 +109,10 @@ type Proxy struct {
 	// RequireClientKey rejects requests without a valid gateway key. It is
 	// on by default whenever clients are configured.
 	RequireClientKey *bool `koanf:"require_client_key"`
+	// PassiveReportInterval is how often the proxy publishes the outcomes
+	// of its attempts per target (switchyard.passive.<provider>) for the
+	// prober's health records; 0 turns the reports off.
+	PassiveReportInterval time.Duration `koanf:"passive_report_interval"`
 }
 
 // Limits bound what one proxy accepts.

@@ -43,6 +43,9 @@ type Prober struct {
 	// model and region classes (they cost tokens); off, those holds are
 	// settled by fetching the model's entry, or left to a caller.
 	CompletionProbes bool `koanf:"completion_probes"`
+	// PassiveWindow is the sliding window over which the passive counts
+	// of health records (caller attempts reported by proxies) are summed.
+	PassiveWindow time.Duration `koanf:"passive_window"`
 }
 
 // Defaults of the prober section.
@@ -58,6 +61,7 @@ func defaultProber() Prober {
 		SettleInterval:    time.Second,
 		DiscoveryInterval: time.Hour,
 		DiscoveryRetry:    time.Minute,
+		PassiveWindow:     5 * time.Minute,
 	}
 }
 
@@ -94,7 +98,7 @@ func (v *validator) prober() {
 		{"prober.check_interval", p.CheckInterval}, {"prober.check_timeout", p.CheckTimeout},
 		{"prober.recheck_interval", p.RecheckInterval}, {"prober.lease_ttl", p.LeaseTTL},
 		{"prober.settle_interval", p.SettleInterval}, {"prober.discovery_interval", p.DiscoveryInterval},
-		{"prober.discovery_retry", p.DiscoveryRetry},
+		{"prober.discovery_retry", p.DiscoveryRetry}, {"prober.passive_window", p.PassiveWindow},
 	} {
 		if d.val <= 0 {
 			v.add(d.key, "must be > 0, got %s", d.val)

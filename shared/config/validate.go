@@ -66,6 +66,9 @@ func (c *Config) Validate() error {
 	v.log()
 	v.nats()
 	v.listen("proxy.listen", c.Proxy.Listen)
+	if c.Proxy.PassiveReportInterval < 0 {
+		v.add("proxy.passive_report_interval", "must be >= 0 (0 turns the reports off), got %s", c.Proxy.PassiveReportInterval)
+	}
 	v.listen("admin.listen", c.Admin.Listen)
 	v.prober()
 	if c.Proxy.RequireClientKey != nil && *c.Proxy.RequireClientKey && len(c.Clients) == 0 {

@@ -98,11 +98,15 @@ type Record struct {
 	// ran).
 	ActiveCheckOK *bool  `json:"active_check_ok"`
 	Check         *Check `json:"check,omitempty"`
-	// PassiveSuccess and PassiveFailure count caller attempts reported by
-	// proxies (0 while no proxy reports them).
-	PassiveSuccess      uint64 `json:"passive_success"`
-	PassiveFailure      uint64 `json:"passive_failure"`
-	ConsecutiveFailures int    `json:"consecutive_failures"`
+	// PassiveSuccess and PassiveFailure count the caller attempts at the
+	// target that proxies reported (PassiveReport) over the writing
+	// prober's passive window: a provider record sums its keys.
+	PassiveSuccess uint64 `json:"passive_success"`
+	PassiveFailure uint64 `json:"passive_failure"`
+	// PassiveByKey breaks a provider record's passive counts down by key
+	// id (keys without attempts in the window are left out).
+	PassiveByKey        map[string]PassiveCounts `json:"passive_by_key,omitempty"`
+	ConsecutiveFailures int                      `json:"consecutive_failures"`
 	// AvgLatencyMS is an exponentially weighted average (alpha 0.3) of
 	// check latencies.
 	AvgLatencyMS float64 `json:"avg_latency_ms"`

@@ -1,0 +1,165 @@
+package prober
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/health"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// pollFor polls f until it returns nil or total has passed.
+func pollFor(t *testing.T, total, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+func report(provider string, keys map[string]health.PassiveCounts) health.PassiveReport {
+	return health.PassiveReport{Version: health.PassiveVersion, Provider: provider, Instance: "proxy-test", IntervalMS: 1000, Keys: keys}
+}
+
+// TestPassiveWindow: reports are summed per key and per provider over the
+// window, leave it as it slides, and reports about unknown providers are
+// ignored.
+func TestPassiveWindow(t *testing.T) {
+	w := newPassiveWindow(5*time.Minute, []string{"p1", "p2"}) // steps of 10 s
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	w.add(t0, report("p1", map[string]health.PassiveCounts{"k1": {Success: 2, Failure: 3}}))
+	w.add(t0.Add(time.Second), report("p1", map[string]health.PassiveCounts{"k1": {Success: 1}, "k2": {Success: 4}}))
+	w.add(t0.Add(2*time.Minute), report("p1", map[string]health.PassiveCounts{"k2": {Failure: 5}}))
+	if w.add(t0, report("p9", map[string]health.PassiveCounts{"k1": {Success: 1}})) {
+		t.Fatal("a report about an unknown provider was counted")
+	}
+
+	tests := []struct {
+		name  string
+		at    time.Time
+		prov  string
+		total health.PassiveCounts
+		byKey map[string]health.PassiveCounts
+	}{
+		{name: "all in the window", at: t0.Add(3 * time.Minute), prov: "p1", total: health.PassiveCounts{Success: 7, Failure: 8},
+			byKey: map[string]health.PassiveCounts{"k1": {Success: 3, Failure: 3}, "k2": {Success: 4, Failure: 5}}},
+		{name: "the first reports slid out", at: t0.Add(5*time.Minute + 10*time.Second), prov: "p1", total: health.PassiveCounts{Failure: 5},
+			byKey: map[string]health.PassiveCounts{"k2": {Failure: 5}}},
+		{name: "everything slid out", at: t0.Add(8 * time.Minute), prov: "p1"},
+		{name: "a provider without reports", at: t0, prov: "p2"},
+		{name: "an unknown provider", at: t0, prov: "p9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			total, byKey := w.counts(tt.at, tt.prov)
+			if total != tt.total || fmt.Sprint(byKey) != fmt.Sprint(tt.byKey) {
+				t.Fatalf("counts = %+v %v, want %+v %v", total, byKey, tt.total, tt.byKey)
+			}
+		})
+	}
+
+	// A slot reused after a full turn starts from zero.
+	w.add(t0.Add(5*time.Minute), report("p1", map[string]health.PassiveCounts{"k1": {Success: 1}}))
+	if total, _ := w.counts(t0.Add(5*time.Minute), "p1"); total != (health.PassiveCounts{Success: 1, Failure: 5}) {
+		t.Fatalf("after a turn: %+v", total)
+	}
+}
+
+func TestPassiveWindowBoundsKeys(t *testing.T) {
+	w := newPassiveWindow(time.Minute, []string{"p1"})
+	keys := map[string]health.PassiveCounts{"": {Success: 1}}
+	for i := range maxPassiveKeys + 10 {
+		keys[fmt.Sprintf("k%d", i)] = health.PassiveCounts{Success: 1}
+	}
+	now := time.Now()
+	w.add(now, report("p1", keys))
+	if _, byKey := w.counts(now, "p1"); len(byKey) != maxPassiveKeys {
+		t.Fatalf("%d keys kept, want at most %d", len(byKey), maxPassiveKeys)
+	}
+}
+
+// TestPassiveCountsInHealthRecords: two replicas receive the proxies'
+// reports; the record of the provider (written by the replica holding its
+// lease) shows each report once, in total and by key, and a per-key
+// provider's key records show their own counts.
+func TestPassiveCountsInHealthRecords(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, `
+prober:
+  lease_ttl: 1s
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}, {id: k2, secret: env:K2}]
+    models: [{name: gpt-4o-mini}]
+  - name: p2
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}, {id: k2, secret: env:K2}]
+    models: [{name: gpt-4o-mini}]
+    health_check: {per_key: true}
+`)
+	a := f.startProber(t, cfg)
+	b := f.startProber(t, cfg)
+	// A replica subscribes before it binds the buckets, on the same
+	// connection: once both are bound, both receive the reports.
+	pollFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, r := range []*replica{a, b} {
+			if r.svc.member.Resources() == nil {
+				return fmt.Errorf("%s has not bound the buckets", r.svc.Instance())
+			}
+		}
+		for _, id := range [][2]string{{"p1", ""}, {"p2", "k1"}, {"p2", "k2"}} {
+			if _, err := f.healthRecord(id[0], id[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	publish := func(r health.PassiveReport) {
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.nc.Publish(health.PassiveSubject(r.Provider), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(report("p1", map[string]health.PassiveCounts{"k1": {Failure: 4}, "k2": {Success: 6}}))
+	publish(report("p1", map[string]health.PassiveCounts{"k2": {Success: 1}}))
+	publish(report("p2", map[string]health.PassiveCounts{"k1": {Success: 2, Failure: 1}, "k2": {Failure: 3}}))
+
+	want := func(provider, key string, total health.PassiveCounts, byKey string) func() error {
+		return func() error {
+			rec, err := f.healthRecord(provider, key)
+			if err != nil {
+				return err
+			}
+			got := health.PassiveCounts{Success: rec.PassiveSuccess, Failure: rec.PassiveFailure}
+			if got != total || fmt.Sprint(rec.PassiveByKey) != byKey {
+				return fmt.Errorf("%s: passive %+v %v, want %+v %s", rec.ID, got, rec.PassiveByKey, total, byKey)
+			}
+			return nil
+		}
+	}
+	for _, c := range []struct {
+		provider, key string
+		total         health.PassiveCounts
+		byKey         string
+	}{
+		{"p1", "", health.PassiveCounts{Success: 7, Failure: 4}, "map[k1:{0 4} k2:{7 0}]"},
+		{"p2", "", health.PassiveCounts{Success: 2, Failure: 4}, "map[k1:{2 1} k2:{0 3}]"},
+		{"p2", "k1", health.PassiveCounts{Success: 2, Failure: 1}, "map[]"},
+		{"p2", "k2", health.PassiveCounts{Failure: 3}, "map[]"},
+	} {
+		pollFor(t, 10*time.Second, 20*time.Millisecond, want(c.provider, c.key, c.total, c.byKey))
+	}
+}

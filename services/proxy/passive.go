@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/hold"
+)
+
+// passiveCounters count the outcomes of the proxy's attempts per target
+// (provider, key id) for the prober's health records. They are built once
+// from the route table: counting an attempt is one atomic add on a slot
+// found by the provider's and the key's indices, with no lock, no map and
+// no allocation. runPassive publishes the deltas.
+type passiveCounters struct {
+	providers []passiveProvider // by route.Provider.Index
+}
+
+type passiveProvider struct {
+	name    string
+	subject string
+	keys    []passiveKey // by route.Key.Index
+}
+
+type passiveKey struct {
+	id               string
+	success, failure atomic.Uint64
+}
+
+func newPassiveCounters(t *route.Table) *passiveCounters {
+	n := 0
+	for _, p := range t.Providers {
+		n = max(n, p.Index+1)
+	}
+	pc := &passiveCounters{providers: make([]passiveProvider, n)}
+	for _, p := range t.Providers {
+		pp := &pc.providers[p.Index]
+		pp.name, pp.subject = p.Name, health.PassiveSubject(p.Name)
+		pp.keys = make([]passiveKey, len(p.Keys))
+		for _, k := range p.Keys {
+			pp.keys[k.Index()].id = k.ID
+		}
+	}
+	return pc
+}
+
+// count records one attempt's outcome. A failure counts only when it
+// says something about the target: not when the caller went away or ran
+// out of time, not for a request the provider refused for what it asked
+// (request_rejected), not for an answer the classifier did not recognise.
+// A nil receiver (reports off) counts nothing.
+func (pc *passiveCounters) count(providerIndex, keyIndex int, out hold.Outcome) {
+	if pc == nil {
+		return
+	}
+	k := &pc.providers[providerIndex].keys[keyIndex]
+	switch {
+	case out.OK:
+		k.success.Add(1)
+	case countsAgainstTarget(out):
+		k.failure.Add(1)
+	}
+}
+
+func countsAgainstTarget(out hold.Outcome) bool {
+	if out.Cancelled {
+		return false
+	}
+	switch out.Result.Class {
+	case failure.Unrecognised, failure.RequestRejected:
+		return false
+	}
+	return true
+}
+
+// publisher is what a passive report is sent through (*nats.Conn).
+type publisher interface {
+	IsConnected() bool
+	Publish(subject string, data []byte) error
+}
+
+// flush takes the counts since the previous flush and publishes one
+// report per provider that has any. A report that cannot be sent (NATS
+// down) is dropped: its counts are lost, never retried into a later
+// interval.
+func (pc *passiveCounters) flush(pub publisher, instance string, now time.Time, interval time.Duration) (sent, dropped int) {
+	for i := range pc.providers {
+		p := &pc.providers[i]
+		var keys map[string]health.PassiveCounts
+		for j := range p.keys {
+			k := &p.keys[j]
+			c := health.PassiveCounts{Success: k.success.Swap(0), Failure: k.failure.Swap(0)}
+			if c.IsZero() {
+				continue
+			}
+			if keys == nil {
+				keys = make(map[string]health.PassiveCounts, len(p.keys))
+			}
+			keys[k.id] = c
+		}
+		if keys == nil {
+			continue
+		}
+		data, err := json.Marshal(health.PassiveReport{
+			Version: health.PassiveVersion, Provider: p.name, Instance: instance,
+			At: now.UTC(), IntervalMS: interval.Milliseconds(), Keys: keys,
+		})
+		if err != nil || !pub.IsConnected() || pub.Publish(p.subject, data) != nil {
+			dropped++
+			continue
+		}
+		sent++
+	}
+	return sent, dropped
+}
+
+// runPassive publishes the passive counters every
+// proxy.passive_report_interval until ctx ends, then once more for the
+// last requests. Serve runs it beside the fleet member when the proxy has
+// a NATS connection and the reports are on.
+func (s *Service) runPassive(ctx context.Context) {
+	every := s.cfg.Proxy.PassiveReportInterval
+	nc := s.member.Conn()
+	last := time.Now()
+	flush := func(now time.Time) {
+		sent, dropped := s.passive.flush(nc, s.member.Instance, now, now.Sub(last))
+		last = now
+		s.metrics.passiveReports(sent, dropped)
+		if dropped > 0 {
+			s.log.Debug("passive reports dropped", "count", dropped, "nats_connected", nc.IsConnected())
+		}
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			flush(time.Now())
+			return
+		case now := <-t.C:
+			flush(now)
+		}
+	}
+}
