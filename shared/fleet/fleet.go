@@ -93,6 +93,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 		Policy:      pol,
 		Fingerprint: fp,
 		OnApply:     o.OnApply,
+		Source:      sourceFor(o.Service),
 	})
 	return m, nil
 }
@@ -249,4 +250,12 @@ func (l *lazyEmitter) Emit(ev hold.Event) {
 	if e := l.e.Load(); e != nil {
 		e.Emit(ev)
 	}
+}
+
+// sourceFor is the hold source of a service's reported failures.
+func sourceFor(service string) string {
+	if service == "prober" {
+		return hold.SourceProber
+	}
+	return hold.SourceProxy
 }

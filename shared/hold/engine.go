@@ -35,6 +35,9 @@ type EngineOptions struct {
 	// Fingerprint returns the fingerprint of a key's secret for records and
 	// events (never the secret); nil leaves it empty.
 	Fingerprint func(provider, keyID string) string
+	// Source is what holds from reported failures are recorded as:
+	// SourceProxy (default) or SourceProber.
+	Source string
 	// OnApply, when set, is called (under the table lock: keep it short)
 	// for every record another instance wrote, as this engine applies it
 	// from the store watch: the hold propagation lag is the time since its
@@ -56,6 +59,7 @@ type Engine struct {
 	fp    func(provider, keyID string) string
 
 	onApply func(rec Record)
+	source  string
 
 	snap atomic.Pointer[snapshot]
 
@@ -88,6 +92,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		rnd:      opts.Rand,
 		fp:       opts.Fingerprint,
 		onApply:  opts.OnApply,
+		source:   opts.Source,
 		entries:  map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
@@ -95,6 +100,9 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	if e.clock == nil {
 		e.clock = SystemClock{}
+	}
+	if e.source == "" {
+		e.source = SourceProxy
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

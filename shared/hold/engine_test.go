@@ -590,3 +590,29 @@ func TestPolicyWaitUsesProviderOverrides(t *testing.T) {
 		t.Errorf("global %s", got)
 	}
 }
+
+// Holds from reported failures carry the engine's source: the proxy's by
+// default, the prober's for its checks; an operator rule wins.
+func TestHoldSource(t *testing.T) {
+	tests := []struct {
+		name   string
+		source string
+		rule   string
+		want   string
+	}{
+		{"proxy by default", "", "", SourceProxy},
+		{"prober", SourceProber, "", SourceProber},
+		{"rule", SourceProber, "my-rule", SourceRule},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, 1, func(o *EngineOptions) { o.Source = tt.source })
+			out := fail(failure.CredentialRejected, failure.ScopeKey)
+			out.Result.Rule = tt.rule
+			f.engines[0].Report("p", "k", "m", false, out)
+			if rec := f.stored(t, "p.k"); rec.Source != tt.want {
+				t.Errorf("source %q, want %q", rec.Source, tt.want)
+			}
+		})
+	}
+}

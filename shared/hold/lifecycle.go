@@ -46,14 +46,16 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if out.OK || !Holds(out.Result.Class) {
 		return
 	}
-	e.hold(holdScope(out.Result, provider, keyID, model), out.Result, sourceOf(out.Result))
+	e.hold(holdScope(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result))
 }
 
-func sourceOf(res failure.Result) string {
+// sourceOf is who a hold from a reported failure is recorded as: the
+// operator rule that matched, else this engine's source (proxy, prober).
+func (e *Engine) sourceOf(res failure.Result) string {
 	if res.Rule != "" {
 		return SourceRule
 	}
-	return SourceProxy
+	return e.source
 }
 
 // holdScope maps a classification's scope onto a target. Providers without
@@ -218,7 +220,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	e.enqueue(in)
 	if settled && Holds(res.Class) {
 		sc := rec.Scope
-		e.hold(holdScope(res, sc.Provider, sc.Key, sc.Model), res, sourceOf(res))
+		e.hold(holdScope(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res))
 	}
 }
 
