@@ -19,8 +19,8 @@ import (
 
 // Environment variables of the admin verbs.
 const (
-	envAdminURL   = "SWITCHYARD_ADMIN_URL"
-	envAdminToken = "SWITCHYARD_ADMIN_TOKEN"
+	envAdminURL   = "SWCTL_ADMIN_URL"
+	envAdminToken = "SWCTL_ADMIN_TOKEN"
 	defaultAdmin  = "http://127.0.0.1:8081"
 )
 

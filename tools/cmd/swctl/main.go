@@ -7,8 +7,8 @@
 //	swctl events tail               follow hold/release/trip/probe/credential events
 //
 // The admin verbs talk to the admin service: -admin URL (env
-// SWITCHYARD_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
-// SWITCHYARD_ADMIN_TOKEN); -json prints the API's JSON.
+// SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
+// SWCTL_ADMIN_TOKEN); -json prints the API's JSON.
 package main
 
 import (
