@@ -46,7 +46,7 @@ func (s *Service) runCredentials(ctx context.Context) {
 			if k.SetSecret(secret) {
 				log.Info("key secret rotated", "provider", provider, "key_id", keyID, "fingerprint", secret.Fingerprint())
 			}
-		}, credentials.WithLog(log))
+		}, credentials.WithLog(log), credentials.WithConn(s.member.Conn()))
 	if err != nil {
 		log.Error("credentials watch stopped", "err", err)
 	}

@@ -32,7 +32,7 @@
 //
 //	go credentials.Watch(ctx, res.Credentials, cfg.Credentials.Key,
 //	        func(provider, keyID string, secret config.Secret) { /* swap the key's secret */ },
-//	        credentials.WithLog(log))
+//	        credentials.WithLog(log), credentials.WithConn(nc))
 //
 // Watch delivers the value of every key present first (a proxy started
 // after a rotation uses the rotated secret, not the file's), then every
@@ -54,6 +54,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
@@ -187,6 +188,7 @@ func Get(ctx context.Context, kv jetstream.KeyValue, provider, keyID string) (Re
 type Option func(*watchOpts)
 
 type watchOpts struct {
+	nc    *nats.Conn
 	log   *slog.Logger
 	ready func()
 }
@@ -194,6 +196,11 @@ type watchOpts struct {
 // WithLog sets the logger for records that cannot be used and for watcher
 // restarts (never a secret: provider and key id only).
 func WithLog(l *slog.Logger) Option { return func(o *watchOpts) { o.log = l } }
+
+// WithConn restarts the watcher, resuming after the last revision
+// applied, each time nc reconnects (a watcher can otherwise take about 20 s
+// to deliver again after a NATS restart).
+func WithConn(nc *nats.Conn) Option { return func(o *watchOpts) { o.nc = nc } }
 
 // WithReady is called once, when the values present at the start have
 // been delivered (or after 2 s if the end marker never comes).
@@ -221,6 +228,11 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provi
 			ready = nil
 		}
 	}
+	var reconnected chan nats.Status
+	if o.nc != nil {
+		reconnected = o.nc.StatusChanged(nats.CONNECTED)
+		defer o.nc.RemoveStatusListener(reconnected)
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		wopts := []jetstream.WatchOpt{jetstream.IgnoreDeletes()}
@@ -239,7 +251,7 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provi
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		last = drain(ctx, w, box, fn, last, markReady, o.log)
+		last = drain(ctx, w, box, fn, last, markReady, o.log, reconnected)
 		_ = w.Stop()
 	}
 	return nil
@@ -247,7 +259,7 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provi
 
 // drain applies w's entries until it closes or ctx ends; it returns the
 // last revision applied.
-func drain(ctx context.Context, w jetstream.KeyWatcher, box *Box, fn func(string, string, config.Secret), last uint64, markReady func(), log *slog.Logger) uint64 {
+func drain(ctx context.Context, w jetstream.KeyWatcher, box *Box, fn func(string, string, config.Secret), last uint64, markReady func(), log *slog.Logger, reconnected <-chan nats.Status) uint64 {
 	readyT := time.NewTimer(2 * time.Second)
 	defer readyT.Stop()
 	for {
@@ -256,6 +268,12 @@ func drain(ctx context.Context, w jetstream.KeyWatcher, box *Box, fn func(string
 			return last
 		case <-readyT.C:
 			markReady()
+		case _, ok := <-reconnected:
+			if !ok { // the connection closed for good
+				reconnected = nil
+				continue
+			}
+			return last // a new watcher resumes after last
 		case e, ok := <-w.Updates():
 			if !ok {
 				return last

@@ -145,3 +145,71 @@ func TestWatch(t *testing.T) {
 		t.Error("bad key accepted")
 	}
 }
+
+// After a NATS restart, a rotation reaches the watcher within a second:
+// WithConn restarts the watcher on reconnect instead of waiting for the
+// old one to notice.
+func TestWatchResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr().String()
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := bus.Setup(ctx, js, bus.SetupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := NewBox(testKey(7))
+	s := &seen{got: map[string]string{}}
+	ready := make(chan struct{})
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(wctx, res.Credentials, testKey(7), s.set, WithConn(nc), WithReady(func() { close(ready) }))
+	}()
+	defer func() {
+		wcancel()
+		<-done
+	}()
+	<-ready
+
+	bus.StopEmbedded(srv)
+	srv, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: addr, StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.StopEmbedded(srv)
+	for !nc.IsConnected() {
+		if ctx.Err() != nil {
+			t.Fatal("no reconnect")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var kv jetstream.KeyValue
+	for kv == nil {
+		kv, _ = js.KeyValue(ctx, bus.BucketCredentials)
+		if ctx.Err() != nil {
+			t.Fatal("bucket not back")
+		}
+	}
+	start := time.Now()
+	if _, _, err := Put(ctx, kv, box, "openai", "primary", config.NewSecret("after-restart"), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	for s.get("openai/primary") != "after-restart" {
+		if time.Since(start) > 2*time.Second {
+			t.Fatal("rotation after a NATS restart not seen within 2 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("rotation seen %v after the write", time.Since(start))
+}
