@@ -19,10 +19,11 @@ type messagesRequest struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
 
+	Tools      []anthropicTool      `json:"tools"`
+	ToolChoice *anthropicToolChoice `json:"tool_choice"`
+
 	// Refused when present.
-	Tools      json.RawMessage `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
-	Thinking   *struct {
+	Thinking *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
 	MCPServers json.RawMessage `json:"mcp_servers"`
@@ -34,11 +35,39 @@ type anthropicMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// anthropicBlock is a content block. Only text blocks are translated; the
-// type of any other block names what is unsupported.
+// anthropicBlock is a content block, as decoded and as written. Text,
+// tool_use and tool_result blocks are translated; the type of any other
+// block names what is unsupported.
 type anthropicBlock struct {
 	Type string `json:"type"`
-	Text string `json:"text"`
+	Text string `json:"text,omitempty"` // empty text blocks are never written
+
+	// tool_use
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"` // an object
+
+	// tool_result
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"` // a string or text blocks
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// anthropicTool is a tool definition. Type is absent or "custom" for a
+// client tool; any other type is a server tool (web search, bash...).
+type anthropicTool struct {
+	Type        string          `json:"type,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// anthropicToolChoice is tool_choice: type auto, any, tool (with name) or
+// none.
+type anthropicToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
 // messagesRequestOut is the Anthropic request this package writes.
@@ -52,6 +81,8 @@ type messagesRequestOut struct {
 	StopSequences []string              `json:"stop_sequences,omitempty"`
 	Stream        bool                  `json:"stream,omitempty"`
 	Metadata      *anthropicMetadata    `json:"metadata,omitempty"`
+	Tools         []anthropicTool       `json:"tools,omitempty"`
+	ToolChoice    *anthropicToolChoice  `json:"tool_choice,omitempty"`
 }
 
 type anthropicMessageOut struct {

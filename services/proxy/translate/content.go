@@ -27,8 +27,8 @@ var (
 // string, an array of parts, or null. isString reports the string form.
 func chatTexts(m *chatMessage) (texts []string, isString bool, err error) {
 	switch {
-	case presentNonEmpty(m.ToolCalls), present(m.FunctionCall):
-		return nil, false, unsupported("tool calls")
+	case present(m.FunctionCall):
+		return nil, false, unsupported("functions")
 	case present(m.Audio):
 		return nil, false, unsupported("audio content")
 	}

@@ -2,7 +2,7 @@
 // Anthropic Messages API — requests, responses, streams and error bodies —
 // so that one gateway chain can mix providers of either format.
 //
-// Only text conversations are translated for now. Bodies are decoded into
+// Text conversations and function tools are translated. Bodies are decoded into
 // typed structs that list the fields read and the fields refused; other
 // unknown fields are ignored, so new optional parameters pass (dropped)
 // rather than fail. Request errors wrap ErrMalformed (not JSON of the right
@@ -22,7 +22,21 @@
 //   - max_completion_tokens, else max_tokens -> max_tokens (4096 when
 //     absent: Anthropic requires it); temperature and top_p as they are
 //     (Anthropic refuses a temperature above 1); stop (string or array) ->
-//     stop_sequences; stream; user -> metadata.user_id.
+//     stop_sequences; stream; user -> metadata.user_id;
+//   - tools of type function -> tools {name, description, input_schema}
+//     (parameters, or an empty object schema when absent; strict is
+//     dropped); tool_choice "auto" -> {"type":"auto"}, "required" -> any,
+//     {"type":"function","function":{"name":N}} -> {"type":"tool","name":N},
+//     "none" -> none; parallel_tool_calls false ->
+//     disable_parallel_tool_use (in tool_choice, auto when none was given;
+//     tool_choice none cannot carry it). Without tools, tool_choice "none"
+//     and "auto" and parallel_tool_calls are dropped; another tool_choice is
+//     malformed;
+//   - an assistant's tool_calls -> tool_use blocks after its text, with the
+//     arguments parsed as the input (arguments that are not a JSON object
+//     are malformed; empty arguments are {}); tool messages -> tool_result
+//     blocks of a user turn, merged with the results and user text around
+//     them, as Anthropic turns alternate; ids are kept.
 //
 // Requests, Anthropic -> OpenAI (MessagesToChat):
 //   - system (string or text blocks) -> a first system message; text blocks
@@ -30,12 +44,22 @@
 //   - max_tokens -> max_tokens (not max_completion_tokens, which OpenAI's
 //     reasoning models require); temperature; top_p; stop_sequences -> stop
 //     (OpenAI takes at most 4); metadata.user_id -> user; stream -> stream
-//     with stream_options.include_usage, so the stream reports usage.
+//     with stream_options.include_usage, so the stream reports usage;
+//   - client tools (type absent or custom) -> function tools; tool_choice
+//     auto, any, tool, none -> "auto", "required", a named function,
+//     "none"; disable_parallel_tool_use -> parallel_tool_calls false;
+//   - an assistant's tool_use blocks -> tool_calls, the input as compact
+//     JSON arguments, its text blocks the content (null when there are
+//     none); a user's tool_result blocks -> tool messages (text content
+//     joined by a blank line; is_error is dropped, OpenAI has no such flag),
+//     then its text blocks a user message.
 //
 // Responses (MessagesResponseToChat, ChatResponseToMessages):
 //   - text blocks, concatenated <-> message content; an OpenAI refusal ->
 //     a text block and stop_reason "refusal"; Anthropic thinking blocks are
-//     dropped;
+//     dropped; tool_use blocks <-> tool_calls (input <-> arguments as
+//     compact JSON; content null beside tool calls without text), after
+//     the text, ids kept (one generated for an OpenAI call without);
 //   - stop_reason end_turn, stop_sequence, pause_turn -> "stop"; max_tokens,
 //     model_context_window_exceeded -> "length"; tool_use -> "tool_calls";
 //     refusal -> "content_filter"; and back: stop -> end_turn (OpenAI does
@@ -63,16 +87,17 @@
 //
 // # Not translated yet
 //
-// Tools are the main gap: tools, tool_choice (other than "none"), legacy
-// functions, tool calls and tool results, in requests, responses and
-// streams, give an *UnsupportedError. So do images, audio, files and
-// documents; n > 1; logprobs; response_format other than text (JSON mode,
+// These give an *UnsupportedError: tool calls in streams (for now); legacy
+// functions and function_call; OpenAI custom tools and allowed_tools
+// choices; Anthropic server tools (web search, code execution, bash...) and
+// their blocks; images, audio, files and documents, in messages and in tool
+// results; n > 1; logprobs; response_format other than text (JSON mode,
 // structured outputs); reasoning_effort and extended thinking; web search,
 // MCP servers and containers.
 //
 // Dropped silently, as they have no counterpart or only tune delivery:
 // message names, seed, presence and frequency penalties, logit_bias, store,
-// OpenAI metadata, service_tier, prediction, parallel_tool_calls; Anthropic
-// top_k, cache_control and citations. Prompt caching hints are therefore
+// OpenAI metadata, service_tier, prediction, a function's strict flag;
+// Anthropic top_k, cache_control, citations and a tool result's is_error. Prompt caching hints are therefore
 // lost in either direction.
 package translate

@@ -15,6 +15,9 @@ var (
 const (
 	chatIDPrefix    = "chatcmpl-"
 	messageIDPrefix = "msg_"
+	// toolUseIDPrefix starts the id generated for a tool call that came
+	// without one.
+	toolUseIDPrefix = "toolu_"
 )
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

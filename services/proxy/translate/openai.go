@@ -16,13 +16,14 @@ type chatRequest struct {
 	Stop                json.RawMessage `json:"stop"`
 	Stream              bool            `json:"stream"`
 	User                string          `json:"user"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 
 	// Refused when they ask for something Anthropic cannot do here.
 	N                *int            `json:"n"`
 	Logprobs         *bool           `json:"logprobs"`
 	TopLogprobs      *int            `json:"top_logprobs"`
-	Tools            json.RawMessage `json:"tools"`
-	ToolChoice       json.RawMessage `json:"tool_choice"`
 	Functions        json.RawMessage `json:"functions"`
 	FunctionCall     json.RawMessage `json:"function_call"`
 	ResponseFormat   json.RawMessage `json:"response_format"`
@@ -38,9 +39,34 @@ type chatMessage struct {
 	Role         string          `json:"role"`
 	Content      json.RawMessage `json:"content"`
 	Refusal      *string         `json:"refusal"`
-	ToolCalls    json.RawMessage `json:"tool_calls"`
+	ToolCalls    []chatToolCall  `json:"tool_calls"`
+	ToolCallID   string          `json:"tool_call_id"`
 	FunctionCall json.RawMessage `json:"function_call"`
 	Audio        json.RawMessage `json:"audio"`
+}
+
+// chatTool is a tool definition, as decoded and as written. Only type
+// "function" is translated.
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// chatToolCall is a tool call of an assistant message, as decoded and as
+// written. Arguments is a JSON object encoded as a string.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // chatPart is one element of an array content.
@@ -61,11 +87,26 @@ type chatRequestOut struct {
 	Stream        bool               `json:"stream,omitempty"`
 	StreamOptions *chatStreamOptions `json:"stream_options,omitempty"`
 	User          string             `json:"user,omitempty"`
+	Tools         []chatTool         `json:"tools,omitempty"`
+	// ToolChoice is "auto", "required", "none" or a chatNamedToolChoice.
+	ToolChoice        any   `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 }
 
 type chatMessageOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role string `json:"role"`
+	// Content is null only for an assistant message with tool calls alone.
+	Content    *string        `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// chatNamedToolChoice is the tool_choice forcing one function.
+type chatNamedToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
 }
 
 type chatStreamOptions struct {
@@ -94,7 +135,7 @@ type chatResponseMessage struct {
 	Role         string          `json:"role"`
 	Content      *string         `json:"content"`
 	Refusal      *string         `json:"refusal"`
-	ToolCalls    json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCalls    []chatToolCall  `json:"tool_calls,omitempty"`
 	FunctionCall json.RawMessage `json:"function_call,omitempty"`
 	Audio        json.RawMessage `json:"audio,omitempty"`
 }

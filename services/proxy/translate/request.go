@@ -54,64 +54,125 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		out.Metadata = &anthropicMetadata{UserID: req.User}
 	}
 
+	if len(req.Tools) > 0 {
+		if out.Tools, err = anthropicTools(req.Tools); err != nil {
+			return nil, fmt.Errorf("OpenAI chat request: %w", err)
+		}
+		if out.ToolChoice, err = anthropicToolChoiceFor(req.ToolChoice, req.ParallelToolCalls); err != nil {
+			return nil, err
+		}
+	} else if err := checkNoToolChoice(req.ToolChoice); err != nil {
+		return nil, err
+	}
+
 	var system []string
 	type turn struct {
 		role     string
-		texts    []string
+		blocks   []anthropicBlock
 		isString bool // one message with string content
 	}
 	turns := make([]turn, 0, len(req.Messages))
 	for i := range req.Messages {
 		m := &req.Messages[i]
-		texts, isString, err := chatTexts(m)
+		role, blocks, isString, err := chatMessageBlocks(m)
 		if err != nil {
 			return nil, fmt.Errorf("OpenAI chat request: messages[%d]: %w", i, err)
 		}
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, nonEmpty(texts)...)
-		case "user", "assistant":
-			if n := len(turns); n > 0 && turns[n-1].role == m.Role {
-				turns[n-1].texts = append(turns[n-1].texts, texts...)
-				turns[n-1].isString = false
-				continue
+		if role == "system" {
+			for _, b := range blocks {
+				if b.Text != "" {
+					system = append(system, b.Text)
+				}
 			}
-			turns = append(turns, turn{role: m.Role, texts: texts, isString: isString})
-		case "tool", "function":
-			return nil, fmt.Errorf("OpenAI chat request: messages[%d]: %w", i, unsupported("tool results"))
-		default:
-			return nil, fmt.Errorf("OpenAI chat request: messages[%d]: unknown role %q: %w", i, m.Role, ErrMalformed)
+			continue
 		}
+		if n := len(turns); n > 0 && turns[n-1].role == role {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			turns[n-1].isString = false
+			continue
+		}
+		turns = append(turns, turn{role: role, blocks: blocks, isString: isString})
 	}
 	out.System = strings.Join(system, partSeparator)
 	out.Messages = make([]anthropicMessageOut, len(turns))
 	for i, t := range turns {
 		out.Messages[i].Role = t.role
-		texts := nonEmpty(t.texts)
-		switch {
-		case len(texts) == 0:
-			out.Messages[i].Content = ""
-		case len(texts) == 1 && t.isString:
-			out.Messages[i].Content = texts[0]
-		default:
-			blocks := make([]anthropicBlock, len(texts))
-			for j, s := range texts {
-				blocks[j] = anthropicBlock{Type: "text", Text: s}
+		blocks := t.blocks[:0]
+		for _, b := range t.blocks {
+			if b.Type != "text" || b.Text != "" {
+				blocks = append(blocks, b)
 			}
+		}
+		switch {
+		case len(blocks) == 0:
+			out.Messages[i].Content = ""
+		case len(blocks) == 1 && blocks[0].Type == "text" && t.isString:
+			out.Messages[i].Content = blocks[0].Text
+		default:
 			out.Messages[i].Content = blocks
 		}
 	}
 	return marshal(&out)
 }
 
+// chatMessageBlocks returns the Anthropic role ("system" for system and
+// developer messages) and content blocks of an OpenAI message: text blocks
+// then tool_use blocks for an assistant, a tool_result block for a tool
+// message. isString reports string content.
+func chatMessageBlocks(m *chatMessage) (role string, blocks []anthropicBlock, isString bool, err error) {
+	switch m.Role {
+	case "system", "developer", "user", "assistant":
+	case "tool":
+		b, err := toolResultBlock(m)
+		if err != nil {
+			return "", nil, false, err
+		}
+		return "user", []anthropicBlock{b}, false, nil
+	case "function":
+		return "", nil, false, unsupported("functions")
+	default:
+		return "", nil, false, fmt.Errorf("unknown role %q: %w", m.Role, ErrMalformed)
+	}
+	if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+		return "", nil, false, fmt.Errorf("tool_calls in a %s message: %w", m.Role, ErrMalformed)
+	}
+	texts, isString, err := chatTexts(m)
+	if err != nil {
+		return "", nil, false, err
+	}
+	blocks = make([]anthropicBlock, 0, len(texts)+len(m.ToolCalls))
+	for _, s := range texts {
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: s})
+	}
+	for j := range m.ToolCalls {
+		b, err := toolUseBlock(&m.ToolCalls[j])
+		if err != nil {
+			return "", nil, false, fmt.Errorf("tool_calls[%d]: %w", j, err)
+		}
+		blocks = append(blocks, b)
+	}
+	if m.Role == "developer" {
+		return "system", blocks, isString, nil
+	}
+	return m.Role, blocks, isString && len(m.ToolCalls) == 0, nil
+}
+
+// checkNoToolChoice accepts a tool_choice without tools only when it asks
+// for no tool call: "none" or "auto", dropped.
+func checkNoToolChoice(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if !present(raw) || bytes.Equal(raw, []byte(`"none"`)) || bytes.Equal(raw, []byte(`"auto"`)) {
+		return nil
+	}
+	return fmt.Errorf("OpenAI chat request: tool_choice without tools: %w", ErrMalformed)
+}
+
 // checkSupported refuses the request parameters that have no translation.
 func (r *chatRequest) checkSupported() error {
 	switch {
-	case presentNonEmpty(r.Tools), presentNonEmpty(r.Functions):
-		return unsupported("tools")
-	case present(r.ToolChoice) && !bytes.Equal(bytes.TrimSpace(r.ToolChoice), []byte(`"none"`)),
+	case presentNonEmpty(r.Functions),
 		present(r.FunctionCall) && !bytes.Equal(bytes.TrimSpace(r.FunctionCall), []byte(`"none"`)):
-		return unsupported("tool_choice")
+		return unsupported("functions")
 	case r.N != nil && *r.N > 1:
 		return unsupported("n > 1")
 	case r.Logprobs != nil && *r.Logprobs, r.TopLogprobs != nil && *r.TopLogprobs > 0:
@@ -196,49 +257,103 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 	if len(out.Stop) == 0 {
 		out.Stop = nil
 	}
+	if len(req.Tools) > 0 {
+		var err error
+		if out.Tools, err = chatTools(req.Tools); err != nil {
+			return nil, fmt.Errorf("Anthropic messages request: %w", err)
+		}
+		if out.ToolChoice, out.ParallelToolCalls, err = chatToolChoiceFor(req.ToolChoice); err != nil {
+			return nil, err
+		}
+	} else if tc := req.ToolChoice; tc != nil && tc.Type != "none" && tc.Type != "auto" {
+		return nil, fmt.Errorf("Anthropic messages request: tool_choice without tools: %w", ErrMalformed)
+	}
 	system, err := anthropicTexts(req.System)
 	if err != nil {
 		return nil, fmt.Errorf("Anthropic messages request: system: %w", err)
 	}
 	out.Messages = make([]chatMessageOut, 0, len(req.Messages)+1)
 	if system = nonEmpty(system); len(system) > 0 {
-		out.Messages = append(out.Messages, chatMessageOut{Role: "system", Content: strings.Join(system, partSeparator)})
+		out.Messages = append(out.Messages, chatMessageOut{Role: "system", Content: ptr(strings.Join(system, partSeparator))})
 	}
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, fmt.Errorf("Anthropic messages request: messages[%d]: unknown role %q: %w", i, m.Role, ErrMalformed)
 		}
-		texts, err := anthropicTexts(m.Content)
-		if err != nil {
+		if out.Messages, err = appendChatMessages(out.Messages, m); err != nil {
 			return nil, fmt.Errorf("Anthropic messages request: messages[%d]: %w", i, err)
 		}
-		out.Messages = append(out.Messages, chatMessageOut{Role: m.Role, Content: strings.Join(nonEmpty(texts), partSeparator)})
 	}
 	return marshal(&out)
 }
 
+// appendChatMessages appends the OpenAI messages for an Anthropic message.
+// An assistant's text blocks, joined by a blank line, become its content and
+// its tool_use blocks its tool_calls. A user's tool_result blocks become tool
+// messages, each in place, and its text blocks the user message after them
+// (OpenAI wants tool messages right after the assistant's tool calls, as
+// Anthropic wants the results first in the turn).
+func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessageOut, error) {
+	raw := bytes.TrimSpace(m.Content)
+	if !present(raw) || raw[0] != '[' {
+		texts, err := anthropicTexts(raw)
+		if err != nil {
+			return nil, err
+		}
+		return append(msgs, chatMessageOut{Role: m.Role, Content: ptr(strings.Join(texts, partSeparator))}), nil
+	}
+	var blocks []anthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var texts []string
+	var calls []chatToolCall
+	for i := range blocks {
+		b := &blocks[i]
+		switch {
+		case b.Type == "text":
+			texts = append(texts, b.Text)
+		case b.Type == "tool_use" && m.Role == "assistant":
+			call, err := chatToolCallFor(b)
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, call)
+		case b.Type == "tool_result" && m.Role == "user":
+			results, err := anthropicTexts(b.Content)
+			if err != nil {
+				return nil, fmt.Errorf("tool_result %q: %w", b.ToolUseID, err)
+			}
+			msgs = append(msgs, chatMessageOut{Role: "tool", ToolCallID: b.ToolUseID, Content: ptr(strings.Join(nonEmpty(results), partSeparator))})
+		default:
+			return nil, blockError(b.Type)
+		}
+	}
+	text := strings.Join(nonEmpty(texts), partSeparator)
+	switch {
+	case len(calls) > 0:
+		out := chatMessageOut{Role: m.Role, ToolCalls: calls}
+		if text != "" {
+			out.Content = &text
+		}
+		msgs = append(msgs, out)
+	case text != "" || len(texts) > 0 || len(blocks) == 0:
+		msgs = append(msgs, chatMessageOut{Role: m.Role, Content: &text})
+	}
+	return msgs, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // checkSupported refuses the request parameters that have no translation.
 func (r *messagesRequest) checkSupported() error {
 	switch {
-	case presentNonEmpty(r.Tools):
-		return unsupported("tools")
 	case r.Thinking != nil && r.Thinking.Type != "disabled":
 		return unsupported("thinking")
 	case presentNonEmpty(r.MCPServers):
 		return unsupported("mcp_servers")
 	case present(r.Container):
 		return unsupported("container")
-	}
-	if present(r.ToolChoice) {
-		var tc struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(r.ToolChoice, &tc); err != nil {
-			return malformed("Anthropic messages request tool_choice", err)
-		}
-		if tc.Type != "none" {
-			return unsupported("tool_choice")
-		}
 	}
 	return nil
 }

@@ -9,9 +9,11 @@ import (
 // MessagesResponseToChat translates an Anthropic message into an OpenAI
 // chat.completion answering for model, the name the caller asked for.
 //
-// Text blocks are concatenated into the message content; thinking blocks
-// are dropped, as the chat format has no place for them. Any other block (a
-// tool call) fails with an *UnsupportedError.
+// Text blocks are concatenated into the message content (null when there
+// are tool calls and no text); tool_use blocks become tool_calls, with the
+// input as compact JSON arguments; thinking blocks are dropped, as the chat
+// format has no place for them. Any other block (a server tool's, say) fails
+// with an *UnsupportedError.
 func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var in anthropicResponse
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -21,25 +23,34 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 		return nil, fmt.Errorf("decode Anthropic message: type is %q: %w", in.Type, ErrMalformed)
 	}
 	var sb strings.Builder
-	for _, b := range in.Content {
+	var calls []chatToolCall
+	for i := range in.Content {
+		b := &in.Content[i]
 		switch b.Type {
 		case "text":
 			sb.WriteString(b.Text)
+		case "tool_use":
+			call, err := chatToolCallFor(b)
+			if err != nil {
+				return nil, fmt.Errorf("decode Anthropic message: %w", err)
+			}
+			calls = append(calls, call)
 		case "thinking", "redacted_thinking":
 		default:
 			return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
 		}
 	}
-	content := sb.String()
+	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls}
+	if content := sb.String(); content != "" || len(calls) == 0 {
+		msg.Content = &content // null beside tool calls, as OpenAI writes it
+	}
 	out := chatCompletion{
 		ID:      chatIDFromMessageID(in.ID),
 		Object:  "chat.completion",
 		Created: now().Unix(),
 		Model:   model,
-		Choices: []chatChoice{{
-			Message: chatResponseMessage{Role: "assistant", Content: &content},
-		}},
-		Usage: chatUsageFrom(in.Usage),
+		Choices: []chatChoice{{Message: msg}},
+		Usage:   chatUsageFrom(in.Usage),
 	}
 	if in.StopReason != nil {
 		fr := finishReasonFor(*in.StopReason)
@@ -51,8 +62,11 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 // ChatResponseToMessages translates an OpenAI chat.completion into an
 // Anthropic message answering for model, the name the caller asked for.
 //
-// A refusal becomes a text block with stop_reason "refusal". Tool calls,
-// audio and more than one choice fail with an *UnsupportedError.
+// The content becomes a text block, then each tool call a tool_use block
+// whose input is the parsed arguments (arguments that are not a JSON object
+// are an error wrapping ErrMalformed). A refusal becomes a text block with
+// stop_reason "refusal". Legacy function calls, audio and more than one
+// choice fail with an *UnsupportedError.
 func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -66,8 +80,8 @@ func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
 	}
 	c := &in.Choices[0]
 	switch {
-	case presentNonEmpty(c.Message.ToolCalls), present(c.Message.FunctionCall):
-		return nil, unsupported("tool calls")
+	case present(c.Message.FunctionCall):
+		return nil, unsupported("functions")
 	case present(c.Message.Audio):
 		return nil, unsupported("audio content")
 	}
@@ -90,6 +104,17 @@ func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
 		out.Content = append(out.Content, anthropicBlock{Type: "text", Text: *r})
 		sr := "refusal"
 		out.StopReason = &sr
+	}
+	for i := range c.Message.ToolCalls {
+		call := &c.Message.ToolCalls[i]
+		b, err := toolUseBlock(call)
+		if err != nil {
+			return nil, fmt.Errorf("decode OpenAI chat completion: tool_calls[%d]: %w", i, err)
+		}
+		if b.ID == "" {
+			b.ID = toolUseIDPrefix + newIDSuffix()
+		}
+		out.Content = append(out.Content, b)
 	}
 	return marshal(&out)
 }
