@@ -50,6 +50,8 @@ func FuzzStreamConverters(f *testing.F) {
 	f.Add([]byte("content_block_delta"), []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b"}}`), []byte(`[DONE]`))
 	f.Add([]byte(""), []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`), []byte(`{"error":{"message":"x"}}`))
 	f.Add([]byte("error"), []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), []byte(`{"choices":[],"usage":{"prompt_tokens":3}}`))
+	f.Add([]byte("content_block_start"), []byte(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`), []byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}`))
+	f.Add([]byte("content_block_delta"), []byte(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`), []byte(`{"choices":[{"index":0,"delta":{"content":"x","tool_calls":[{"index":1,"function":{"name":"g","arguments":":1}"}}]},"finish_reason":"tool_calls"}]}`))
 	f.Fuzz(func(t *testing.T, name, anthropicData, openAIData []byte) {
 		a := NewMessagesToChatStream(callerModel)
 		o := NewChatToMessagesStream(callerModel)

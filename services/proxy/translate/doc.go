@@ -76,10 +76,15 @@
 // OpenAI stream produced always ends with a usage chunk ("choices":[]), as if
 // stream_options.include_usage had been set. The Anthropic stream produced
 // has zero usage in message_start, as OpenAI reports usage only at the end;
-// message_delta carries it all. An upstream error event becomes the other
+// message_delta carries it all. Tool calls stream both ways: a tool_use
+// block start <-> a first tool_calls delta (index, id, type, name, empty
+// arguments), input_json_delta <-> a delta of arguments, one block per call
+// index, opened after closing the text block; the text block of the
+// Anthropic stream produced opens at the first text, so a stream of tool
+// calls alone has no empty text block. An upstream error event becomes the other
 // format's error event and ends the stream; Terminated stays false. The
 // converters keep their buffers and encoding/json state from one event to
-// the next: a text delta costs no allocation.
+// the next: a text or arguments delta costs no allocation.
 //
 // Error bodies (AnthropicErrorToOpenAI, OpenAIErrorToAnthropic) map the
 // error types both ways and keep the message; a body that is not an error
@@ -87,8 +92,7 @@
 //
 // # Not translated yet
 //
-// These give an *UnsupportedError: tool calls in streams (for now); legacy
-// functions and function_call; OpenAI custom tools and allowed_tools
+// These give an *UnsupportedError: legacy functions and function_call; OpenAI custom tools and allowed_tools
 // choices; Anthropic server tools (web search, code execution, bash...) and
 // their blocks; images, audio, files and documents, in messages and in tool
 // results; n > 1; logprobs; response_format other than text (JSON mode,

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // chatChunk is an OpenAI chat.completion.chunk (or a stream error) as
@@ -17,13 +18,25 @@ type chatChunk struct {
 type chatChunkChoice struct {
 	Index int `json:"index"`
 	Delta struct {
-		Content      json.RawMessage `json:"content"`
-		Refusal      json.RawMessage `json:"refusal"`
-		ToolCalls    json.RawMessage `json:"tool_calls"`
-		FunctionCall json.RawMessage `json:"function_call"`
-		Audio        json.RawMessage `json:"audio"`
+		Content      json.RawMessage     `json:"content"`
+		Refusal      json.RawMessage     `json:"refusal"`
+		ToolCalls    []chatToolCallDelta `json:"tool_calls"`
+		FunctionCall json.RawMessage     `json:"function_call"`
+		Audio        json.RawMessage     `json:"audio"`
 	} `json:"delta"`
 	FinishReason json.RawMessage `json:"finish_reason"`
+}
+
+// chatToolCallDelta is a piece of a streamed tool call: the first for an
+// index has the id, type and name, the next ones pieces of the arguments.
+type chatToolCallDelta struct {
+	Index    int             `json:"index"`
+	ID       json.RawMessage `json:"id"`
+	Type     json.RawMessage `json:"type"`
+	Function struct {
+		Name      json.RawMessage `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
@@ -38,7 +51,16 @@ func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 		c.Index = 0
 		c.Delta.Content = c.Delta.Content[:0]
 		c.Delta.Refusal = c.Delta.Refusal[:0]
-		c.Delta.ToolCalls = c.Delta.ToolCalls[:0]
+		calls := c.Delta.ToolCalls[:cap(c.Delta.ToolCalls)]
+		for j := range calls {
+			tc := &calls[j]
+			tc.Index = 0
+			tc.ID = tc.ID[:0]
+			tc.Type = tc.Type[:0]
+			tc.Function.Name = tc.Function.Name[:0]
+			tc.Function.Arguments = tc.Function.Arguments[:0]
+		}
+		c.Delta.ToolCalls = calls[:0]
 		c.Delta.FunctionCall = c.Delta.FunctionCall[:0]
 		c.Delta.Audio = c.Delta.Audio[:0]
 		c.FinishReason = c.FinishReason[:0]
@@ -50,12 +72,24 @@ func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 	return nil
 }
 
-// Anthropic stream frames, or their fixed parts.
+// Anthropic stream frames, or their fixed parts around a block index and
+// values.
 const (
-	frameBlockStart = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
-	frameBlockDelta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":"
-	frameBlockStop  = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+	frameBlockStart = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"
+	frameTextBlock  = ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	frameToolBlock  = ",\"content_block\":{\"type\":\"tool_use\",\"id\":"
+	frameBlockDelta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"
+	frameTextDelta  = ",\"delta\":{\"type\":\"text_delta\",\"text\":"
+	frameJSONDelta  = ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":"
+	frameBlockStop  = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"
 	frameStop       = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+)
+
+// The kinds of content block open.
+const (
+	noBlock = iota
+	textBlock
+	toolBlock
 )
 
 // chatToMessagesStream translates an OpenAI chat completion stream into
@@ -68,23 +102,32 @@ type chatToMessagesStream struct {
 	usage      anthropicUsage
 	stopReason string
 
-	started, blockOpen, done, terminated bool
+	block     int // the kind of the open block
+	nextBlock int // the index of the next block; the open one's is one less
+	tool      int // the OpenAI index of the last tool call begun, or -1
+
+	// finished: a finish_reason came; later content is dropped.
+	started, finished, done, terminated bool
 }
 
 // NewChatToMessagesStream returns a converter of an OpenAI chat completion
 // stream into an Anthropic message stream answering for model, the name the
 // caller asked for.
 //
-// The first chunk gives message_start and a content_block_start for a text
-// block at index 0; content deltas give text_delta events (a refusal is text
-// too, with stop_reason "refusal"); finish_reason closes the block; [DONE]
+// The first chunk gives message_start. Content deltas give text_delta events
+// in a text block, opened at the first text (a refusal is text too, with
+// stop_reason "refusal"); the first delta of a tool call (by its index)
+// closes the open block and opens a tool_use block with its id and name, and
+// its arguments give input_json_delta events; finish_reason closes the open
+// block; [DONE]
 // gives message_delta, with the stop_reason and the usage of the usage chunk
 // (so the upstream request should set stream_options.include_usage, as
 // MessagesToChat does), then message_stop. A stream error chunk
-// data: {"error":{...}} becomes an "error" event and ends the stream. Tool
-// call deltas fail with an *UnsupportedError.
+// data: {"error":{...}} becomes an "error" event and ends the stream. Legacy
+// function_call deltas fail with an *UnsupportedError; tool call deltas
+// going back to an earlier call, as OpenAI never sends, are malformed.
 func NewChatToMessagesStream(model string) StreamConverter {
-	return &chatToMessagesStream{model: model, out: make([]byte, 0, 512)}
+	return &chatToMessagesStream{model: model, out: make([]byte, 0, 512), tool: -1}
 }
 
 func (c *chatToMessagesStream) Terminated() bool { return c.terminated }
@@ -125,8 +168,8 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 		switch {
 		case choice.Index != 0:
 			return nil, false, unsupported("n > 1")
-		case presentNonEmpty(d.ToolCalls), present(d.FunctionCall):
-			return nil, false, unsupported("tool calls")
+		case present(d.FunctionCall):
+			return nil, false, unsupported("functions")
 		case present(d.Audio):
 			return nil, false, unsupported("audio content")
 		}
@@ -139,11 +182,17 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 				return nil, false, err
 			}
 		}
+		for j := range d.ToolCalls {
+			if err := c.appendToolCall(&d.ToolCalls[j]); err != nil {
+				return nil, false, err
+			}
+		}
 		if present(choice.FinishReason) {
 			if c.stopReason == "" {
 				c.stopReason = stopReasonFor(unquote(choice.FinishReason))
 			}
 			c.closeBlock()
+			c.finished = true
 		}
 	}
 	if present(ch.Usage) {
@@ -156,41 +205,104 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 	return c.out, false, nil
 }
 
-// start writes message_start and opens the text block, once, for the
-// chunk id (a JSON string; nil when the stream had no chunk before [DONE]).
+// start writes message_start, once, for the chunk id (a JSON string; nil
+// when the stream had no chunk before [DONE]).
 func (c *chatToMessagesStream) start(id json.RawMessage) {
 	if c.started {
 		return
 	}
-	c.started, c.blockOpen = true, true
+	c.started = true
 	c.out = append(c.out, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
 	c.out = append(c.out, quote(messageIDFromChatID(unquote(id)))...)
 	c.out = append(c.out, `,"type":"message","role":"assistant","model":`...)
 	c.out = append(c.out, quote(c.model)...)
 	c.out = append(c.out, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	c.out = appendAnthropicUsage(c.out, c.usage)
-	c.out = append(c.out, "}}\n\n"+frameBlockStart...)
+	c.out = append(c.out, "}}\n\n"...)
 }
 
-// appendText writes a text_delta for text, a JSON string, while the block
-// is open.
+// appendText writes a text_delta for text, a JSON string, opening a text
+// block first when another or none is open.
 func (c *chatToMessagesStream) appendText(text json.RawMessage) error {
-	if emptyString(text) || !c.blockOpen {
+	if emptyString(text) || c.finished {
 		return nil
 	}
 	if !quotedString(text) {
 		return fmt.Errorf("decode OpenAI stream chunk: content is not a string: %w", ErrMalformed)
 	}
+	if c.block != textBlock {
+		c.closeBlock()
+		c.openBlock(textBlock)
+		c.out = append(c.out, frameTextBlock...)
+	}
 	c.out = append(c.out, frameBlockDelta...)
+	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
+	c.out = append(c.out, frameTextDelta...)
 	c.out = append(c.out, text...)
 	c.out = append(c.out, "}}\n\n"...)
 	return nil
 }
 
+// appendToolCall writes the events for a piece of a tool call: a
+// tool_use block start for a new index, an input_json_delta for arguments.
+func (c *chatToMessagesStream) appendToolCall(tc *chatToolCallDelta) error {
+	if c.finished {
+		return nil
+	}
+	if present(tc.Type) && string(tc.Type) != `"function"` {
+		return unsupported(fmt.Sprintf("tool calls of type %s", tc.Type))
+	}
+	switch {
+	case tc.Index < c.tool:
+		return fmt.Errorf("decode OpenAI stream chunk: tool call %d continued after tool call %d began: %w", tc.Index, c.tool, ErrMalformed)
+	case tc.Index > c.tool:
+		if !quotedString(tc.Function.Name) || emptyString(tc.Function.Name) {
+			return fmt.Errorf("decode OpenAI stream chunk: tool call %d begins without a name: %w", tc.Index, ErrMalformed)
+		}
+		id := tc.ID
+		if !quotedString(id) || emptyString(id) {
+			id = quote(toolUseIDPrefix + newIDSuffix())
+		}
+		c.closeBlock()
+		c.tool = tc.Index
+		c.openBlock(toolBlock)
+		c.out = append(c.out, frameToolBlock...)
+		c.out = append(c.out, id...)
+		c.out = append(c.out, `,"name":`...)
+		c.out = append(c.out, tc.Function.Name...)
+		c.out = append(c.out, `,"input":{}}}`+"\n\n"...)
+	case c.block != toolBlock:
+		return fmt.Errorf("decode OpenAI stream chunk: tool call %d continued after text: %w", tc.Index, ErrMalformed)
+	}
+	if emptyString(tc.Function.Arguments) {
+		return nil
+	}
+	if !quotedString(tc.Function.Arguments) {
+		return fmt.Errorf("decode OpenAI stream chunk: tool call arguments are not a string: %w", ErrMalformed)
+	}
+	c.out = append(c.out, frameBlockDelta...)
+	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
+	c.out = append(c.out, frameJSONDelta...)
+	c.out = append(c.out, tc.Function.Arguments...)
+	c.out = append(c.out, "}}\n\n"...)
+	return nil
+}
+
+// openBlock writes the start of a content_block_start for the next index,
+// up to the content_block, which the caller writes.
+func (c *chatToMessagesStream) openBlock(kind int) {
+	c.block = kind
+	c.out = append(c.out, frameBlockStart...)
+	c.out = strconv.AppendInt(c.out, int64(c.nextBlock), 10)
+	c.nextBlock++
+}
+
 func (c *chatToMessagesStream) closeBlock() {
-	if c.blockOpen {
-		c.blockOpen = false
+	if c.block != noBlock {
+		c.block = noBlock
 		c.out = append(c.out, frameBlockStop...)
+		c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
+		c.out = append(c.out, "}\n\n"...)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 // output without being unescaped, and the buffers are reused.
 type anthropicEvent struct {
 	Type    json.RawMessage `json:"type"`
+	Index   int             `json:"index"`
 	Message struct {
 		ID    json.RawMessage `json:"id"`
 		Usage anthropicUsage  `json:"usage"`
@@ -18,23 +19,30 @@ type anthropicEvent struct {
 	ContentBlock struct {
 		Type json.RawMessage `json:"type"`
 		Text json.RawMessage `json:"text"`
+		ID   json.RawMessage `json:"id"`
+		Name json.RawMessage `json:"name"`
 	} `json:"content_block"`
 	Delta struct {
-		Type       json.RawMessage `json:"type"`
-		Text       json.RawMessage `json:"text"`
-		StopReason json.RawMessage `json:"stop_reason"`
+		Type        json.RawMessage `json:"type"`
+		Text        json.RawMessage `json:"text"`
+		PartialJSON json.RawMessage `json:"partial_json"`
+		StopReason  json.RawMessage `json:"stop_reason"`
 	} `json:"delta"`
 	Usage anthropicUsage `json:"usage"`
 }
 
 func (e *anthropicEvent) decode(d *eventDecoder, data []byte) error {
 	e.Type = e.Type[:0]
+	e.Index = 0
 	e.Message.ID = e.Message.ID[:0]
 	e.Message.Usage = anthropicUsage{}
 	e.ContentBlock.Type = e.ContentBlock.Type[:0]
 	e.ContentBlock.Text = e.ContentBlock.Text[:0]
+	e.ContentBlock.ID = e.ContentBlock.ID[:0]
+	e.ContentBlock.Name = e.ContentBlock.Name[:0]
 	e.Delta.Type = e.Delta.Type[:0]
 	e.Delta.Text = e.Delta.Text[:0]
+	e.Delta.PartialJSON = e.Delta.PartialJSON[:0]
 	e.Delta.StopReason = e.Delta.StopReason[:0]
 	e.Usage = anthropicUsage{}
 	if err := d.decode(data, e); err != nil {
@@ -53,7 +61,12 @@ type messagesToChatStream struct {
 	dec    eventDecoder
 	usage  anthropicUsage
 
-	started, finished, done, terminated bool
+	// toolCalls counts the tool_use blocks begun: the OpenAI index of the
+	// next tool call. toolBlock is the Anthropic index of the open tool_use
+	// block, when inTool.
+	toolCalls, toolBlock int
+
+	started, finished, inTool, done, terminated bool
 }
 
 // NewMessagesToChatStream returns a converter of an Anthropic message stream
@@ -61,11 +74,13 @@ type messagesToChatStream struct {
 // caller asked for.
 //
 // message_start gives the first chunk (delta {"role":"assistant",
-// "content":""}), text deltas give content chunks, message_delta's
+// "content":""}), text deltas give content chunks, a tool_use block a
+// tool_calls chunk with its index, id, type, name and empty arguments, then
+// one with arguments for each input_json_delta, message_delta's
 // stop_reason a finish_reason chunk ("stop" at message_stop when none came),
 // and message_stop a usage chunk
 // ("choices":[] as with stream_options.include_usage, always sent) then
-// "data: [DONE]". Thinking is dropped; a tool call block fails with an
+// "data: [DONE]". Thinking is dropped; a server tool's block fails with an
 // *UnsupportedError. An "error" event becomes an OpenAI error chunk
 // data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
 func NewMessagesToChatStream(model string) StreamConverter {
@@ -126,7 +141,12 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		c.start(ev.Message.ID)
 	case "content_block_start":
 		c.start(nil)
+		c.inTool = false
 		switch string(ev.ContentBlock.Type) {
+		case `"tool_use"`:
+			if err := c.appendToolStart(ev); err != nil {
+				return nil, false, err
+			}
 		case `"text"`:
 			if !emptyString(ev.ContentBlock.Text) {
 				if err := c.appendContent(ev.ContentBlock.Text); err != nil {
@@ -147,7 +167,9 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 				}
 			}
 		case `"input_json_delta"`:
-			return nil, false, unsupported("tool calls")
+			if err := c.appendToolArguments(ev); err != nil {
+				return nil, false, err
+			}
 		}
 		// thinking_delta, signature_delta, citations_delta: nothing to say.
 	case "message_delta":
@@ -197,6 +219,46 @@ func (c *messagesToChatStream) appendContent(text json.RawMessage) error {
 	c.out = append(c.out, `{"index":0,"delta":{"content":`...)
 	c.out = append(c.out, text...)
 	c.out = append(c.out, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	return nil
+}
+
+// appendToolStart writes the first tool_calls chunk of a tool_use block:
+// index, id, type and name, with empty arguments.
+func (c *messagesToChatStream) appendToolStart(ev *anthropicEvent) error {
+	if !quotedString(ev.ContentBlock.ID) || !quotedString(ev.ContentBlock.Name) {
+		return fmt.Errorf("decode Anthropic stream event: tool_use block without a string id and name: %w", ErrMalformed)
+	}
+	c.inTool, c.toolBlock = true, ev.Index
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{"tool_calls":[{"index":`...)
+	c.out = strconv.AppendInt(c.out, int64(c.toolCalls), 10)
+	c.out = append(c.out, `,"id":`...)
+	c.out = append(c.out, ev.ContentBlock.ID...)
+	c.out = append(c.out, `,"type":"function","function":{"name":`...)
+	c.out = append(c.out, ev.ContentBlock.Name...)
+	c.out = append(c.out, `,"arguments":""}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	c.toolCalls++
+	return nil
+}
+
+// appendToolArguments writes a tool_calls chunk with a piece of the open
+// tool call's arguments.
+func (c *messagesToChatStream) appendToolArguments(ev *anthropicEvent) error {
+	if !c.inTool || ev.Index != c.toolBlock {
+		return fmt.Errorf("decode Anthropic stream event: input_json_delta for block %d, not an open tool_use block: %w", ev.Index, ErrMalformed)
+	}
+	if emptyString(ev.Delta.PartialJSON) {
+		return nil
+	}
+	if !quotedString(ev.Delta.PartialJSON) {
+		return fmt.Errorf("decode Anthropic stream event: partial_json is not a string: %w", ErrMalformed)
+	}
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{"tool_calls":[{"index":`...)
+	c.out = strconv.AppendInt(c.out, int64(c.toolCalls-1), 10)
+	c.out = append(c.out, `,"function":{"arguments":`...)
+	c.out = append(c.out, ev.Delta.PartialJSON...)
+	c.out = append(c.out, `}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	return nil
 }
 

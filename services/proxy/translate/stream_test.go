@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,14 +18,19 @@ type streamFormat struct {
 	name string
 	// text extracts the generated text of a whole stream.
 	text func(t *testing.T, stream []byte) string
+	// tools extracts the tool calls of a whole stream.
+	tools func(t *testing.T, stream []byte) []streamedToolCall
 	// check validates the shape of a converter's whole output.
 	check func(t *testing.T, stream []byte, terminated bool)
 }
 
 var (
-	openAIStream = streamFormat{name: "OpenAI", text: openAIStreamText, check: checkOpenAIStream}
-	anthropicSSE = streamFormat{name: "Anthropic", text: anthropicStreamText, check: checkAnthropicStream}
+	openAIStream = streamFormat{name: "OpenAI", text: openAIStreamText, tools: openAIStreamTools, check: checkOpenAIStream}
+	anthropicSSE = streamFormat{name: "Anthropic", text: anthropicStreamText, tools: anthropicStreamTools, check: checkAnthropicStream}
 )
+
+// streamedToolCall is a tool call put together from a stream.
+type streamedToolCall struct{ ID, Name, Arguments string }
 
 // TestStreams feeds captured-style upstream streams through each converter,
 // event by event as the proxy does, and checks the frames against golden
@@ -70,6 +76,10 @@ func TestStreams(t *testing.T) {
 				if got := tt.to.text(t, out); got != want {
 					t.Errorf("%s text = %q, want %q", tt.to.name, got, want)
 				}
+				wantTools := tt.from.tools(t, in)
+				if got := tt.to.tools(t, out); !slices.Equal(got, wantTools) {
+					t.Errorf("%s tool calls = %q, want %q", tt.to.name, got, wantTools)
+				}
 				back, backTerminated := runStream(t, tt.back(), out)
 				if backTerminated != wantTerminated {
 					t.Errorf("translated back: Terminated() = %v, want %v", backTerminated, wantTerminated)
@@ -77,6 +87,9 @@ func TestStreams(t *testing.T) {
 				tt.from.check(t, back, backTerminated)
 				if got := tt.from.text(t, back); got != want {
 					t.Errorf("translated back: %s text = %q, want %q", tt.from.name, got, want)
+				}
+				if got := tt.from.tools(t, back); !slices.Equal(got, wantTools) {
+					t.Errorf("translated back: %s tool calls = %q, want %q", tt.from.name, got, wantTools)
 				}
 			})
 		}
@@ -140,9 +153,18 @@ type openAIChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Role    string  `json:"role"`
-			Content *string `json:"content"`
-			Refusal *string `json:"refusal"`
+			Role      string  `json:"role"`
+			Content   *string `json:"content"`
+			Refusal   *string `json:"refusal"`
+			ToolCalls []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -236,6 +258,76 @@ func checkOpenAIStream(t *testing.T, stream []byte, terminated bool) {
 	}
 }
 
+// openAIStreamTools puts together the tool calls of an OpenAI stream, by
+// index, failing on a call that does not begin with its id, type and name.
+func openAIStreamTools(t *testing.T, stream []byte) []streamedToolCall {
+	var calls []streamedToolCall
+	for _, ev := range events(t, stream) {
+		if string(ev.Data) == "[DONE]" {
+			continue
+		}
+		var ch openAIChunk
+		if err := json.Unmarshal(ev.Data, &ch); err != nil {
+			t.Fatalf("OpenAI chunk %q: %v", ev.Data, err)
+		}
+		for _, c := range ch.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				switch {
+				case tc.Index == len(calls):
+					if tc.ID == "" || tc.Type != "function" || tc.Function.Name == "" {
+						t.Errorf("tool call %d begins without id, type or name: %s", tc.Index, ev.Data)
+					}
+					calls = append(calls, streamedToolCall{ID: tc.ID, Name: tc.Function.Name})
+				case tc.Index != len(calls)-1:
+					t.Fatalf("tool call index %d after %d calls: %s", tc.Index, len(calls), ev.Data)
+				}
+				calls[tc.Index].Arguments += tc.Function.Arguments
+			}
+		}
+	}
+	return calls
+}
+
+// anthropicStreamTools puts together the tool_use blocks of an Anthropic
+// stream.
+func anthropicStreamTools(t *testing.T, stream []byte) []streamedToolCall {
+	var calls []streamedToolCall
+	toolBlock := -1
+	for _, ev := range events(t, stream) {
+		var e struct {
+			Type         string `json:"type"`
+			Index        int    `json:"index"`
+			ContentBlock struct {
+				Type  string          `json:"type"`
+				ID    string          `json:"id"`
+				Name  string          `json:"name"`
+				Input json.RawMessage `json:"input"`
+			} `json:"content_block"`
+			Delta struct {
+				Type        string `json:"type"`
+				PartialJSON string `json:"partial_json"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			t.Fatalf("Anthropic event %q: %v", ev.Data, err)
+		}
+		switch {
+		case e.Type == "content_block_start" && e.ContentBlock.Type == "tool_use":
+			if e.ContentBlock.ID == "" || e.ContentBlock.Name == "" || string(e.ContentBlock.Input) != "{}" {
+				t.Errorf("tool_use block start: %s", ev.Data)
+			}
+			toolBlock = e.Index
+			calls = append(calls, streamedToolCall{ID: e.ContentBlock.ID, Name: e.ContentBlock.Name})
+		case e.Type == "content_block_delta" && e.Delta.Type == "input_json_delta":
+			if e.Index != toolBlock {
+				t.Fatalf("input_json_delta for block %d, tool block %d", e.Index, toolBlock)
+			}
+			calls[len(calls)-1].Arguments += e.Delta.PartialJSON
+		}
+	}
+	return calls
+}
+
 func anthropicStreamText(t *testing.T, stream []byte) string {
 	var sb strings.Builder
 	for _, ev := range events(t, stream) {
@@ -263,9 +355,11 @@ func checkAnthropicStream(t *testing.T, stream []byte, terminated bool) {
 	t.Helper()
 	evs := events(t, stream)
 	state := "start" // start, message, block, delta, stop, error
+	blocks := 0      // content blocks started
 	for i, ev := range evs {
 		var e struct {
 			Type    string `json:"type"`
+			Index   int    `json:"index"`
 			Message *struct {
 				ID    string `json:"id"`
 				Model string `json:"model"`
@@ -297,14 +391,24 @@ func checkAnthropicStream(t *testing.T, stream []byte, terminated bool) {
 			if state != "message" {
 				bad()
 			}
+			if e.Index != blocks {
+				t.Errorf("event %d starts block %d, want %d", i, e.Index, blocks)
+			}
+			blocks++
 			state = "block"
 		case "content_block_delta":
 			if state != "block" {
 				bad()
 			}
+			if e.Index != blocks-1 {
+				t.Errorf("event %d: delta for block %d, open block %d", i, e.Index, blocks-1)
+			}
 		case "content_block_stop":
 			if state != "block" {
 				bad()
+			}
+			if e.Index != blocks-1 {
+				t.Errorf("event %d: stop for block %d, open block %d", i, e.Index, blocks-1)
 			}
 			state = "message"
 		case "message_delta":
@@ -350,6 +454,10 @@ func TestStreamUsage(t *testing.T) {
 			`"stop_reason":"max_tokens"`},
 		{"chat refusal to anthropic", NewChatToMessagesStream(callerModel), "testdata/chat_to_messages_stream/refusal.sse",
 			`"stop_reason":"refusal"`},
+		{"chat tool calls to anthropic", NewChatToMessagesStream(callerModel), "testdata/chat_to_messages_stream/tool_calls.sse",
+			`"stop_reason":"tool_use"`},
+		{"anthropic tool use to chat", NewMessagesToChatStream(callerModel), "testdata/messages_to_chat_stream/tool_use.sse",
+			`"finish_reason":"tool_calls"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -378,12 +486,23 @@ func TestStreamErrors(t *testing.T) {
 		unsupported string // the Field of the *UnsupportedError the last event gives
 		malformed   bool   // the last event gives an error wrapping ErrMalformed
 	}{
-		{"anthropic tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
-			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`}},
+		{"anthropic server_tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"web_search","input":{}}}`}},
 			"tool calls", false},
-		{"anthropic input_json_delta", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic tool_use without a name", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","input":{}}}`}},
+			"", true},
+		{"anthropic input_json_delta outside a tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"message_start", msgStart}, {"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`}},
-			"tool calls", false},
+			"", true},
+		{"anthropic input_json_delta for another block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`},
+				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`}},
+			"", true},
+		{"anthropic partial_json not a string", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`},
+				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":{}}}`}},
+			"", true},
 		{"anthropic bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"message_start", msgStart}, {"content_block_delta", `{"type":"content_block_delta",`}},
 			"", true},
@@ -393,9 +512,29 @@ func TestStreamErrors(t *testing.T) {
 		{"anthropic nameless bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"", `not json`}},
 			"", true},
-		{"openai tool call delta", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
-			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`}},
-			"tool calls", false},
+		{"openai function_call delta", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":""}},"finish_reason":null}]}`}},
+			"functions", false},
+		{"openai custom tool call", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"f"}}]},"finish_reason":null}]}`}},
+			`tool calls of type "custom"`, false},
+		{"openai tool call without a name", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"arguments":"{}"}}]},"finish_reason":null}]}`}},
+			"", true},
+		{"openai tool call going back", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst},
+				{"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}},{"index":1,"id":"c2","type":"function","function":{"name":"g","arguments":""}}]},"finish_reason":null}]}`},
+				{"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}]}`}},
+			"", true},
+		{"openai tool call after text", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst},
+				{"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`},
+				{"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}`},
+				{"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}]}`}},
+			"", true},
+		{"openai arguments not a string", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
+			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":{}}}]},"finish_reason":null}]}`}},
+			"", true},
 		{"openai second choice", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
 			[]event{{"", chatFirst}, {"", `{"id":"chatcmpl-1","choices":[{"index":1,"delta":{"content":"b"},"finish_reason":null}]}`}},
 			"n > 1", false},
