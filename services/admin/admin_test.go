@@ -1,9 +1,6 @@
 package admin
 
 import (
-	"context"
-	"net"
-	"net/http"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -43,52 +40,13 @@ func TestReadyzWithoutNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-	defer func() {
-		http.DefaultClient.CloseIdleConnections()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	a, err := servicetest.Get("http://" + ln.Addr().String() + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Want(http.StatusServiceUnavailable, map[string]string{"nats": "disconnected"}); err != nil {
-		t.Fatal(err)
-	}
+	servicetest.ReadyzWithoutNATS(t, svc.Serve)
 }
 
 func TestRun(t *testing.T) {
-	tests := []struct {
-		name    string
-		listen  string
-		wantErr bool
-	}{
-		{name: "free port", listen: "127.0.0.1:0"},
-		{name: "bad address", listen: "127.0.0.1:notaport", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := &config.Config{Admin: config.Admin{Listen: tt.listen}}
-			svc, err := New(cfg, Deps{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // serve, then stop at once
-			if err := svc.Run(ctx); (err != nil) != tt.wantErr {
-				t.Fatalf("Run error = %v, want error %v", err, tt.wantErr)
-			}
-		})
-	}
+	servicetest.RunListens(t, func(listen string) (servicetest.Runner, error) {
+		return New(&config.Config{Admin: config.Admin{Listen: listen}}, Deps{})
+	})
 }
 
 func TestNewNilConfig(t *testing.T) {

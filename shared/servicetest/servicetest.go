@@ -165,3 +165,62 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 		t.Fatal("Serve did not return after cancel")
 	}
 }
+
+// ReadyzWithoutNATS checks that a service built without a NATS connection
+// serves and answers /readyz with 503 "nats": "disconnected".
+func ReadyzWithoutNATS(t *testing.T, serve func(ctx context.Context, ln net.Listener) error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln) }()
+	defer func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	a, err := Get("http://" + ln.Addr().String() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Want(http.StatusServiceUnavailable, map[string]string{"nats": "disconnected"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Runner is a service's Run.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// RunListens checks Run against its listen address: on a free port it
+// serves until its context ends and returns nil; on a bad address it fails.
+func RunListens(t *testing.T, build func(listen string) (Runner, error)) {
+	t.Helper()
+	tests := []struct {
+		name    string
+		listen  string
+		wantErr bool
+	}{
+		{name: "free port", listen: "127.0.0.1:0"},
+		{name: "bad address", listen: "127.0.0.1:notaport", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc, err := build(tt.listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // serve, then stop at once
+			if err := svc.Run(ctx); (err != nil) != tt.wantErr {
+				t.Fatalf("Run error = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
