@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
@@ -140,7 +140,7 @@ func TestHolds(t *testing.T) {
 		e.do("DELETE", "/admin/holds/openai.primary", opToken, nil).expect(t, 204, "")
 		e.waitHold("openai.primary", hold.StateReleased)
 		// the proxy's table follows: the key ramps back
-		servicetest.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
+		testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
 			if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
 				return fmt.Errorf("still held at the proxy")
 			}
@@ -174,7 +174,7 @@ func TestHolds(t *testing.T) {
 		if r.body["id"] != "openai.secondary.gpt-4o" || r.body["pinned"] != true || !strings.Contains(r.body["reason"].(string), "oncall") {
 			t.Fatalf("pin = %s", r.raw)
 		}
-		servicetest.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
+		testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
 			if e.proxy.Engine.Admit("openai", "secondary", "gpt-4o") != hold.Deny {
 				return fmt.Errorf("proxy still admits the pinned target")
 			}
@@ -228,14 +228,14 @@ func TestProvidersStatusAndReset(t *testing.T) {
 
 	// one key held: degraded; both: offline
 	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if s := status()["openai"]["status"]; s != StatusDegraded {
 			return fmt.Errorf("status %v", s)
 		}
 		return nil
 	})
 	e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if s := status()["openai"]["status"]; s != StatusOffline {
 			return fmt.Errorf("status %v", s)
 		}
@@ -246,7 +246,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	for range 3 {
 		e.fail("openai", "primary", "gpt-4o", failure.Result{Class: failure.Transient, Code: "503", Reason: "status 503"}, 503)
 	}
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		o := status()["openai"]
 		if o["circuit_state"] != "open" || o["status"] != StatusCircuitOpen {
 			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
@@ -263,7 +263,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	e.do("POST", "/admin/providers/nope/reset", opToken, nil).expect(t, 404, codeNotFound)
 	e.do("POST", "/admin/providers/local/reset", opToken, nil).expect(t, 400, codeNoBreaker)
 	e.do("POST", "/admin/providers/openai/reset", opToken, nil).expect(t, 204, "")
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		o := status()["openai"]
 		if o["circuit_state"] != "closed" || o["status"] != StatusRecovering {
 			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])

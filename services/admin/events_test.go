@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/shared/sse"
 )
 
@@ -104,7 +105,7 @@ func TestEvents(t *testing.T) {
 		e.do("GET", "/admin/events"+q, readToken, nil).expect(t, 400, codeBadRequest)
 	}
 	// streams end when the clients go away (heartbeats notice) or at shutdown
-	servicetest.CheckFor(t, testTimeout, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 20*time.Millisecond, func() error {
 		if n := e.openStreams(); n != 0 {
 			return fmt.Errorf("%d streams open", n)
 		}
@@ -235,7 +236,7 @@ func TestNATSDown(t *testing.T) {
 	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
 	e.waitHold("openai.primary", hold.StateHeld)
 	stopServer(e)
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if e.svc.natsUp() {
 			return fmt.Errorf("still up")
 		}

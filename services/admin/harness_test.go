@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -22,7 +24,6 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/servicetest"
 )
 
 const (
@@ -157,7 +158,7 @@ func startEnv(t *testing.T, withKey bool) *env {
 		e.pnc.Close()
 		e.anc.Close()
 	})
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if !e.svc.natsUp() || e.proxy.Resources() == nil {
 			return fmt.Errorf("not bound yet")
 		}
@@ -186,7 +187,7 @@ var credentialRejected = failure.Result{Class: failure.CredentialRejected, Scope
 func (e *env) waitHold(id string, state hold.State) map[string]any {
 	e.t.Helper()
 	var got map[string]any
-	servicetest.CheckFor(e.t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(e.t, testTimeout, 10*time.Millisecond, func() error {
 		a := e.do("GET", "/admin/holds/"+id, opToken, nil)
 		if a.status != 200 {
 			return fmt.Errorf("status %d %v", a.status, a.body)

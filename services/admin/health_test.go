@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/health"
 )
@@ -23,7 +23,7 @@ func TestProviderHealth(t *testing.T) {
 	if _, err := st.Put(ctx, health.Record{Provider: "openai", Key: "secondary", Status: health.Unhealthy, CircuitState: health.CircuitClosed}); err != nil {
 		t.Fatal(err)
 	}
-	servicetest.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		r := e.do("GET", "/admin/providers/status", readToken, nil)
 		p := r.body["providers"].([]any)[0].(map[string]any)
 		keys := p["keys"].([]any)

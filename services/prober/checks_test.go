@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
@@ -53,13 +53,13 @@ providers:
 	}
 	f.startProber(t, cfg)
 
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Unhealthy))
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Unhealthy))
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
 	rec, _ := f.holdRecord("p1._")
 	if rec.Class != failure.Transient || rec.Scope.Kind != hold.ScopeProvider || rec.Source != hold.SourceBreaker {
 		t.Fatalf("provider hold %+v", rec)
 	}
-	servicetest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		h, err := f.healthRecord("p1", "")
 		if err != nil {
 			return err
@@ -78,8 +78,8 @@ providers:
 	}
 
 	f.fake.RemoveRule(rule)
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateReleased))
-	servicetest.CheckFor(t, 5*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateReleased))
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
 }
 
 // TestDueCredentialHoldSettledByProber: a key held as credential_rejected
@@ -113,10 +113,10 @@ providers:
 	defer func() { cancel(); <-done }()
 	other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 401, Result: failure.Result{
 		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "invalid key"}})
-	servicetest.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1.k1", hold.StateHeld))
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1.k1", hold.StateHeld))
 
 	f.startProber(t, cfg)
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1.k1", hold.StateReleased))
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1.k1", hold.StateReleased))
 	rec, _ := f.holdRecord("p1.k1")
 	if !strings.HasPrefix(rec.RecordedBy, "prober-") {
 		t.Fatalf("released by %q, want the prober", rec.RecordedBy)
@@ -153,7 +153,7 @@ providers:
       expected_statuses: [202]
 `)
 	r := f.startProber(t, cfg)
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
 	resp, err := r.svc.newApp().Test(httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ providers:
     models: [{name: m1}]
 `)
 	f.startProber(t, cfg)
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		h, err := f.healthRecord("p1", "")
 		if err != nil {
 			return err

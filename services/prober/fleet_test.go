@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -37,7 +37,7 @@ providers:
 	pings := func() []fakeprovider.Call {
 		return f.fake.CallsMatching(func(c fakeprovider.Call) bool { return c.Path == "/v1/ping" })
 	}
-	servicetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if n := len(pings()); n < 8 {
 			return fmt.Errorf("%d checks so far", n)
 		}
@@ -68,7 +68,7 @@ providers:
 	owner.nc.Close() // dies as far as the fleet can tell: no renewal, no release
 	died := time.Now()
 	before := len(pings())
-	servicetest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		e, err := f.res.Leases.Get(context.Background(), "check.p1")
 		if err != nil || string(e.Value()) != other.svc.Instance() {
 			return fmt.Errorf("lease not taken over yet")
@@ -79,7 +79,7 @@ providers:
 	if d := time.Since(died); d > 2*time.Second+500*time.Millisecond {
 		t.Fatalf("taken over after %s, lease TTL 1s", d)
 	}
-	servicetest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if n := len(pings()); n < before+3 {
 			return fmt.Errorf("%d checks after the takeover", n-before)
 		}

@@ -6,23 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"switchyard.dev/shared/health"
 	"switchyard.dev/tools/fakeprovider"
 )
-
-// pollFor polls f until it returns nil or total has passed.
-func pollFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
 
 func report(provider string, keys map[string]health.PassiveCounts) health.PassiveReport {
 	return health.PassiveReport{Version: health.PassiveVersion, Provider: provider, Instance: "proxy-test", IntervalMS: 1000, Keys: keys}
@@ -111,7 +99,7 @@ providers:
 	b := f.startProber(t, cfg)
 	// A replica subscribes before it binds the buckets, on the same
 	// connection: once both are bound, both receive the reports.
-	pollFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		for _, r := range []*replica{a, b} {
 			if r.svc.member.Resources() == nil {
 				return fmt.Errorf("%s has not bound the buckets", r.svc.Instance())
@@ -160,6 +148,6 @@ providers:
 		{"p2", "k1", health.PassiveCounts{Success: 2, Failure: 1}, "map[]"},
 		{"p2", "k2", health.PassiveCounts{Failure: 3}, "map[]"},
 	} {
-		pollFor(t, 10*time.Second, 20*time.Millisecond, want(c.provider, c.key, c.total, c.byKey))
+		testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, want(c.provider, c.key, c.total, c.byKey))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -45,7 +47,7 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 	t.Cleanup(nc.Close)
 	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
 	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
-	waitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
 
 	// The old secret is revoked: a1 is held.
 	oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
@@ -71,13 +73,13 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := svc.table.Key("fake-openai", "a1")
-	waitFor(t, time.Second, func() bool { return k.Secret() == "key-a1-new" })
+	testkit.WaitFor(t, time.Second, func() bool { return k.Secret() == "key-a1-new" })
 	t.Logf("rotation reached the proxy in %v", time.Since(rotated))
 	if _, err := svc.member.Engine.CredentialChanged(context.Background(), "fake-openai", "a1"); err != nil {
 		t.Fatal(err)
 	}
 	oldCalls := callsWith(oa, "key-a1")
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, func() bool {
 		f.call(t, "/v1/chat/completions", directBody)
 		return callsWith(oa, "key-a1-new") > 0
 	})
@@ -107,7 +109,7 @@ func TestReloadSecretsReleasesHolds(t *testing.T) {
 	}
 	// a1 comes back through its ramp: within a few requests it serves with
 	// the new secret.
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, func() bool {
 		f.call(t, "/v1/chat/completions", directBody)
 		return callsWith(f.openai, "key-a1-fixed") > 0
 	})

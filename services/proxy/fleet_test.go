@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -57,7 +59,7 @@ func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture 
 		ff.urls = append(ff.urls, url)
 	}
 	// Every proxy has bound the hold bucket.
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, func() bool {
 		for _, p := range ff.proxies {
 			if p.member.Resources() == nil {
 				return false
@@ -95,12 +97,12 @@ func TestFleetKeyRejectedAtOneProxyIsSkippedByAll(t *testing.T) {
 	ff := newFleet(t, 3)
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	// Until a1 is chosen at proxy A, requests there rotate.
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, func() bool {
 		ff.call(t, 0, directBody)
 		return callsWith(ff.openai, "key-a1") == 1
 	})
 	for i := 1; i < 3; i++ {
-		waitFor(t, 5*time.Second, func() bool { return ff.holdIn(i, "fake-openai.a1") })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return ff.holdIn(i, "fake-openai.a1") })
 	}
 	for i := 0; i < 30; i++ {
 		if status := ff.call(t, i%3, directBody); status != 200 {
@@ -138,11 +140,11 @@ func TestFleetWastedCallsBoundedByInFlight(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 5*time.Second, func() bool { return callsWith(ff.openai, "key-a1") > 10 })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return callsWith(ff.openai, "key-a1") > 10 })
 	before := callsWith(ff.openai, "key-a1")
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	// Let the fleet run on for a while after the key starts rejecting.
-	waitFor(t, 10*time.Second, func() bool { return callsWith(ff.openai, "key-a2") > before+200 })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return callsWith(ff.openai, "key-a2") > before+200 })
 	stop.Store(true)
 	wg.Wait()
 	wasted := callsWith(ff.openai, "key-a1") - before
@@ -162,7 +164,7 @@ func TestFleetOneProbePerDueHold(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	for i := 0; i < 3; i++ {
-		waitFor(t, 5*time.Second, func() bool { return ff.holdIn(i, "fake-openai.a1") })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return ff.holdIn(i, "fake-openai.a1") })
 	}
 	// Traffic on all three proxies while the hold falls due, again and
 	// again (the key keeps refusing): each due period gets one probe.
@@ -177,7 +179,7 @@ func TestFleetOneProbePerDueHold(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 15*time.Second, func() bool { return callsWith(ff.openai, "key-a1") >= 2 })
+	testkit.WaitFor(t, 15*time.Second, func() bool { return callsWith(ff.openai, "key-a1") >= 2 })
 	probeAt := time.Now()
 	// The probe failed the same way: the hold climbs a rung (2 s with
 	// jitter); nobody else calls a1 for at least a second.
@@ -201,7 +203,7 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 	}
 	defer nc.Close()
 	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
-	waitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
 	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
 
 	bus.StopEmbedded(ns)
@@ -227,7 +229,7 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 	}
 	defer check.Close()
 	js, _ := check.JetStream()
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.WaitFor(t, 15*time.Second, func() bool {
 		kv, err := js.KeyValue(bus.BucketHolds)
 		if err != nil {
 			return false

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/tools/fakeprovider"
@@ -125,7 +127,7 @@ func TestDueHoldIsProbedOnceAndReleased(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // pacing real traffic, not synchronisation
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, func() bool {
 		hs := f.svc.member.Engine.Holds()
 		return len(hs) == 0 || hs[0].State == hold.StateReleased
 	})

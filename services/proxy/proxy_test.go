@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"switchyard.dev/shared/config"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -281,7 +283,7 @@ func TestInFlightLimit(t *testing.T) {
 		}
 	}()
 	// Wait until the first request is upstream.
-	waitFor(t, 5*time.Second, func() bool { return len(f.openai.Calls()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return len(f.openai.Calls()) == 1 })
 	status, _, body := f.call(t, "/v1/chat/completions", chatBody)
 	if status != 503 || errorCode(t, body) != "gateway_overloaded" {
 		t.Fatalf("status %d: %s", status, body)
@@ -332,17 +334,6 @@ func TestPlainAndProviderModelNames(t *testing.T) {
 		if status != 200 {
 			t.Errorf("%s: status %d: %s", model, status, body)
 		}
-	}
-}
-
-func waitFor(t testing.TB, total time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

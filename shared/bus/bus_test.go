@@ -1,14 +1,14 @@
 package bus
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/testkit"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -21,20 +21,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// checkFor polls f until it returns nil or total has passed.
-func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
-
 func startTestServer(t *testing.T) *server.Server {
 	t.Helper()
 	s, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
@@ -45,26 +31,8 @@ func startTestServer(t *testing.T) *server.Server {
 	return s
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestStartEmbedded(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	s, err := StartEmbedded(EmbeddedOptions{
 		Listen:     "127.0.0.1:0",
 		StoreDir:   t.TempDir(),
@@ -150,7 +118,7 @@ func TestSplitListen(t *testing.T) {
 
 func TestConnect(t *testing.T) {
 	s := startTestServer(t)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	cfg := config.NATS{URL: " " + s.ClientURL() + " , ", Name: "from-config", Timeout: time.Second}
 	nc, err := Connect(context.Background(), cfg, log, nats.Name("override"))
@@ -179,7 +147,7 @@ func TestConnect(t *testing.T) {
 	if err != nil || string(msg.Data) != "hi" {
 		t.Fatalf("round trip: %v %v", msg, err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if !strings.Contains(logs.String(), "connected to NATS") {
 			return &missingLog{"connected to NATS"}
 		}
@@ -204,7 +172,7 @@ func TestConnectWhileServerDown(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	nc, err := Connect(context.Background(), config.NATS{URL: "nats://" + addr, Timeout: 200 * time.Millisecond}, log)
 	if err != nil {
@@ -223,7 +191,7 @@ func TestConnectWhileServerDown(t *testing.T) {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
 	defer StopEmbedded(s)
-	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if !nc.IsConnected() {
 			return errNotConnected
 		}
@@ -232,7 +200,7 @@ func TestConnectWhileServerDown(t *testing.T) {
 
 	// Server restart: the connection notices, then comes back.
 	StopEmbedded(s)
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if nc.IsConnected() {
 			return errConnected
 		}
@@ -243,13 +211,13 @@ func TestConnectWhileServerDown(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	defer StopEmbedded(s2)
-	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if !nc.IsConnected() {
 			return errNotConnected
 		}
 		return nil
 	})
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		out := logs.String()
 		for _, want := range []string{"disconnected from NATS", "reconnected to NATS"} {
 			if !strings.Contains(out, want) {
@@ -299,7 +267,7 @@ func TestConnectAuth(t *testing.T) {
 			if !s.ReadyForConnections(10 * time.Second) {
 				t.Fatal("server not ready")
 			}
-			var logs syncBuffer
+			var logs testkit.SyncBuffer
 			log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			cfg := tt.cfg
 			cfg.URL = s.ClientURL()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -85,7 +87,7 @@ func TestSetup(t *testing.T) {
 	if err := nc.Publish(EventSubject("hold", "openai", "k1"), []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		info, err := res.Events.Info(ctx)
 		if err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
@@ -22,17 +24,6 @@ func testConfig() *config.Config {
 	cfg.Providers = []config.Provider{{Name: "p", Type: "openai",
 		Keys: []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret("sk-secret-1")}}}}
 	return cfg
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // A member started while NATS is down keeps holds locally, binds the
@@ -79,9 +70,9 @@ func TestMemberBindsLateAndReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bus.StopEmbedded(ns)
-	waitFor(t, 15*time.Second, func() bool { return m.Resources() != nil })
+	testkit.WaitFor(t, 15*time.Second, func() bool { return m.Resources() != nil })
 	kv := m.Resources().Holds
-	waitFor(t, 15*time.Second, func() bool {
+	testkit.WaitFor(t, 15*time.Second, func() bool {
 		e, err := kv.Get(context.Background(), "p.k1")
 		return err == nil && strings.Contains(string(e.Value()), `"credential_rejected"`)
 	})

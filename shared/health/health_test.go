@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -16,19 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
 
 func setup(t *testing.T) (*nats.Conn, *bus.Resources) {
 	t.Helper()
@@ -104,7 +93,7 @@ func TestStoreViewAndEvents(t *testing.T) {
 	if _, err := st.Put(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if !v.Snapshot().Offline("p1") {
 			return fmt.Errorf("p1 not offline in the view: %+v", v.Snapshot().Records())
 		}
@@ -120,7 +109,7 @@ func TestStoreViewAndEvents(t *testing.T) {
 	if err := res.Health.Delete(ctx, "p1._"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if v.Snapshot().Len() != 0 {
 			return fmt.Errorf("records left: %+v", v.Snapshot().Records())
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,7 +40,7 @@ func startCluster(tb testing.TB, size int) *testCluster {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	checkFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
 		for _, s := range c.servers {
 			if s.JetStreamIsLeader() {
 				return nil
@@ -52,7 +54,7 @@ func startCluster(tb testing.TB, size int) *testCluster {
 func tryCluster(tb testing.TB, size int) (*testCluster, error) {
 	routes := make([]string, size)
 	for i := range size {
-		routes[i] = freeAddr(tb)
+		routes[i] = testkit.FreeAddr(tb)
 	}
 	c := &testCluster{}
 	for i := range size {
@@ -139,7 +141,7 @@ func TestCluster(t *testing.T) {
 	}
 	for i, tab := range tables {
 		for id, rev := range revs {
-			checkFor(t, 5*time.Second, time.Millisecond, func() error {
+			testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
 				if err := tab.has(id, rev); err != nil {
 					return fmt.Errorf("proxy %d: %w", i, err)
 				}
@@ -179,7 +181,7 @@ func TestCluster(t *testing.T) {
 	for i, n := range nodes {
 		rec := record("after", fmt.Sprintf("k%d", i), "")
 		var rev uint64
-		checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 			var err error
 			rev, err = n.store.Create(ctx, rec, 0)
 			if errors.Is(err, hold.ErrExists) {
@@ -201,7 +203,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("hold %s after the shutdown: %+v %v", id, got, err)
 		}
 		for i, tab := range tables {
-			checkFor(t, 15*time.Second, 5*time.Millisecond, func() error {
+			testkit.CheckFor(t, 15*time.Second, 5*time.Millisecond, func() error {
 				if err := tab.has(id, rev); err != nil {
 					return fmt.Errorf("proxy %d: %w", i, err)
 				}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go"
 
 	"switchyard.dev/shared/bus"
@@ -88,7 +90,7 @@ func TestEmitter(t *testing.T) {
 		t.Errorf("dropped %d published %d", em.Dropped(), em.Published())
 	}
 	// The stream keeps them for replay.
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		info, err := n.res.Events.Info(context.Background())
 		if err != nil {
 			return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -36,33 +35,6 @@ func testLog() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// checkFor polls f until it returns nil or total has passed.
-func checkFor(tb testing.TB, total, poll time.Duration, f func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met after %s: %v", total, err)
-		}
-		time.Sleep(poll)
-	}
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func startServer(tb testing.TB, listen, dir string) *server.Server {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
@@ -17,7 +19,7 @@ import (
 // write within a second of the server being ready again (a stale watcher
 // would take ~20 s).
 func TestRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testkit.FreeAddr(t), t.TempDir()
 	s := startServer(t, addr, dir)
 	url := s.ClientURL()
 	writer := setup(t, url, bus.SetupOptions{})
@@ -31,11 +33,11 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tab := range tables {
-		checkFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(before.Scope.ID(), rev) })
+		testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(before.Scope.ID(), rev) })
 	}
 
 	bus.StopEmbedded(s)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, n := range append([]*node{writer}, watchers...) {
 			if n.nc.IsConnected() {
 				return errors.New("a client is still connected")
@@ -52,14 +54,14 @@ func TestRestart(t *testing.T) {
 	// The writer retries until its connection is back.
 	after := record("openai", "k2", "")
 	var rev2 uint64
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		var err error
 		rev2, err = writer.store.Create(ctx, after, 0)
 		return err
 	})
 	written := time.Since(ready)
 	for i, tab := range tables {
-		checkFor(t, 10*time.Second, time.Millisecond, func() error { return tab.has(after.Scope.ID(), rev2) })
+		testkit.CheckFor(t, 10*time.Second, time.Millisecond, func() error { return tab.has(after.Scope.ID(), rev2) })
 		seen := time.Since(ready)
 		t.Logf("watcher %d saw the new hold %s after the server was ready (written after %s)",
 			i, seen.Round(time.Millisecond), written.Round(time.Millisecond))
@@ -104,7 +106,7 @@ func TestReloadAfterLongAbsence(t *testing.T) {
 		}
 		revs = append(revs, rev)
 	}
-	checkFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(gone.Scope.ID(), revs[1]) })
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(gone.Scope.ID(), revs[1]) })
 
 	// Remove "gone" with no marker at all (a stream purge), then cut the
 	// watcher's connection: it reconnects and reloads.
@@ -122,7 +124,7 @@ func TestReloadAfterLongAbsence(t *testing.T) {
 	if err := s.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error { return tab.lacks(gone.Scope.ID()) })
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return tab.lacks(gone.Scope.ID()) })
 	if err := tab.has(keep.Scope.ID(), revs[0]); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 )
@@ -125,7 +127,7 @@ func TestExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error { return tab.has(id, rev) })
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return tab.has(id, rev) })
 
 	// Renew with a TTL (not kv.Update, which would drop it).
 	renewed := created
@@ -135,8 +137,8 @@ func TestExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Update with TTL: %v", err)
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error { return tab.has(id, rev2) })
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { return tab.lacks(id) })
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return tab.has(id, rev2) })
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error { return tab.lacks(id) })
 	took := time.Since(start)
 	if took < 900*time.Millisecond || took > 5*time.Second {
 		t.Errorf("renewed record (TTL 1 s) left the table after %s", took)
@@ -195,11 +197,11 @@ func TestWatchInitialLoadAndChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(rec.Scope.ID(), rev) })
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(rec.Scope.ID(), rev) })
 	if err := n.store.Delete(ctx, rec.Scope.ID(), rev); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, time.Millisecond, func() error { return tab.lacks(rec.Scope.ID()) })
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.lacks(rec.Scope.ID()) })
 	h = tab.history()
 	var last uint64
 	for _, c := range h {
@@ -269,7 +271,7 @@ func TestUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	bus.StopEmbedded(s)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n.nc.IsConnected() {
 			return errors.New("still connected")
 		}

@@ -1,5 +1,5 @@
 // Package servicetest holds what the tests of Switchyard's HTTP services
-// share: polling, JSON answers, and the health/readiness contract every
+// share: JSON answers and the health/readiness contract every
 // service keeps (GET /healthz while the process runs, GET /readyz 200 with
 // NATS connected and 503 without).
 package servicetest
@@ -18,22 +18,8 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/testkit"
 )
-
-// CheckFor polls f every poll until it returns nil; after total it fails
-// the test with f's last error.
-func CheckFor(t testing.TB, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
 
 // Answer is an HTTP status and its JSON object body.
 type Answer struct {
@@ -132,14 +118,14 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 		})
 	}
 
-	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if !svc.Bound() {
 			return fmt.Errorf("buckets not bound yet")
 		}
 		return nil
 	})
 	bus.StopEmbedded(ns)
-	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		a, err := Get(base + "/readyz")
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,20 +38,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
 	)
-}
-
-// checkFor polls f until it returns nil or total has passed.
-func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
 }
 
 func connect(t *testing.T, ns *server.Server) *nats.Conn {
@@ -148,7 +136,7 @@ func TestPassiveCountsReachHealthRecords(t *testing.T) {
 	// Both replicas receive reports: a report about a provider they do
 	// not know shows in their metrics, and counts nowhere.
 	nc := connect(t, ns)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if err := nc.Publish(health.PassiveSubject("unknown"), []byte(`{"v":1,"provider":"unknown","keys":{"k":{"success":1}}}`)); err != nil {
 			return err
 		}
@@ -190,7 +178,7 @@ func TestPassiveCountsReachHealthRecords(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		rec, err := store.Get(context.Background(), health.ID("fake-openai", ""))
 		if err != nil {
 			return err

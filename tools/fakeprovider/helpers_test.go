@@ -158,18 +158,6 @@ func messagesBody(model string, stream bool) string {
 	return string(out)
 }
 
-// checkFor polls f until it returns true or total passes.
-func checkFor(t *testing.T, total, poll time.Duration, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", total)
-		}
-		time.Sleep(poll)
-	}
-}
-
 // chatText concatenates the content deltas of an OpenAI stream.
 func chatText(t *testing.T, events []sseEvent) string {
 	t.Helper()

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/testkit"
 )
 
 func TestErrorLibrary(t *testing.T) {
@@ -373,7 +375,7 @@ func TestHang(t *testing.T) {
 			}
 			errc <- err
 		}()
-		checkFor(t, 5*time.Second, 5*time.Millisecond, func() bool { return s.CountCalls(nil) == 1 })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return s.CountCalls(nil) == 1 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("error %v, want context.Canceled", err)
@@ -395,7 +397,7 @@ func TestHang(t *testing.T) {
 				errc <- err
 			}()
 		}
-		checkFor(t, 5*time.Second, 5*time.Millisecond, func() bool { return s.CountCalls(nil) == 2 })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return s.CountCalls(nil) == 2 })
 		if err := s.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}

@@ -9,9 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/testkit"
 
 	"go.uber.org/goleak"
 )
@@ -24,47 +25,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 	)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// checkFor polls f until it returns nil or total has passed.
-func checkFor(t *testing.T, total, poll time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(poll)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 type addrs struct{ proxy, prober, admin string }
@@ -137,8 +97,8 @@ func TestRunArgs(t *testing.T) {
 }
 
 func TestEveryProviderSkipped(t *testing.T) {
-	path := writeConfig(t, true, addrs{freeAddr(t), freeAddr(t), freeAddr(t)})
-	var out syncBuffer
+	path := writeConfig(t, true, addrs{testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)})
+	var out testkit.SyncBuffer
 	err := run(context.Background(), []string{"-config", path}, nil, &out, nil)
 	if !errors.Is(err, errNoProvider) {
 		t.Fatalf("run error = %v, want errNoProvider", err)
@@ -154,12 +114,12 @@ func TestEveryProviderSkipped(t *testing.T) {
 }
 
 func TestLaunchRunsEverythingAndStops(t *testing.T) {
-	a := addrs{proxy: freeAddr(t), prober: freeAddr(t), admin: freeAddr(t)}
+	a := addrs{proxy: testkit.FreeAddr(t), prober: testkit.FreeAddr(t), admin: testkit.FreeAddr(t)}
 	path := writeConfig(t, false, a)
 	environ := []string{"TEST_PROVIDER_KEY=sk-test-secret-value"}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	done := make(chan error, 1)
 	opts := options{configPath: path, fakes: []fakeSpec{{name: "fake-openai", addr: "127.0.0.1:0"}}}
 	go func() { done <- launch(ctx, opts, environ, &logs) }()
@@ -172,7 +132,7 @@ func TestLaunchRunsEverythingAndStops(t *testing.T) {
 		}
 	}()
 	for _, url := range []string{"http://" + a.prober + "/readyz", "http://" + a.admin + "/readyz"} {
-		checkFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		testkit.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
 			resp, err := http.Get(url)
 			if err != nil {
 				return err
@@ -184,7 +144,7 @@ func TestLaunchRunsEverythingAndStops(t *testing.T) {
 			return nil
 		})
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		c, err := net.Dial("tcp", a.proxy)
 		if err == nil {
 			c.Close()
@@ -237,8 +197,8 @@ func TestLaunchFailsOnBusyPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	path := writeConfig(t, false, addrs{proxy: freeAddr(t), prober: busy.Addr().String(), admin: freeAddr(t)})
-	var logs syncBuffer
+	path := writeConfig(t, false, addrs{proxy: testkit.FreeAddr(t), prober: busy.Addr().String(), admin: testkit.FreeAddr(t)})
+	var logs testkit.SyncBuffer
 	err = launch(context.Background(), options{configPath: path}, []string{"TEST_PROVIDER_KEY=x"}, &logs)
 	if err == nil || !strings.Contains(err.Error(), "prober.listen") {
 		t.Fatalf("launch error = %v, want one naming prober.listen", err)

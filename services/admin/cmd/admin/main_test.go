@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/testkit"
 
 	"go.uber.org/goleak"
 
@@ -25,33 +24,6 @@ func TestMain(m *testing.M) {
 	)
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func TestRunServesUntilCancelled(t *testing.T) {
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -59,7 +31,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 	defer bus.StopEmbedded(ns)
 
-	listen := freeAddr(t)
+	listen := testkit.FreeAddr(t)
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	yaml := "log:\n  format: json\nnats:\n  url: " + ns.ClientURL() + "\nadmin:\n  listen: " + listen + "\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -67,7 +39,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- launch.Run(ctx, spec, []string{"-config", path}, nil, &logs) }()
 
