@@ -23,7 +23,7 @@ func (s *Service) fingerprint(provider, keyID string) string {
 // the key's holds fleet-wide when it rotates. Off when
 // credentials.encryption_key is not set.
 func (s *Service) runCredentials(ctx context.Context) {
-	if s.member == nil || len(s.cfg.Credentials.Key) == 0 {
+	if len(s.cfg.Credentials.Key) == 0 {
 		return
 	}
 	t := time.NewTicker(50 * time.Millisecond)
@@ -71,12 +71,8 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 			}
 			s.log.Info("key secret changed on reload; releasing its holds", "provider", p.Name, "key_id", kc.ID,
 				"fingerprint", kc.Value.Fingerprint())
-			if rel, ok := s.gate.(interface {
-				CredentialChanged(ctx context.Context, provider, keyID string) (int, error)
-			}); ok {
-				if _, err := rel.CredentialChanged(ctx, p.Name, kc.ID); err != nil {
-					s.log.Warn("release holds of a changed key", "provider", p.Name, "key_id", kc.ID, "err", err)
-				}
+			if _, err := s.engine.CredentialChanged(ctx, p.Name, kc.ID); err != nil {
+				s.log.Warn("release holds of a changed key", "provider", p.Name, "key_id", kc.ID, "err", err)
 			}
 		}
 	}

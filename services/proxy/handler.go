@@ -217,13 +217,13 @@ type outcome struct {
 // rate limit) in declared order, so that bookkeeping never makes things
 // worse than having no breaker.
 func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
-	p := pass{gate: r.s.gate}
+	p := pass{gate: r.s.engine}
 	if out, done := r.pass(c, steps, &p); done {
 		return out
 	}
-	if r.attempts == 0 && p.denied && p.unsupported == nil && r.s.soft != nil && !r.expired() &&
+	if r.attempts == 0 && p.denied && p.unsupported == nil && !r.expired() &&
 		r.s.policy.AllHeld == config.AllHeldTrySoft {
-		p = pass{gate: softGate{r.s.gate, r.s.soft}, soft: true}
+		p = pass{gate: softGate{r.s.engine}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.pass(c, steps, &p); done {
 			return out
@@ -316,7 +316,7 @@ steps:
 // report gives one attempt's outcome to the hold engine and to the
 // passive counters (one call per attempt).
 func (s *Service) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
-	s.gate.Report(step.Provider.Name, key.ID, step.Model, probe, out)
+	s.engine.Report(step.Provider.Name, key.ID, step.Model, probe, out)
 	s.passive.count(step.Provider.Index, key.Index(), out)
 }
 
@@ -348,17 +348,17 @@ func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
 }
 
-// softGate admits what the gate admits, and targets held only softly.
+// softGate admits what the engine admits, and targets held only by soft
+// holds (a tripped breaker, a rate limit).
 type softGate struct {
-	gate hold.Gate
-	soft softHolds
+	engine *hold.Engine
 }
 
 func (g softGate) Admit(provider, keyID, model string) hold.Admission {
-	if a := g.gate.Admit(provider, keyID, model); a != hold.Deny {
+	if a := g.engine.Admit(provider, keyID, model); a != hold.Deny {
 		return a
 	}
-	if held, soft := g.soft.Held(provider, keyID, model); held && soft {
+	if held, soft := g.engine.Held(provider, keyID, model); held && soft {
 		return hold.Admit
 	}
 	return hold.Deny

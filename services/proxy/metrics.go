@@ -91,9 +91,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	}, func() float64 { return float64(s.inFlight.Load()) })
 	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.member != nil {
-		m.reg.MustRegister(metrics.NewHoldCollector(s.member.Engine))
-	}
+	m.reg.MustRegister(metrics.NewHoldCollector(s.engine))
 	return m
 }
 

@@ -28,11 +28,10 @@ const userAgent = "switchyard/0.1"
 
 // Deps are the proxy's collaborators.
 type Deps struct {
-	Log  *slog.Logger
-	NATS *nats.Conn // may be nil: the proxy never needs NATS to serve
-	// Gate overrides the hold engine (tests); nil: the proxy runs its own
-	// engine, on NATS when NATS is set, in memory otherwise.
-	Gate hold.Gate
+	Log *slog.Logger
+	// NATS may be nil: the proxy never needs NATS to serve. Its hold
+	// engine then keeps holds in memory.
+	NATS *nats.Conn
 }
 
 // Service is one proxy instance.
@@ -41,9 +40,8 @@ type Service struct {
 	log        *slog.Logger
 	table      *route.Table
 	clients    *clientKeys
-	gate       hold.Gate
-	soft       softHolds // nil unless the gate can tell soft holds
-	member     *fleet.Member
+	member     *fleet.Member // the hold engine and the fleet's buckets
+	engine     *hold.Engine  // member.Engine
 	classifier *failure.Classifier
 	policy     *hold.Settings   // global resilience settings (all-held policy)
 	upstreams  []*upstream      // by provider index
@@ -56,12 +54,6 @@ type Service struct {
 	baseCtx    context.Context
 	stop       context.CancelFunc
 	app        *fiber.App
-}
-
-// softHolds tells whether a target is held only by soft holds (a tripped
-// breaker, a rate limit): the try_soft all-held policy may still use it.
-type softHolds interface {
-	Held(provider, keyID, model string) (held, soft bool)
 }
 
 // New builds a proxy from a validated configuration.
@@ -78,30 +70,22 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		log:     deps.Log,
 		table:   table,
 		clients: newClientKeys(cfg),
-		gate:    deps.Gate,
 		started: time.Now(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.gate == nil {
-		m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log,
-			Fingerprint: s.fingerprint, OnApply: s.holdApplied})
-		if err != nil {
-			return nil, err
-		}
-		s.member, s.gate = m, m.Engine
+	m, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: deps.NATS, Log: s.log,
+		Fingerprint: s.fingerprint, OnApply: s.holdApplied})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if s.member != nil && deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0 {
+	s.member, s.engine = m, m.Engine
+	s.policy = &m.Engine.Policy().Global
+	if deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0 {
 		s.passive = newPassiveCounters(table)
 	}
-	s.soft, _ = s.gate.(softHolds)
 	s.classifier = cfg.Classifier()
-	pol, err := hold.PolicyFromConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: resilience policy: %w", err)
-	}
-	s.policy = &pol.Global
 	for _, p := range cfg.Providers {
 		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
 	}
@@ -196,12 +180,12 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.table.Providers))
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
-	if s.member != nil {
-		wg.Go(func() {
-			if err := s.member.Run(engineCtx); err != nil {
-				s.log.Error("hold engine stopped", "err", err)
-			}
-		})
+	wg.Go(func() {
+		if err := s.member.Run(engineCtx); err != nil {
+			s.log.Error("hold engine stopped", "err", err)
+		}
+	})
+	if s.member.Conn() != nil { // the fleet's buckets: health and rotated secrets
 		wg.Go(func() { s.runHealth(engineCtx) })
 		wg.Go(func() { s.runCredentials(engineCtx) })
 		if s.passive != nil {
