@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,9 +39,20 @@ func natsCLI(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with " +
-		"`go install github.com/nats-io/natscli/nats@v0.5.0` to run this test")
+	missingTool(t, "nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with "+
+		"`go install github.com/nats-io/natscli/nats@v0.5.0` (.ci/run does) to run this test")
 	return ""
+}
+
+// missingTool skips the test for want of an external tool, or fails it
+// under CI=true: CI installs every tool, so there a missing one is a broken
+// CI machine, not a reason to pass without running.
+func missingTool(t *testing.T, msg string) {
+	t.Helper()
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatal("CI=true: " + msg)
+	}
+	t.Skip(msg)
 }
 
 // cli runs the nats CLI against url with a private config dir.
