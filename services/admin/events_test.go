@@ -173,10 +173,11 @@ func TestRotation(t *testing.T) {
 	if r.body["fingerprint"] != wantFP || r.body["released_holds"] != 1.0 {
 		t.Fatalf("answer %s", r.raw)
 	}
-	// the proxy uses the new secret and the old hold is gone, within a second
+	// the proxy uses the new secret and the old hold is gone (a correctness
+	// deadline: how fast is for benchmarks)
 	for secrets.get("openai/primary") != "sk-brand-new" {
-		if time.Since(start) > time.Second {
-			t.Fatal("the proxy did not get the new secret within a second")
+		if time.Since(start) > testTimeout {
+			t.Fatalf("the proxy did not get the new secret within %s", testTimeout)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -184,8 +185,8 @@ func TestRotation(t *testing.T) {
 		if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); !held {
 			break
 		}
-		if time.Since(start) > time.Second {
-			t.Fatal("the key's hold was not released within a second")
+		if time.Since(start) > testTimeout {
+			t.Fatalf("the key's hold was not released within %s", testTimeout)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

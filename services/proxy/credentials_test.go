@@ -26,8 +26,8 @@ func heldKey(svc *Service, prefix string) bool {
 	return false
 }
 
-// A secret rotated through the credentials bucket reaches the proxy within
-// a second; once the admin releases the key's holds, the key serves with
+// A secret rotated through the credentials bucket reaches the proxy (a
+// correctness deadline of 10 s: how fast is for benchmarks); once the admin releases the key's holds, the key serves with
 // the new secret and the old one is never sent again.
 func TestRotatedSecretIsUsed(t *testing.T) {
 	oa, an := startFakes(t)
@@ -73,7 +73,7 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := svc.table.Key("fake-openai", "a1")
-	testkit.WaitFor(t, time.Second, func() bool { return k.Secret() == "key-a1-new" })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return k.Secret() == "key-a1-new" })
 	t.Logf("rotation reached the proxy in %v", time.Since(rotated))
 	if _, err := svc.member.Engine.CredentialChanged(context.Background(), "fake-openai", "a1"); err != nil {
 		t.Fatal(err)

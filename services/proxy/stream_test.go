@@ -114,10 +114,12 @@ func TestStreamFailsOverBeforeFirstByte(t *testing.T) {
 
 func TestStreamIdleTimeout(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Timeouts.StreamIdle = 100 * time.Millisecond })
-	f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 2 * time.Second, Chunks: 3})
+	// chunks a minute apart: without the idle timeout the stream would
+	// last minutes, so 10 s is a correctness deadline with room for -race
+	f.openai.AddRule(fakeprovider.Rule{ChunkDelay: time.Minute, Chunks: 3})
 	start := time.Now()
 	_, events := f.stream(t, "/v1/chat/completions", streamBody)
-	if el := time.Since(start); el > 1500*time.Millisecond {
+	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("idle stream took %v to end", el)
 	}
 	last := events[len(events)-1]

@@ -31,7 +31,8 @@ func TestAttemptTimeoutAbandonsHungUpstream(t *testing.T) {
 			if status != 200 || h.Get("X-Switchyard-Key-Id") != "a2" {
 				t.Fatalf("status %d key %q: %s", status, h.Get("X-Switchyard-Key-Id"), body)
 			}
-			if el := time.Since(start); el > 2*time.Second {
+			// the hung upstream never answers: a correctness deadline
+			if el := time.Since(start); el > 10*time.Second {
 				t.Errorf("took %v with a 200 ms attempt timeout", el)
 			}
 		})
@@ -45,7 +46,8 @@ func TestStreamIdleTimeoutInterruptsRead(t *testing.T) {
 	f.openai.AddRule(fakeprovider.Rule{ChunkDelay: time.Hour, Chunks: 3})
 	start := time.Now()
 	_, events := f.stream(t, "/v1/chat/completions", streamBody)
-	if el := time.Since(start); el > 2*time.Second {
+	// the stalled upstream sends nothing for an hour: a correctness deadline
+	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("stalled stream took %v to end", el)
 	}
 	if len(events) == 0 || !strings.Contains(events[len(events)-1].data, "no event for 150ms") {

@@ -125,8 +125,8 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s.get("openai/primary") != "rotated" {
-		if time.Since(start) > time.Second {
-			t.Fatal("rotation not seen within a second")
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("rotation not seen within 10 s")
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -146,9 +146,9 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-// After a NATS restart, a rotation reaches the watcher within a second:
-// WithConn restarts the watcher on reconnect instead of waiting for the
-// old one to notice.
+// After a NATS restart, a rotation reaches the watcher (within 10 s, where
+// waiting for the old watcher to notice took ~20 s): WithConn restarts the
+// watcher on reconnect instead of waiting for the old one to notice.
 func TestWatchResumesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: dir})
@@ -206,8 +206,8 @@ func TestWatchResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s.get("openai/primary") != "after-restart" {
-		if time.Since(start) > 2*time.Second {
-			t.Fatal("rotation after a NATS restart not seen within 2 s")
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("rotation after a NATS restart not seen within 10 s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

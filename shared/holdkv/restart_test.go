@@ -16,9 +16,11 @@ import (
 
 // TestRestart: NATS stops and a new server starts on the same port and
 // store dir. Records survive, and watchers on other connections see a new
-// write within a second of the server being ready again (a stale watcher
-// would take ~20 s).
+// write once the server is ready again: within resumeWithin, where a stale
+// watcher would take ~20 s. (A correctness deadline with room for -race on
+// a busy machine; how fast they resume is for benchmarks.)
 func TestRestart(t *testing.T) {
+	const resumeWithin = 10 * time.Second
 	addr, dir := testkit.FreeAddr(t), t.TempDir()
 	s := startServer(t, addr, dir)
 	url := s.ClientURL()
@@ -65,8 +67,8 @@ func TestRestart(t *testing.T) {
 		seen := time.Since(ready)
 		t.Logf("watcher %d saw the new hold %s after the server was ready (written after %s)",
 			i, seen.Round(time.Millisecond), written.Round(time.Millisecond))
-		if seen > time.Second {
-			t.Errorf("watcher %d resumed %s after the restart, want within 1 s", i, seen)
+		if seen > resumeWithin {
+			t.Errorf("watcher %d resumed %s after the restart, want within %s", i, seen, resumeWithin)
 		}
 		if err := tab.has(before.Scope.ID(), rev); err != nil {
 			t.Errorf("watcher %d lost the record from before the restart: %v", i, err)
