@@ -19,11 +19,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 const (
@@ -110,12 +110,12 @@ type env struct {
 
 func startEnv(t *testing.T, withKey bool) *env {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ns: ns}
-	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	e.cfg = loadConfig(t, ns.ClientURL(), withKey)
 	e.cfg.NATS.Storage = "memory"
 
@@ -264,4 +264,4 @@ func (r reply) expect(t *testing.T, status int, code string) {
 }
 
 // stopServer stops the fleet's NATS server.
-func stopServer(e *env) { bus.StopEmbedded(e.ns) }
+func stopServer(e *env) { natsembed.Stop(e.ns) }

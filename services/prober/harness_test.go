@@ -20,6 +20,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -37,11 +38,11 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts fakeprovider.Options) *fixture {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	fake, err := fakeprovider.Start(opts)
 	if err != nil {
 		t.Fatal(err)

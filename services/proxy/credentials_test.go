@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -32,7 +33,7 @@ func heldKey(svc *Service, prefix string) bool {
 func TestRotatedSecretIsUsed(t *testing.T) {
 	oa, an := startFakes(t)
 	ns := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	encKey := make([]byte, 32)
 	for i := range encKey {
 		encKey[i] = byte(i)

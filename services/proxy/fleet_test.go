@@ -17,6 +17,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -31,7 +32,7 @@ type fleetFixture struct {
 
 func startNATS(t testing.TB, dir string, listen string) *server.Server {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: dir})
+	ns, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture 
 	oa, an := startFakes(t)
 	ff := &fleetFixture{openai: oa}
 	ff.ns = startNATS(t, t.TempDir(), "127.0.0.1:0")
-	t.Cleanup(func() { bus.StopEmbedded(ff.ns) })
+	t.Cleanup(func() { natsembed.Stop(ff.ns) })
 	for i := 0; i < n; i++ {
 		cfg := baseConfig(oa, an)
 		for _, fn := range tweak {
@@ -206,7 +207,7 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
 	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
 
-	bus.StopEmbedded(ns)
+	natsembed.Stop(ns)
 	oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	for i := 0; i < 6; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -222,7 +223,7 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 	}
 	// NATS comes back (same port and store): the local hold is written.
 	ns2 := startNATS(t, dir, addr)
-	defer bus.StopEmbedded(ns2)
+	defer natsembed.Stop(ns2)
 	check, err := nats.Connect(ns2.ClientURL())
 	if err != nil {
 		t.Fatal(err)

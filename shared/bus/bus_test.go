@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) {
@@ -23,97 +24,12 @@ func TestMain(m *testing.M) {
 
 func startTestServer(t *testing.T) *server.Server {
 	t.Helper()
-	s, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	s, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
+		t.Fatalf("natsembed.Start: %v", err)
 	}
-	t.Cleanup(func() { StopEmbedded(s) })
+	t.Cleanup(func() { natsembed.Stop(s) })
 	return s
-}
-
-func TestStartEmbedded(t *testing.T) {
-	var logs testkit.SyncBuffer
-	s, err := StartEmbedded(EmbeddedOptions{
-		Listen:     "127.0.0.1:0",
-		StoreDir:   t.TempDir(),
-		ServerName: "test-sw",
-		Log:        slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
-	}
-	if !s.JetStreamEnabled() {
-		t.Error("JetStream is off")
-	}
-	if got := s.Name(); got != "test-sw" {
-		t.Errorf("server name = %q, want test-sw", got)
-	}
-	addr, ok := s.Addr().(*net.TCPAddr)
-	if !ok || !addr.IP.IsLoopback() || addr.Port == 0 || addr.Port == 4222 {
-		t.Errorf("listening on %v, want loopback on a random port", s.Addr())
-	}
-	if !strings.Contains(logs.String(), "nats-server") {
-		t.Errorf("server log lines not routed to slog: %q", logs.String())
-	}
-	StopEmbedded(s)
-	StopEmbedded(s) // idempotent
-	StopEmbedded(nil)
-}
-
-func TestStartEmbeddedErrors(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	tests := []struct {
-		name string
-		opts EmbeddedOptions
-		want string
-	}{
-		{name: "no store dir", opts: EmbeddedOptions{Listen: "127.0.0.1:0"}, want: "store dir"},
-		{name: "no port", opts: EmbeddedOptions{Listen: "127.0.0.1", StoreDir: t.TempDir()}, want: "host:port"},
-		{name: "bad port", opts: EmbeddedOptions{Listen: "127.0.0.1:http", StoreDir: t.TempDir()}, want: "bad port"},
-		{name: "port in use", opts: EmbeddedOptions{Listen: busy.Addr().String(), StoreDir: t.TempDir()}, want: "address already in use"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, err := StartEmbedded(tt.opts)
-			if err == nil {
-				StopEmbedded(s)
-				t.Fatal("StartEmbedded succeeded")
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %q does not mention %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestSplitListen(t *testing.T) {
-	tests := []struct {
-		name     string
-		listen   string
-		wantHost string
-		wantPort int
-	}{
-		{name: "default", listen: "", wantHost: "127.0.0.1", wantPort: 4222},
-		{name: "empty host is loopback", listen: ":4333", wantHost: "127.0.0.1", wantPort: 4333},
-		{name: "port 0 is random", listen: "127.0.0.1:0", wantHost: "127.0.0.1", wantPort: server.RANDOM_PORT},
-		{name: "explicit all interfaces", listen: "0.0.0.0:4222", wantHost: "0.0.0.0", wantPort: 4222},
-		{name: "ipv6", listen: "[::1]:4222", wantHost: "::1", wantPort: 4222},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			host, port, err := splitListen(tt.listen)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if host != tt.wantHost || port != tt.wantPort {
-				t.Fatalf("splitListen(%q) = %q, %d; want %q, %d", tt.listen, host, port, tt.wantHost, tt.wantPort)
-			}
-		})
-	}
 }
 
 func TestConnect(t *testing.T) {
@@ -186,11 +102,11 @@ func TestConnectWhileServerDown(t *testing.T) {
 		t.Errorf("no retry log line: %s", logs.String())
 	}
 
-	s, err := StartEmbedded(EmbeddedOptions{Listen: addr, StoreDir: t.TempDir()})
+	s, err := natsembed.Start(natsembed.Options{Listen: addr, StoreDir: t.TempDir()})
 	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
+		t.Fatalf("natsembed.Start: %v", err)
 	}
-	defer StopEmbedded(s)
+	defer natsembed.Stop(s)
 	testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if !nc.IsConnected() {
 			return errNotConnected
@@ -199,18 +115,18 @@ func TestConnectWhileServerDown(t *testing.T) {
 	})
 
 	// Server restart: the connection notices, then comes back.
-	StopEmbedded(s)
+	natsembed.Stop(s)
 	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if nc.IsConnected() {
 			return errConnected
 		}
 		return nil
 	})
-	s2, err := StartEmbedded(EmbeddedOptions{Listen: addr, StoreDir: t.TempDir()})
+	s2, err := natsembed.Start(natsembed.Options{Listen: addr, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	defer StopEmbedded(s2)
+	defer natsembed.Stop(s2)
 	testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if !nc.IsConnected() {
 			return errNotConnected
@@ -263,7 +179,7 @@ func TestConnectAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			go s.Start()
-			defer StopEmbedded(s)
+			defer natsembed.Stop(s)
 			if !s.ReadyForConnections(10 * time.Second) {
 				t.Fatal("server not ready")
 			}

@@ -161,14 +161,3 @@ func TestEventSubject(t *testing.T) {
 		})
 	}
 }
-
-func TestEmbeddedCluster(t *testing.T) {
-	_, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &EmbeddedCluster{Listen: "127.0.0.1:0"}})
-	if err == nil || !strings.Contains(err.Error(), "cluster: no name") {
-		t.Fatalf("cluster without a name: %v", err)
-	}
-	_, err = StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &EmbeddedCluster{Name: "c"}})
-	if err == nil || !strings.Contains(err.Error(), "cluster listen") {
-		t.Fatalf("cluster without a listen address: %v", err)
-	}
-}

@@ -14,6 +14,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -78,11 +79,11 @@ func (s *seen) get(k string) string {
 }
 
 func TestWatch(t *testing.T) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	srv, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(srv)
+	defer natsembed.Stop(srv)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestWatch(t *testing.T) {
 // watcher on reconnect instead of waiting for the old one to notice.
 func TestWatchResumesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: dir})
+	srv, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +183,12 @@ func TestWatchResumesAfterRestart(t *testing.T) {
 	}()
 	<-ready
 
-	bus.StopEmbedded(srv)
-	srv, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: addr, StoreDir: dir})
+	natsembed.Stop(srv)
+	srv, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(srv)
+	defer natsembed.Stop(srv)
 	for !nc.IsConnected() {
 		if ctx.Err() != nil {
 			t.Fatal("no reconnect")

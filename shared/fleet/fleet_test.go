@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,12 +31,12 @@ func testConfig() *config.Config {
 func TestMemberBindsLateAndReconciles(t *testing.T) {
 	dir := t.TempDir()
 	// Learn a free port, then stop the server: NATS is down at start.
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: dir})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ns.Addr().String()
-	bus.StopEmbedded(ns)
+	natsembed.Stop(ns)
 
 	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond))
@@ -65,11 +65,11 @@ func TestMemberBindsLateAndReconciles(t *testing.T) {
 		t.Fatal("the local hold does not apply while NATS is down")
 	}
 
-	ns, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: addr, StoreDir: dir})
+	ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(ns)
+	defer natsembed.Stop(ns)
 	testkit.WaitFor(t, 15*time.Second, func() bool { return m.Resources() != nil })
 	kv := m.Resources().Holds
 	testkit.WaitFor(t, 15*time.Second, func() bool {

@@ -15,17 +15,18 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func setup(t *testing.T) (*nats.Conn, *bus.Resources) {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
 	if err != nil {
 		t.Fatal(err)

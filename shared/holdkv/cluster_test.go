@@ -16,6 +16,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 // testCluster is a 3-node NATS cluster on loopback.
@@ -58,19 +59,19 @@ func tryCluster(tb testing.TB, size int) (*testCluster, error) {
 	}
 	c := &testCluster{}
 	for i := range size {
-		s, err := bus.StartEmbedded(bus.EmbeddedOptions{
+		s, err := natsembed.Start(natsembed.Options{
 			Listen:     "127.0.0.1:0",
 			StoreDir:   tb.TempDir(),
 			ServerName: fmt.Sprintf("sw-%d", i),
-			Cluster:    &bus.EmbeddedCluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
+			Cluster:    &natsembed.Cluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
 		})
 		if err != nil {
 			for _, s := range c.servers {
-				bus.StopEmbedded(s)
+				natsembed.Stop(s)
 			}
 			return nil, fmt.Errorf("start node %d: %w", i, err)
 		}
-		tb.Cleanup(func() { bus.StopEmbedded(s) })
+		tb.Cleanup(func() { natsembed.Stop(s) })
 		c.servers = append(c.servers, s)
 		c.urls = append(c.urls, s.ClientURL())
 	}
@@ -175,7 +176,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("shutting down %s, leader of the holds bucket", info.Cluster.Leader)
 	down := time.Now()
-	bus.StopEmbedded(c.servers[leader])
+	natsembed.Stop(c.servers[leader])
 
 	// Writes resume: from every proxy (the one on the lost node fails over).
 	for i, n := range nodes {

@@ -19,6 +19,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) {
@@ -39,11 +40,11 @@ func testLog() *slog.Logger {
 
 func startServer(tb testing.TB, listen, dir string) *server.Server {
 	tb.Helper()
-	s, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: dir})
+	s, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: dir})
 	if err != nil {
-		tb.Fatalf("StartEmbedded: %v", err)
+		tb.Fatalf("natsembed.Start: %v", err)
 	}
-	tb.Cleanup(func() { bus.StopEmbedded(s) })
+	tb.Cleanup(func() { natsembed.Stop(s) })
 	return s
 }
 

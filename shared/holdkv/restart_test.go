@@ -12,6 +12,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 // TestRestart: NATS stops and a new server starts on the same port and
@@ -38,7 +39,7 @@ func TestRestart(t *testing.T) {
 		testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(before.Scope.ID(), rev) })
 	}
 
-	bus.StopEmbedded(s)
+	natsembed.Stop(s)
 	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, n := range append([]*node{writer}, watchers...) {
 			if n.nc.IsConnected() {

@@ -13,6 +13,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestStoreContract(t *testing.T) {
@@ -270,7 +271,7 @@ func TestUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus.StopEmbedded(s)
+	natsembed.Stop(s)
 	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n.nc.IsConnected() {
 			return errors.New("still connected")

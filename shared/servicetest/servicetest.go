@@ -18,6 +18,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -75,11 +76,11 @@ type Subject struct {
 // that Serve returns after its context ends.
 func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Conn) Subject) {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(ns)
+	defer natsembed.Stop(ns)
 	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 		}
 		return nil
 	})
-	bus.StopEmbedded(ns)
+	natsembed.Stop(ns)
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		a, err := Get(base + "/readyz")
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/natsembed"
 )
 
 // Keys of the bench's setup. The upstream accepts only upstreamKeys; the
@@ -118,11 +118,11 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	natsURL := ""
 	if e.proxyKind == "binary" || o.Baseline != "" {
 		// The proxy's main may want NATS; give it a private server.
-		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats"), ServerName: "bench"})
+		ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats"), ServerName: "bench"})
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, func() { bus.StopEmbedded(ns) })
+		stops = append(stops, func() { natsembed.Stop(ns) })
 		natsURL = ns.ClientURL()
 	}
 	cfgPath := filepath.Join(dir, "switchyard.yaml")

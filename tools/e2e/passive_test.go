@@ -22,6 +22,7 @@ import (
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -94,11 +95,11 @@ func hasMetric(url, series string) error {
 // counts the attempts the proxy reported: a2's successes and a1's
 // failures, each once although two replicas receive every report.
 func TestPassiveCountsReachHealthRecords(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bus.StopEmbedded(ns) })
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	fake, err := fakeprovider.Start(fakeprovider.Options{Name: "fake-openai"})
 	if err != nil {
 		t.Fatal(err)

@@ -15,21 +15,21 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"switchyard.dev/services/admin"
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 )
 
 // TestAdminVerbs runs the admin verbs against a real admin service on an
 // embedded NATS server, with a hold recorded by a stand-in proxy.
 func TestAdminVerbs(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(ns)
+	defer natsembed.Stop(ns)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	y := fmt.Sprintf(`nats: {url: %q, storage: memory}
 admin:

@@ -20,6 +20,7 @@ import (
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/logging"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -86,7 +87,7 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 		if storeDir == "" {
 			storeDir = defaultStoreDir
 		}
-		embedded, err = bus.StartEmbedded(bus.EmbeddedOptions{
+		embedded, err = natsembed.Start(natsembed.Options{
 			Listen:     cfg.NATS.Embedded.Listen,
 			StoreDir:   storeDir,
 			ServerName: "switchyard",
@@ -96,7 +97,7 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 			return err
 		}
 		defer func() {
-			bus.StopEmbedded(embedded)
+			natsembed.Stop(embedded)
 			log.Info("embedded NATS server stopped")
 		}()
 		ncfg.URL = embedded.ClientURL()

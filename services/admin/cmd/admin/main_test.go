@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/launch"
+	"switchyard.dev/shared/natsembed"
 )
 
 func TestMain(m *testing.M) {
@@ -25,11 +25,11 @@ func TestMain(m *testing.M) {
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bus.StopEmbedded(ns)
+	defer natsembed.Stop(ns)
 
 	listen := testkit.FreeAddr(t)
 	path := filepath.Join(t.TempDir(), "gw.yaml")

@@ -1,4 +1,11 @@
-package bus
+// Package natsembed runs nats-server in-process with JetStream on: the
+// all-in-one launcher's NATS server (optionally a member of a small
+// cluster), and the server the tests and the bench tool start. It is the
+// only package that imports github.com/nats-io/nats-server, so the
+// standalone service binaries, which connect to an external NATS through
+// package bus, do not link the server (TestServiceBinariesDoNotLinkServer
+// keeps it that way).
+package natsembed
 
 import (
 	"context"
@@ -15,16 +22,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// DefaultEmbeddedListen is where the embedded server listens when no
-// address is configured: loopback only, on NATS's usual port, so the nats
+// DefaultListen is where the embedded server listens when no address is
+// configured: loopback only, on NATS's usual port, so the nats
 // CLI works without flags.
-const DefaultEmbeddedListen = "127.0.0.1:4222"
+const DefaultListen = "127.0.0.1:4222"
 
-// EmbeddedOptions configure StartEmbedded.
-type EmbeddedOptions struct {
+// Options configure Start.
+type Options struct {
 	// Listen is host:port. An empty host means 127.0.0.1 (never all
 	// interfaces unless asked for explicitly); port 0 picks a free port.
-	// "" means DefaultEmbeddedListen.
+	// "" means DefaultListen.
 	Listen string
 	// StoreDir is the JetStream data directory. Required.
 	StoreDir string
@@ -40,13 +47,13 @@ type EmbeddedOptions struct {
 	// Cluster, when set, makes the server a member of a NATS cluster
 	// (tests and small self-hosted clusters; production clusters run
 	// nats-server on their own).
-	Cluster *EmbeddedCluster
+	Cluster *Cluster
 }
 
-// EmbeddedCluster joins an embedded server to a cluster: every member has
-// the same Name, a distinct EmbeddedOptions.ServerName and StoreDir, and
-// lists the members' cluster addresses in Routes.
-type EmbeddedCluster struct {
+// Cluster joins an embedded server to a cluster: every member has the
+// same Name, a distinct Options.ServerName and StoreDir, and lists the
+// members' cluster addresses in Routes.
+type Cluster struct {
 	// Name of the cluster, identical on every member.
 	Name string
 	// Listen is the host:port for cluster routes (an empty host means
@@ -57,16 +64,16 @@ type EmbeddedCluster struct {
 	Routes []string
 }
 
-// StartEmbedded starts an in-process nats-server with JetStream on and
-// waits until it accepts connections. Stop it with StopEmbedded (or
-// Shutdown followed by WaitForShutdown).
-func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
+// Start starts an in-process nats-server with JetStream on and waits
+// until it accepts connections. Stop it with Stop (or Shutdown followed by
+// WaitForShutdown).
+func Start(opts Options) (*server.Server, error) {
 	if opts.StoreDir == "" {
-		return nil, errors.New("bus: start embedded NATS: no JetStream store dir (nats.embedded.store_dir)")
+		return nil, errors.New("natsembed: start embedded NATS: no JetStream store dir (nats.embedded.store_dir)")
 	}
 	host, port, err := splitListen(opts.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+		return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
 	}
 	name := opts.ServerName
 	if name == "" {
@@ -87,24 +94,24 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	}
 	if c := opts.Cluster; c != nil {
 		if err := applyCluster(sopts, c); err != nil {
-			return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+			return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
 		}
 	}
 	// nats-server reports a busy port or an unusable store dir only in its
 	// log and then never becomes ready: check both first for a clear error.
 	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
-		return nil, fmt.Errorf("bus: start embedded NATS: store dir: %w", err)
+		return nil, fmt.Errorf("natsembed: start embedded NATS: store dir: %w", err)
 	}
 	if port != server.RANDOM_PORT {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+			return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
 		}
 		_ = ln.Close()
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: start embedded NATS: %w", err)
+		return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
 	}
 	if opts.Log != nil {
 		l := &serverLog{log: opts.Log.With("component", "nats-server")}
@@ -112,16 +119,16 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	}
 	go s.Start()
 	if !s.ReadyForConnections(timeout) {
-		StopEmbedded(s)
-		return nil, fmt.Errorf("bus: start embedded NATS on %s: not ready after %s (port in use?)",
+		Stop(s)
+		return nil, fmt.Errorf("natsembed: start embedded NATS on %s: not ready after %s (port in use?)",
 			net.JoinHostPort(host, strconv.Itoa(port)), timeout)
 	}
 	return s, nil
 }
 
-// StopEmbedded shuts s down and waits until it has stopped. It is safe to
+// Stop shuts s down and waits until it has stopped. It is safe to
 // call more than once and with a nil server.
-func StopEmbedded(s *server.Server) {
+func Stop(s *server.Server) {
 	if s == nil {
 		return
 	}
@@ -129,7 +136,7 @@ func StopEmbedded(s *server.Server) {
 	s.WaitForShutdown()
 }
 
-func applyCluster(sopts *server.Options, c *EmbeddedCluster) error {
+func applyCluster(sopts *server.Options, c *Cluster) error {
 	if c.Name == "" {
 		return errors.New("cluster: no name")
 	}
@@ -152,11 +159,11 @@ func applyCluster(sopts *server.Options, c *EmbeddedCluster) error {
 }
 
 // splitListen turns "host:port" into nats-server's Host and Port: an empty
-// listen is DefaultEmbeddedListen, an empty host is loopback and port 0 is
+// listen is DefaultListen, an empty host is loopback and port 0 is
 // server.RANDOM_PORT (nats-server reads Port 0 as its default, 4222).
 func splitListen(listen string) (string, int, error) {
 	if listen == "" {
-		listen = DefaultEmbeddedListen
+		listen = DefaultListen
 	}
 	host, p, err := net.SplitHostPort(listen)
 	if err != nil {
