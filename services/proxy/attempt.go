@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/redact"
 )
 
 // maxResponseBytes bounds a non-stream upstream response held in memory.
@@ -38,7 +39,7 @@ type attemptError struct {
 
 func (e *attemptError) reason() string {
 	if e.result.Reason != "" {
-		return e.result.Reason
+		return redact.String(e.result.Reason)
 	}
 	if e.err != nil {
 		return e.err.Error()
@@ -47,8 +48,12 @@ func (e *attemptError) reason() string {
 }
 
 // summary names the target by provider, key id and model (never the
-// secret) with what went wrong.
+// secret) with what went wrong, masked for anything credential-shaped.
 func (e *attemptError) summary() string {
+	return redact.String(e.rawSummary())
+}
+
+func (e *attemptError) rawSummary() string {
 	s := fmt.Sprintf("%s/%s key %s: ", e.t.step.Provider.Name, e.t.step.Model, e.t.key.ID)
 	if e.status != 0 {
 		s += fmt.Sprintf("HTTP %d ", e.status)
@@ -245,6 +250,9 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	status := ae.status
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
+		if ae.result.Class == failure.RequestRejected {
+			status = http.StatusBadRequest // an error event refusing the request
+		}
 	}
 	body := ae.body
 	pf := t.step.Provider.Adapter.Format()
@@ -253,11 +261,22 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	} else if pf != r.ep.format {
 		body = translateError(r.ep.format, status, body)
 	}
+	body = redact.Body(body, providerSecrets(t.step.Provider)...) // providers echo keys
 	r.class = ae.result.Class.String()
 	r.logInfo("request rejected upstream", t, slog.Int("status", status), slog.String("class", r.class))
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(body)
+}
+
+// providerSecrets returns the current secrets of a provider's keys: what
+// the provider might echo back in an error.
+func providerSecrets(p *route.Provider) []string {
+	out := make([]string, 0, len(p.Keys))
+	for _, k := range p.Keys {
+		out = append(out, k.Secret())
+	}
+	return out
 }
 
 func jsonObject(b []byte) bool {

@@ -12,6 +12,8 @@ import (
 // (an upstream's own error passes through with the upstream's code).
 const (
 	codeInvalidJSON        = "invalid_json"
+	codeDuplicateKey       = "duplicate_key"
+	codeInvalidRequest     = "invalid_request"
 	codeMissingModel       = "missing_model"
 	codeModelNotFound      = "model_not_found"
 	codeModelNotAllowed    = "model_not_allowed"

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,17 +104,12 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.body = c.Body()
-	if !json.Valid(r.body) {
+	model, stream, berr := parseBody(r.body, ep.op)
+	if berr != nil {
 		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON")}
+		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, berr.code, berr.msg)}
 	}
-	model, ok := jsonfield.String(r.body, "model")
-	if !ok || model == "" {
-		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeMissingModel, "the request body must name a model")}
-	}
-	r.model = model
-	r.stream = ep.op == provider.OpChat && jsonfield.Bool(r.body, "stream")
+	r.model, r.stream = model, stream
 	steps, ok := s.table.Resolve(model)
 	if !ok {
 		r.class = classRejected

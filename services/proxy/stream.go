@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/redact"
 	"switchyard.dev/shared/sse"
 )
 
@@ -83,8 +85,9 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			data := append([]byte(nil), ev.Data...)
 			header := headerOf(&resp.Header)
 			abort(false)
-			return r.fail(t, &attemptError{stream: true, header: header, body: data,
-				err: errors.New("error event before the stream's first content")})
+			// Classified from the event's own code and type, like a
+			// status error (no transport error: the exchange worked).
+			return r.fail(t, &attemptError{stream: true, header: header, body: data})
 		}
 		rl.first = append(rl.first, rl.convert(ev)...)
 		held++
@@ -121,6 +124,9 @@ func (rl *relay) convert(ev sse.Event) []byte {
 		if kind == provider.EventTerminal {
 			rl.done = true
 		}
+		if kind == provider.EventError {
+			return rl.masked(ev.Raw)
+		}
 		return ev.Raw
 	}
 	frames, done, err := rl.conv.Event(ev.Name, ev.Data)
@@ -131,7 +137,29 @@ func (rl *relay) convert(ev sse.Event) []byte {
 	if done {
 		rl.done = true
 	}
+	if kind == provider.EventError {
+		return rl.masked(frames)
+	}
 	return frames
+}
+
+// masked masks an error event's frames: providers echo keys in messages.
+// Each data line holds JSON, masked inside its strings.
+func (rl *relay) masked(frames []byte) []byte {
+	secrets := providerSecrets(rl.t.step.Provider)
+	lines := bytes.SplitAfter(frames, []byte("\n"))
+	out := make([]byte, 0, len(frames))
+	for _, l := range lines {
+		if rest, ok := bytes.CutPrefix(l, []byte("data:")); ok {
+			payload := bytes.TrimRight(rest, "\r\n")
+			out = append(out, "data:"...)
+			out = append(out, redact.Body(payload, secrets...)...)
+			out = append(out, rest[len(payload):]...)
+			continue
+		}
+		out = append(out, redact.Text(l, secrets...)...)
+	}
+	return out
 }
 
 // start commits the response headers and hands the body to the relay.

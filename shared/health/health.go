@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/holdkv"
+	"switchyard.dev/shared/redact"
 )
 
 // SchemaVersion is the version of the Record and Event JSON.
@@ -172,7 +172,7 @@ func Publish(nc *nats.Conn, ev Event) error {
 		ev.Version = SchemaVersion
 	}
 	ev.Kind = EventKind
-	ev.Reason = holdkv.MaskSecrets(ev.Reason)
+	ev.Reason = redact.String(ev.Reason)
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"switchyard.dev/shared/holdkv"
+	"switchyard.dev/shared/redact"
 )
 
 // ErrNotFound: no record for that id.
@@ -37,7 +37,7 @@ func (s *Store) Put(ctx context.Context, rec Record) (uint64, error) {
 		rec.ID = ID(rec.Provider, rec.Key)
 	}
 	rec.Version = SchemaVersion
-	rec.Reason = holdkv.MaskSecrets(rec.Reason)
+	rec.Reason = redact.String(rec.Reason)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0, fmt.Errorf("health: encode %s: %w", rec.ID, err)

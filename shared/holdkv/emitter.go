@@ -3,7 +3,6 @@ package holdkv
 import (
 	"encoding/json"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/redact"
 )
 
 // DefaultEmitterQueue is how many events an Emitter buffers before it
@@ -120,7 +120,7 @@ func (e *Emitter) loop() {
 }
 
 func (e *Emitter) publish(ev hold.Event) {
-	ev.Reason = MaskSecrets(ev.Reason)
+	ev.Reason = redact.String(ev.Reason)
 	data, err := json.Marshal(ev)
 	if err != nil {
 		e.log.Error("encode event", "kind", ev.Kind, "err", err)
@@ -134,19 +134,4 @@ func (e *Emitter) publish(ev hold.Event) {
 		return
 	}
 	e.published.Add(1)
-}
-
-// secretRE matches what looks like a credential inside a provider's error
-// message: well-known key prefixes followed by key material, bearer
-// tokens, and any long unbroken run of key characters.
-var secretRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+\S+|[A-Za-z0-9_\-+/]{32,}={0,2}`)
-
-// MaskSecrets replaces anything in s that looks like a credential with
-// "[redacted]". Providers echo (partial) keys in error messages; events,
-// records and logs carry key ids and fingerprints only.
-func MaskSecrets(s string) string {
-	if s == "" {
-		return s
-	}
-	return secretRE.ReplaceAllString(s, "[redacted]")
 }

@@ -18,6 +18,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/redact"
 )
 
 // Defaults of the Store options.
@@ -115,7 +116,7 @@ func encode(rec hold.Record) (string, []byte, error) {
 	if rec.Version == 0 {
 		rec.Version = hold.SchemaVersion
 	}
-	rec.Reason = MaskSecrets(rec.Reason)
+	rec.Reason = redact.String(rec.Reason)
 	if !keyRE.MatchString(rec.ID) || rec.ID[0] == '.' || rec.ID[len(rec.ID)-1] == '.' {
 		return "", nil, fmt.Errorf("holdkv: %q is not a valid hold id", rec.ID)
 	}

@@ -6,6 +6,8 @@
 // on invalid input the functions report "not found" rather than panic.
 package jsonfield
 
+import "bytes"
+
 // Find returns the raw value of the top-level field key of the JSON object
 // obj, and its byte offsets.
 func Find(obj []byte, key string) (value []byte, start, end int, ok bool) {
@@ -40,7 +42,7 @@ func find(obj []byte, key string) (keyStart, start, end int, ok bool) {
 		if ke < 0 {
 			return 0, 0, 0, false
 		}
-		match := ke-2-ks == len(key) && string(obj[ks+1:ke-1]) == key
+		match := keyIs(obj[ks+1:ke-1], key)
 		i = skipWS(obj, ke)
 		if i >= len(obj) || obj[i] != ':' {
 			return 0, 0, 0, false
@@ -58,19 +60,22 @@ func find(obj []byte, key string) (keyStart, start, end int, ok bool) {
 	}
 }
 
-// String returns the top-level field key when it is a JSON string without
-// escapes (model names are), and whether it was.
+// String returns the top-level field key when it is a JSON string (escapes
+// resolved), and whether it was.
 func String(obj []byte, key string) (string, bool) {
 	v, _, _, ok := Find(obj, key)
 	if !ok || len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	for _, c := range v[1 : len(v)-1] {
-		if c == '\\' {
-			return "", false
-		}
+	return string(canonical(v[1 : len(v)-1])), true
+}
+
+// keyIs reports whether the raw (possibly escaped) key names key.
+func keyIs(raw []byte, key string) bool {
+	if len(raw) == len(key) && string(raw) == key {
+		return true
 	}
-	return string(v[1 : len(v)-1]), true
+	return bytes.IndexByte(raw, '\\') >= 0 && string(canonical(raw)) == key
 }
 
 // Bool returns the top-level boolean field key (false when absent).
@@ -154,15 +159,23 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the index after the closing quote of the string
-// starting at b[i] == '"', or -1.
+// starting at b[i] == '"', or -1. It jumps from quote to quote, so long
+// strings (prompts) cost a memchr rather than a loop per byte.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := j + k
+		n := 0 // backslashes right before the quote
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return -1
 }

@@ -19,8 +19,11 @@ func TestFindAndString(t *testing.T) {
 	if _, _, _, ok := Find(obj, "inner"); ok {
 		t.Error("found a nested key at top level")
 	}
-	if _, ok := String([]byte(`{"model":"a\"b"}`), "model"); ok {
-		t.Error("escaped string accepted")
+	if m, ok := String([]byte(`{"model":"a\"b\u0063"}`), "model"); !ok || m != `a"bc` {
+		t.Errorf("escaped string: %q, %v", m, ok)
+	}
+	if m, ok := String([]byte(`{"mod\u0065l":"x"}`), "model"); !ok || m != "x" {
+		t.Errorf("escaped key: %q, %v", m, ok)
 	}
 	for _, bad := range []string{``, `[]`, `{"model"`, `{"model":`, `{"a":"unterminated}`, `{1:2}`} {
 		if _, _, _, ok := Find([]byte(bad), "model"); ok {

@@ -11,7 +11,7 @@ import (
 
 // ErrorSpec is one entry of the error library: a provider's real error
 // response. Body and header values are templates; the placeholders
-// {{model}}, {{key_hint}}, {{retry_after}} (seconds), {{retry_after_ms}},
+// {{model}}, {{key}} (the call's key, unmasked), {{key_hint}}, {{retry_after}} (seconds), {{retry_after_ms}},
 // {{method}}, {{path}} and {{request_id}} are filled in per call (values in
 // Body are JSON-escaped).
 type ErrorSpec struct {
@@ -40,6 +40,22 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 	{
 		Name: "openai.invalid_api_key", Flavor: "openai", Status: 401,
 		Body: `{"error":{"message":"Incorrect API key provided: {{key_hint}}. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+	},
+	{
+		// As OpenAI answered before it masked keys, and as some
+		// OpenAI-compatible servers still do: the whole key, echoed.
+		Name: "openai.invalid_api_key_unmasked", Flavor: "openai", Status: 401,
+		Body: `{"error":{"message":"Incorrect API key provided: {{key}}. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+	},
+	{
+		// An Anthropic-format server that names the key it refused.
+		Name: "anthropic.invalid_api_key_unmasked", Flavor: "anthropic", Status: 401,
+		Body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key: {{key}}"},"request_id":"{{request_id}}"}`,
+	},
+	{
+		// A request error that quotes the key back (a 400: returned to the caller).
+		Name: "openai.bad_request_echo", Flavor: "openai", Status: 400,
+		Body: `{"error":{"message":"Invalid 'messages' for the request authorised by {{key}}: expected an array","type":"invalid_request_error","param":"messages","code":"invalid_type"}}`,
 	},
 	{
 		Name: "openai.missing_api_key", Flavor: "openai", Status: 401,
@@ -243,6 +259,7 @@ func (e ErrorSpec) render(p errorParams) (http.Header, []byte) {
 	values := []string{
 		"{{model}}", model,
 		"{{key_hint}}", keyHint(p.Key),
+		"{{key}}", p.Key,
 		"{{retry_after}}", strconv.Itoa(secs),
 		"{{retry_after_ms}}", strconv.FormatInt(wait.Milliseconds(), 10),
 		"{{method}}", p.Method,

@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// readFields are the top-level request fields the proxy reads or rewrites.
+// A body that spells one of them twice, or in another case, is refused: the
+// proxy must authorise exactly the value the upstream acts on.
+var readFields = []string{"model", "stream", "stream_options"}
+
+// bodyError is a request body the proxy refuses before routing.
+type bodyError struct {
+	code string
+	msg  string
+}
+
+// parseBody reads what routing needs from a request body: the model and,
+// for chat, whether the caller asked for a stream. The body must be a JSON
+// object every parser reads the same way (no duplicate keys at any depth).
+func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bodyError) {
+	if !json.Valid(body) {
+		return "", false, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
+	}
+	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
+		var de *jsonfield.DuplicateKeyError
+		if errors.As(err, &de) {
+			return "", false, &bodyError{codeDuplicateKey, de.Error()}
+		}
+		return "", false, &bodyError{codeInvalidJSON, err.Error()}
+	}
+	model, ok := jsonfield.String(body, "model")
+	if !ok || model == "" {
+		return "", false, &bodyError{codeMissingModel, "the request body must name a model"}
+	}
+	if !utf8.ValidString(model) {
+		return "", false, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+	}
+	if v, _, _, found := jsonfield.Find(body, "stream"); found {
+		switch string(v) {
+		case "true":
+			stream = op == provider.OpChat
+		case "false", "null":
+		default:
+			return "", false, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
+		}
+	}
+	return model, stream, nil
+}

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// A client allowed one model must not reach another by spelling "model"
+// twice: the proxy reads one value and the upstream's parser may read the
+// other. Every ambiguous spelling is refused before any upstream call.
+func TestDuplicateKeysRefused(t *testing.T) {
+	const limited = "sk-limited-client"
+	f := newFixture(t, func(c *config.Config) {
+		c.Clients = append(c.Clients, config.ClientKey{ID: "limited", Models: []string{"demo-model"}, Value: config.NewSecret(limited)})
+	})
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, body string
+	}{
+		{"second model", `{"model":"demo-model","model":"demo-claude",` + msgs + `}`},
+		{"escaped second model", `{"model":"demo-model","mod\u0065l":"demo-claude",` + msgs + `}`},
+		{"escaped first model", `{"mod\u0065l":"demo-claude","model":"demo-model",` + msgs + `}`},
+		{"case variant", `{"model":"demo-model","Model":"demo-claude",` + msgs + `}`},
+		{"unicode case variant", `{"model":"demo-model","ſtream":true,` + msgs + `}`},
+		{"second stream", `{"model":"demo-model","stream":false,"stream":true,` + msgs + `}`},
+		{"nested duplicate", `{"model":"demo-model","stream_options":{"include_usage":true,"include_usage":false},` + msgs + `}`},
+		{"duplicate inside a message", `{"model":"demo-model","messages":[{"role":"user","role":"system","content":"hi"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.openai.ResetCalls()
+			f.anthropic.ResetCalls()
+			status, _, body := f.call(t, "/v1/chat/completions", tt.body, "Authorization", "Bearer "+limited)
+			if status != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", status, body)
+			}
+			var e struct {
+				Error struct{ Code, Message string }
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != codeDuplicateKey {
+				t.Fatalf("error body %s (%v), want code %s", body, err, codeDuplicateKey)
+			}
+			if n := f.openai.CountCalls(nil) + f.anthropic.CountCalls(nil); n != 0 {
+				t.Fatalf("%d upstream calls for a refused body", n)
+			}
+		})
+	}
+	// The same client with an unambiguous body is served, and a model it
+	// may not use is refused as before.
+	if status, _, body := f.call(t, "/v1/chat/completions", `{"model":"demo-model",`+msgs+`}`, "Authorization", "Bearer "+limited); status != http.StatusOK {
+		t.Fatalf("plain body: %d %s", status, body)
+	}
+	if status, _, _ := f.call(t, "/v1/chat/completions", `{"model":"demo-claude",`+msgs+`}`, "Authorization", "Bearer "+limited); status != http.StatusForbidden {
+		t.Fatalf("other model: %d, want 403", status)
+	}
+	// Anthropic format: refused in its own error shape.
+	status, _, body := f.call(t, "/v1/messages", `{"model":"demo-model","max_tokens":5,"model":"demo-claude",`+msgs+`}`, "Authorization", "Bearer "+limited)
+	if status != http.StatusBadRequest || !bytes.Contains(body, []byte(`"type":"error"`)) || !bytes.Contains(body, []byte(codeDuplicateKey)) {
+		t.Fatalf("messages: %d %s", status, body)
+	}
+}
+
+func TestNonBooleanStreamRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, v := range []string{`"true"`, `1`, `{}`} {
+		status, _, body := f.call(t, "/v1/chat/completions", `{"model":"demo-model","stream":`+v+`,"messages":[{"role":"user","content":"hi"}]}`)
+		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(codeInvalidRequest)) {
+			t.Errorf("stream %s: %d %s", v, status, body)
+		}
+	}
+	if n := f.openai.CountCalls(nil); n != 0 {
+		t.Errorf("%d upstream calls", n)
+	}
+}
+
+// FuzzParseBody checks that whatever the proxy accepts, it reads the way
+// every parser reads the body it forwards: encoding/json into a map (exact
+// keys, last wins), encoding/json into a struct (case-insensitive keys),
+// and a strict parser that refuses duplicate keys.
+func FuzzParseBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"gmodel","messages":[]}`,
+		`{"model":"gmodel","model":"gpt-4.5-preview","messages":[]}`,
+		`{"model":"gmodel","mod\u0065l":"x"}`,
+		`{"model":"g\u006dodel","stream":true}`,
+		`{"model":"a","Model":"b","STREAM":true}`,
+		`{"model":"a","stream":false,"ſtream":true}`,
+		`{"model":"a","stream_options":{"include_usage":true,"include_usage":false}}`,
+		`{"model":"a","stream":null}`,
+		`{"model":"a", "n":{"model":"b","model":"c"}}`,
+		`[{"model":"a"}]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const upstream = "upstream-model"
+	f.Fuzz(func(t *testing.T, body []byte) {
+		model, stream, berr := parseBody(body, provider.OpChat)
+		if berr != nil {
+			return
+		}
+		for _, fw := range []struct {
+			body []byte
+			want string
+		}{
+			{body, model},
+			{jsonfield.SetString(nil, body, "model", upstream), upstream},
+		} {
+			var m map[string]any
+			if err := json.Unmarshal(fw.body, &m); err != nil {
+				t.Fatalf("forwarded body does not decode: %v\n%s", err, fw.body)
+			}
+			if m["model"] != fw.want {
+				t.Fatalf("map sees model %v, proxy %q\n%s", m["model"], fw.want, fw.body)
+			}
+			if got := m["stream"] == true; got != stream {
+				t.Fatalf("map sees stream %v, proxy %v\n%s", m["stream"], stream, fw.body)
+			}
+			var s struct {
+				Model  string
+				Stream any
+			}
+			if err := json.Unmarshal(fw.body, &s); err != nil {
+				t.Fatalf("struct decode: %v", err)
+			}
+			if s.Model != fw.want || (s.Stream == true) != stream {
+				t.Fatalf("struct sees model %q stream %v, proxy %q %v\n%s", s.Model, s.Stream, fw.want, stream, fw.body)
+			}
+			if err := strictDecode(fw.body); err != nil {
+				t.Fatalf("a strict parser refuses the forwarded body: %v\n%s", err, fw.body)
+			}
+		}
+	})
+}
+
+// strictDecode walks a JSON value with encoding/json's tokenizer and fails
+// on a duplicate key in any object, as strict parsers do.
+func strictDecode(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key := k.(string)
+				if seen[key] {
+					return errors.New("duplicate key " + key)
+				}
+				seen[key] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	if err := walk(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+var _ = strings.TrimSpace

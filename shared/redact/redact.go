@@ -1,0 +1,120 @@
+// Package redact masks credentials in text that leaves the process that
+// holds them: provider error bodies relayed to callers, hold reasons in
+// KV and events, log lines. Providers echo keys in their error messages
+// ("Incorrect API key provided: sk-..."), so everything an upstream says is
+// masked before anyone else sees it: the exact secrets the gateway holds,
+// and anything shaped like a credential.
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+)
+
+// Mask replaces what is masked.
+const Mask = "[redacted]"
+
+// minSecret is the shortest secret masked by value: shorter ones would mask
+// ordinary words (no real credential is this short).
+const minSecret = 4
+
+// shapeRE matches what looks like a credential: well-known key prefixes
+// followed by key material, bearer tokens, and any long unbroken run of
+// key characters. It never matches a quote or a backslash, so masking the
+// inside of a JSON string keeps the JSON valid.
+var shapeRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+[^\s"\\]+|[A-Za-z0-9_\-+/]{32,}={0,2}`)
+
+// String masks credential-shaped text in s.
+func String(s string) string {
+	if s == "" {
+		return s
+	}
+	return shapeRE.ReplaceAllString(s, Mask)
+}
+
+// Text masks the given secrets and credential-shaped text in b. It returns
+// b itself when nothing needed masking.
+func Text(b []byte, secrets ...string) []byte {
+	out := b
+	copied := false
+	for _, s := range secrets {
+		if len(s) < minSecret || !bytes.Contains(out, []byte(s)) {
+			continue
+		}
+		out = bytes.ReplaceAll(out, []byte(s), []byte(Mask))
+		copied = true
+	}
+	if shapeRE.Match(out) {
+		return shapeRE.ReplaceAll(out, []byte(Mask))
+	}
+	if !copied {
+		return b
+	}
+	return out
+}
+
+// Body masks a relayed body: inside the string literals of a JSON body
+// (so it stays valid JSON with the same structure), or all of it when it
+// is not JSON. It returns b itself when nothing needed masking.
+func Body(b []byte, secrets ...string) []byte {
+	if !json.Valid(b) {
+		return Text(b, secrets...)
+	}
+	var out []byte // nil until something changes
+	last := 0
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		end := stringEnd(b, i)
+		if end < 0 {
+			break
+		}
+		raw := b[i+1 : end]
+		if m := Text(raw, jsonForms(secrets)...); len(m) != len(raw) || !bytes.Equal(m, raw) {
+			if out == nil {
+				out = make([]byte, 0, len(b))
+			}
+			out = append(out, b[last:i+1]...)
+			out = append(out, m...)
+			last = end
+		}
+		i = end
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}
+
+// jsonForms returns the secrets as they appear inside a JSON string: most
+// are plain, a secret with a quote, backslash or control character is
+// escaped.
+func jsonForms(secrets []string) []string {
+	forms := secrets
+	for i, s := range secrets {
+		q, _ := json.Marshal(s)
+		if e := string(q[1 : len(q)-1]); e != s {
+			if &forms[0] == &secrets[0] {
+				forms = append([]string(nil), secrets...)
+			}
+			forms[i] = e
+		}
+	}
+	return forms
+}
+
+// stringEnd returns the index of the closing quote of the JSON string
+// opening at b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return -1
+}

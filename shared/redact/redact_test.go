@@ -1,0 +1,115 @@
+package redact
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBody(t *testing.T) {
+	const secret = "canary-7f3a9c2e"
+	tests := []struct {
+		name, in string
+		gone     []string // must not appear in the output
+		keep     []string // must still appear
+	}{
+		{
+			name: "openai echo of the full key",
+			in:   `{"error":{"message":"Incorrect API key provided: sk-proj-abcdefghijklmnop1234. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","code":"invalid_api_key"}}`,
+			gone: []string{"sk-proj-abcdefghijklmnop1234"},
+			keep: []string{"invalid_api_key", "Incorrect API key provided", "https://platform.openai.com"},
+		},
+		{
+			name: "a configured secret of any shape",
+			in:   `{"type":"error","error":{"type":"authentication_error","message":"key ` + secret + ` is not valid"}}`,
+			gone: []string{secret},
+			keep: []string{"authentication_error", "is not valid"},
+		},
+		{
+			name: "bearer token",
+			in:   `{"error":{"message":"header was Bearer abc.def-ghi"}}`,
+			gone: []string{"abc.def-ghi"},
+		},
+		{
+			name: "google key",
+			in:   `[{"error":{"code":400,"message":"API key not valid: AIzaSyA1234567890abcdefghijklmnopqr","status":"INVALID_ARGUMENT"}}]`,
+			gone: []string{"AIzaSyA1234567890abcdefghijklmnopqr"},
+			keep: []string{"INVALID_ARGUMENT"},
+		},
+		{
+			name: "key in an object key and a nested string",
+			in:   `{"detail":{"` + secret + `":["bad ` + secret + `"]}}`,
+			gone: []string{secret},
+		},
+		{
+			name: "not JSON",
+			in:   "upstream said: invalid key " + secret + " (Bearer xyz123)",
+			gone: []string{secret, "xyz123"},
+		},
+		{
+			name: "secret with a quote",
+			in:   `{"m":"key se\"cret-value"}`,
+			gone: []string{`se\"cret-value`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := string(Body([]byte(tt.in), secret, `se"cret-value`))
+			for _, g := range tt.gone {
+				if strings.Contains(out, g) {
+					t.Errorf("%q still in %s", g, out)
+				}
+			}
+			for _, k := range tt.keep {
+				if !strings.Contains(out, k) {
+					t.Errorf("%q lost from %s", k, out)
+				}
+			}
+			if json.Valid([]byte(tt.in)) && !json.Valid([]byte(out)) {
+				t.Errorf("masking broke the JSON: %s", out)
+			}
+		})
+	}
+}
+
+func TestBodyUnchanged(t *testing.T) {
+	in := []byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
+	if out := Body(in, "canary-secret"); &out[0] != &in[0] {
+		t.Error("an unchanged body was copied")
+	}
+}
+
+func TestString(t *testing.T) {
+	if got := String("Incorrect API key provided: sk-abc1234567890xyz"); strings.Contains(got, "sk-abc") {
+		t.Errorf("String: %s", got)
+	}
+	if got := String("model gpt-4o-mini is overloaded"); got != "model gpt-4o-mini is overloaded" {
+		t.Errorf("String changed plain text: %s", got)
+	}
+}
+
+// TestStringShapes: credentials that providers echo in messages never
+// reach records or events.
+func TestStringShapes(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "Incorrect API key provided", "Incorrect API key provided"},
+		{"openai key", "Incorrect API key provided: sk-proj-abcdefgh12345678. You can find", "Incorrect API key provided: [redacted] You can find"},
+		{"masked openai key", "key sk-abc12***********************xyz9 rejected", "key [redacted] rejected"},
+		{"gemini key", "API key AIzaSyA1234567890abcdefghijklmnop not valid", "API key [redacted] not valid"},
+		{"bearer", "header Bearer abc.def.ghi was refused", "header [redacted] was refused"},
+		{"long token", "token 0123456789abcdef0123456789abcdef01 expired", "token [redacted] expired"},
+		{"model names stay", "model gpt-4.1-mini-2025-04-14 not found", "model gpt-4.1-mini-2025-04-14 not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := String(tt.in); got != tt.want {
+				t.Fatalf("String(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	if strings.Contains(String("sk-live-0123456789"), "0123456789") {
+		t.Fatal("key material kept")
+	}
+}
