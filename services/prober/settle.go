@@ -171,9 +171,9 @@ func (s *Service) probeOutcome(t *target, rec hold.Record, c cheap, r result) ho
 	case modelClass(rec.Class) && modelClass(res.Class):
 		res.Class = rec.Class // a missing model entry is the same refusal
 	case res.Class == rec.Class, res.Class == failure.Transient:
-	case rec.Scope.Key != "" && (res.Class == failure.CredentialRejected || res.Class == failure.QuotaExhausted || res.Class == failure.RateLimit):
+	case rec.Scope.Key != "" && res.Class.Meaning().Holds && res.Class.Meaning().Scope == failure.ScopeKey:
 		res.Scope = failure.ScopeKey
-	case rec.Scope.Model != "" && hold.Holds(res.Class) && res.Class.DefaultScope() == failure.ScopeKeyModel:
+	case rec.Scope.Model != "" && res.Class.Meaning().Holds && res.Class.Meaning().Scope == failure.ScopeKeyModel:
 	default:
 		res = failure.Result{Class: failure.Transient, Code: res.Code, Reason: res.Reason}
 	}

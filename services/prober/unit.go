@@ -199,12 +199,16 @@ func (s *Service) runCheck(ctx context.Context, u *unit) {
 // (a model or a bad path) say nothing about the provider or key the check
 // used: they are recorded in health only.
 func (s *Service) report(t *target, keyID string, r result) {
+	m := r.res.Class.Meaning()
 	switch {
 	case r.ok:
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{OK: true})
 	case r.res.Class == failure.Transient:
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status})
-	case r.res.Class == failure.CredentialRejected, r.res.Class == failure.QuotaExhausted, r.res.Class == failure.RateLimit:
+	case m.Holds && m.Scope == failure.ScopeKey:
+		// A check names no model: only what holds a whole key is held
+		// (for a keyless provider, keyID "": the provider, as the proxy
+		// holds it; hold.ScopeFor).
 		res := r.res
 		res.Scope = failure.ScopeKey
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: res, Status: r.status})

@@ -197,50 +197,25 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	c.Set(headerAttempts, itoa(r.attempts))
 }
 
-// action is what the proxy does after a failed attempt.
-type action uint8
-
-const (
-	actRetrySame action = iota // same target, after a backoff
-	actRotate                  // next key, then next step
-	actReturn                  // give the upstream's answer to the caller
-)
-
-func (a action) String() string {
-	switch a {
-	case actRetrySame:
-		return "retry_same"
-	case actRotate:
-		return "rotate"
-	}
-	return "return"
-}
-
-// decide maps a failure to an action: the configured retry lists first
-// (retry.on_transport_errors, retry.on_statuses, retry.rotate_on_statuses),
-// then the class.
-func (s *Service) decide(ae *attemptError) action {
+// decide maps a failure to the proxy's next move: a transport error per
+// retry.on_transport_errors, then the operator's retry.on_statuses and
+// retry.rotate_on_statuses (a class that no backoff fixes is never retried
+// in place), then the class's action (failure.Meaning).
+func (s *Service) decide(ae *attemptError) failure.Action {
 	rc := &s.cfg.Retry
+	m := ae.result.Class.Meaning()
 	switch {
 	case ae.status == 0 && !ae.stream:
 		if rc.OnTransportErrors {
-			return actRetrySame
+			return failure.RetrySame
 		}
-		return actRotate
-	case ae.result.Class == failure.QuotaExhausted || ae.result.Class == failure.CredentialRejected:
-		return actRotate // a 429 insufficient_quota is not retried in place
-	case contains(rc.OnStatuses, ae.status):
-		return actRetrySame
-	case contains(rc.RotateOnStatuses, ae.status):
-		return actRotate
+		return failure.Rotate
+	case contains(rc.OnStatuses, ae.status) && m.InPlace:
+		return failure.RetrySame
+	case contains(rc.RotateOnStatuses, ae.status) && m.InPlace:
+		return failure.Rotate
 	}
-	switch ae.result.Class {
-	case failure.Transient:
-		return actRetrySame
-	case failure.RateLimit, failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
-		return actRotate
-	}
-	return actReturn
+	return m.Action
 }
 
 // returnUpstreamError gives the caller the upstream's own error, in the

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -17,6 +16,7 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
@@ -279,7 +279,7 @@ steps:
 				r.last = ae
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.
-				retrying := act == actRetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
+				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				s.report(step, key, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
 					Cancelled: r.expired(), // the caller's deadline, not the target's fault
@@ -289,16 +289,16 @@ steps:
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
 					"code", ae.result.Code, "reason", ae.reason(), "action", act.String(), "probe", probe)
 				switch act {
-				case actRetrySame:
+				case failure.RetrySame:
 					if !retrying {
 						continue keys
 					}
 					if !r.backoff(same, ae) {
 						break steps
 					}
-				case actRotate:
+				case failure.Rotate:
 					continue keys
-				case actReturn:
+				case failure.Return:
 					return outcome{err: r.returnUpstreamError(c, t, ae)}, true
 				}
 			}
@@ -310,7 +310,7 @@ steps:
 // report gives one attempt's outcome to the hold engine and to the
 // passive counters (one call per attempt).
 func (s *Service) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
-	s.engine.Report(step.Provider.Name, key.ID, step.Model, probe, out)
+	s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
 	s.passive.count(step.Provider.Index, key.Index(), out)
 }
 
@@ -364,15 +364,6 @@ func bits(x uint64) int {
 		n++
 	}
 	return n
-}
-
-func hasUsable(steps []route.Step, op provider.Op) bool {
-	for i := range steps {
-		if steps[i].Usable() && steps[i].Provider.Adapter.Supports(op) {
-			return true
-		}
-	}
-	return false
 }
 
 // backoff waits before retrying the same target: exponential with full
@@ -441,5 +432,3 @@ func visibleASCII(s string) bool {
 	}
 	return len(s) > 0
 }
-
-var errNoBody = errors.New("empty response body")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"switchyard.dev/services/proxy/route"
-	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 )
@@ -71,11 +70,7 @@ func countsAgainstTarget(out hold.Outcome) bool {
 	if out.Cancelled {
 		return false
 	}
-	switch out.Result.Class {
-	case failure.Unrecognised, failure.RequestRejected:
-		return false
-	}
-	return true
+	return out.Result.Class.Meaning().Blames
 }
 
 // publisher is what a passive report is sent through (*nats.Conn).

@@ -74,18 +74,8 @@ func (c *Class) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// DefaultScope is the hold scope a class implies (architecture table,
-// section 5). Rate limits default to the key; the classifier narrows them to
-// key+model when the provider names a per-model limit.
-func (c Class) DefaultScope() Scope {
-	switch c {
-	case RateLimit, CredentialRejected, QuotaExhausted:
-		return ScopeKey
-	case ModelNotAccessible, ModelRetired, RegionBlocked:
-		return ScopeKeyModel
-	}
-	return ScopeNone
-}
+// DefaultScope is the hold scope a class implies: Meaning().Scope.
+func (c Class) DefaultScope() Scope { return c.Meaning().Scope }
 
 // Scope is what a hold for a failure covers.
 type Scope uint8

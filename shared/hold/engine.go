@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -46,8 +47,9 @@ type EngineOptions struct {
 }
 
 // Engine is the hold engine of one process: a local lock-free hold table
-// fed by the store, and the writer of this process's transitions. It
-// implements Gate.
+// fed by the store, and the writer of this process's transitions. The
+// proxy asks Admit on its request path (memory only: no I/O, no
+// allocation) and Reports every attempt (never blocks on the store).
 type Engine struct {
 	store Store
 	emit  Emitter
@@ -61,10 +63,13 @@ type Engine struct {
 	onApply func(rec Record)
 	source  string
 
-	snap atomic.Pointer[snapshot]
+	// idx is Admit's lock-free view of entries; scopes counts its scopes.
+	idx    atomic.Pointer[index]
+	scopes atomic.Int64
 
 	mu      sync.Mutex
-	entries map[string]*entry
+	entries map[string]*entry // every record of the local table, by id
+	ramping map[string]*entry // the released ones, for the sweep
 
 	wmu     sync.Mutex
 	pending map[string]*intent
@@ -77,8 +82,6 @@ type Engine struct {
 
 	brk breakers
 }
-
-var _ Gate = (*Engine)(nil)
 
 // NewEngine returns an engine; call Run to start its background work.
 func NewEngine(opts EngineOptions) *Engine {
@@ -94,6 +97,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		onApply:  opts.OnApply,
 		source:   opts.Source,
 		entries:  map[string]*entry{},
+		ramping:  map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),
@@ -114,7 +118,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		e.rnd = rand.Float64
 	}
 	e.brk.m = map[string]map[string]*breaker{}
-	e.snap.Store(&snapshot{})
+	e.idx.Store(newIndex(maphash.MakeSeed(), minBuckets))
 	return e
 }
 

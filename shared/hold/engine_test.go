@@ -240,7 +240,7 @@ func pendingWrites(f *fleet) int {
 func dueHold(t *testing.T, f *fleet, class failure.Class) Record {
 	t.Helper()
 	f.engines[0].Report("p", "k", "m", false, fail(class, class.DefaultScope()))
-	id := holdScope(failure.Result{Class: class}, "p", "k", "m").ID()
+	id := ScopeFor(failure.Result{Class: class}, "p", "k", "m").ID()
 	rec := f.stored(t, id)
 	for _, e := range f.engines {
 		eventually(t, "hold everywhere", func() bool { h := e.Holds(); return len(h) == 1 && h[0].Revision == rec.Revision })

@@ -258,14 +258,6 @@ type Outcome struct {
 	Status int
 }
 
-// Gate is what the proxy asks on its request path. Admit reads memory
-// only (no I/O, no allocation); Report may hand work to a background
-// writer but never blocks on the store.
-type Gate interface {
-	Admit(provider, keyID, model string) Admission
-	Report(provider, keyID, model string, probe bool, out Outcome)
-}
-
 // EventKind names an event published on switchyard.events.<kind>.>.
 type EventKind string
 

@@ -43,10 +43,10 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	}
 	set := e.pol.For(provider)
 	e.breakerReport(set, provider, model, out)
-	if out.OK || !Holds(out.Result.Class) {
+	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
 	}
-	e.hold(holdScope(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result))
+	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result))
 }
 
 // sourceOf is who a hold from a reported failure is recorded as: the
@@ -58,12 +58,15 @@ func (e *Engine) sourceOf(res failure.Result) string {
 	return e.source
 }
 
-// holdScope maps a classification's scope onto a target. Providers without
-// keys (vllm, ollama) hold provider scopes instead of key scopes.
-func holdScope(res failure.Result, provider, keyID, model string) Scope {
+// ScopeFor is the hold scope of a failure on the target (provider, keyID,
+// model): the classification's scope, else its class's default. A keyless
+// provider (vLLM, Ollama: keyID "") holds provider scopes instead of key
+// scopes, so the proxy and the prober, which both report keyless targets
+// with keyID "", name one hold with one id.
+func ScopeFor(res failure.Result, provider, keyID, model string) Scope {
 	sc := res.Scope
 	if sc == failure.ScopeNone {
-		sc = res.Class.DefaultScope()
+		sc = res.Class.Meaning().Scope
 	}
 	if keyID == "" {
 		switch sc {
@@ -72,6 +75,12 @@ func holdScope(res failure.Result, provider, keyID, model string) Scope {
 		case failure.ScopeKeyModel:
 			sc = failure.ScopeProviderModel
 		}
+	}
+	if model == "" && sc == failure.ScopeKeyModel {
+		sc = failure.ScopeKey
+	}
+	if model == "" && sc == failure.ScopeProviderModel {
+		sc = failure.ScopeProvider
 	}
 	switch sc {
 	case failure.ScopeKey:
@@ -148,7 +157,7 @@ func (e *Engine) newHold(scope Scope, res failure.Result, source string, now tim
 // reportProbe settles the holds whose probe this attempt was. It reports
 // false when there is none (the lease lapsed or was lost meanwhile).
 func (e *Engine) reportProbe(provider, keyID, model string, out Outcome) bool {
-	ents, ok := e.snap.Load().covering(provider, keyID, model)
+	ents, ok := e.idx.Load().covering(provider, keyID, model)
 	if !ok {
 		return false
 	}
@@ -185,21 +194,24 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 		e.release(&rec, now, set)
 		ttl = set.RampDuration
 		ev = append(ev, e.event(EventProbe, rec, ProbeReleased), e.event(EventRelease, rec, "probe"))
-	case res.Class == rec.Class:
-		rec.State = StateHeld
-		rec.Rung++
-		rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, res, e.rnd))
-		rec.Reason, rec.Code = res.Reason, res.Code
-		ev = append(ev, e.event(EventProbe, rec, ProbeEscalated))
-	case res.Class == failure.Transient:
-		rec.State = StateHeld
-		rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, failure.Result{}, e.rnd))
-		ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
 	default:
-		e.release(&rec, now, set)
-		ttl = set.RampDuration
-		ev = append(ev, e.event(EventProbe, rec, ProbeSettled), e.event(EventRelease, rec, "probe"))
-		settled = true
+		switch failure.ProbeSettlement(rec.Class, res.Class) {
+		case failure.Escalate:
+			rec.State = StateHeld
+			rec.Rung++
+			rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, res, e.rnd))
+			rec.Reason, rec.Code = res.Reason, res.Code
+			ev = append(ev, e.event(EventProbe, rec, ProbeEscalated))
+		case failure.SameRung:
+			rec.State = StateHeld
+			rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, failure.Result{}, e.rnd))
+			ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
+		default:
+			e.release(&rec, now, set)
+			ttl = set.RampDuration
+			ev = append(ev, e.event(EventProbe, rec, ProbeSettled), e.event(EventRelease, rec, "probe"))
+			settled = true
+		}
 	}
 	e.mu.Lock()
 	if e.entries[rec.ID] != en {
@@ -218,9 +230,9 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 		in.done = []chan error{done}
 	}
 	e.enqueue(in)
-	if settled && Holds(res.Class) {
+	if settled && res.Class.Meaning().Holds {
 		sc := rec.Scope
-		e.hold(holdScope(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res))
+		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res))
 	}
 }
 

@@ -64,7 +64,8 @@ func (p *Policy) For(provider string) *Settings {
 	return &p.Global
 }
 
-// DefaultSettings returns the engine defaults (ARCHITECTURE.md section 5).
+// DefaultSettings returns the engine defaults (the ladder table in the
+// README's architecture section).
 func DefaultSettings() Settings {
 	return Settings{
 		Ladders: map[failure.Class]Ladder{
@@ -93,21 +94,6 @@ func DefaultSettings() Settings {
 
 // DefaultPolicy is DefaultSettings for every provider.
 func DefaultPolicy() Policy { return Policy{Global: DefaultSettings()} }
-
-// Holds reports whether a failure of class c holds a target by itself
-// (transient only holds through the breaker).
-func Holds(c failure.Class) bool {
-	switch c {
-	case failure.RateLimit, failure.CredentialRejected, failure.QuotaExhausted,
-		failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
-		return true
-	}
-	return false
-}
-
-// Soft reports whether a hold of class c is "soft" for the all-held
-// policy try_soft: a tripped breaker (transient) or a rate limit.
-func Soft(c failure.Class) bool { return c == failure.Transient || c == failure.RateLimit }
 
 // ladder returns the ladder of class c (a breaker hold uses the breaker's
 // cooldowns).

@@ -42,85 +42,6 @@ func (e *Engine) newEntry(rec Record) *entry {
 	return en
 }
 
-// snapshot is the immutable, lock-free view Admit reads.
-type snapshot struct {
-	n     int
-	provs map[string]*provIndex
-}
-
-type provIndex struct {
-	hold   *entry
-	models map[string]*entry
-	keys   map[string]*keyIndex
-}
-
-type keyIndex struct {
-	hold   *entry
-	models map[string]*entry
-}
-
-// publishLocked rebuilds the snapshot from e.entries (e.mu held). Holds
-// change rarely, so copy-on-write of the whole index is cheap enough and
-// keeps readers free of locks.
-func (e *Engine) publishLocked() {
-	s := &snapshot{n: len(e.entries), provs: make(map[string]*provIndex)}
-	for _, en := range e.entries {
-		sc := en.rec.Scope
-		p := s.provs[sc.Provider]
-		if p == nil {
-			p = &provIndex{}
-			s.provs[sc.Provider] = p
-		}
-		if sc.Key == "" {
-			if sc.Model == "" {
-				p.hold = en
-			} else {
-				if p.models == nil {
-					p.models = map[string]*entry{}
-				}
-				p.models[sc.Model] = en
-			}
-			continue
-		}
-		if p.keys == nil {
-			p.keys = map[string]*keyIndex{}
-		}
-		k := p.keys[sc.Key]
-		if k == nil {
-			k = &keyIndex{}
-			p.keys[sc.Key] = k
-		}
-		if sc.Model == "" {
-			k.hold = en
-		} else {
-			if k.models == nil {
-				k.models = map[string]*entry{}
-			}
-			k.models[sc.Model] = en
-		}
-	}
-	e.snap.Store(s)
-}
-
-// covering returns the entries of the four scopes that cover a target.
-func (s *snapshot) covering(provider, keyID, model string) (ents [4]*entry, any bool) {
-	p := s.provs[provider]
-	if p == nil {
-		return ents, false
-	}
-	ents[0] = p.hold
-	if model != "" {
-		ents[1] = p.models[model]
-	}
-	if k := p.keys[keyID]; k != nil && keyID != "" {
-		ents[2] = k.hold
-		if model != "" {
-			ents[3] = k.models[model]
-		}
-	}
-	return ents, ents[0] != nil || ents[1] != nil || ents[2] != nil || ents[3] != nil
-}
-
 // Admit answers whether a request may use the target (provider, keyID,
 // model). It reads the lock-free snapshot only: no I/O, no allocation.
 // Deny: a covering scope is held, its probe is out, or the ramp did not
@@ -128,11 +49,10 @@ func (s *snapshot) covering(provider, keyID, model string) (ents [4]*entry, any 
 // holds its probe lease; handed out once per lease, the request makes one
 // attempt without retry and is reported with probe=true.
 func (e *Engine) Admit(provider, keyID, model string) Admission {
-	s := e.snap.Load()
-	if s.n == 0 {
+	if e.scopes.Load() == 0 {
 		return Admit
 	}
-	ents, ok := s.covering(provider, keyID, model)
+	ents, ok := e.idx.Load().covering(provider, keyID, model)
 	if !ok {
 		return Admit
 	}
@@ -209,11 +129,10 @@ func (e *Engine) wantProbe(en *entry) {
 // soft (a tripped breaker or a rate limit), and whether any holds it. The
 // proxy's try_soft all-held policy uses it. Allocation free.
 func (e *Engine) Held(provider, keyID, model string) (held, soft bool) {
-	s := e.snap.Load()
-	if s.n == 0 {
+	if e.scopes.Load() == 0 {
 		return false, false
 	}
-	ents, ok := s.covering(provider, keyID, model)
+	ents, ok := e.idx.Load().covering(provider, keyID, model)
 	if !ok {
 		return false, false
 	}
@@ -223,7 +142,7 @@ func (e *Engine) Held(provider, keyID, model string) (held, soft bool) {
 			continue
 		}
 		held = true
-		if !Soft(en.rec.Class) {
+		if !en.rec.Class.Meaning().Soft {
 			soft = false
 		}
 	}
@@ -243,15 +162,21 @@ func (e *Engine) Holds() []Record {
 	return out
 }
 
-// install puts en in the table (e.mu held) and reacts to a breaker hold
-// coming back.
+// installLocked puts en in the table (e.mu held) and reacts to a breaker
+// hold coming back. The cost is O(1): one map write, one bucket chain.
 func (e *Engine) installLocked(en *entry) {
-	old := e.entries[en.rec.ID]
-	e.entries[en.rec.ID] = en
+	id := en.rec.ID
+	old := e.entries[id]
+	e.entries[id] = en
+	if en.rec.State == StateReleased {
+		e.ramping[id] = en
+	} else {
+		delete(e.ramping, id)
+	}
 	if old != nil && live(old.rec) && !live(en.rec) {
 		e.breakerBack(en.rec.Scope, en.rec.Class)
 	}
-	e.publishLocked()
+	e.indexLocked(en.rec.Scope, en)
 }
 
 func (e *Engine) removeLocked(id string) {
@@ -260,10 +185,20 @@ func (e *Engine) removeLocked(id string) {
 		return
 	}
 	delete(e.entries, id)
+	delete(e.ramping, id)
 	if live(old.rec) {
 		e.breakerBack(old.rec.Scope, old.rec.Class)
 	}
-	e.publishLocked()
+	e.indexLocked(old.rec.Scope, nil)
+}
+
+// indexLocked publishes a scope's entry (nil: none) to Admit's index.
+func (e *Engine) indexLocked(s Scope, en *entry) {
+	x := e.idx.Load()
+	n := e.scopes.Add(int64(x.put(s, en)))
+	if n > 2*int64(len(x.buckets)) {
+		e.idx.Store(x.grown())
+	}
 }
 
 // applyChange applies one change seen by the store watcher.
@@ -294,18 +229,16 @@ func (e *Engine) applyChange(c Change) {
 	}
 }
 
-// sweep drops released entries whose ramp is over (the store
-// expires them too; this keeps the table small when it cannot).
+// sweep drops released entries whose ramp is over (the store expires them
+// too; this keeps the table small when it cannot). It visits ramping
+// entries only.
 func (e *Engine) sweep(now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := now.UnixNano()
-	for id, en := range e.entries {
-		if en.rec.State == StateReleased && n >= en.rampUntil {
-			delete(e.entries, id)
+	for id, en := range e.ramping {
+		if n >= en.rampUntil {
+			e.removeLocked(id)
 		}
-	}
-	if len(e.entries) != e.snap.Load().n {
-		e.publishLocked()
 	}
 }

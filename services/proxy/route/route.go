@@ -23,12 +23,6 @@ type Admitter interface {
 	Admit(provider, keyID, model string) hold.Admission
 }
 
-// NoHolds admits every target.
-type NoHolds struct{}
-
-// Admit implements Admitter.
-func (NoHolds) Admit(string, string, string) hold.Admission { return hold.Admit }
-
 // MaxKeys is the largest number of keys a provider may have: one request
 // tracks the keys it tried in a 64-bit set.
 const MaxKeys = 64
@@ -57,6 +51,20 @@ func (k *Key) SetSecret(s config.Secret) bool {
 	}
 	k.secret.Store(&s)
 	return true
+}
+
+// KeylessID is the id of the one stand-in key of a provider configured
+// without keys (vLLM, Ollama): what responses and metrics name.
+const KeylessID = "none"
+
+// HoldKey is the key id holds and reports name: "" for a keyless
+// provider's stand-in, so that its holds are provider scopes, the same ids
+// the prober's checks produce (hold.ScopeFor).
+func (k *Key) HoldKey() string {
+	if k.ID == KeylessID && k.secret.Load().Reveal() == "" {
+		return ""
+	}
+	return k.ID
 }
 
 // Index is the key's position in its provider's Keys.
@@ -272,7 +280,7 @@ func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Ad
 			if skip&(1<<uint(k.index)) != 0 {
 				continue
 			}
-			if a := gate.Admit(p.Name, k.ID, model); a != hold.Deny {
+			if a := gate.Admit(p.Name, k.HoldKey(), model); a != hold.Deny {
 				return k, a
 			}
 		}
@@ -291,7 +299,7 @@ func newProvider(index int, pc config.Provider) (*Provider, error) {
 	}
 	keys := pc.Keys
 	if len(keys) == 0 { // keyless servers (vLLM, Ollama)
-		keys = []config.Key{{ID: "none", Weight: 1}}
+		keys = []config.Key{{ID: KeylessID, Weight: 1}}
 	}
 	for _, kc := range keys {
 		w := kc.Weight

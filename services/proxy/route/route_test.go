@@ -220,3 +220,9 @@ func BenchmarkPickParallel(b *testing.B) {
 		}
 	})
 }
+
+// NoHolds admits every target.
+type NoHolds struct{}
+
+// Admit implements Admitter.
+func (NoHolds) Admit(string, string, string) hold.Admission { return hold.Admit }

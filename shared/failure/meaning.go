@@ -1,0 +1,104 @@
+package failure
+
+// Action is what the proxy does after a failed attempt.
+type Action uint8
+
+// The actions.
+const (
+	// Return gives the upstream's answer to the caller: the request itself
+	// is at fault, or nothing says another target would do better.
+	Return Action = iota
+	// RetrySame tries the same target again after a backoff.
+	RetrySame
+	// Rotate moves on: the next key of the step, then the next step.
+	Rotate
+)
+
+func (a Action) String() string {
+	switch a {
+	case RetrySame:
+		return "retry_same"
+	case Rotate:
+		return "rotate"
+	}
+	return "return"
+}
+
+// Meaning is what a failure class means to every part of Switchyard: the
+// proxy's next move, whether a failure holds its target and how widely,
+// whether the hold is soft, whether the failure counts against the target
+// in health figures. It is one table (Class.Meaning) that the proxy, the
+// hold engine, the prober and the admin service all read.
+type Meaning struct {
+	// Action is what the proxy does next (before the operator's
+	// retry.on_statuses / retry.rotate_on_statuses lists, see InPlace).
+	Action Action
+	// InPlace: the operator's retry.on_statuses may retry this class on the
+	// same target. False for a revoked key or an exhausted quota, which no
+	// backoff fixes.
+	InPlace bool
+	// Holds: a failure of this class holds its target by itself (a
+	// transient failure holds only through the circuit breaker).
+	Holds bool
+	// Scope is the default hold scope (the classifier narrows a rate limit
+	// to key+model when the provider names a per-model limit; trip_on
+	// rules may set their own).
+	Scope Scope
+	// Soft: a hold of this class (or a breaker trip, for transient) may be
+	// tried in declared order when every candidate is held and
+	// resilience.all_held_policy is try_soft.
+	Soft bool
+	// Blames: the failure counts against the target in passive health (a
+	// rejected request or an unrecognised answer does not).
+	Blames bool
+}
+
+// meanings is the table; the architecture section of the README shows it.
+var meanings = [...]Meaning{
+	Unrecognised:       {Action: Return, InPlace: true},
+	Transient:          {Action: RetrySame, InPlace: true, Soft: true, Blames: true},
+	RateLimit:          {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKey, Soft: true, Blames: true},
+	CredentialRejected: {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true},
+	QuotaExhausted:     {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true},
+	ModelNotAccessible: {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
+	ModelRetired:       {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
+	RegionBlocked:      {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
+	RequestRejected:    {Action: Return, InPlace: true},
+}
+
+// Meaning returns what the class means (the Unrecognised row for an
+// unknown value).
+func (c Class) Meaning() Meaning {
+	if int(c) < len(meanings) {
+		return meanings[c]
+	}
+	return meanings[Unrecognised]
+}
+
+// Settlement is how the probe of a hold reads a failure.
+type Settlement uint8
+
+// The settlements of a failed probe.
+const (
+	// Escalate: the same refusal; the hold climbs one rung.
+	Escalate Settlement = iota
+	// SameRung: a transient failure (5xx, network) says nothing about the
+	// held scope; the hold waits again on its rung.
+	SameRung
+	// Settle: a different answer came back, so the held refusal is over;
+	// the hold is released and the new failure, if it holds, is recorded
+	// on its own scope.
+	Settle
+)
+
+// ProbeSettlement is how a failed probe of a hold of class held settles
+// when the probe's failure is of class got.
+func ProbeSettlement(held, got Class) Settlement {
+	switch {
+	case got == held:
+		return Escalate
+	case got == Transient:
+		return SameRung
+	}
+	return Settle
+}
