@@ -254,7 +254,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 		return nil
 	})
 	m := e.do("GET", "/metrics", "", nil)
-	for _, want := range []string{`switchyard_circuit_breaker_state{provider="openai"} 2`, `switchyard_holds{class="credential_rejected",scope="key",state="held"} 2`, "switchyard_admin_http_requests_total"} {
+	for _, want := range []string{`switchyard_circuit_breaker_state{model="",provider="openai"} 2`, `switchyard_holds{class="credential_rejected",scope="key",state="held"} 2`, "switchyard_admin_http_requests_total"} {
 		if !strings.Contains(string(m.raw), want) {
 			t.Errorf("metrics lack %s", want)
 		}

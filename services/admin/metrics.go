@@ -15,13 +15,16 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
+	sharedmetrics "switchyard.dev/shared/metrics"
 )
 
 // metrics are the admin service's Prometheus metrics, on its own registry.
 // Besides its own HTTP traffic it exports the fleet's state as its hold
-// table sees it (holds by class, scope and state; circuit breaker states)
-// and what the event subjects carry (events by kind, probe outcomes, the
-// lag from an event's time to its arrival here).
+// table sees it (the collector of package shared/metrics, the same series
+// and labels as the proxy's and the prober's: holds by class, scope and
+// state; circuit breaker states by provider and model) and what the event
+// subjects carry (events by kind, probe outcomes, the lag from an event's
+// time to its arrival here).
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
@@ -62,7 +65,8 @@ func newMetrics(s *Service) *metrics {
 		}, []string{"kind"}),
 	}
 	m.reg.MustRegister(m.requests, m.streams, m.rotations, m.events, m.probes, m.lag,
-		&fleetCollector{s: s},
+		sharedmetrics.NewHoldCollector(s.engine),
+		&natsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -74,7 +78,9 @@ func (m *metrics) handler() fiber.Handler {
 }
 
 // middleware counts requests by route pattern (not by path: hold ids
-// would make unbounded label values).
+// would make unbounded label values). Every label value is a string of
+// its own (a route pattern, a method constant, a formatted status): fiber's
+// strings point into the request buffer, reused after the handler.
 func (m *metrics) middleware(c *fiber.Ctx) error {
 	err := c.Next()
 	status := c.Response().StatusCode()
@@ -87,8 +93,20 @@ func (m *metrics) middleware(c *fiber.Ctx) error {
 	if status == fiber.StatusNotFound && (route == "/" && c.Path() != "/" || route == "/admin") {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, c.Method(), strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, methodLabel(c.Method()), strconv.Itoa(status)).Inc()
 	return err
+}
+
+// methodLabel is the method as a constant string (fiber's is not safe to
+// keep), "other" for a method the API does not use.
+func methodLabel(method string) string {
+	for _, m := range [...]string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+		fiber.MethodHead, fiber.MethodOptions, fiber.MethodPatch} {
+		if method == m {
+			return m
+		}
+	}
+	return "other"
 }
 
 // followEvents feeds the event metrics from a core subscription on
@@ -116,47 +134,18 @@ func (m *metrics) followEvents(ctx context.Context, nc *nats.Conn) {
 	_ = sub.Unsubscribe()
 }
 
-// fleetCollector exports the hold table and breaker states at scrape time.
-type fleetCollector struct{ s *Service }
+// natsCollector exports whether the admin service reaches NATS, at scrape
+// time.
+type natsCollector struct{ s *Service }
 
-var (
-	holdsDesc = prometheus.NewDesc("switchyard_holds",
-		"Hold records in the fleet's hold table, by class, scope kind and state.",
-		[]string{"class", "scope", "state"}, nil)
-	breakerDesc = prometheus.NewDesc("switchyard_circuit_breaker_state",
-		"Circuit breaker state per provider (or provider/model): 0 closed, 1 half-open, 2 open.",
-		[]string{"provider"}, nil)
-	natsDesc = prometheus.NewDesc("switchyard_admin_nats_up",
-		"1 while the admin service reaches NATS and its buckets are bound.", nil, nil)
-)
+var natsDesc = prometheus.NewDesc("switchyard_admin_nats_up",
+	"1 while the admin service reaches NATS and its buckets are bound.", nil, nil)
 
-func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- holdsDesc
-	ch <- breakerDesc
-	ch <- natsDesc
-}
+func (n *natsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- natsDesc }
 
-func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
-	type k struct{ class, scope, state string }
-	counts := map[k]int{}
-	for _, r := range f.s.engine.Holds() {
-		counts[k{r.Class.String(), string(r.Scope.Kind), string(r.State)}]++
-	}
-	for key, n := range counts {
-		ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.GaugeValue, float64(n), key.class, key.scope, key.state)
-	}
-	for name, st := range f.s.engine.BreakerStates() {
-		v := 0.0
-		switch st {
-		case "half-open":
-			v = 1
-		case "open":
-			v = 2
-		}
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, v, name)
-	}
+func (n *natsCollector) Collect(ch chan<- prometheus.Metric) {
 	up := 0.0
-	if f.s.natsUp() {
+	if n.s.natsUp() {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(natsDesc, prometheus.GaugeValue, up)

@@ -88,6 +88,7 @@ func (f *fixture) config(t *testing.T, yaml string) *config.Config {
 // replica is one running prober.
 type replica struct {
 	svc    *Service
+	base   string // http://host:port of its listener
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan error
@@ -105,7 +106,7 @@ func (f *fixture) startProber(t *testing.T, cfg *config.Config) *replica {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{svc: svc, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	r := &replica{svc: svc, base: "http://" + ln.Addr().String(), nc: nc, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- svc.Serve(ctx, ln) }()
 	t.Cleanup(r.stop)
 	return r

@@ -3,10 +3,15 @@ package prober
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	sharedmetrics "switchyard.dev/shared/metrics"
 )
 
 // metrics are the prober's Prometheus metrics, on its own registry (GET
-// /metrics).
+// /metrics): its checks, probes, discoveries, leases and passive reports,
+// and its hold engine's table through the collector of package
+// shared/metrics (the same series and labels as the proxy's and the admin
+// service's).
 type metrics struct {
 	reg         *prometheus.Registry
 	checks      *prometheus.CounterVec
@@ -17,7 +22,7 @@ type metrics struct {
 	passive     *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(holds sharedmetrics.HoldSource) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -47,6 +52,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.checks, m.checkSecs, m.probes, m.discoveries, m.leases, m.passive,
+		sharedmetrics.NewHoldCollector(holds),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

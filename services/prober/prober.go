@@ -83,7 +83,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		engine:     m.Engine,
 		inst:       m.Instance,
 		classifier: cfg.Classifier(),
-		met:        newMetrics(),
+		met:        newMetrics(m.Engine),
 		view:       health.NewView(nil),
 		targets:    map[string]*target{},
 		client: &http.Client{Transport: &http.Transport{

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -90,4 +93,17 @@ func grep(text, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHoldMetrics: the proxy exports its hold engine's table with the
+// series and labels of the prober and the admin service, read from the
+// fleet's bucket.
+func TestHoldMetrics(t *testing.T) {
+	ff := newFleet(t, 1)
+	nc, err := nats.Connect(ff.ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	servicetest.BreakerMetrics(t, nc, ff.urls[0]+"/metrics", "fake-openai", "org/model-1.5")
 }

@@ -1,6 +1,8 @@
 // Package metrics holds the Prometheus collectors every Switchyard service
 // exports: the hold engine's state (holds by class, scope and state;
-// circuit breaker states), read at scrape time.
+// circuit breaker states), read at scrape time. The proxy, the prober and
+// the admin service each register one HoldCollector over their own engine,
+// so the series have the same names, help and labels everywhere.
 package metrics
 
 import (
@@ -9,6 +11,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchyard.dev/shared/hold"
+)
+
+// The metric names and labels of HoldCollector. They are a documented
+// contract (the services' README files list them): change them only with
+// every README.
+const (
+	HoldsName   = "switchyard_holds"
+	BreakerName = "switchyard_circuit_breaker_state"
+)
+
+// HoldsLabels and BreakerLabels are the label names of the two series, in
+// order.
+var (
+	HoldsLabels   = []string{"class", "scope", "state"}
+	BreakerLabels = []string{"provider", "model"}
 )
 
 // HoldSource is what the hold collector reads: *hold.Engine.
@@ -21,10 +38,15 @@ var _ HoldSource = (*hold.Engine)(nil)
 
 // HoldCollector exports a hold engine's table at scrape time:
 //
-//	switchyard_holds{class,scope,state}            records in the local table
-//	switchyard_circuit_breaker_state{provider,model} 0 closed, 1 half-open, 2 open
+//	switchyard_holds{class,scope,state}               records in the local table
+//	switchyard_circuit_breaker_state{provider,model}  0 closed, 1 half-open, 2 open
 //
-// model is "" for a provider-wide breaker.
+// class is the failure class, scope the scope kind (provider,
+// provider+model, key, key+model) and state held, probing or released;
+// model is "" for a provider-wide breaker. Label values are provider and
+// model names, classes, scope kinds and states: never a key id, a
+// fingerprint, a reason or a secret. The collector keeps no strings
+// between scrapes.
 type HoldCollector struct {
 	src     HoldSource
 	holds   *prometheus.Desc
@@ -37,12 +59,12 @@ var _ prometheus.Collector = (*HoldCollector)(nil)
 func NewHoldCollector(src HoldSource) *HoldCollector {
 	return &HoldCollector{
 		src: src,
-		holds: prometheus.NewDesc("switchyard_holds",
+		holds: prometheus.NewDesc(HoldsName,
 			"Hold records in this process's table, by failure class, scope kind and state (held, probing, released: ramping back).",
-			[]string{"class", "scope", "state"}, nil),
-		breaker: prometheus.NewDesc("switchyard_circuit_breaker_state",
-			"Circuit breaker state per provider (model is set for per-model breakers): 0 closed, 1 half-open, 2 open.",
-			[]string{"provider", "model"}, nil),
+			HoldsLabels, nil),
+		breaker: prometheus.NewDesc(BreakerName,
+			"Circuit breaker state per provider (model is set for per-model breakers, empty for a provider-wide one): 0 closed, 1 half-open, 2 open.",
+			BreakerLabels, nil),
 	}
 }
 
@@ -52,7 +74,9 @@ func (c *HoldCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.breaker
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. A label value Prometheus
+// refuses (not UTF-8: a record written by something else than Switchyard)
+// drops that one series instead of failing the scrape.
 func (c *HoldCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ class, scope, state string }
 	counts := map[key]int{}
@@ -60,12 +84,25 @@ func (c *HoldCollector) Collect(ch chan<- prometheus.Metric) {
 		counts[key{r.Class.String(), string(r.Scope.Kind), string(r.State)}]++
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.holds, prometheus.GaugeValue, float64(n), k.class, k.scope, k.state)
+		if m, err := prometheus.NewConstMetric(c.holds, prometheus.GaugeValue, float64(n), k.class, k.scope, k.state); err == nil {
+			ch <- m
+		}
 	}
 	for name, state := range c.src.BreakerStates() {
-		provider, model, _ := strings.Cut(name, "/")
-		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, BreakerValue(state), provider, model)
+		provider, model := SplitBreakerName(name)
+		if m, err := prometheus.NewConstMetric(c.breaker, prometheus.GaugeValue, BreakerValue(state), provider, model); err == nil {
+			ch <- m
+		}
 	}
+}
+
+// SplitBreakerName splits a name of hold.Engine.BreakerStates, "provider"
+// or "provider/model", into its labels. Provider names never contain '/'
+// (config validation); model names may ("meta-llama/Llama-3"), so the
+// first '/' separates them.
+func SplitBreakerName(name string) (provider, model string) {
+	provider, model, _ = strings.Cut(name, "/")
+	return provider, model
 }
 
 // BreakerValue maps a breaker state name to the gauge value: 0 closed,

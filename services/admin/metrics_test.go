@@ -1,0 +1,38 @@
+package admin
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
+)
+
+// TestHoldMetrics: the admin service exports its hold engine's table with
+// the collector the proxy and the prober use (one label set: the breaker
+// state by provider and model), and after the trips are gone the breaker
+// of openai reads closed again.
+func TestHoldMetrics(t *testing.T) {
+	e := startEnv(t, true)
+	servicetest.BreakerMetrics(t, e.pnc, e.base+"/metrics", "openai", "org/model-1.5")
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		text := string(e.do("GET", "/metrics", "", nil).raw)
+		for _, want := range []string{
+			`switchyard_circuit_breaker_state{model="",provider="openai"} 0`,
+			`switchyard_admin_nats_up 1`,
+			`switchyard_admin_http_requests_total{method="GET",route="/metrics",status="200"}`,
+		} {
+			if !strings.Contains(text, want) {
+				return fmt.Errorf("no %s", want)
+			}
+		}
+		for _, gone := range []string{`model="org/model-1.5"`, `switchyard_holds{`, `provider="openai/`} {
+			if strings.Contains(text, gone) {
+				return fmt.Errorf("%s still in the metrics", gone)
+			}
+		}
+		return nil
+	})
+}
