@@ -39,6 +39,11 @@ type EngineOptions struct {
 	// Source is what holds from reported failures are recorded as:
 	// SourceProxy (default) or SourceProber.
 	Source string
+	// DrainTimeout bounds how long Run keeps writing queued transitions
+	// to the store after its context ends (graceful shutdown), so holds
+	// recorded by the last requests are not lost; default 2 s, negative
+	// turns draining off.
+	DrainTimeout time.Duration
 	// OnApply, when set, is called (under the table lock: keep it short)
 	// for every record another instance wrote, as this engine applies it
 	// from the store watch: the hold propagation lag is the time since its
@@ -60,8 +65,9 @@ type Engine struct {
 	rnd   func() float64
 	fp    func(provider, keyID string) string
 
-	onApply func(rec Record)
-	source  string
+	onApply  func(rec Record)
+	source   string
+	drainFor time.Duration
 
 	// idx is Admit's lock-free view of entries; scopes counts its scopes.
 	idx    atomic.Pointer[index]
@@ -96,6 +102,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		fp:       opts.Fingerprint,
 		onApply:  opts.OnApply,
 		source:   opts.Source,
+		drainFor: opts.DrainTimeout,
 		entries:  map[string]*entry{},
 		ramping:  map[string]*entry{},
 		pending:  map[string]*intent{},
@@ -107,6 +114,9 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	if e.source == "" {
 		e.source = SourceProxy
+	}
+	if e.drainFor == 0 {
+		e.drainFor = 2 * time.Second
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -131,7 +141,8 @@ func (e *Engine) Policy() *Policy { return &e.pol }
 // Run watches the store into the local table, writes this process's
 // transitions (retrying while the store is unavailable), takes probe
 // leases for due holds this process's traffic wants to probe, and sweeps
-// finished ramps, until ctx ends. It returns nil when ctx ends.
+// finished ramps, until ctx ends. Then it drains: transitions still queued
+// are written for up to DrainTimeout. It returns nil.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.store == nil || e.inst == "" {
 		return errors.New("hold: engine needs a Store and an Instance")
@@ -329,6 +340,7 @@ func (e *Engine) writeLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			e.drain(ctx)
 			return
 		case <-sweep:
 			e.sweep(e.clock.Now())
@@ -344,7 +356,11 @@ func (e *Engine) writeLoop(ctx context.Context) {
 				break
 			}
 			err := e.write(ctx, in)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() != nil {
+				e.requeue(in) // shutting down: drained with a fresh deadline
+				break
+			}
+			if err != nil {
 				e.storeDown.Store(true)
 				e.notify(in, fmt.Errorf("write hold %s: %w (kept locally, retrying)", in.rec.ID, err))
 				in.done = nil
@@ -357,6 +373,32 @@ func (e *Engine) writeLoop(ctx context.Context) {
 			e.storeDown.Store(false)
 			e.notify(in, err)
 		}
+	}
+}
+
+// drain writes the queued transitions after Run's context ended, within
+// DrainTimeout; what is left is logged (the local table dies with the
+// process).
+func (e *Engine) drain(parent context.Context) {
+	if e.drainFor < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), e.drainFor)
+	defer cancel()
+	for {
+		in := e.next()
+		if in == nil {
+			return
+		}
+		if err := e.write(ctx, in); err != nil {
+			e.requeue(in)
+			e.wmu.Lock()
+			left := len(e.pending)
+			e.wmu.Unlock()
+			e.log.Warn("hold writes not drained before shutdown", "left", left, "err", err)
+			return
+		}
+		e.notify(in, nil)
 	}
 }
 
