@@ -156,7 +156,12 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if status, isErr := provider.ErrorIn200(respBody); isErr {
 		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
-	if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
+	if err := provider.ValidResponse(a.Format(), r.ep.op, respBody); err != nil {
+		// A 200 that is not an answer (an HTML page, text, cut JSON) is a
+		// failure of the target, like a 5xx.
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: err})
+	}
+		if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}

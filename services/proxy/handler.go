@@ -165,6 +165,10 @@ func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
 	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
 }
 
+// maxCallerTimeout is the longest timeout a caller may state (a day): a
+// larger one means "no timeout of mine".
+const maxCallerTimeout = 24 * time.Hour
+
 // deadline is when the request must be answered: the earliest of the
 // caller's stated timeout (X-Stainless-Timeout, as the OpenAI and Anthropic
 // SDKs send it, or X-Request-Timeout) and timeouts.request.
@@ -176,7 +180,12 @@ func (s *Service) deadline(c *fiber.Ctx, start time.Time) time.Time {
 	for _, h := range [...]string{"X-Stainless-Timeout", "X-Request-Timeout"} {
 		if v := c.Get(h); v != "" {
 			if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 && !math.IsInf(secs, 0) {
-				cd := time.Duration(secs * float64(time.Second))
+				// Clamped before the conversion: 1e10 s would overflow
+				// time.Duration into a negative (already past) deadline.
+				cd := maxCallerTimeout
+				if secs < maxCallerTimeout.Seconds() {
+					cd = time.Duration(secs * float64(time.Second))
+				}
 				if d == 0 || cd < d {
 					d = cd
 				}

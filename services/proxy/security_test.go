@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"switchyard.dev/shared/config"
@@ -191,3 +193,51 @@ func strictDecode(b []byte) error {
 }
 
 var _ = strings.TrimSpace
+
+// A caller timeout too large for time.Duration means "no timeout of mine",
+// not an overflow into an immediate 504.
+func TestHugeCallerTimeoutIsClamped(t *testing.T) {
+	f := newFixture(t)
+	for _, v := range []string{"1e10", "9.3e18", "1e300"} {
+		status, _, body := f.call(t, "/v1/chat/completions", `{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}`,
+			"X-Stainless-Timeout", v)
+		if status != http.StatusOK {
+			t.Errorf("X-Stainless-Timeout %s: %d %s", v, status, body)
+		}
+	}
+}
+
+// An upstream answering 200 with something that is not the endpoint's
+// response (an HTML error page, plain text, cut JSON) has failed: the
+// attempt is a transient failure and the chain fails over.
+func TestGarbage200FailsOver(t *testing.T) {
+	for _, tt := range []struct{ name, ctype, body string }{
+		{"html page", "text/html", "<html><body>502 Bad Gateway</body></html>"},
+		{"plain text", "text/plain", "upstream busy"},
+		{"cut json", "application/json", `{"id":"chatcmpl-1","choices":[{"index":0,`},
+		{"json without choices", "application/json", `{"status":"ok"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Content-Type", tt.ctype)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			t.Cleanup(bad.Close)
+			f := newFixture(t, func(c *config.Config) {
+				c.Providers[0].BaseURL = bad.URL + "/v1"
+			})
+			status, h, body := f.call(t, "/v1/chat/completions", `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`)
+			if status != http.StatusOK || h.Get("X-Switchyard-Provider") != "fake-anthropic" {
+				t.Fatalf("status %d provider %q: %s", status, h.Get("X-Switchyard-Provider"), body)
+			}
+			if !json.Valid(body) || bytes.Contains(body, []byte(tt.body)) {
+				t.Fatalf("the garbage reached the caller: %s", body)
+			}
+			if calls.Load() < 2 {
+				t.Fatalf("%d calls to the bad upstream: a transient failure is retried", calls.Load())
+			}
+		})
+	}
+}

@@ -5,6 +5,9 @@ package provider
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -218,4 +221,40 @@ func atoi(b []byte) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// ErrInvalidResponse: a 200 answer that is not the endpoint's response.
+var ErrInvalidResponse = errors.New("not a valid response")
+
+// ValidResponse checks that a 200 body is the response the operation asks
+// for: a JSON object carrying the field every such response has (OpenAI
+// chat "choices", Anthropic messages "content", embeddings "data", a model
+// list "data"). An upstream that answers 200 with an HTML page, plain text
+// or truncated JSON has failed, whatever its status says.
+func ValidResponse(f Format, op Op, body []byte) error {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 {
+		return fmt.Errorf("%w: empty body", ErrInvalidResponse)
+	}
+	if b[0] != '{' || !json.Valid(b) {
+		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
+	}
+	field := "choices"
+	switch {
+	case op == OpEmbeddings, op == OpModels:
+		field = "data"
+	case f == FormatAnthropic:
+		field = "content"
+	}
+	if _, _, _, ok := jsonfield.Find(b, field); !ok {
+		return fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
+	}
+	return nil
+}
+
+func clipBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
