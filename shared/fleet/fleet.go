@@ -2,9 +2,12 @@
 // on the shared NATS KV bucket, with events published on NATS subjects.
 //
 // A process starts serving before NATS answers: until the buckets are bound
-// the engine's store reports hold.ErrUnavailable, so holds apply locally
-// and are written once NATS is reachable (the engine reconciles them). With
-// no NATS connection at all, the engine keeps its holds in memory.
+// the engine's store (a holdkv.Store made unbound) reports
+// hold.ErrUnavailable, so holds apply locally and are written once NATS is
+// reachable (the engine reconciles them). Bound is closed when the buckets
+// are set up, for whatever else follows them (health and credential
+// watchers). With no NATS connection at all, the engine keeps its holds in
+// memory.
 package fleet
 
 import (
@@ -36,9 +39,11 @@ type Member struct {
 	nc      *nats.Conn
 	opts    bus.SetupOptions
 	log     *slog.Logger
-	store   *lazyStore
-	emitter *lazyEmitter
-	bound   atomic.Pointer[bus.Resources]
+	store   *holdkv.Store   // nil without NATS
+	emitter *holdkv.Emitter // nil without NATS
+	res     atomic.Pointer[bus.Resources]
+	bound   chan struct{}
+	bindMu  sync.Mutex // one bind at a time (a second Run binds nothing new)
 }
 
 // Options configure a Member.
@@ -69,15 +74,14 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: hold policy: %w", err)
 	}
-	m := &Member{Instance: InstanceID(o.Service), nc: o.NATS, opts: bus.SetupOptionsFrom(cfg.NATS), log: log}
-	var store hold.Store
+	m := &Member{Instance: InstanceID(o.Service), nc: o.NATS, opts: bus.SetupOptionsFrom(cfg.NATS), log: log,
+		bound: make(chan struct{})}
+	var store hold.Store = hold.NewMemStore()
 	var emitter hold.Emitter
 	if o.NATS != nil {
-		m.store = &lazyStore{bound: make(chan struct{})}
-		m.emitter = &lazyEmitter{}
+		m.store = holdkv.NewUnbound(o.NATS, log)
+		m.emitter = holdkv.NewEmitter(o.NATS, log)
 		store, emitter = m.store, m.emitter
-	} else {
-		store = hold.NewMemStore()
 	}
 	fp := o.Fingerprint
 	if fp == nil {
@@ -105,13 +109,10 @@ func (m *Member) Run(ctx context.Context) error {
 		return m.Engine.Run(ctx)
 	}
 	// The emitter's goroutine starts here, not in New, so that a member
-	// built but never run leaves nothing behind.
-	em := holdkv.NewEmitter(m.nc, m.log)
-	m.emitter.e.Store(em)
-	defer func() {
-		m.emitter.e.Store(nil)
-		em.Close()
-	}()
+	// built but never run leaves nothing behind. It closes after the
+	// engine, which may emit until its Run returns.
+	m.emitter.Start()
+	defer m.emitter.Close()
 	var wg sync.WaitGroup
 	wg.Go(func() { m.bind(ctx) })
 	err := m.Engine.Run(ctx)
@@ -122,11 +123,22 @@ func (m *Member) Run(ctx context.Context) error {
 // Conn is the member's NATS connection (nil when it runs without NATS).
 func (m *Member) Conn() *nats.Conn { return m.nc }
 
-// Resources are the bound buckets and stream, nil until NATS answered.
-func (m *Member) Resources() *bus.Resources { return m.bound.Load() }
+// Resources are the bound buckets and stream, nil until NATS answered
+// (until Bound is closed).
+func (m *Member) Resources() *bus.Resources { return m.res.Load() }
+
+// Bound is closed once the buckets and stream are set up; Resources is
+// valid from then on. It is never closed for a member without NATS, nor
+// before Run binds them.
+func (m *Member) Bound() <-chan struct{} { return m.bound }
 
 // bind sets up the buckets and stream, retrying with backoff.
 func (m *Member) bind(ctx context.Context) {
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	if m.res.Load() != nil {
+		return
+	}
 	js, err := jetstream.New(m.nc)
 	if err != nil {
 		m.log.Error("fleet: JetStream context", "err", err)
@@ -138,8 +150,9 @@ func (m *Member) bind(ctx context.Context) {
 		res, err := bus.Setup(sctx, js, m.opts)
 		cancel()
 		if err == nil {
-			m.bound.Store(res)
-			m.store.bind(holdkv.NewStore(js, res.Holds, m.log))
+			m.res.Store(res)
+			m.store.Bind(js, res.Holds)
+			close(m.bound)
 			m.log.Info("fleet: hold bucket bound", "bucket", bus.BucketHolds, "instance", m.Instance)
 			return
 		}
@@ -176,80 +189,6 @@ func fingerprints(cfg *config.Config) map[string]string {
 		}
 	}
 	return fps
-}
-
-// lazyStore is a hold.Store that is unavailable until bound.
-type lazyStore struct {
-	s     atomic.Pointer[holdkv.Store]
-	bound chan struct{}
-}
-
-var _ hold.Store = (*lazyStore)(nil)
-
-func (l *lazyStore) bind(s *holdkv.Store) {
-	l.s.Store(s)
-	close(l.bound)
-}
-
-func (l *lazyStore) get() (*holdkv.Store, error) {
-	if s := l.s.Load(); s != nil {
-		return s, nil
-	}
-	return nil, fmt.Errorf("%w: NATS buckets not bound yet", hold.ErrUnavailable)
-}
-
-func (l *lazyStore) Create(ctx context.Context, rec hold.Record, ttl time.Duration) (uint64, error) {
-	s, err := l.get()
-	if err != nil {
-		return 0, err
-	}
-	return s.Create(ctx, rec, ttl)
-}
-
-func (l *lazyStore) Update(ctx context.Context, rec hold.Record, rev uint64, ttl time.Duration) (uint64, error) {
-	s, err := l.get()
-	if err != nil {
-		return 0, err
-	}
-	return s.Update(ctx, rec, rev, ttl)
-}
-
-func (l *lazyStore) Delete(ctx context.Context, id string, rev uint64) error {
-	s, err := l.get()
-	if err != nil {
-		return err
-	}
-	return s.Delete(ctx, id, rev)
-}
-
-func (l *lazyStore) Get(ctx context.Context, id string) (hold.Record, error) {
-	s, err := l.get()
-	if err != nil {
-		return hold.Record{}, err
-	}
-	return s.Get(ctx, id)
-}
-
-// Watch waits until the store is bound, then watches it.
-func (l *lazyStore) Watch(ctx context.Context, apply func(hold.Change)) error {
-	select {
-	case <-l.bound:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return l.s.Load().Watch(ctx, apply)
-}
-
-// lazyEmitter publishes through the emitter of a running member and drops
-// events otherwise (none are made before the engine runs).
-type lazyEmitter struct {
-	e atomic.Pointer[holdkv.Emitter]
-}
-
-func (l *lazyEmitter) Emit(ev hold.Event) {
-	if e := l.e.Load(); e != nil {
-		e.Emit(ev)
-	}
 }
 
 // sourceFor is the hold source of a service's reported failures.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,13 +65,25 @@ func TestMemberBindsLateAndReconciles(t *testing.T) {
 	if m.Engine.Admit("p", "k1", "gpt") != hold.Deny {
 		t.Fatal("the local hold does not apply while NATS is down")
 	}
+	select {
+	case <-m.Bound():
+		t.Fatal("bound while NATS is down")
+	default:
+	}
+	if m.Resources() != nil {
+		t.Fatal("resources while NATS is down")
+	}
 
 	ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer natsembed.Stop(ns)
-	testkit.WaitFor(t, 15*time.Second, func() bool { return m.Resources() != nil })
+	select {
+	case <-m.Bound():
+	case <-time.After(15 * time.Second):
+		t.Fatal("buckets not bound after NATS came up")
+	}
 	kv := m.Resources().Holds
 	testkit.WaitFor(t, 15*time.Second, func() bool {
 		e, err := kv.Get(context.Background(), "p.k1")
@@ -100,8 +113,63 @@ func TestMemberWithoutNATSKeepsHoldsInMemory(t *testing.T) {
 	if m.Resources() != nil {
 		t.Error("resources without NATS")
 	}
+	select {
+	case <-m.Bound():
+		t.Error("bound without NATS")
+	default:
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A running member publishes the events of its holds on NATS (the
+// emitter starts with Run) and follows the holds other members write.
+func TestMemberEventsAndPeers(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer natsembed.Stop(ns)
+	var members []*Member
+	for i := range 2 {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		m, err := New(testConfig(), Options{Service: fmt.Sprintf("m%d", i), NATS: nc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		select {
+		case <-m.Bound():
+		case <-time.After(15 * time.Second):
+			t.Fatal("not bound")
+		}
+		members = append(members, m)
+	}
+	sub, err := members[1].Conn().SubscribeSync("switchyard.events.hold.p.k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := members[1].Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	members[0].Engine.Report("p", "k1", "", false, hold.Outcome{Result: failure.Result{
+		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key"}})
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no hold event: %v", err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() bool { return members[1].Engine.Admit("p", "k1", "m") == hold.Deny })
 }

@@ -123,6 +123,7 @@ func TestNatsCLI(t *testing.T) {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		em := NewEmitter(n.nc, testLog())
+		em.Start()
 		defer em.Close()
 		ev := hold.Event{Kind: hold.EventHold, Scope: rec.Scope, Class: rec.Class, Rung: 0, Until: rec.Until,
 			Reason: rec.Reason, Code: rec.Code, Source: "proxy", RecordedBy: "proxy-a"}

@@ -97,8 +97,9 @@ func (c *testCluster) byName(name string) int {
 
 // TestCluster: three proxies on three nodes of a cluster with R3 buckets
 // and stream see each other's holds; when the node leading the holds
-// bucket shuts down no hold is lost, writes resume and every surviving
-// watcher keeps following.
+// bucket shuts down, a hold written once the bucket has a new leader
+// reaches every proxy promptly (the one that was on the lost node
+// included), no hold is lost and writes resume from every proxy.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")
@@ -169,7 +170,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("%d proxies won the race", won)
 	}
 
-	// Shut down the node leading the holds bucket (gracefully).
+	// Shut down the node leading the holds bucket.
 	leader := c.byName(info.Cluster.Leader)
 	if leader < 0 {
 		t.Fatalf("leader %q unknown", info.Cluster.Leader)
@@ -177,6 +178,48 @@ func TestCluster(t *testing.T) {
 	t.Logf("shutting down %s, leader of the holds bucket", info.Cluster.Leader)
 	down := time.Now()
 	natsembed.Stop(c.servers[leader])
+
+	// Once the bucket has a new leader (and JetStream a meta leader), a
+	// hold written from a surviving node reaches every table within
+	// promptly: the watchers on the surviving nodes (whose consumers may
+	// have lived on the lost node) and the one whose node was lost.
+	survivor := nodes[(leader+1)%3]
+	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		st, err := survivor.res.Holds.Status(sctx)
+		if err != nil {
+			return err
+		}
+		if l := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster.Leader; l == "" || l == info.Cluster.Leader {
+			return fmt.Errorf("holds stream leader %q", l)
+		}
+		for i, s := range c.servers {
+			if i != leader && s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no JetStream meta leader")
+	})
+	elected := time.Since(down)
+	first := record("elected", "k", "")
+	var rev uint64
+	var written time.Time
+	testkit.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		var err error
+		written = time.Now()
+		rev, err = survivor.store.Create(ctx, first, 0)
+		return err
+	})
+	revs[first.Scope.ID()] = rev
+	for i, tab := range tables {
+		d := tab.delay(t, rev, written)
+		t.Logf("proxy %d (was on %s) applied the first hold after the new leader (%s after the shutdown) %s after its write",
+			i, c.servers[i].Name(), elected.Round(time.Millisecond), d.Round(time.Millisecond))
+		if d > promptly {
+			t.Errorf("proxy %d applied the hold %s after it was written, want within %s", i, d, promptly)
+		}
+	}
 
 	// Writes resume: from every proxy (the one on the lost node fails over).
 	for i, n := range nodes {
@@ -199,7 +242,7 @@ func TestCluster(t *testing.T) {
 	}
 	// No hold lost: every record is in the bucket and in every table.
 	for id, rev := range revs {
-		got, err := nodes[(leader+1)%3].store.Get(ctx, id)
+		got, err := survivor.store.Get(ctx, id)
 		if err != nil || got.Revision < rev {
 			t.Fatalf("hold %s after the shutdown: %+v %v", id, got, err)
 		}

@@ -21,8 +21,9 @@ const DefaultEmitterQueue = 4096
 // Emitter is a hold.Emitter publishing JSON events on
 // bus.EventSubject(kind, provider, key id) with core NATS publishes; the
 // SWITCHYARD_EVENTS stream captures them. Emit only queues: a goroutine
-// owned by the Emitter publishes, and when the queue is full events are
-// dropped and counted (Dropped), so a request never waits on NATS.
+// owned by the Emitter (from Start to Close) publishes, and when the queue
+// is full events are dropped and counted (Dropped), so a request never
+// waits on NATS.
 type Emitter struct {
 	nc    *nats.Conn
 	log   *slog.Logger
@@ -33,32 +34,43 @@ type Emitter struct {
 	published atomic.Uint64
 	failed    atomic.Uint64
 
+	startOnce sync.Once
 	closeOnce sync.Once
-	mu        sync.RWMutex // guards closed against Emit racing Close
+	mu        sync.RWMutex // guards closed and started against Emit racing Close
+	started   bool
 	closed    bool
 	done      chan struct{}
 }
 
 var _ hold.Emitter = (*Emitter)(nil)
 
-// NewEmitter starts an Emitter on nc. Close it to stop its goroutine.
+// NewEmitter returns an Emitter on nc. It queues events at once and
+// publishes them from Start on; Close stops it. No goroutine runs before
+// Start, so an Emitter that is never started leaves nothing behind.
 func NewEmitter(nc *nats.Conn, log *slog.Logger) *Emitter {
-	e := newEmitter(nc, log, DefaultEmitterQueue)
-	go e.loop()
-	return e
-}
-
-func newEmitter(nc *nats.Conn, log *slog.Logger, queue int) *Emitter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Emitter{
 		nc:    nc,
 		log:   log.With("component", "events"),
-		queue: make(chan hold.Event, queue),
+		queue: make(chan hold.Event, DefaultEmitterQueue),
 		now:   time.Now,
 		done:  make(chan struct{}),
 	}
+}
+
+// Start starts publishing (once; a closed Emitter stays closed).
+func (e *Emitter) Start() {
+	e.startOnce.Do(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.closed {
+			return
+		}
+		e.started = true
+		go e.loop()
+	})
 }
 
 // Emit queues ev for publishing and returns at once. It fills in the
@@ -98,13 +110,19 @@ func (e *Emitter) Dropped() uint64 { return e.dropped.Load() }
 func (e *Emitter) Published() uint64 { return e.published.Load() }
 
 // Close publishes what is queued, flushes the connection (bounded by its
-// own timeout) and stops the Emitter. Later Emits are dropped.
+// own timeout) and stops the Emitter. Later Emits are dropped, and so is
+// what an Emitter that was never started queued.
 func (e *Emitter) Close() {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		e.closed = true
+		started := e.started
 		close(e.queue)
 		e.mu.Unlock()
+		if !started {
+			e.dropped.Add(uint64(len(e.queue)))
+			return
+		}
 		<-e.done
 		if e.nc.IsConnected() {
 			_ = e.nc.FlushTimeout(time.Second)

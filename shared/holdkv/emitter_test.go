@@ -28,6 +28,7 @@ func TestEmitter(t *testing.T) {
 		t.Fatal(err)
 	}
 	em := NewEmitter(n.nc, testLog())
+	em.Start()
 	until := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		name    string
@@ -109,7 +110,8 @@ func TestEmitterNeverBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	em := newEmitter(nc, testLog(), 2) // no publishing goroutine: the queue fills
+	em := NewEmitter(nc, testLog())
+	em.queue = make(chan hold.Event, 2) // not started: the queue fills
 	start := time.Now()
 	for range 1000 {
 		em.Emit(hold.Event{Kind: hold.EventHealth, Scope: hold.Scope{Provider: "p"}})
@@ -120,6 +122,24 @@ func TestEmitterNeverBlocks(t *testing.T) {
 	if em.Dropped() != 998 {
 		t.Fatalf("dropped %d, want 998", em.Dropped())
 	}
-	go em.loop()
+	em.Start()
 	em.Close() // publishes into the reconnect buffer, returns
+}
+
+// TestEmitterNotStarted: an Emitter never started leaves no goroutine
+// behind, and Close drops what it queued.
+func TestEmitterNotStarted(t *testing.T) {
+	nc, err := nats.Connect("nats://127.0.0.1:1", nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	em := NewEmitter(nc, testLog())
+	em.Emit(hold.Event{Kind: hold.EventHealth, Scope: hold.Scope{Provider: "p"}})
+	em.Close()
+	em.Start() // closed stays closed
+	em.Emit(hold.Event{Kind: hold.EventHealth, Scope: hold.Scope{Provider: "p"}})
+	if em.Dropped() != 2 || em.Published() != 0 {
+		t.Fatalf("dropped %d published %d, want 2 and 0", em.Dropped(), em.Published())
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -100,10 +101,11 @@ type table struct {
 	mu      sync.Mutex
 	recs    map[string]hold.Record
 	changes []hold.Change
+	at      map[uint64]time.Time // revision -> when applied
 	notify  func(hold.Change)
 }
 
-func newTable() *table { return &table{recs: map[string]hold.Record{}} }
+func newTable() *table { return &table{recs: map[string]hold.Record{}, at: map[uint64]time.Time{}} }
 
 func (t *table) apply(c hold.Change) {
 	t.mu.Lock()
@@ -113,6 +115,7 @@ func (t *table) apply(c hold.Change) {
 		t.recs[c.ID] = c.Record
 	}
 	t.changes = append(t.changes, c)
+	t.at[c.Revision] = time.Now()
 	notify := t.notify
 	t.mu.Unlock()
 	if notify != nil {
@@ -144,6 +147,33 @@ func (t *table) has(id string, rev uint64) error {
 	}
 	return nil
 }
+
+// appliedAt is when the change at revision rev was applied.
+func (t *table) appliedAt(rev uint64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.at[rev]
+	return at, ok
+}
+
+// delay waits until the table applied revision rev and returns how long
+// after written it did.
+func (t *table) delay(tb testing.TB, rev uint64, written time.Time) time.Duration {
+	tb.Helper()
+	var at time.Time
+	testkit.CheckFor(tb, 20*time.Second, time.Millisecond, func() error {
+		var ok bool
+		if at, ok = t.appliedAt(rev); !ok {
+			return fmt.Errorf("revision %d not applied", rev)
+		}
+		return nil
+	})
+	return at.Sub(written)
+}
+
+// promptly is how soon after a write every watcher must have applied it,
+// after a NATS restart or a leader change as in steady state.
+const promptly = time.Second
 
 func (t *table) lacks(id string) error {
 	if _, ok := t.get(id); ok {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,37 +22,37 @@ import (
 	"switchyard.dev/shared/redact"
 )
 
-// Defaults of the Store options.
-const (
-	// DefaultOpTimeout bounds one store operation, so that a caller never
-	// waits long on a NATS that does not answer.
-	DefaultOpTimeout = 2 * time.Second
-	// DefaultLoadTimeout bounds the wait for the end of a watcher's initial
-	// values (the end marker has been seen missing).
-	DefaultLoadTimeout = 5 * time.Second
-	// DefaultStallCheck is how often a watcher compares the bucket's last
-	// revision with the last one it applied, to notice a stalled watcher
-	// that no reconnect announced (a cluster node lost under it).
-	DefaultStallCheck = time.Second
-)
+// DefaultOpTimeout bounds one store operation, so that a caller never
+// waits long on a NATS that does not answer.
+const DefaultOpTimeout = 2 * time.Second
 
 // Store is a hold.Store on a JetStream KV bucket. Keys are scope ids
 // (hold.Scope.ID), values are hold.Record JSON, and the bucket revision is
 // the record's revision. Every method is safe for concurrent use.
+//
+// A Store made by NewUnbound has no bucket yet: until Bind, every
+// operation fails with hold.ErrUnavailable and Watch waits. A process
+// starts serving before NATS answers this way (package fleet binds the
+// bucket once bus.Setup succeeds).
 type Store struct {
-	js     jetstream.JetStream
-	kv     jetstream.KeyValue
-	nc     *nats.Conn
-	log    *slog.Logger
-	prefix string // $KV.<bucket>.
+	nc  *nats.Conn
+	log *slog.Logger
+	b   atomic.Pointer[binding]
 
-	opTimeout   time.Duration
-	loadTimeout time.Duration
-	stallCheck  time.Duration
-	markerTTL   time.Duration
+	opTimeout time.Duration
+	markerTTL time.Duration
 
+	bound    chan struct{}
+	bindOnce sync.Once
 	syncOnce sync.Once
 	synced   chan struct{}
+}
+
+// binding is the bucket a Store works on.
+type binding struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	prefix string // $KV.<bucket>.
 }
 
 var _ hold.Store = (*Store)(nil)
@@ -63,43 +64,51 @@ type Option func(*Store)
 // DefaultOpTimeout). The caller's context may end it sooner.
 func WithOpTimeout(d time.Duration) Option { return func(s *Store) { s.opTimeout = d } }
 
-// WithLoadTimeout bounds the initial load of a Watch (default
-// DefaultLoadTimeout).
-func WithLoadTimeout(d time.Duration) Option { return func(s *Store) { s.loadTimeout = d } }
-
-// WithStallCheck sets how often a Watch checks that it is not behind the
-// bucket (default DefaultStallCheck; 0 or less turns the check off).
-func WithStallCheck(d time.Duration) Option { return func(s *Store) { s.stallCheck = d } }
-
 // WithMarkerTTL is the bucket's LimitMarkerTTL (default
 // bus.LimitMarkerTTL): a watcher out of touch for more than half of it
 // reloads the bucket instead of resuming, as expiry markers may be gone.
 func WithMarkerTTL(d time.Duration) Option { return func(s *Store) { s.markerTTL = d } }
 
-// NewStore returns a Store on kv (bus.Resources.Holds). js is the
+// NewStore returns a Store bound to kv (bus.Resources.Holds). js is the
 // JetStream context kv came from: renewals that keep a TTL are published
 // through it, and its connection's reconnects restart watchers at once.
 func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, log *slog.Logger, opts ...Option) *Store {
+	s := NewUnbound(js.Conn(), log, opts...)
+	s.Bind(js, kv)
+	return s
+}
+
+// NewUnbound returns a Store on nc whose bucket is bound later (Bind).
+func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		js:          js,
-		kv:          kv,
-		nc:          js.Conn(),
-		log:         log.With("component", "holdkv", "bucket", kv.Bucket()),
-		prefix:      "$KV." + kv.Bucket() + ".",
-		opTimeout:   DefaultOpTimeout,
-		loadTimeout: DefaultLoadTimeout,
-		stallCheck:  DefaultStallCheck,
-		markerTTL:   bus.LimitMarkerTTL,
-		synced:      make(chan struct{}),
+		nc:        nc,
+		log:       log.With("component", "holdkv"),
+		opTimeout: DefaultOpTimeout,
+		markerTTL: bus.LimitMarkerTTL,
+		bound:     make(chan struct{}),
+		synced:    make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
+
+// Bind sets the bucket (bus.Resources.Holds) and the JetStream context it
+// came from; operations use it from now on and waiting Watch calls start.
+// Only the first Bind counts.
+func (s *Store) Bind(js jetstream.JetStream, kv jetstream.KeyValue) {
+	s.bindOnce.Do(func() {
+		s.b.Store(&binding{js: js, kv: kv, prefix: "$KV." + kv.Bucket() + "."})
+		close(s.bound)
+	})
+}
+
+// Bound is closed once the Store has its bucket.
+func (s *Store) Bound() <-chan struct{} { return s.bound }
 
 // Synced is closed once a Watch on this Store has delivered its initial
 // load (or given up waiting for its end marker).
@@ -147,13 +156,18 @@ func TTL(d time.Duration) time.Duration {
 	return (d + time.Second - 1).Truncate(time.Second)
 }
 
-// ready fails fast when the connection is down: a request would otherwise
-// sit in the reconnect buffer until its timeout.
-func (s *Store) ready(op, key string) error {
-	if s.nc != nil && !s.nc.IsConnected() {
-		return fmt.Errorf("%w: %s %s: NATS %s", hold.ErrUnavailable, op, key, s.nc.Status())
+// ready returns the bucket, failing fast when there is none yet or the
+// connection is down: a request would otherwise sit in the reconnect buffer
+// until its timeout.
+func (s *Store) ready(op, key string) (*binding, error) {
+	b := s.b.Load()
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s %s: NATS buckets not bound yet", hold.ErrUnavailable, op, key)
 	}
-	return nil
+	if s.nc != nil && !s.nc.IsConnected() {
+		return nil, fmt.Errorf("%w: %s %s: NATS %s", hold.ErrUnavailable, op, key, s.nc.Status())
+	}
+	return b, nil
 }
 
 // Create stores rec under rec.ID (rec.Scope.ID() when empty) if no live
@@ -163,7 +177,8 @@ func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) 
 	if err != nil {
 		return 0, err
 	}
-	if err := s.ready("create", key); err != nil {
+	b, err := s.ready("create", key)
+	if err != nil {
 		return 0, err
 	}
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
@@ -172,7 +187,7 @@ func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) 
 	if ttl > 0 {
 		opts = append(opts, jetstream.KeyTTL(TTL(ttl)))
 	}
-	rev, err := s.kv.Create(octx, key, data, opts...)
+	rev, err := b.kv.Create(octx, key, data, opts...)
 	switch {
 	case err == nil:
 		return rev, nil
@@ -193,22 +208,23 @@ func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl tim
 	if rev == 0 {
 		return 0, fmt.Errorf("holdkv: update %s: no revision to compare with", key)
 	}
-	if err := s.ready("update", key); err != nil {
+	b, err := s.ready("update", key)
+	if err != nil {
 		return 0, err
 	}
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
 	var newRev uint64
 	if ttl > 0 {
-		msg := &nats.Msg{Subject: s.prefix + key, Data: data}
+		msg := &nats.Msg{Subject: b.prefix + key, Data: data}
 		var ack *jetstream.PubAck
-		ack, err = s.js.PublishMsg(octx, msg,
+		ack, err = b.js.PublishMsg(octx, msg,
 			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(TTL(ttl)))
 		if err == nil {
 			newRev = ack.Sequence
 		}
 	} else {
-		newRev, err = s.kv.Update(octx, key, data, rev)
+		newRev, err = b.kv.Update(octx, key, data, rev)
 	}
 	switch {
 	case err == nil:
@@ -223,14 +239,15 @@ func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl tim
 // its revision). It returns hold.ErrNotFound when there is no live record
 // and hold.ErrConflict when the record moved on.
 func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
-	if err := s.ready("delete", id); err != nil {
+	b, err := s.ready("delete", id)
+	if err != nil {
 		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
 	var opts []jetstream.KVDeleteOpt
 	if rev == 0 {
-		if _, err := s.kv.Get(octx, id); err != nil {
+		if _, err := b.kv.Get(octx, id); err != nil {
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				return fmt.Errorf("%w: delete %s", hold.ErrNotFound, id)
 			}
@@ -239,12 +256,12 @@ func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
 	} else {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
-	err := s.kv.Delete(octx, id, opts...)
+	err = b.kv.Delete(octx, id, opts...)
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
-		if _, gerr := s.kv.Get(octx, id); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+		if _, gerr := b.kv.Get(octx, id); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("%w: delete %s", hold.ErrNotFound, id)
 		}
 		return fmt.Errorf("%w: delete %s at revision %d", hold.ErrConflict, id, rev)
@@ -254,12 +271,13 @@ func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
 
 // Get returns the live record stored under id.
 func (s *Store) Get(ctx context.Context, id string) (hold.Record, error) {
-	if err := s.ready("get", id); err != nil {
+	b, err := s.ready("get", id)
+	if err != nil {
 		return hold.Record{}, err
 	}
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
-	e, err := s.kv.Get(octx, id)
+	e, err := b.kv.Get(octx, id)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return hold.Record{}, fmt.Errorf("%w: %s", hold.ErrNotFound, id)

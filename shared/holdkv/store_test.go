@@ -338,3 +338,42 @@ func TestUnavailableNoJetStream(t *testing.T) {
 		})
 	}
 }
+
+// TestUnbound: a Store made before its bucket exists answers
+// ErrUnavailable at once and its Watch waits; once bound, both work.
+func TestUnbound(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	n := connect(t, s.ClientURL())
+	store := NewUnbound(n.nc, testLog())
+	ctx := context.Background()
+	rec := record("cohere", "k1", "")
+	if _, err := store.Create(ctx, rec, 0); isUnavailable(err) != nil {
+		t.Fatalf("Create before Bind: %v", err)
+	}
+	if _, err := store.Get(ctx, rec.Scope.ID()); isUnavailable(err) != nil {
+		t.Fatalf("Get before Bind: %v", err)
+	}
+	tab := watchInto(t, store)
+	select {
+	case <-store.Synced():
+		t.Fatal("an unbound Watch delivered its initial load")
+	case <-store.Bound():
+		t.Fatal("bound before Bind")
+	default:
+	}
+
+	res, err := bus.Setup(ctx, n.js, bus.SetupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Bind(n.js, res.Holds)
+	store.Bind(n.js, res.Health) // only the first Bind counts
+	rev, err := store.Create(ctx, rec, 0)
+	if err != nil {
+		t.Fatalf("Create after Bind: %v", err)
+	}
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return tab.has(rec.Scope.ID(), rev) })
+	if got, err := res.Holds.Get(ctx, rec.Scope.ID()); err != nil || got.Revision() != rev {
+		t.Fatalf("record not in the holds bucket: %v %v", got, err)
+	}
+}
