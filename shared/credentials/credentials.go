@@ -51,13 +51,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/kvwatch"
 )
 
 // SchemaVersion is the version of the Record JSON.
@@ -197,20 +197,26 @@ type watchOpts struct {
 // restarts (never a secret: provider and key id only).
 func WithLog(l *slog.Logger) Option { return func(o *watchOpts) { o.log = l } }
 
-// WithConn restarts the watcher, resuming after the last revision
-// applied, each time nc reconnects (a watcher can otherwise take about 20 s
-// to deliver again after a NATS restart).
+// WithConn is the connection kv uses: its reconnects re-create the watcher
+// at once, resuming after the last revision applied (a watcher can
+// otherwise take about 20 s to deliver again after a NATS restart).
 func WithConn(nc *nats.Conn) Option { return func(o *watchOpts) { o.nc = nc } }
 
 // WithReady is called once, when the values present at the start have
-// been delivered (or after 2 s if the end marker never comes).
+// been delivered (or after readyTimeout if the end marker never comes).
 func WithReady(f func()) Option { return func(o *watchOpts) { o.ready = f } }
+
+// readyTimeout bounds the wait for the end of the initial values before
+// WithReady's function is called anyway.
+const readyTimeout = 2 * time.Second
 
 // Watch decrypts every secret in the bucket, then every rotation, and calls
 // fn(provider, keyID, secret) for each, in revision order, from one
 // goroutine (the caller's). It returns nil when ctx ends, or an error when
-// key is not a valid AES-256 key. A watcher that ends (NATS gone) is
-// re-created, resuming after the last revision applied.
+// key is not a valid AES-256 key. The watcher is package kvwatch's: it is
+// re-created, resuming after the last revision applied, when the
+// connection reconnects (WithConn), when the bucket's stream elects a
+// leader, when it closes or falls behind the bucket.
 func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provider, keyID string, secret config.Secret), opts ...Option) error {
 	box, err := NewBox(key)
 	if err != nil {
@@ -220,89 +226,27 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provi
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var last uint64
-	ready := o.ready
-	markReady := func() {
-		if ready != nil {
-			ready()
-			ready = nil
-		}
-	}
-	var reconnected chan nats.Status
-	if o.nc != nil {
-		reconnected = o.nc.StatusChanged(nats.CONNECTED)
-		defer o.nc.RemoveStatusListener(reconnected)
-	}
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		wopts := []jetstream.WatchOpt{jetstream.IgnoreDeletes()}
-		if last > 0 {
-			wopts = append(wopts, jetstream.ResumeFromRevision(last+1))
-		}
-		w, err := kv.WatchAll(ctx, wopts...)
-		if err != nil {
-			o.log.Warn("credentials: watch bucket; retrying", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
+	wo := kvwatch.Options{KV: kv, Conn: o.nc, Log: o.log, LoadTimeout: readyTimeout}
+	return kvwatch.Run(ctx, wo, func(ev kvwatch.Event) {
+		switch ev.Op {
+		case kvwatch.OpLoaded:
+			if o.ready != nil {
+				o.ready()
 			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		last = drain(ctx, w, box, fn, last, markReady, o.log, reconnected)
-		_ = w.Stop()
-	}
-	return nil
-}
-
-// drain applies w's entries until it closes or ctx ends; it returns the
-// last revision applied.
-func drain(ctx context.Context, w jetstream.KeyWatcher, box *Box, fn func(string, string, config.Secret), last uint64, markReady func(), log *slog.Logger, reconnected <-chan nats.Status) uint64 {
-	readyT := time.NewTimer(2 * time.Second)
-	defer readyT.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return last
-		case <-readyT.C:
-			markReady()
-		case _, ok := <-reconnected:
-			if !ok { // the connection closed for good
-				reconnected = nil
-				continue
-			}
-			return last // a new watcher resumes after last
-		case e, ok := <-w.Updates():
-			if !ok {
-				return last
-			}
-			if e == nil {
-				markReady()
-				continue
-			}
-			if e.Revision() <= last || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			last = e.Revision()
-			rec, err := Decode(e.Key(), e.Value())
+		case kvwatch.OpPut:
+			rec, err := Decode(ev.Key, ev.Value)
 			if err != nil {
-				log.Error("credentials: unusable record; skipped", "kv_key", e.Key(), "err", err)
-				continue
+				o.log.Error("credentials: unusable record; skipped", "kv_key", ev.Key, "err", err)
+				return
 			}
 			secret, err := box.Open(rec)
 			if err != nil {
-				log.Error("credentials: record does not decrypt; skipped", "provider", rec.Provider, "key", rec.Key, "err", err)
-				continue
+				o.log.Error("credentials: record does not decrypt; skipped", "provider", rec.Provider, "key", rec.Key, "err", err)
+				return
 			}
 			fn(rec.Provider, rec.Key, secret)
 		}
-	}
-}
-
-// KeyFromKV splits a bucket key into provider and key id.
-func KeyFromKV(kvKey string) (provider, keyID string, ok bool) {
-	provider, keyID, ok = strings.Cut(kvKey, ".")
-	return provider, keyID, ok && provider != "" && keyID != "" && !strings.Contains(keyID, ".")
+		// A deleted key does not revert a running proxy (see the package
+		// documentation).
+	})
 }

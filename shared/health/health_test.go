@@ -141,3 +141,81 @@ func TestStoreViewAndEvents(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 }
+
+// TestViewResumesAfterRestart: NATS restarts (same port and store dir)
+// and a record written right after reaches the view within a second of
+// the write: the watcher is re-created on the reconnect, resuming after
+// the last revision it applied.
+func TestViewResumesAfterRestart(t *testing.T) {
+	addr, dir := testkit.FreeAddr(t), t.TempDir()
+	ns, err := natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { natsembed.Stop(ns) }()
+	connect := func() (*nats.Conn, *bus.Resources) {
+		nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		res, err := bus.Setup(context.Background(), js, bus.SetupOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, res
+	}
+	nc, res := connect()
+	_, wres := connect() // the prober: its own connection
+	st := NewStore(wres.Health)
+
+	applied := make(chan time.Time, 16)
+	v := NewView(func(s *Snapshot) {
+		if _, ok := s.Get("after", ""); ok {
+			applied <- time.Now()
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx, res.Health, nc, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-v.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("view not synced")
+	}
+	if _, err := st.Put(ctx, Record{Provider: "before", Status: Healthy}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() bool { _, ok := v.Snapshot().Get("before", ""); return ok })
+
+	natsembed.Stop(ns)
+	if ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	var written time.Time
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		written = time.Now()
+		_, err := st.Put(ctx, Record{Provider: "after", Status: Unhealthy})
+		return err
+	})
+	select {
+	case at := <-applied:
+		d := at.Sub(written)
+		t.Logf("record applied %s after the write that followed a NATS restart", d.Round(time.Millisecond))
+		if d > time.Second {
+			t.Errorf("record written after a NATS restart applied %s after the write, want within 1s", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("record written after a NATS restart not applied within 10 s")
+	}
+	if _, ok := v.Snapshot().Get("before", ""); !ok {
+		t.Error("the record from before the restart is gone from the view")
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/kvwatch"
 	"switchyard.dev/shared/redact"
 )
 
@@ -86,99 +88,30 @@ type Change struct {
 
 // Watch calls apply for every record in the bucket, then Change{Loaded}
 // once, then for every change, until ctx ends (it returns nil then).
-// apply runs on Watch's goroutine. The watcher is re-created, resuming
-// after the last revision seen, when the connection reconnects or the
-// watcher closes (a restarted server's consumer is gone); revisions seen
-// already are skipped.
+// apply runs on Watch's goroutine. The watcher is package kvwatch's:
+// re-created, resuming after the last revision seen, when nc reconnects,
+// when the bucket's stream elects a leader, when it closes or falls behind
+// the bucket; revisions seen already are skipped, and after an absence
+// longer than half the marker TTL the bucket is reloaded (records that
+// expired meanwhile arrive as deleted).
 func Watch(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, log *slog.Logger, apply func(Change)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var status chan nats.Status
-	if nc != nil {
-		status = nc.StatusChanged(nats.CONNECTED)
-		defer nc.RemoveStatusListener(status)
-	}
-	var last uint64
-	loaded := false
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
-		var opts []jetstream.WatchOpt
-		if last > 0 {
-			opts = append(opts, jetstream.ResumeFromRevision(last+1))
-		}
-		w, err := kv.WatchAll(wctx, opts...)
-		if err != nil {
-			cancel()
-			log.Warn("health watcher: cannot start; retrying", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
+	o := kvwatch.Options{KV: kv, Conn: nc, Log: log, MarkerTTL: bus.LimitMarkerTTL}
+	return kvwatch.Run(ctx, o, func(ev kvwatch.Event) {
+		switch ev.Op {
+		case kvwatch.OpLoaded:
+			apply(Change{Loaded: true})
+		case kvwatch.OpDelete:
+			apply(Change{ID: ev.Key, Deleted: true})
+		case kvwatch.OpPut:
+			rec, err := decode(ev.Key, ev.Revision, ev.Value)
+			if err != nil {
+				log.Error("health watcher: skipping a record", "err", err)
+				return
 			}
-			backoff = min(backoff*2, 2*time.Second)
-			continue
+			apply(Change{ID: ev.Key, Record: rec})
 		}
-		backoff = 50 * time.Millisecond
-		// Without a resume the end of the initial values is a nil entry;
-		// it has been seen missing, so give it a deadline.
-		loadT := time.NewTimer(5 * time.Second)
-		if loaded {
-			loadT.Stop()
-		}
-		restart := false
-		for !restart {
-			select {
-			case <-ctx.Done():
-				loadT.Stop()
-				_ = w.Stop()
-				cancel()
-				return nil
-			case <-loadT.C:
-				if !loaded {
-					loaded = true
-					apply(Change{Loaded: true})
-				}
-			case _, ok := <-status:
-				if !ok {
-					status = nil
-					continue
-				}
-				restart = true
-			case e, ok := <-w.Updates():
-				if !ok {
-					restart = true
-					continue
-				}
-				if e == nil {
-					if !loaded {
-						loaded = true
-						loadT.Stop()
-						apply(Change{Loaded: true})
-					}
-					continue
-				}
-				if e.Revision() <= last {
-					continue
-				}
-				last = e.Revision()
-				switch e.Operation() {
-				case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-					apply(Change{ID: e.Key(), Deleted: true})
-				default:
-					rec, err := decode(e.Key(), e.Revision(), e.Value())
-					if err != nil {
-						log.Error("health watcher: skipping a record", "err", err)
-						continue
-					}
-					apply(Change{ID: e.Key(), Record: rec})
-				}
-			}
-		}
-		loadT.Stop()
-		_ = w.Stop()
-		cancel()
-	}
-	return nil
+	})
 }
