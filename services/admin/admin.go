@@ -214,18 +214,3 @@ func (s *Service) readyz(c *fiber.Ctx) error {
 	}
 	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
 }
-
-// watchHealth feeds the health view from switchyard_health once the
-// buckets are bound, until ctx ends (the watcher restarts itself).
-func (s *Service) watchHealth(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for s.member.Resources() == nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-	_ = s.health.Run(ctx, s.member.Resources().Health, s.nc, s.log.With("component", "health"))
-}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -399,45 +398,5 @@ func (s *Service) publishCredential(r credentials.Record) {
 	}
 	if err := s.nc.Publish(bus.EventSubject(string(ev.Kind), r.Provider, r.Key), data); err != nil {
 		s.log.Warn("admin: publish credential event", "err", err)
-	}
-}
-
-// watchRotations keeps the last rotation of each key (fingerprint and
-// time, never the secret: records are not decrypted here) for the status,
-// including rotations made by other admin instances.
-func (s *Service) watchRotations(ctx context.Context) {
-	for {
-		res := s.member.Resources()
-		if res != nil {
-			w, err := res.Credentials.WatchAll(ctx, jetstream.IgnoreDeletes())
-			if err == nil {
-				s.drainRotations(ctx, w)
-				_ = w.Stop()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Service) drainRotations(ctx context.Context, w jetstream.KeyWatcher) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			if r, err := credentials.Decode(e.Key(), e.Value()); err == nil {
-				s.noteRotation(r)
-			}
-		}
 	}
 }
