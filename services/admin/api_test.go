@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestNoTokensConfigured(t *testing.T) {
 	}
 	app := svc.newApp()
 	for _, tok := range []string{"", opToken} {
-		req, _ := http.NewRequest("GET", "/admin/holds", nil)
+		req := httptest.NewRequest("GET", "/admin/holds", nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 		// fasthttp refreshes its cached Date header from a goroutine it
 		// starts once per process.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-		// fasthttp v1.51's worker-pool cleaner notices Stop only after its
+		// fasthttp's worker-pool cleaner notices Stop only after its
 		// current sleep (up to 10 s): it ends, but later than the test.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 	)

@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		// fasthttp's worker pool cleaner sleeps out its idle period after
-		// Shutdown before it notices the stop (fasthttp v1.51).
+		// Shutdown before it notices the stop (fasthttp).
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		// The upstream client's pool cleaners (fasthttp v1.51) sleep out
+		// The upstream client's pool cleaners (fasthttp) sleep out
 		// their idle period after the pools close, then exit.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),

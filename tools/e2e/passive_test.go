@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		// net/http keeps idle connections' goroutines until the pools close.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		// fasthttp (v1.51, under fiber and the proxy's upstream client):
+		// fasthttp (under fiber and the proxy's upstream client):
 		// its Date header clock runs for the process, and its pool
 		// cleaners notice a stop only after their current sleep.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
