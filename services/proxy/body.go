@@ -41,6 +41,16 @@ func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bo
 	if !utf8.ValidString(model) {
 		return "", false, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
 	}
+	switch op {
+	case provider.OpChat:
+		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
+			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+		}
+	case provider.OpEmbeddings:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || string(v) == "null" {
+			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+		}
+	}
 	if v, _, _, found := jsonfield.Find(body, "stream"); found {
 		switch string(v) {
 		case "true":

@@ -117,6 +117,11 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
 	}
 	r.resolved = s.metrics.modelLabel(model)
+	if kind, ok := wrongKind(steps, ep.op); !ok {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
+			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))}
+	}
 	if client != nil && !client.allows(model, steps) {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
@@ -132,6 +137,30 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	r.deadline = s.deadline(c, r.started)
 	return r.run(c, steps)
+}
+
+// wrongKind reports whether some step of a model can serve op: a chat
+// request to an embedding model (or the reverse) is refused before any
+// upstream call. Steps of unknown kind are given the benefit of the doubt.
+func wrongKind(steps []route.Step, op provider.Op) (kind string, ok bool) {
+	want := "chat"
+	if op == provider.OpEmbeddings {
+		want = "embedding"
+	}
+	for i := range steps {
+		if k := steps[i].Kind; k == "" || k == want {
+			return "", true
+		}
+		kind = steps[i].Kind
+	}
+	return kind, len(steps) == 0
+}
+
+func kindHint(kind string) string {
+	if kind == "embedding" {
+		return "an embedding model: use POST /v1/embeddings"
+	}
+	return "a chat model: use POST /v1/chat/completions or /v1/messages"
 }
 
 // expired reports whether the request ran out of time: its deadline

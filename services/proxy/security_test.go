@@ -241,3 +241,29 @@ func TestGarbage200FailsOver(t *testing.T) {
 		})
 	}
 }
+
+// Requests of the wrong shape get a 400 in the endpoint's format before
+// any upstream call.
+func TestRequestShapeValidated(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct{ name, path, body, code string }{
+		{"no messages", "/v1/chat/completions", `{"model":"demo-model"}`, codeInvalidRequest},
+		{"messages not an array", "/v1/chat/completions", `{"model":"demo-model","messages":"hi"}`, codeInvalidRequest},
+		{"anthropic messages not an array", "/v1/messages", `{"model":"demo-claude","max_tokens":5,"messages":{}}`, codeInvalidRequest},
+		{"no input", "/v1/embeddings", `{"model":"demo-embed"}`, codeInvalidRequest},
+		{"chat to an embedding model", "/v1/chat/completions", `{"model":"demo-embed","messages":[{"role":"user","content":"hi"}]}`, codeUnsupportedForKind},
+		{"embeddings of a chat model", "/v1/embeddings", `{"model":"demo-model","input":"hi"}`, codeUnsupportedForKind},
+		{"invalid UTF-8 model", "/v1/chat/completions", "{\"model\":\"demo-\xff\",\"messages\":[]}", codeMissingModel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := f.call(t, tt.path, tt.body)
+			if status != http.StatusBadRequest || !json.Valid(body) || !bytes.Contains(body, []byte(`"`+tt.code+`"`)) {
+				t.Fatalf("status %d, want 400 %s: %s", status, tt.code, body)
+			}
+		})
+	}
+	if n := f.openai.CountCalls(nil) + f.anthropic.CountCalls(nil); n != 0 {
+		t.Fatalf("%d upstream calls for refused requests", n)
+	}
+}
