@@ -26,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
@@ -206,20 +205,16 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// runChecks waits for the fleet's buckets, then runs the health view, one
-// goroutine per check unit and the settle loop until ctx ends.
+// runChecks waits for the fleet's buckets, runs the health view, waits
+// for it and the hold table to load, then runs one goroutine per check unit
+// and the settle loop until ctx ends.
 func (s *Service) runChecks(ctx context.Context) {
-	var res *bus.Resources
-	t := time.NewTicker(50 * time.Millisecond)
-	for res = s.member.Resources(); res == nil; res = s.member.Resources() {
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	select {
+	case <-s.member.Bound():
+	case <-ctx.Done():
+		return
 	}
-	t.Stop()
+	res := s.member.Resources()
 	s.store.Store(health.NewStore(res.Health))
 	js, err := jetstream.New(s.nc)
 	if err != nil {
@@ -229,10 +224,14 @@ func (s *Service) runChecks(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { _ = s.view.Run(ctx, res.Health, s.nc, s.log) })
-	select { // schedules start from what the fleet recorded
-	case <-s.view.Synced():
-	case <-ctx.Done():
-		return
+	// Schedules start from what the fleet recorded, and checks skip the
+	// keys it holds: both tables first get the buckets' records.
+	for _, synced := range []<-chan struct{}{s.view.Synced(), s.member.Synced()} {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+			return
+		}
 	}
 	for _, u := range s.units(js, res.Leases) {
 		wg.Go(func() { s.runUnit(ctx, u) })

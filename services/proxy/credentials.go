@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"time"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
@@ -26,14 +25,10 @@ func (s *Service) runCredentials(ctx context.Context) {
 	if len(s.cfg.Credentials.Key) == 0 {
 		return
 	}
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for s.member.Resources() == nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	select {
+	case <-s.member.Bound():
+	case <-ctx.Done():
+		return
 	}
 	log := s.log.With("component", "credentials")
 	err := credentials.Watch(ctx, s.member.Resources().Credentials, s.cfg.Credentials.Key,

@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"time"
 
-	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/health"
 )
 
@@ -20,20 +18,17 @@ import (
 //
 //	wg.Go(func() { s.runHealth(engineCtx) })
 func (s *Service) runHealth(ctx context.Context) {
-	var res *bus.Resources
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for res = s.member.Resources(); res == nil; res = s.member.Resources() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	select {
+	case <-s.member.Bound():
+	case <-ctx.Done():
+		return
 	}
+	res := s.member.Resources()
 	view := health.NewView(func(snap *health.Snapshot) {
 		s.table.SetHealth(snap.Offline, snap.KeyUnhealthy)
 	})
-	// The watcher restarts itself when its subscription ends and on the
-	// connection's reconnects; the fleet member owns the connection.
+	// The watcher (kvwatch) restarts itself on the connection's reconnects,
+	// on leader elections of the bucket and when it stalls or closes; the
+	// fleet member owns the connection.
 	_ = view.Run(ctx, res.Health, s.member.Conn(), s.log.With("component", "health"))
 }

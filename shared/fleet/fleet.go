@@ -132,6 +132,19 @@ func (m *Member) Resources() *bus.Resources { return m.res.Load() }
 // before Run binds them.
 func (m *Member) Bound() <-chan struct{} { return m.bound }
 
+// Synced is closed once the engine's table holds the records of the holds
+// bucket (the hold watcher delivered its initial load, after Bound); at
+// once for a member without NATS, whose table is its own memory. Work that
+// reads the table to decide (which keys are held) waits for it.
+func (m *Member) Synced() <-chan struct{} {
+	if m.store == nil {
+		return closed
+	}
+	return m.store.Synced()
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // bind sets up the buckets and stream, retrying with backoff.
 func (m *Member) bind(ctx context.Context) {
 	m.bindMu.Lock()

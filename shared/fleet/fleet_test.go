@@ -116,7 +116,9 @@ func TestMemberWithoutNATSKeepsHoldsInMemory(t *testing.T) {
 	select {
 	case <-m.Bound():
 		t.Error("bound without NATS")
+	case <-m.Synced():
 	default:
+		t.Error("the in-memory table is not synced")
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -152,10 +154,12 @@ func TestMemberEventsAndPeers(t *testing.T) {
 				t.Errorf("Run: %v", err)
 			}
 		}()
-		select {
-		case <-m.Bound():
-		case <-time.After(15 * time.Second):
-			t.Fatal("not bound")
+		for _, c := range []<-chan struct{}{m.Bound(), m.Synced()} {
+			select {
+			case <-c:
+			case <-time.After(15 * time.Second):
+				t.Fatal("not bound and synced")
+			}
 		}
 		members = append(members, m)
 	}
