@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/fleet"
@@ -57,7 +58,8 @@ type Service struct {
 	box    *credentials.Box // nil: rotation is off
 	met    *metrics
 	hb     time.Duration
-	health *health.View // the prober's health records
+	health *health.View   // the prober's health records
+	ready  *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 
 	rotMu   sync.Mutex
 	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
@@ -87,6 +89,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		rotated: map[string]credentials.Record{},
 		stop:    make(chan struct{}),
 		health:  health.NewView(nil),
+		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
@@ -121,6 +124,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	})
 	if s.nc != nil {
+		wg.Go(func() { s.ready.Run(bg) })
 		wg.Go(func() { s.watchRotations(bg) })
 		wg.Go(func() { s.watchHealth(bg) })
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
@@ -207,10 +211,11 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
-// readyz answers 200 while the NATS connection is up, 503 otherwise.
+// readyz answers 200 while NATS is connected and JetStream answers for the
+// switchyard_holds bucket (its stream has a leader), 503 with the reason
+// otherwise. It reads the result of a background probe: it never waits on
+// NATS.
 func (s *Service) readyz(c *fiber.Ctx) error {
-	if s.nc == nil || !s.nc.IsConnected() {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "nats": "disconnected"})
-	}
-	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
+	status, body := s.ready.State().Answer()
+	return c.Status(status).JSON(body)
 }

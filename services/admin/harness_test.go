@@ -100,6 +100,8 @@ func loadConfig(t *testing.T, natsURL string, withKey bool) *config.Config {
 type env struct {
 	t     *testing.T
 	ns    *server.Server
+	dir   string // the NATS server's store
+	addr  string // and address, to restart it there
 	cfg   *config.Config
 	svc   *Service
 	base  string
@@ -110,14 +112,30 @@ type env struct {
 
 func startEnv(t *testing.T, withKey bool) *env {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	return startEnvWith(t, envOptions{withKey: withKey})
+}
+
+type envOptions struct {
+	withKey bool
+	// fileStore keeps the buckets in files (memory by default), so that
+	// they outlive a restart of the server (restartServer).
+	fileStore bool
+}
+
+func startEnvWith(t *testing.T, o envOptions) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), addr: testkit.FreeAddr(t)}
+	ns, err := natsembed.Start(natsembed.Options{Listen: e.addr, StoreDir: e.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ns: ns}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	e.cfg = loadConfig(t, ns.ClientURL(), withKey)
+	e.ns = ns
+	t.Cleanup(func() { natsembed.Stop(e.ns) })
+	e.cfg = loadConfig(t, ns.ClientURL(), o.withKey)
 	e.cfg.NATS.Storage = "memory"
+	if o.fileStore {
+		e.cfg.NATS.Storage = "file"
+	}
 
 	e.anc = connect(t, ns.ClientURL())
 	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond})
@@ -265,3 +283,14 @@ func (r reply) expect(t *testing.T, status int, code string) {
 
 // stopServer stops the fleet's NATS server.
 func stopServer(e *env) { natsembed.Stop(e.ns) }
+
+// restartServer starts the fleet's NATS server again on its address and
+// store (the buckets come back with envOptions.fileStore).
+func restartServer(e *env) {
+	e.t.Helper()
+	ns, err := natsembed.Start(natsembed.Options{Listen: e.addr, StoreDir: e.dir})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.ns = ns
+}

@@ -41,13 +41,58 @@ func view(r hold.Record, now time.Time) holdView {
 }
 
 // holdID returns the :id parameter, URL-decoded (scope ids may carry
-// '=' escapes of model names).
+// '=' escapes of model names), as a string of its own: fiber's points into
+// the request buffer, and the engine may keep the id.
 func holdID(c *fiber.Ctx) string {
-	id := c.Params("id")
+	id := strings.Clone(c.Params("id"))
 	if u, err := url.PathUnescape(id); err == nil {
 		return u
 	}
 	return id
+}
+
+// A write of the hold engine (Pin, Release) applies the change to this
+// instance's table, queues it in the engine's writer and waits for the
+// first write attempt to switchyard_holds. When that attempt fails, or does
+// not answer within opTimeout, the change stays queued and the writer
+// retries it until it lands: the admin then answers 202 "queued", never an
+// error for a change that will happen. Only a change that was not queued
+// answers 503 (nothing changed).
+type writeOutcome int
+
+const (
+	written   writeOutcome = iota // the first write attempt stored it
+	queued                        // applied here and queued: it lands when JetStream answers
+	notQueued                     // nothing changed
+)
+
+// outcome classifies the error of an engine write made with ctx. applied
+// reports whether the change is in the local table now (the engine applies
+// it there before queueing its write, and only then).
+func outcome(ctx context.Context, err error, applied func() bool) writeOutcome {
+	switch {
+	case err == nil:
+		return written
+	case ctx.Err() == nil && errors.Is(err, context.Canceled):
+		// the engine stopped (the service shuts down): its queue is gone
+		return notQueued
+	case applied():
+		return queued
+	}
+	return notQueued
+}
+
+// queuedMessage is the message of a 202 answer.
+const queuedMessage = "NATS JetStream did not take the write yet (no answer within 5s, or an error: e.g. a leader election). " +
+	"The change applies on this admin instance and is queued: it is written to switchyard_holds, and reaches the fleet, " +
+	"as soon as JetStream answers (retried every 0.1s to 5s), unless a later change to the same hold replaces it first " +
+	"or this admin instance stops before then. GET /admin/holds/{id} shows it; /readyz is 200 again once JetStream answers."
+
+// queuedAnswer answers 202 for a change that was queued.
+func queuedAnswer(c *fiber.Ctx, body fiber.Map) error {
+	body["status"] = "queued"
+	body["message"] = queuedMessage
+	return c.Status(fiber.StatusAccepted).JSON(body)
 }
 
 // listHolds: GET /admin/holds?provider=&key=&model=&class=&state=
@@ -102,8 +147,9 @@ func (s *Service) getHold(c *fiber.Ctx) error {
 	return c.JSON(view(r, time.Now()))
 }
 
-// releaseHold: DELETE /admin/holds/{id}: 204; the target returns through
-// a fresh ramp. 404 when there is no live hold with that id.
+// releaseHold: DELETE /admin/holds/{id}: 204 released; 202 queued (see
+// writeOutcome); the target returns through a fresh ramp. 404 when there
+// is no live hold with that id; 503 when nothing was changed.
 func (s *Service) releaseHold(c *fiber.Ctx) error {
 	id := holdID(c)
 	r, ok := s.findHold(id)
@@ -116,15 +162,27 @@ func (s *Service) releaseHold(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
 	defer cancel()
 	err := s.engine.Release(ctx, id, hold.SourceAdmin)
-	switch {
-	case errors.Is(err, hold.ErrNotFound):
+	if errors.Is(err, hold.ErrNotFound) {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no live hold "+id)
-	case err != nil:
+	}
+	switch outcome(ctx, err, func() bool { return s.released(id) }) {
+	case queued:
+		s.log.Warn("admin: hold release queued: the hold store did not take it yet", "hold", id, "by", tokenID(c), "err", err)
+		r, _ := s.findHold(id)
+		return queuedAnswer(c, fiber.Map{"id": id, "hold": view(r, time.Now())})
+	case notQueued:
 		s.log.Warn("admin: release hold", "hold", id, "err", err)
 		return natsDown(c)
 	}
 	s.log.Info("admin: hold released", "hold", id, "by", tokenID(c))
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// released reports whether the local table has hold id released (ramping
+// back): a release applied here.
+func (s *Service) released(id string) bool {
+	r, ok := s.findHold(id)
+	return ok && r.State == hold.StateReleased
 }
 
 // pinRequest is the body of POST /admin/holds: an operator drain.
@@ -140,7 +198,9 @@ type pinRequest struct {
 // MaxPin is the longest operator pin.
 const MaxPin = 30 * 24 * time.Hour
 
-// pinHold: POST /admin/holds: 201 with the record.
+// pinHold: POST /admin/holds: 201 with the record; 202 queued (see
+// writeOutcome) with the record as applied here; 503 when nothing was
+// changed.
 func (s *Service) pinHold(c *fiber.Ctx) error {
 	var req pinRequest
 	if err := decodeBody(c.Body(), &req); err != nil {
@@ -161,12 +221,23 @@ func (s *Service) pinHold(c *fiber.Ctx) error {
 	reason = fmt.Sprintf("%s (pinned by %s)", reason, tokenID(c))
 	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
 	defer cancel()
-	if err := s.engine.Pin(ctx, scope, until, reason); err != nil {
-		s.log.Warn("admin: pin", "scope", scope.ID(), "err", err)
+	id := scope.ID()
+	pinned := func() (hold.Record, bool) {
+		r, ok := s.findHold(id)
+		return r, ok && r.Pinned && r.Until.Equal(until)
+	}
+	err = s.engine.Pin(ctx, scope, until, reason)
+	switch outcome(ctx, err, func() bool { _, ok := pinned(); return ok }) {
+	case queued:
+		s.log.Warn("admin: pin queued: the hold store did not take it yet", "hold", id, "until", until, "by", tokenID(c), "err", err)
+		r, _ := pinned()
+		return queuedAnswer(c, fiber.Map{"id": id, "hold": view(r, time.Now())})
+	case notQueued:
+		s.log.Warn("admin: pin", "scope", id, "err", err)
 		return natsDown(c)
 	}
-	s.log.Info("admin: pinned", "hold", scope.ID(), "until", until, "by", tokenID(c))
-	r, ok := s.findHold(scope.ID())
+	s.log.Info("admin: pinned", "hold", id, "until", until, "by", tokenID(c))
+	r, ok := s.findHold(id)
 	if !ok {
 		return apiError(c, fiber.StatusInternalServerError, codeInternal, "pin written but not in the table")
 	}

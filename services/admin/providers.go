@@ -269,14 +269,17 @@ func (s *Service) providersStatus(c *fiber.Ctx) error {
 
 // resetProvider: POST /admin/providers/{name}/reset: releases every live
 // hold of the provider (its breaker trip included: each proxy's breaker
-// starts over closed when it sees the trip hold released). 204; 404
-// unknown provider; 400 when the provider has no breaker; 503 NATS down.
+// starts over closed when it sees the trip hold released). 204 all
+// released; 202 when some releases are queued (see writeOutcome), with the
+// ids written and queued; 404 unknown provider; 400 when the provider has
+// no breaker; 503 when a release was not queued (the answer names what was
+// released or queued before it).
 func (s *Service) resetProvider(c *fiber.Ctx) error {
-	name := c.Params("name")
-	p := s.cfg.Provider(name)
+	p := s.cfg.Provider(c.Params("name"))
 	if p == nil {
-		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+name)
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+c.Params("name"))
 	}
+	name := p.Name // the configuration's string: fiber's is not safe to keep
 	if !hasBreaker(s.engine.Policy().For(name)) {
 		return apiError(c, fiber.StatusBadRequest, codeNoBreaker, "provider "+name+" has no circuit breaker (resilience.breaker.enabled is false); release its holds one by one")
 	}
@@ -285,22 +288,35 @@ func (s *Service) resetProvider(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
 	defer cancel()
-	n := 0
+	released, queuedIDs := []string{}, []string{}
 	for _, r := range s.engine.Holds() {
 		if r.Scope.Provider != name || !view(r, time.Now()).Live {
 			continue
 		}
 		err := s.engine.Release(ctx, r.ID, hold.SourceAdmin)
-		switch {
-		case err == nil:
-			n++
-		case errors.Is(err, hold.ErrNotFound):
+		if errors.Is(err, hold.ErrNotFound) {
+			continue
+		}
+		switch outcome(ctx, err, func() bool { return s.released(r.ID) }) {
+		case written:
+			released = append(released, r.ID)
+		case queued:
+			queuedIDs = append(queuedIDs, r.ID)
 		default:
-			s.log.Warn("admin: reset provider", "provider", name, "hold", r.ID, "err", err)
-			return natsDown(c)
+			s.log.Warn("admin: reset provider", "provider", name, "hold", r.ID, "err", err, "released", released, "queued", queuedIDs)
+			msg := fmt.Sprintf("NATS is unavailable: hold %s was not released (nothing queued); try again when the admin service is ready (/readyz)", r.ID)
+			if len(released)+len(queuedIDs) > 0 {
+				msg += fmt.Sprintf(". Before it, released: [%s]; queued (they land when JetStream answers): [%s]",
+					strings.Join(released, ", "), strings.Join(queuedIDs, ", "))
+			}
+			return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, msg)
 		}
 	}
-	s.log.Info("admin: provider reset", "provider", name, "released", n, "by", tokenID(c))
+	if len(queuedIDs) > 0 {
+		s.log.Warn("admin: provider reset queued: the hold store did not take every release yet", "provider", name, "released", released, "queued", queuedIDs, "by", tokenID(c))
+		return queuedAnswer(c, fiber.Map{"provider": name, "released": released, "queued": queuedIDs})
+	}
+	s.log.Info("admin: provider reset", "provider", name, "released", len(released), "by", tokenID(c))
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
@@ -316,17 +332,20 @@ const maxSecret = 8 << 10
 // it within a second), releases the key's holds and publishes a
 // credential event. The answer never contains the secret.
 func (s *Service) rotateKey(c *fiber.Ctx) error {
-	name, id := c.Params("name"), c.Params("id")
-	p := s.cfg.Provider(name)
+	p := s.cfg.Provider(c.Params("name"))
 	if p == nil {
-		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+name)
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+c.Params("name"))
 	}
-	found := false
+	// The configuration's strings from here on: fiber's point into the
+	// request buffer, and these go into records, events and metric labels.
+	name, id := p.Name, ""
 	for _, k := range p.Keys {
-		found = found || k.ID == id
+		if k.ID == c.Params("id") {
+			id = k.ID
+		}
 	}
-	if !found {
-		return apiError(c, fiber.StatusNotFound, codeNotFound, "provider "+name+" has no key "+id)
+	if id == "" {
+		return apiError(c, fiber.StatusNotFound, codeNotFound, "provider "+name+" has no key "+c.Params("id"))
 	}
 	var req rotateRequest
 	if err := decodeBody(c.Body(), &req); err != nil {
@@ -357,15 +376,18 @@ func (s *Service) rotateKey(c *fiber.Ctx) error {
 	}
 	s.noteRotation(rec)
 	released, err := s.engine.ReleaseKey(ctx, name, id, hold.SourceCredential)
+	releases := "written"
 	if err != nil {
-		s.log.Warn("admin: release holds after rotation", "provider", name, "key", id, "err", err)
+		// the releases apply here and stay queued in the engine's writer
+		releases = "queued"
+		s.log.Warn("admin: release holds after rotation queued: the hold store did not take them yet", "provider", name, "key", id, "err", err)
 	}
 	s.publishCredential(rec)
 	s.met.rotations.WithLabelValues(name).Inc()
 	s.log.Info("admin: credential rotated", "provider", name, "key", id, "fingerprint", rec.Fingerprint, "released", released, "by", tokenID(c))
 	return c.JSON(fiber.Map{
 		"provider": name, "key": id, "fingerprint": rec.Fingerprint, "revision": rev,
-		"rotated_at": rec.RotatedAt, "released_holds": released,
+		"rotated_at": rec.RotatedAt, "released_holds": released, "releases": releases,
 	})
 }
 

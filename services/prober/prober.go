@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
@@ -59,6 +60,7 @@ type Service struct {
 	targets    map[string]*target
 	order      []*target
 	store      atomic.Pointer[health.Store]
+	ready      *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 }
 
 // New builds a prober from a validated configuration.
@@ -85,6 +87,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		met:        newMetrics(m.Engine),
 		view:       health.NewView(nil),
 		targets:    map[string]*target{},
+		ready:      bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -175,6 +178,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	})
 	if s.nc != nil {
+		wg.Go(func() { s.ready.Run(work) })
 		wg.Go(func() { s.runChecks(work) })
 	}
 
@@ -284,12 +288,13 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
-// readyz answers 200 while the NATS connection is up, 503 otherwise.
+// readyz answers 200 while NATS is connected and JetStream answers for the
+// switchyard_holds bucket (its stream has a leader), 503 with the reason
+// otherwise. It reads the result of a background probe: it never waits on
+// NATS.
 func (s *Service) readyz(c *fiber.Ctx) error {
-	if s.nc == nil || !s.nc.IsConnected() {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "nats": "disconnected"})
-	}
-	return c.JSON(fiber.Map{"status": "ok", "nats": "connected"})
+	status, body := s.ready.State().Answer()
+	return c.Status(status).JSON(body)
 }
 
 // listHealth answers the health records as the prober sees them.

@@ -1,7 +1,8 @@
 // Package servicetest holds what the tests of Switchyard's HTTP services
-// share: JSON answers and the health/readiness contract every
-// service keeps (GET /healthz while the process runs, GET /readyz 200 with
-// NATS connected and 503 without).
+// share: JSON answers, the health/readiness contract every service with
+// NATS keeps (GET /healthz while the process runs, GET /readyz 200 while
+// NATS is connected and JetStream answers for switchyard_holds, 503 with a
+// reason otherwise) and the hold metrics every service exports.
 package servicetest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -71,16 +73,50 @@ type Subject struct {
 	ShutdownTimeout time.Duration
 }
 
+// readyzWithin bounds one /readyz answer: the handler reads a cached probe
+// and never waits on NATS (a probe that waited would take its 2 s
+// timeout).
+const readyzWithin = time.Second
+
+// readyz polls GET /readyz until it answers status with body, each answer
+// within readyzWithin.
+func readyz(t *testing.T, base string, status int, body map[string]string) {
+	t.Helper()
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		start := time.Now()
+		a, err := Get(base + "/readyz")
+		if took := time.Since(start); took > readyzWithin {
+			t.Fatalf("GET /readyz took %s (want at most %s): it must not wait on NATS", took, readyzWithin)
+		}
+		if err != nil {
+			return err
+		}
+		if err := a.Want(status, body); err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			if r, _ := a.Body["reason"].(string); r == "" {
+				return fmt.Errorf("503 without a reason: %v", a.Body)
+			}
+		}
+		return nil
+	})
+}
+
 // HealthAndReadiness runs a service built by build against an embedded
-// NATS server and checks /healthz and /readyz with NATS up, then down, and
+// NATS server and checks /healthz and /readyz: not ready until the buckets
+// are bound and JetStream answers, then ready; not ready while the hold
+// bucket is gone (JetStream does not answer for it) and ready once it is
+// back; not ready while NATS is down and ready after it restarts; then
 // that Serve returns after its context ends.
 func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Conn) Subject) {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	dir, addr := t.TempDir(), testkit.FreeAddr(t)
+	ns, err := natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer natsembed.Stop(ns)
+	defer func() { natsembed.Stop(ns) }()
 	nc, err := bus.Connect(context.Background(), config.NATS{URL: ns.ClientURL()}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +140,6 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 		body   map[string]string
 	}{
 		{name: "healthz", path: "/healthz", status: http.StatusOK, body: map[string]string{"status": "ok"}},
-		{name: "readyz with NATS up", path: "/readyz", status: http.StatusOK, body: map[string]string{"status": "ok", "nats": "connected"}},
 		{name: "unknown route", path: "/nope", status: http.StatusNotFound},
 	}
 	for _, tt := range tests {
@@ -125,14 +160,27 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 		}
 		return nil
 	})
+	ready := map[string]string{"status": "ok", "nats": "connected", "jetstream": "ok"}
+	readyz(t, base, http.StatusOK, ready)
+
+	// The hold bucket goes away (JetStream has nothing to answer for it,
+	// as during a leader election): not ready while NATS stays connected.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(context.Background(), bus.BucketHolds); err != nil {
+		t.Fatal(err)
+	}
+	readyz(t, base, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "nats": "connected", "jetstream": "unavailable"})
+	if _, err := bus.Setup(context.Background(), js, bus.SetupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readyz(t, base, http.StatusOK, ready)
+
+	// NATS goes down, then comes back on the same address and store.
 	natsembed.Stop(ns)
-	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		a, err := Get(base + "/readyz")
-		if err != nil {
-			return err
-		}
-		return a.Want(http.StatusServiceUnavailable, map[string]string{"status": "not ready", "nats": "disconnected"})
-	})
+	readyz(t, base, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "nats": "disconnected"})
 	a, err := Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +188,10 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 	if err := a.Want(http.StatusOK, map[string]string{"status": "ok"}); err != nil {
 		t.Fatalf("healthz with NATS down: %v", err)
 	}
+	if ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	readyz(t, base, http.StatusOK, ready)
 
 	http.DefaultClient.CloseIdleConnections()
 	cancel()

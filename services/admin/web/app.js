@@ -106,13 +106,19 @@
     refreshTimer = setTimeout(refresh, 100);
   }
 
+  // A 202 answer is {"status":"queued","message":...}: applied by the admin
+  // service, written to NATS once JetStream answers. Say so.
+  function queuedNote(what, res) {
+    $("error").textContent = res && res.status === "queued" ? what + " queued, not written yet: " + res.message : "";
+  }
+
   async function release(id) {
-    try { await api("DELETE", "/admin/holds/" + encodeURIComponent(id)); await refresh(); }
+    try { queuedNote("release " + id, await api("DELETE", "/admin/holds/" + encodeURIComponent(id))); await refresh(); }
     catch (e) { $("error").textContent = "release " + id + ": " + e.message; }
   }
 
   async function reset(name) {
-    try { await api("POST", "/admin/providers/" + encodeURIComponent(name) + "/reset"); await refresh(); }
+    try { queuedNote("reset " + name, await api("POST", "/admin/providers/" + encodeURIComponent(name) + "/reset")); await refresh(); }
     catch (e) { $("error").textContent = "reset " + name + ": " + e.message; }
   }
 

@@ -231,8 +231,22 @@ func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(pos) != 1 {
 		return errors.New("holds release: want exactly one hold ID (see swctl holds ls)")
 	}
-	if _, err := a.call(ctx, "DELETE", "/admin/holds/"+url.PathEscape(pos[0]), nil); err != nil {
+	b, err := a.call(ctx, "DELETE", "/admin/holds/"+url.PathEscape(pos[0]), nil)
+	if err != nil {
 		return err
+	}
+	// 204 released, or 202 {"status":"queued",...}: applied by the admin
+	// service and written to NATS once JetStream answers
+	var q struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	if len(b) > 0 && json.Unmarshal(b, &q) == nil && q.Status == "queued" {
+		if a.json {
+			return json.NewEncoder(stdout).Encode(map[string]string{"queued": pos[0], "message": q.Message})
+		}
+		fmt.Fprintf(stdout, "release of %s queued, not written yet: %s\n", pos[0], q.Message)
+		return nil
 	}
 	if a.json {
 		return json.NewEncoder(stdout).Encode(map[string]string{"released": pos[0]})
