@@ -310,7 +310,13 @@ steps:
 				// The Idempotency-Key goes to the first target and its retries only.
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
-					s.report(step, key, probe, hold.Outcome{OK: true})
+					if res.outcome.relay != nil {
+						// The target answered; the passive count waits for
+						// the stream's end (a stream cut mid-way fails it).
+						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true})
+					} else {
+						s.report(step, key, probe, hold.Outcome{OK: true})
+					}
 					return res.outcome, true
 				}
 				ae := res.failure

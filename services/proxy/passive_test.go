@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -222,5 +223,42 @@ func TestPassiveReportsPublished(t *testing.T) {
 	}
 	if a1Calls == 0 || got["a1"].Success != 0 || got["a2"].Failure != 0 || got["a2"].Success != n || got["a1"].Failure != uint64(a1Calls) {
 		t.Fatalf("reported %+v; a1 called %d times, %d requests", got, a1Calls, n)
+	}
+}
+
+// A stream cut before its terminal event, or ended by the upstream's error
+// event, counts against its target in passive health; a complete one
+// counts once as a success.
+func TestPassiveCountsStreamEnds(t *testing.T) {
+	tests := []struct {
+		name             string
+		rule             fakeprovider.Rule
+		success, failure uint64
+	}{
+		{"complete", fakeprovider.Rule{}, 1, 0},
+		{"cut mid-way", fakeprovider.Rule{CutAfter: 2}, 0, 1},
+		{"error event mid-way", fakeprovider.Rule{ErrorInStream: true, ErrorAfterChunks: 2}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Reports on (they need NATS), flushed only after the test.
+			ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = time.Hour })
+			f := &fixture{openai: ff.openai, url: ff.urls[0], svc: ff.proxies[0]}
+			if tt.rule != (fakeprovider.Rule{}) {
+				f.openai.AddRule(tt.rule)
+			}
+			resp, _ := f.stream(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			var success, failed uint64
+			for _, k := range f.svc.passive.providers[0].keys {
+				success += k.success.Load()
+				failed += k.failure.Load()
+			}
+			if success != tt.success || failed != tt.failure {
+				t.Fatalf("passive success %d failure %d, want %d %d", success, failed, tt.success, tt.failure)
+			}
+		})
 	}
 }

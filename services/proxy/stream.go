@@ -16,6 +16,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
 	"switchyard.dev/shared/sse"
@@ -231,14 +233,22 @@ func (rl *relay) run(w *bufio.Writer) {
 		}
 	}
 	status := http.StatusOK
+	pi, ki := rl.t.step.Provider.Index, rl.t.key.Index()
 	switch {
 	case clientGone:
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
+		if rl.upErr && !rl.done { // the upstream's own error event ended it
+			r.s.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}})
+		} else {
+			r.s.passive.count(pi, ki, hold.Outcome{OK: true})
+		}
 	default:
 		status = http.StatusBadGateway
+		// Cut before its terminal event: the target failed this request.
+		r.s.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}})
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
 			msg += ": " + rl.errorText(readErr)
