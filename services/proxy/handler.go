@@ -80,6 +80,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)
 			r.class = classRejected
+			c.Set(fiber.HeaderRetryAfter, "1") // a slot frees as soon as a request ends
 			err := sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
 				fmt.Sprintf("the gateway is at its limit of %d requests in flight; retry shortly", s.cfg.Limits.MaxInFlight))
 			r.record(c.Response().StatusCode())
@@ -370,6 +371,7 @@ func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
 		if p.denied {
 			msg = fmt.Sprintf("every target of `%s` is held out of rotation", r.model)
 		}
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(r.s.retryAfter(steps)))
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))
@@ -384,6 +386,30 @@ func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
 	}
 	r.logger().Error("request failed", "model", r.model, "attempts", r.attempts, "code", code)
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// retryAfter is the Retry-After (whole seconds, 1 to 3600) of a 503 when
+// no target could be tried: the soonest any held target of the steps
+// falls due (a probe or the ramp lets requests through from then on).
+func (s *Service) retryAfter(steps []route.Step) int {
+	const lo, hi = 1, 3600
+	var soonest time.Time
+	for i := range steps {
+		st := &steps[i]
+		if !st.Usable() {
+			continue
+		}
+		for _, k := range st.Provider.Keys {
+			if u, ok := s.engine.HeldUntil(st.Provider.Name, k.HoldKey(), st.Model); ok && (soonest.IsZero() || u.Before(soonest)) {
+				soonest = u
+			}
+		}
+	}
+	if soonest.IsZero() {
+		return lo
+	}
+	secs := int(math.Ceil(time.Until(soonest).Seconds()))
+	return min(max(secs, lo), hi)
 }
 
 // softGate admits what the engine admits, and targets held only by soft

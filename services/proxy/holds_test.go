@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,9 +91,13 @@ func TestAllHeldPolicy(t *testing.T) {
 				t.Fatalf("first request: %d %s", status, body)
 			}
 			before := len(f.openai.Calls())
-			status, _, body := f.call(t, "/v1/chat/completions", directBody)
+			status, h, body := f.call(t, "/v1/chat/completions", directBody)
 			if status != tt.wantStatus || errorCode(t, body) != tt.wantCode {
 				t.Fatalf("second request: %d %s", status, body)
+			}
+			// A 503 says when to come back: the keys' stated minute.
+			if ra, _ := strconv.Atoi(h.Get("Retry-After")); status == 503 && (ra < 50 || ra > 60) {
+				t.Errorf("Retry-After %q, want the held keys' remaining wait (about 60 s)", h.Get("Retry-After"))
 			}
 			if got := len(f.openai.Calls()) - before; got != tt.wantCalls {
 				t.Errorf("%d upstream calls while every key was held, want %d", got, tt.wantCalls)

@@ -284,9 +284,12 @@ func TestInFlightLimit(t *testing.T) {
 	}()
 	// Wait until the first request is upstream.
 	testkit.WaitFor(t, 5*time.Second, func() bool { return len(f.openai.Calls()) == 1 })
-	status, _, body := f.call(t, "/v1/chat/completions", chatBody)
+	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
 	if status != 503 || errorCode(t, body) != "gateway_overloaded" {
 		t.Fatalf("status %d: %s", status, body)
+	}
+	if h.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q on gateway_overloaded", h.Get("Retry-After"))
 	}
 	f.openai.Close() // releases the hung request
 	wg.Wait()

@@ -76,6 +76,7 @@ type Engine struct {
 	mu      sync.Mutex
 	entries map[string]*entry // every record of the local table, by id
 	ramping map[string]*entry // the released ones, for the sweep
+	pins    map[string]*entry // held operator pins, ended by the sweep
 
 	wmu     sync.Mutex
 	pending map[string]*intent
@@ -105,6 +106,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		drainFor: opts.DrainTimeout,
 		entries:  map[string]*entry{},
 		ramping:  map[string]*entry{},
+		pins:     map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),
@@ -207,6 +209,11 @@ func (e *Engine) takeLease(ctx context.Context, en *entry) {
 	cur := e.entries[en.rec.ID]
 	e.mu.Unlock()
 	if cur != en {
+		return
+	}
+	if en.rec.Pinned && en.rec.State == StateHeld {
+		e.endPin(en)
+		en.wanted.Store(false)
 		return
 	}
 	_, ok, err := e.TryProbe(ctx, en.rec.ID)

@@ -419,7 +419,10 @@ func TestRampShareGrows(t *testing.T) {
 	if got := share(); got != 1 {
 		t.Errorf("share after the ramp = %.3f", got)
 	}
-	eventually(t, "the released record expires", func() bool { return f.store.Len() == 0 && len(e.Holds()) == 0 })
+	eventually(t, "the released record expires", func() bool {
+		f.clock.Advance(time.Second) // the sweep runs on the engine clock
+		return f.store.Len() == 0 && len(e.Holds()) == 0
+	})
 }
 
 func TestManualRelease(t *testing.T) {
@@ -465,27 +468,41 @@ func TestManualRelease(t *testing.T) {
 }
 
 func TestPin(t *testing.T) {
-	f := newFleet(t, 1, nil)
+	f := newFleet(t, 2, nil)
 	e := f.engines[0]
 	sc := Scope{Kind: ScopeProvider, Provider: "p"}
 	if err := e.Pin(context.Background(), sc, t0.Add(time.Hour), "drain"); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the pin applied by both engines", func() bool {
+		return f.engines[1].Admit("p", "any", "m") == Deny
+	})
 	if e.Admit("p", "any", "m") != Deny {
 		t.Error("pinned provider admitted")
 	}
 	if _, ok, err := e.TryProbe(context.Background(), sc.ID()); ok || err != nil {
 		t.Errorf("probe before until: %v %v", ok, err)
 	}
+	// At its until the drain ends by itself: released (no probe), once
+	// fleet-wide although both engines see it end.
 	f.clock.Advance(time.Hour)
-	if _, ok, err := e.TryProbe(context.Background(), sc.ID()); !ok || err != nil {
-		t.Errorf("no probe after until: %v %v", ok, err)
+	eventually(t, "the pin released at its end", func() bool {
+		r, err := f.store.Get(context.Background(), sc.ID())
+		return err == nil && r.State == StateReleased && !r.Pinned
+	})
+	eventually(t, "both engines applied the release", func() bool {
+		for _, en := range f.engines {
+			if h := en.Holds(); len(h) != 1 || h[0].State != StateReleased {
+				return false
+			}
+		}
+		return true
+	})
+	if n := f.events.count(EventRelease, SourceExpired); n != 1 {
+		t.Errorf("%d release events with outcome expired, want 1", n)
 	}
-	if err := e.ProbeResult(context.Background(), sc.ID(), Outcome{OK: true}); err != nil {
-		t.Fatal(err)
-	}
-	if r := f.stored(t, sc.ID()); r.State != StateReleased || r.Pinned {
-		t.Errorf("after the probe: %+v", r)
+	if n := f.events.count(EventProbe, ""); n != 0 {
+		t.Errorf("%d probe events: an ended pin is not probed", n)
 	}
 }
 

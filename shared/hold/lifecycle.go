@@ -17,6 +17,8 @@ const (
 	SourceAdmin      = "admin"
 	SourceRule       = "rule"
 	SourceCredential = "credential"
+	// SourceExpired: an operator pin reached its end.
+	SourceExpired = "expired"
 )
 
 // Probe outcomes (Event.Outcome of a probe event).
@@ -366,6 +368,29 @@ func (e *Engine) releaseEntry(en *entry, source string) chan error {
 	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: true,
 		ev: []Event{e.event(EventRelease, rec, source)}, done: []chan error{done}, entry: n})
 	return done
+}
+
+// endPin releases a pin whose time is over: an operator drain ends at
+// its until, without a probe. The write is a compare-and-set on the pin's
+// revision, so when several instances see it end, one wins and emits the
+// release (outcome "expired"); the others adopt the stored record.
+func (e *Engine) endPin(en *entry) {
+	now := e.clock.Now()
+	set := e.pol.For(en.rec.Scope.Provider)
+	e.mu.Lock()
+	if e.entries[en.rec.ID] != en || en.pending || !en.rec.Pinned || en.rec.State != StateHeld {
+		e.mu.Unlock()
+		return
+	}
+	rec := en.rec
+	rec.RecordedBy = e.inst
+	e.release(&rec, now, set)
+	n := e.newEntry(rec)
+	n.pending = true
+	e.installLocked(n)
+	e.mu.Unlock()
+	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration,
+		ev: []Event{e.event(EventRelease, rec, SourceExpired)}, entry: n})
 }
 
 // ReleaseKey releases every live hold of a key (all its models) and

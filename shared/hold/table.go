@@ -88,7 +88,10 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 	switch en.rec.State {
 	case StateHeld:
 		if now >= en.until {
-			e.wantProbe(en)
+			e.wantProbe(en) // for a pin: its end (the lease loop releases it)
+			if en.rec.Pinned {
+				return Admit // an operator drain is over at its until
+			}
 		}
 		return Deny
 	case StateProbing:
@@ -173,6 +176,11 @@ func (e *Engine) installLocked(en *entry) {
 	} else {
 		delete(e.ramping, id)
 	}
+	if en.rec.Pinned && en.rec.State == StateHeld {
+		e.pins[id] = en
+	} else {
+		delete(e.pins, id)
+	}
 	if old != nil && live(old.rec) && !live(en.rec) {
 		e.breakerBack(en.rec.Scope, en.rec.Class)
 	}
@@ -186,6 +194,7 @@ func (e *Engine) removeLocked(id string) {
 	}
 	delete(e.entries, id)
 	delete(e.ramping, id)
+	delete(e.pins, id)
 	if live(old.rec) {
 		e.breakerBack(old.rec.Scope, old.rec.Class)
 	}
@@ -230,15 +239,51 @@ func (e *Engine) applyChange(c Change) {
 }
 
 // sweep drops released entries whose ramp is over (the store expires them
-// too; this keeps the table small when it cannot). It visits ramping
-// entries only.
+// too; this keeps the table small when it cannot) and ends pins whose time
+// is over. It visits ramping and pinned entries only.
 func (e *Engine) sweep(now time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	n := now.UnixNano()
+	var over []*entry
+	e.mu.Lock()
 	for id, en := range e.ramping {
 		if n >= en.rampUntil {
 			e.removeLocked(id)
 		}
 	}
+	for _, en := range e.pins {
+		if n >= en.until && !en.pending {
+			over = append(over, en)
+		}
+	}
+	e.mu.Unlock()
+	for _, en := range over {
+		e.endPin(en)
+	}
+}
+
+// HeldUntil is when the target's holds next let a request through: the
+// latest due time among the live holds covering it (a probe or the ramp
+// decide after that). ok is false when nothing holds it. The proxy uses it
+// for the Retry-After of a 503 when every target is held.
+func (e *Engine) HeldUntil(provider, keyID, model string) (until time.Time, ok bool) {
+	if e.scopes.Load() == 0 {
+		return time.Time{}, false
+	}
+	ents, any := e.idx.Load().covering(provider, keyID, model)
+	if !any {
+		return time.Time{}, false
+	}
+	for _, en := range ents {
+		if en == nil || !live(en.rec) {
+			continue
+		}
+		u := en.rec.Until
+		if en.rec.State == StateProbing && en.rec.Probe != nil {
+			u = en.rec.Probe.LeaseUntil
+		}
+		if !ok || u.After(until) {
+			until, ok = u, true
+		}
+	}
+	return until, ok
 }
