@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -113,4 +114,83 @@ func TestProbeReason(t *testing.T) {
 			t.Errorf("probeReason(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
+}
+
+// TestReadinessNoQuorum: on a 3-node cluster with R3 buckets, the node the
+// client is connected to loses both peers: the connection stays up, but the
+// hold bucket's stream has no leader and JetStream does not answer for it.
+// Not ready until the peers are back.
+func TestReadinessNoQuorum(t *testing.T) {
+	const size = 3
+	var (
+		nodes  [size]*server.Server
+		opts   [size]natsembed.Options
+		routes = make([]string, size)
+	)
+	for i := range size {
+		routes[i] = testkit.FreeAddr(t)
+	}
+	for i := range size {
+		opts[i] = natsembed.Options{
+			Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ServerName: fmt.Sprintf("ready-%d", i),
+			Cluster: &natsembed.Cluster{Name: "ready-test", Listen: routes[i], Routes: routes},
+		}
+		s, err := natsembed.Start(opts[i])
+		if err != nil {
+			t.Skipf("cluster start (a route port was taken meanwhile?): %v", err)
+		}
+		nodes[i] = s
+	}
+	defer func() {
+		for _, s := range nodes {
+			natsembed.Stop(s)
+		}
+	}()
+	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		for _, s := range nodes {
+			if s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no JetStream meta leader")
+	})
+	nc, err := nats.Connect(nodes[0].ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res *Resources
+	testkit.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err = Setup(ctx, js, SetupOptions{Replicas: size})
+		return err
+	})
+	r := NewReadiness(nc, func() *Resources { return res }, ReadinessOptions{Interval: 50 * time.Millisecond, Retry: 20 * time.Millisecond, Timeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, wantState(r, true, NATSConnected, JetStreamOK))
+
+	natsembed.Stop(nodes[1])
+	natsembed.Stop(nodes[2])
+	// a leader that was on node 0 steps down once it misses its quorum
+	// (nats-server takes up to about 20 s to decide)
+	testkit.CheckFor(t, 60*time.Second, 10*time.Millisecond, wantState(r, false, NATSConnected, JetStreamDown))
+	t.Logf("no quorum: %s", r.State().Reason)
+
+	for i := 1; i < size; i++ {
+		if nodes[i], err = natsembed.Start(opts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, wantState(r, true, NATSConnected, JetStreamOK))
 }
