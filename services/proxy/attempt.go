@@ -161,7 +161,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		// failure of the target, like a 5xx.
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: err})
 	}
-		if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
+	if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -65,6 +66,11 @@ type request struct {
 
 	attempts int
 	last     *attemptError // the last failure, for the final error message
+	// gone is set when the caller closed its connection while the request
+	// waited on upstreams (callerWatch): no further attempt is made, the
+	// one in flight is interrupted, and nothing counts against a target.
+	gone   atomic.Bool
+	goneCh chan struct{}
 	// translated bodies, per upstream format, built on first use
 	translated [2][]byte
 	transErr   [2]error
@@ -86,7 +92,15 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			r.record(c.Response().StatusCode())
 			return err
 		}
+		r.goneCh = make(chan struct{})
+		watched := s.callers.add(r, c.Context().Conn())
 		res := r.serve(c)
+		if watched {
+			s.callers.remove(r)
+		}
+		if r.gone.Load() {
+			r.class = classCallerGone
+		}
 		if res.relay != nil {
 			res.relay.start(c) // the relay ends the request when the stream ends
 			return nil
@@ -165,9 +179,20 @@ func kindHint(kind string) string {
 }
 
 // expired reports whether the request ran out of time: its deadline
-// passed or the proxy is shutting down.
+// passed, its caller went away or the proxy is shutting down.
 func (r *request) expired() bool {
-	return r.s.closing.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
+	return r.s.closing.Load() || r.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
+}
+
+// callerGone is called (once, under the watch's lock) by the caller watch
+// when the caller closed its connection: the attempt in flight is
+// interrupted.
+func (r *request) callerGone() {
+	r.gone.Store(true)
+	close(r.goneCh)
+	for _, u := range r.s.upstreams {
+		u.conns.interrupt(r.id)
+	}
 }
 
 // finish ends a request that held an in-flight slot.
@@ -459,6 +484,8 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 	case <-t.C:
 		return !r.expired()
 	case <-r.s.baseCtx.Done():
+		return false
+	case <-r.goneCh:
 		return false
 	}
 }

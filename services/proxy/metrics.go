@@ -19,12 +19,14 @@ import (
 // Outcome classes of switchyard_requests_total besides the failure
 // classes of an upstream's error: served, refused by the gateway itself
 // (bad input, authentication, overload), a stream cut after its first
-// byte, and no target available (all held or none usable).
+// byte, no target available (all held or none usable), and a caller that
+// went away before the answer.
 const (
 	classOK               = "ok"
 	classRejected         = "rejected"
 	classStreamIncomplete = "stream_incomplete"
 	classUnavailable      = "unavailable"
+	classCallerGone       = "caller_gone"
 )
 
 const (

@@ -252,9 +252,10 @@ func TestPassiveCountsStreamEnds(t *testing.T) {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
 			var success, failed uint64
-			for _, k := range f.svc.passive.providers[0].keys {
-				success += k.success.Load()
-				failed += k.failure.Load()
+			keys := f.svc.passive.providers[0].keys
+			for i := range keys {
+				success += keys[i].success.Load()
+				failed += keys[i].failure.Load()
 			}
 			if success != tt.success || failed != tt.failure {
 				t.Fatalf("passive success %d failure %d, want %d %d", success, failed, tt.success, tt.failure)

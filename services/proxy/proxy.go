@@ -48,6 +48,7 @@ type Service struct {
 	passive    *passiveCounters // nil: passive reports off (no NATS, or proxy.passive_report_interval 0)
 	inFlight   atomic.Int64
 	closing    atomic.Bool // set when the upstream pools close
+	callers    *callerWatch
 	metrics    *proxyMetrics
 	started    time.Time
 	modelsBody [2][]byte // by provider.Format of the caller
@@ -90,6 +91,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
 	}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	s.callers = newCallerWatch()
 	s.metrics = newProxyMetrics(s)
 	s.buildModelLists()
 	s.app = s.newApp()
@@ -180,6 +182,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.table.Providers))
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() { s.callers.run(engineCtx) })
 	wg.Go(func() {
 		if err := s.member.Run(engineCtx); err != nil {
 			s.log.Error("hold engine stopped", "err", err)

@@ -162,6 +162,21 @@ func (t *connTable) lookup(local net.Addr) *trackedConn {
 	return v.(*trackedConn)
 }
 
+// interrupt ends the exchange of request id on whichever connection
+// carries it (a caller went away): its pending read fails at once. The
+// connection is not reused (the pool drops a connection whose read
+// failed).
+func (t *connTable) interrupt(id string) {
+	t.m.Range(func(_, v any) bool {
+		c := v.(*trackedConn)
+		if p := c.request.Load(); p != nil && *p == id {
+			_ = c.SetDeadline(time.Unix(1, 0))
+			return false
+		}
+		return true
+	})
+}
+
 func (t *connTable) closeAll() {
 	t.m.Range(func(_, v any) bool {
 		_ = v.(*trackedConn).Close()
@@ -170,12 +185,31 @@ func (t *connTable) closeAll() {
 }
 
 // trackedConn is a pooled upstream connection that leaves the table when
-// it closes.
+// it closes. It notes the X-Request-Id of the request last written on it,
+// so that a request whose caller went away can find and interrupt it.
 type trackedConn struct {
 	net.Conn
-	table  *connTable
-	key    net.Addr
-	closed atomic.Bool
+	table   *connTable
+	key     net.Addr
+	closed  atomic.Bool
+	request atomic.Pointer[string]
+}
+
+var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
+
+// Write notes the request id when p starts a request (its header block).
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if len(p) > 5 && (string(p[:5]) == "POST " || string(p[:4]) == "GET ") {
+		head := p[:min(len(p), 8<<10)]
+		if i := bytes.Index(head, requestIDHeader); i >= 0 {
+			rest := head[i+len(requestIDHeader):]
+			if j := bytes.IndexByte(rest, '\r'); j > 0 {
+				id := string(rest[:j])
+				c.request.Store(&id)
+			}
+		}
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *trackedConn) Close() error {
