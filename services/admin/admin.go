@@ -167,10 +167,11 @@ func (s *Service) newApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "switchyard-admin",
 		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
+		ReadTimeout:           s.cfg.Limits.ReadTimeout,
+		Concurrency:           s.cfg.Limits.MaxConnections,
 		// No write timeout: it would cut event streams. Idle connections
 		// are closed after IdleTimeout; streams send heartbeats.
-		IdleTimeout:  2 * time.Minute,
+		IdleTimeout:  s.cfg.Limits.IdleTimeout,
 		BodyLimit:    1 << 20,
 		ErrorHandler: errorHandler,
 	})

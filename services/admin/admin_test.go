@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"context"
+	"net"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +48,16 @@ func TestReadyzWithoutNATS(t *testing.T) {
 func TestRun(t *testing.T) {
 	servicetest.RunListens(t, func(listen string) (servicetest.Runner, error) {
 		return New(&config.Config{Admin: config.Admin{Listen: listen}}, Deps{})
+	})
+}
+
+func TestListenerLimits(t *testing.T) {
+	servicetest.ListenerLimits(t, func(l config.Limits) func(context.Context, net.Listener) error {
+		svc, err := New(&config.Config{Limits: l}, Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.Serve
 	})
 }
 

@@ -47,6 +47,7 @@ type Deps struct {
 // Service is one prober instance.
 type Service struct {
 	cfg        config.Prober // with defaults for zero values
+	limits     config.Limits // the listener's timeouts and connection cap
 	log        *slog.Logger
 	nc         *nats.Conn
 	member     *fleet.Member
@@ -78,6 +79,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{
 		cfg:        withDefaults(cfg.Prober),
+		limits:     cfg.Limits,
 		log:        log,
 		nc:         deps.NATS,
 		member:     m,
@@ -271,9 +273,10 @@ func (s *Service) newApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "switchyard-prober",
 		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
+		ReadTimeout:           s.limits.ReadTimeout,
 		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
+		IdleTimeout:           s.limits.IdleTimeout,
+		Concurrency:           s.limits.MaxConnections,
 		ErrorHandler:          errorHandler,
 	})
 	app.Get("/healthz", s.healthz)

@@ -103,7 +103,9 @@ func (s *Service) newApp() *fiber.App {
 		DisableStartupMessage: true,
 		BodyLimit:             s.cfg.Limits.MaxBodyBytes,
 		ReadBufferSize:        16 << 10,
-		IdleTimeout:           120 * time.Second,
+		ReadTimeout:           s.cfg.Limits.ReadTimeout, // headers and body: slow senders are cut
+		IdleTimeout:           s.cfg.Limits.IdleTimeout,
+		Concurrency:           s.cfg.Limits.MaxConnections,
 		ErrorHandler:          s.errorHandler,
 	})
 	app.Use(func(c *fiber.Ctx) error { // every response carries a request id

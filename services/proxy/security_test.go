@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/servicetest"
 )
 
 // A client allowed one model must not reach another by spelling "model"
@@ -266,4 +269,19 @@ func TestRequestShapeValidated(t *testing.T) {
 	if n := f.openai.CountCalls(nil) + f.anthropic.CountCalls(nil); n != 0 {
 		t.Fatalf("%d upstream calls for refused requests", n)
 	}
+}
+
+// Slow senders are cut after limits.read_timeout and connections over
+// limits.max_connections are refused, while others are served.
+func TestListenerLimits(t *testing.T) {
+	oa, an := startFakes(t)
+	servicetest.ListenerLimits(t, func(l config.Limits) func(context.Context, net.Listener) error {
+		cfg := baseConfig(oa, an)
+		cfg.Limits.ReadTimeout, cfg.Limits.IdleTimeout, cfg.Limits.MaxConnections = l.ReadTimeout, l.IdleTimeout, l.MaxConnections
+		svc, err := New(cfg, Deps{Log: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.Serve
+	})
 }

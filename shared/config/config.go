@@ -120,6 +120,14 @@ type Limits struct {
 	MaxInFlight  int `koanf:"max_in_flight"`
 	MaxBodyBytes int `koanf:"max_body_bytes"`
 	MaxAttempts  int `koanf:"max_attempts"`
+	// The listener limits of every service (proxy, prober, admin):
+	// ReadTimeout bounds reading one request (headers and body), so a
+	// slow sender is cut; IdleTimeout closes a keep-alive connection
+	// waiting for its next request; MaxConnections caps the open
+	// connections of one listener (more are answered 503 and closed).
+	ReadTimeout    time.Duration `koanf:"read_timeout"`
+	IdleTimeout    time.Duration `koanf:"idle_timeout"`
+	MaxConnections int           `koanf:"max_connections"`
 }
 
 // Timeouts bound attempts.

@@ -22,6 +22,10 @@ func Defaults() *Config {
 			MaxInFlight:  100,
 			MaxBodyBytes: 10 << 20,
 			MaxAttempts:  10,
+			// A request body of 10 MiB at 1 MiB/s fits in 30 s.
+			ReadTimeout:    30 * time.Second,
+			IdleTimeout:    2 * time.Minute,
+			MaxConnections: 4096,
 		},
 		Timeouts: Timeouts{
 			Attempt:    60 * time.Second,

@@ -170,9 +170,21 @@ func (v *validator) limits() {
 		{"limits.max_in_flight", l.MaxInFlight},
 		{"limits.max_body_bytes", l.MaxBodyBytes},
 		{"limits.max_attempts", l.MaxAttempts},
+		{"limits.max_connections", l.MaxConnections},
 	} {
 		if f.n <= 0 {
 			v.add(f.path, "must be > 0, got %d", f.n)
+		}
+	}
+	for _, f := range []struct {
+		path string
+		d    time.Duration
+	}{
+		{"limits.read_timeout", l.ReadTimeout},
+		{"limits.idle_timeout", l.IdleTimeout},
+	} {
+		if f.d <= 0 {
+			v.add(f.path, "must be > 0, got %s", f.d)
 		}
 	}
 }
