@@ -280,7 +280,7 @@ func TestClassify(t *testing.T) {
 	e := startEnv(t, true)
 	r := e.do("POST", "/admin/classify", readToken, `{"provider":"openai","status":429,"headers":{"retry-after":"20"},"body":{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}}`)
 	r.expect(t, 200, "")
-	if string(r.raw) != `{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota"}` {
+	if string(r.raw) != `{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota","action":"rotate","holds":true,"soft":false}` {
 		t.Errorf("got %s", r.raw)
 	}
 	// a configured provider name applies its own trip_on rules

@@ -89,7 +89,7 @@
 //
 // and prints one line per input:
 //
-//	{"class":"rate_limit","scope":"key+model","retry_after_ms":360000,"code":"rate_limit_exceeded","reason":"..."}
+//	{"class":"rate_limit","scope":"key+model","retry_after_ms":360000,"code":"rate_limit_exceeded","reason":"...","action":"rotate","holds":true,"soft":true}
 //
 // body may be a JSON value or a string (text, or JSON as text); status may
 // be null for a transport error given in "error". A line that cannot be read

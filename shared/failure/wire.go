@@ -90,7 +90,9 @@ func headerValues(raw json.RawMessage) ([]string, error) {
 
 // WireResult is the JSON form of a Result, as `swctl classify` prints it.
 // retry_after_ms is null when the provider stated no wait; rule and
-// hold_ttl_ms appear only when an operator rule decided.
+// hold_ttl_ms appear only when an operator rule decided. action, holds and
+// soft are the class's Meaning: what the proxy does next, whether the
+// failure holds its target, whether that hold is soft.
 type WireResult struct {
 	Class        Class  `json:"class"`
 	Scope        Scope  `json:"scope"`
@@ -99,11 +101,16 @@ type WireResult struct {
 	Reason       string `json:"reason"`
 	Rule         string `json:"rule,omitempty"`
 	HoldTTLMS    *int64 `json:"hold_ttl_ms,omitempty"`
+	Action       string `json:"action"`
+	Holds        bool   `json:"holds"`
+	Soft         bool   `json:"soft"`
 }
 
 // Wire returns the JSON form of r.
 func (r Result) Wire() WireResult {
-	w := WireResult{Class: r.Class, Scope: r.Scope, Code: r.Code, Reason: r.Reason, Rule: r.Rule}
+	m := r.Class.Meaning()
+	w := WireResult{Class: r.Class, Scope: r.Scope, Code: r.Code, Reason: r.Reason, Rule: r.Rule,
+		Action: m.Action.String(), Holds: m.Holds, Soft: m.Soft}
 	if r.HasWait {
 		ms := r.RetryAfter.Milliseconds()
 		w.RetryAfterMS = &ms

@@ -11,13 +11,13 @@ func TestWireRoundTrip(t *testing.T) {
 	}{
 		{"object body and headers",
 			`{"provider":"openai","status":429,"headers":{"retry-after":"20","x-other":["a","b"]},"body":{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}}`,
-			`{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota"}`},
+			`{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota","action":"rotate","holds":true,"soft":false}`},
 		{"string body holding JSON, numeric header",
 			`{"provider":"anthropic","status":529,"headers":{"retry-after":3},"body":"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"}`,
-			`{"class":"transient","scope":"none","retry_after_ms":3000,"code":"overloaded_error","reason":"provider code overloaded_error"}`},
+			`{"class":"transient","scope":"none","retry_after_ms":3000,"code":"overloaded_error","reason":"provider code overloaded_error","action":"retry_same","holds":false,"soft":true}`},
 		{"transport error, null status",
 			`{"provider":"openai","status":null,"error":"dial tcp: connection refused"}`,
-			`{"class":"transient","scope":"none","retry_after_ms":null,"code":"connection_refused","reason":"transport: connection refused"}`},
+			`{"class":"transient","scope":"none","retry_after_ms":null,"code":"connection_refused","reason":"transport: connection refused","action":"retry_same","holds":false,"soft":true}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,30 +1,34 @@
 // Package hold is Switchyard's hold engine: which targets are out of
-// rotation, for how long, who re-checks them, and how they come back
-// (ARCHITECTURE.md sections 5 and 6).
+// rotation, for how long, who re-checks them, and how they come back (the
+// README's architecture section walks one hold through it by function
+// name).
 //
 // # Pieces
 //
 // NewEngine(EngineOptions{Store, Emitter, Instance, Clock, Log, Policy,
 // Rand, Fingerprint}) builds an Engine; Run(ctx) starts its owned
 // goroutines (store watcher, writer, lease taker; a one-second sweep on the
-// Clock) and returns when ctx ends. The Engine is the proxy's Gate:
+// Clock) and returns when ctx ends, after draining queued writes for up to
+// DrainTimeout. The proxy asks it on its request path:
 //
-//   - Admit(provider, key, model) reads an immutable snapshot through an
-//     atomic pointer (copy-on-write when a record changes): no lock, no
-//     I/O, no allocation (BenchmarkAdmit*). It looks at the four scopes
-//     covering the target (provider, provider+model, key, key+model) and
-//     answers Deny (held; due but its probe is not ours; probe out
-//     elsewhere; not picked by the ramp), AdmitProbe (this instance holds
-//     the probe lease and this is the lease's one probe: one attempt, no
-//     retry, report with probe=true) or Admit.
+//   - Admit(provider, key, model) reads a lock-free index of the local
+//     table (index.go: a hash table of scopes whose bucket chains are
+//     replaced copy-on-write under the engine lock, so a change costs the
+//     same with 100 or 100,000 holds): no lock, no I/O, no allocation
+//     (BenchmarkAdmit). It looks at the four scopes covering the target
+//     (provider, provider+model, key, key+model) and answers Deny (held;
+//     due but its probe is not ours; probe out elsewhere; not picked by
+//     the ramp), AdmitProbe (this instance holds the probe lease and this
+//     is the lease's one probe: one attempt, no retry, report with
+//     probe=true) or Admit.
 //   - Report(provider, key, model, probe, outcome) never blocks: a failure
-//     of a class that holds (rate_limit, credential_rejected,
-//     quota_exhausted, model_not_accessible, model_retired,
-//     region_blocked) holds failure.Result.Scope (key or key+model;
-//     provider scopes for keyless providers) in the local table at once and
-//     queues the store write. transient failures feed the circuit breaker
-//     only; request_rejected, unrecognised and cancelled attempts never
-//     hold.
+//     whose class holds (failure.Class.Meaning: rate_limit,
+//     credential_rejected, quota_exhausted, model_not_accessible,
+//     model_retired, region_blocked) holds ScopeFor(result, target) in
+//     the local table at once and queues the store write (key or
+//     key+model; provider scopes for keyless providers, reported with key
+//     id ""). transient failures feed the circuit breaker only;
+//     request_rejected, unrecognised and cancelled attempts never hold.
 //
 // Store is the fleet's shared record keeper (holdkv on NATS KV in
 // production; MemStore, with identical semantics, in tests). FakeClock
@@ -69,8 +73,9 @@
 // The prober settles due holds itself with TryProbe(ctx, id) and
 // ProbeResult(ctx, id, outcome). The admin service uses Holds(),
 // Release(ctx, id, source), ReleaseKey(ctx, provider, key, source),
-// Pin(ctx, scope, until, reason) (an operator drain: Pinned, not probed
-// before until) and BreakerStates(); a config reload that changes a key's
+// Pin(ctx, scope, until, reason) (an operator drain: Pinned, never
+// probed; at until it ends by itself, released by a compare-and-set with
+// one release event of outcome "expired") and BreakerStates(); a config reload that changes a key's
 // secret calls CredentialChanged(ctx, provider, key).
 //
 // # Store unavailable

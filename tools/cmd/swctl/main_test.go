@@ -20,29 +20,29 @@ func TestClassify(t *testing.T) {
 			name:  "quota trap and transport error",
 			args:  []string{"classify"},
 			stdin: `{"provider":"openai","status":429,"headers":{"retry-after":"20"},"body":{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}}` + "\n" + `{"provider":"openai","status":null,"error":"dial tcp: connect: connection refused"}` + "\n",
-			stdout: `{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota"}` + "\n" +
-				`{"class":"transient","scope":"none","retry_after_ms":null,"code":"connection_refused","reason":"transport: connection refused"}` + "\n",
+			stdout: `{"class":"quota_exhausted","scope":"key","retry_after_ms":20000,"code":"insufficient_quota","reason":"provider code insufficient_quota","action":"rotate","holds":true,"soft":false}` + "\n" +
+				`{"class":"transient","scope":"none","retry_after_ms":null,"code":"connection_refused","reason":"transport: connection refused","action":"retry_same","holds":false,"soft":true}` + "\n",
 		},
 		{
 			name:   "string body, stream event, blank lines skipped",
 			args:   []string{"classify"},
 			stdin:  "\n" + `{"provider":"anthropic","body":"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}","stream":true}` + "\n\n",
-			stdout: `{"class":"transient","scope":"none","retry_after_ms":null,"code":"overloaded_error","reason":"provider code overloaded_error"}` + "\n",
+			stdout: `{"class":"transient","scope":"none","retry_after_ms":null,"code":"overloaded_error","reason":"provider code overloaded_error","action":"retry_same","holds":false,"soft":true}` + "\n",
 		},
 		{
 			name:   "HTTP-date wait against -now",
 			args:   []string{"classify", "-now", "2025-06-02T12:00:00Z"},
 			stdin:  `{"provider":"vllm","status":503,"headers":{"Retry-After":"Mon, 02 Jun 2025 12:00:30 GMT"},"body":"upstream connect error"}`,
-			stdout: `{"class":"transient","scope":"none","retry_after_ms":30000,"code":"503","reason":"message: transient"}` + "\n",
+			stdout: `{"class":"transient","scope":"none","retry_after_ms":30000,"code":"503","reason":"message: transient","action":"retry_same","holds":false,"soft":true}` + "\n",
 		},
 		{
 			name:  "malformed line reported, rest classified, exit 1",
 			args:  []string{"classify"},
 			stdin: `{"provider":"gemini","status":400,"body":{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}}` + "\n" + `{not json` + "\n" + `{"status":"x"}` + "\n" + `{"provider":"openai","status":401}` + "\n",
-			stdout: `{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"API_KEY_INVALID","reason":"provider code API_KEY_INVALID"}` + "\n" +
+			stdout: `{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"API_KEY_INVALID","reason":"provider code API_KEY_INVALID","action":"rotate","holds":true,"soft":false}` + "\n" +
 				`{"error":"line 2: decode input: invalid character 'n' looking for beginning of object key string"}` + "\n" +
 				`{"error":"line 3: decode input: json: cannot unmarshal string into Go struct field WireInput.status of type int"}` + "\n" +
-				`{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"401","reason":"status 401"}` + "\n",
+				`{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"401","reason":"status 401","action":"rotate","holds":true,"soft":false}` + "\n",
 			wantErr: true,
 		},
 	}
@@ -69,7 +69,7 @@ func TestClassifyTripFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"class":"quota_exhausted","scope":"key","retry_after_ms":null,"code":"400","reason":"trip_on rule odd (built-in: status 400)","rule":"odd","hold_ttl_ms":3600000}` + "\n"
+	want := `{"class":"quota_exhausted","scope":"key","retry_after_ms":null,"code":"400","reason":"trip_on rule odd (built-in: status 400)","rule":"odd","hold_ttl_ms":3600000,"action":"rotate","holds":true,"soft":false}` + "\n"
 	if out.String() != want {
 		t.Errorf("got  %swant %s", out.String(), want)
 	}
