@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -69,9 +68,12 @@ type Engine struct {
 	source   string
 	drainFor time.Duration
 
-	// idx is Admit's lock-free view of entries; scopes counts its scopes.
+	// idx is Admit's lock-free view of entries; scopes counts its scopes,
+	// provs the kinds of scope each provider has (copied on a new
+	// provider, counted atomically).
 	idx    atomic.Pointer[index]
 	scopes atomic.Int64
+	provs  atomic.Pointer[map[string]*provKinds]
 
 	mu      sync.Mutex
 	entries map[string]*entry // every record of the local table, by id
@@ -130,7 +132,8 @@ func NewEngine(opts EngineOptions) *Engine {
 		e.rnd = rand.Float64
 	}
 	e.brk.m = map[string]map[string]*breaker{}
-	e.idx.Store(newIndex(maphash.MakeSeed(), minBuckets))
+	e.idx.Store(newIndex(rand.Uint64(), minBuckets))
+	e.provs.Store(&map[string]*provKinds{})
 	return e
 }
 

@@ -1,7 +1,6 @@
 package hold
 
 import (
-	"hash/maphash"
 	"sync/atomic"
 )
 
@@ -13,7 +12,7 @@ import (
 // table grows (rehashes into four times the buckets) when it holds twice
 // as many scopes as buckets: an amortised O(1) per change.
 type index struct {
-	seed    maphash.Seed
+	seed    uint64
 	mask    uint64
 	buckets []atomic.Pointer[node]
 }
@@ -29,7 +28,7 @@ type node struct {
 
 const minBuckets = 1 << 10
 
-func newIndex(seed maphash.Seed, buckets int) *index {
+func newIndex(seed uint64, buckets int) *index {
 	return &index{seed: seed, mask: uint64(buckets - 1), buckets: make([]atomic.Pointer[node], buckets)}
 }
 
@@ -47,11 +46,20 @@ func scopeHash(hp, hk, hm uint64) uint64 {
 	return h
 }
 
+// part hashes one name (FNV-1a from a per-process random seed, inlined:
+// names are short, and a call to a general hash costs more than the
+// bytes). The names come from the configuration and from records other
+// instances wrote, not from callers.
 func (x *index) part(s string) uint64 {
 	if s == "" {
 		return 0
 	}
-	return maphash.String(x.seed, s)
+	h := x.seed
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	return h | 1 // never 0, which stands for "absent"
 }
 
 func (x *index) hashScope(s Scope) uint64 {
@@ -122,18 +130,66 @@ func (x *index) grown() *index {
 }
 
 // covering returns the entries of the four scopes that cover a target:
-// provider, provider+model, key, key+model.
-func (x *index) covering(provider, keyID, model string) (ents [4]*entry, any bool) {
-	hp, hk, hm := x.part(provider), x.part(keyID), x.part(model)
-	ents[0] = x.get(scopeHash(hp, 0, 0), provider, "", "")
-	if model != "" {
+// provider, provider+model, key, key+model. kinds says which kinds of
+// scope the provider has at all (provKinds), so only those are looked up.
+func (x *index) covering(pk *provKinds, provider, keyID, model string) (ents [4]*entry, any bool) {
+	kinds := uint8(pk.bits.Load())
+	hp := pk.hash
+	var hk, hm uint64
+	if model != "" && kinds&(kindBit(ScopeProviderModel)|kindBit(ScopeKeyModel)) != 0 {
+		hm = x.part(model)
+	}
+	if keyID != "" && kinds&(kindBit(ScopeKey)|kindBit(ScopeKeyModel)) != 0 {
+		hk = x.part(keyID)
+	}
+	if kinds&kindBit(ScopeProvider) != 0 {
+		ents[0] = x.get(scopeHash(hp, 0, 0), provider, "", "")
+	}
+	if hm != 0 && kinds&kindBit(ScopeProviderModel) != 0 {
 		ents[1] = x.get(scopeHash(hp, 0, hm), provider, "", model)
 	}
-	if keyID != "" {
-		ents[2] = x.get(scopeHash(hp, hk, 0), provider, keyID, "")
-		if model != "" {
+	if hk != 0 {
+		if kinds&kindBit(ScopeKey) != 0 {
+			ents[2] = x.get(scopeHash(hp, hk, 0), provider, keyID, "")
+		}
+		if hm != 0 && kinds&kindBit(ScopeKeyModel) != 0 {
 			ents[3] = x.get(scopeHash(hp, hk, hm), provider, keyID, model)
 		}
 	}
 	return ents, ents[0] != nil || ents[1] != nil || ents[2] != nil || ents[3] != nil
+}
+
+// provKinds counts the scopes of one provider in the index, by kind, so
+// that Admit looks up only kinds the provider has (a provider with no
+// hold costs one map read), and keeps the provider name's hash.
+type provKinds struct {
+	hash uint64        // index.part(provider)
+	n    [4]int64      // scopes by kind (written under the engine lock)
+	bits atomic.Uint32 // bit kindIndex(k) set when n[k] > 0
+}
+
+func kindIndex(k ScopeKind) int {
+	switch k {
+	case ScopeProvider:
+		return 0
+	case ScopeProviderModel:
+		return 1
+	case ScopeKey:
+		return 2
+	}
+	return 3
+}
+
+func kindBit(k ScopeKind) uint8 { return 1 << kindIndex(k) }
+
+// add counts d scopes of kind k (engine lock held).
+func (p *provKinds) add(k ScopeKind, d int) {
+	p.n[kindIndex(k)] += int64(d)
+	var b uint32
+	for i, n := range p.n {
+		if n > 0 {
+			b |= 1 << i
+		}
+	}
+	p.bits.Store(b)
 }

@@ -159,7 +159,7 @@ func (e *Engine) newHold(scope Scope, res failure.Result, source string, now tim
 // reportProbe settles the holds whose probe this attempt was. It reports
 // false when there is none (the lease lapsed or was lost meanwhile).
 func (e *Engine) reportProbe(provider, keyID, model string, out Outcome) bool {
-	ents, ok := e.idx.Load().covering(provider, keyID, model)
+	ents, ok := e.covering(provider, keyID, model)
 	if !ok {
 		return false
 	}

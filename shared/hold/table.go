@@ -52,7 +52,11 @@ func (e *Engine) Admit(provider, keyID, model string) Admission {
 	if e.scopes.Load() == 0 {
 		return Admit
 	}
-	ents, ok := e.idx.Load().covering(provider, keyID, model)
+	pk := (*e.provs.Load())[provider]
+	if pk == nil {
+		return Admit
+	}
+	ents, ok := e.idx.Load().covering(pk, provider, keyID, model)
 	if !ok {
 		return Admit
 	}
@@ -132,10 +136,7 @@ func (e *Engine) wantProbe(en *entry) {
 // soft (a tripped breaker or a rate limit), and whether any holds it. The
 // proxy's try_soft all-held policy uses it. Allocation free.
 func (e *Engine) Held(provider, keyID, model string) (held, soft bool) {
-	if e.scopes.Load() == 0 {
-		return false, false
-	}
-	ents, ok := e.idx.Load().covering(provider, keyID, model)
+	ents, ok := e.covering(provider, keyID, model)
 	if !ok {
 		return false, false
 	}
@@ -204,10 +205,38 @@ func (e *Engine) removeLocked(id string) {
 // indexLocked publishes a scope's entry (nil: none) to Admit's index.
 func (e *Engine) indexLocked(s Scope, en *entry) {
 	x := e.idx.Load()
-	n := e.scopes.Add(int64(x.put(s, en)))
+	d := x.put(s, en)
+	if d != 0 {
+		provs := *e.provs.Load()
+		pk := provs[s.Provider]
+		if pk == nil { // a new provider: copy the (small) map
+			pk = &provKinds{hash: x.part(s.Provider)}
+			next := make(map[string]*provKinds, len(provs)+1)
+			for k, v := range provs {
+				next[k] = v
+			}
+			next[s.Provider] = pk
+			e.provs.Store(&next)
+		}
+		pk.add(s.Kind, d)
+	}
+	n := e.scopes.Add(int64(d))
 	if n > 2*int64(len(x.buckets)) {
 		e.idx.Store(x.grown())
 	}
+}
+
+// covering returns the entries of the scopes covering a target (for the
+// slower readers: Held, HeldUntil, reportProbe).
+func (e *Engine) covering(provider, keyID, model string) ([4]*entry, bool) {
+	if e.scopes.Load() == 0 {
+		return [4]*entry{}, false
+	}
+	pk := (*e.provs.Load())[provider]
+	if pk == nil {
+		return [4]*entry{}, false
+	}
+	return e.idx.Load().covering(pk, provider, keyID, model)
 }
 
 // applyChange applies one change seen by the store watcher.
@@ -266,10 +295,7 @@ func (e *Engine) sweep(now time.Time) {
 // decide after that). ok is false when nothing holds it. The proxy uses it
 // for the Retry-After of a 503 when every target is held.
 func (e *Engine) HeldUntil(provider, keyID, model string) (until time.Time, ok bool) {
-	if e.scopes.Load() == 0 {
-		return time.Time{}, false
-	}
-	ents, any := e.idx.Load().covering(provider, keyID, model)
+	ents, any := e.covering(provider, keyID, model)
 	if !any {
 		return time.Time{}, false
 	}
