@@ -59,15 +59,16 @@ func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture 
 		ff.proxies = append(ff.proxies, svc)
 		ff.urls = append(ff.urls, url)
 	}
-	// Every proxy has bound the hold bucket.
-	testkit.WaitFor(t, 10*time.Second, func() bool {
-		for _, p := range ff.proxies {
-			if p.member.Resources() == nil {
-				return false
-			}
+	// Every proxy has bound the hold bucket and loaded its records: a hold
+	// written from now on reaches each as a change (not in an initial
+	// load, which the propagation metric does not count).
+	for _, p := range ff.proxies {
+		select {
+		case <-p.member.Synced():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a proxy's hold table did not load")
 		}
-		return true
-	})
+	}
 	return ff
 }
 
