@@ -28,8 +28,6 @@ type unit struct {
 	rec           health.Record // the unit's record as last written or read
 }
 
-func (u *unit) id() string { return health.ID(u.t.name, u.keyID) }
-
 // runUnit takes and renews the unit's lease, and runs its checks and
 // discoveries while it owns it, until ctx ends.
 func (s *Service) runUnit(ctx context.Context, u *unit) {
