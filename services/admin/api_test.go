@@ -161,6 +161,7 @@ func TestHolds(t *testing.T) {
 			{"no provider", `{"duration":"1m"}`},
 			{"unknown provider", `{"provider":"nope","duration":"1m"}`},
 			{"unknown key", `{"provider":"openai","key":"nope","duration":"1m"}`},
+			{"unknown model", `{"provider":"openai","model":"gpt-nope","duration":"1m"}`},
 			{"no duration", `{"provider":"openai"}`},
 			{"bad duration", `{"provider":"openai","duration":"soon"}`},
 			{"too long", `{"provider":"openai","duration":"9000h"}`},

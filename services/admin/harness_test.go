@@ -58,7 +58,7 @@ providers:
     keys:
       - {id: primary, secret: env:T_K1}
       - {id: secondary, secret: env:T_K2}
-    models: [{name: gpt-4o}]
+    models: [{name: gpt-4o}, {name: gpt-4.1}]
     resilience:
       breaker: {consecutive_failures: 3, cooldown: 30s}
     trip_on:

@@ -255,6 +255,9 @@ func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time
 	if req.Key != "" && !slices.ContainsFunc(p.Keys, func(k config.Key) bool { return k.ID == req.Key }) {
 		return hold.Scope{}, time.Time{}, fmt.Errorf("provider %s has no key %q", p.Name, req.Key)
 	}
+	if req.Model != "" && !s.servesModel(p, req.Model) {
+		return hold.Scope{}, time.Time{}, fmt.Errorf("provider %s has no model %q (neither configured nor discovered by the prober)", p.Name, req.Model)
+	}
 	if len(req.Reason) > 200 {
 		return hold.Scope{}, time.Time{}, errors.New("reason is longer than 200 characters")
 	}
@@ -305,4 +308,22 @@ func decodeBody(body []byte, v any) error {
 		return errors.New("body: trailing data after the object")
 	}
 	return nil
+}
+
+// servesModel reports whether a provider has model: configured (by its
+// name in the configuration or the name sent upstream), or listed at its
+// last discovery by the prober. A pin of a model nobody routes to would
+// hold nothing.
+func (s *Service) servesModel(p *config.Provider, model string) bool {
+	for _, m := range p.Models {
+		if m.Name == model || m.Upstream == model {
+			return true
+		}
+	}
+	snap := s.health.Snapshot()
+	if snap == nil {
+		return false
+	}
+	r, ok := snap.Get(p.Name, "")
+	return ok && slices.Contains(r.Models, model)
 }
