@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -35,4 +36,14 @@ func TestHoldMetrics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestMetricsAfterConcurrentRequests: label values never come from the
+// server's reused request buffers (the method label read "POS", "GETETE"
+// and the scrape turned to 500 once two series collided).
+func TestMetricsAfterConcurrentRequests(t *testing.T) {
+	e := startEnv(t, true)
+	servicetest.MetricsAfterConcurrentRequests(t, e.base, http.Header{"Authorization": {"Bearer " + opToken}},
+		[]string{"/admin/holds", "/admin/holds/openai.primary", "/admin/providers", "/admin/providers/openai",
+			"/admin/classify", "/admin/nope", "/healthz", "/readyz", "/admin/openapi.json"})
 }

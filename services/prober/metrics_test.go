@@ -23,3 +23,19 @@ providers:
 	r := f.startProber(t, cfg)
 	servicetest.BreakerMetrics(t, f.nc, r.base+"/metrics", "elsewhere", "org/model-1.5")
 }
+
+// TestMetricsAfterConcurrentRequests: label values never come from the
+// server's reused request buffers.
+func TestMetricsAfterConcurrentRequests(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, `
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+`)
+	r := f.startProber(t, cfg)
+	servicetest.MetricsAfterConcurrentRequests(t, r.base, nil, []string{"/healthz", "/readyz", "/status", "/nope", "/metrics"})
+}

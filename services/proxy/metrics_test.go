@@ -107,3 +107,11 @@ func TestHoldMetrics(t *testing.T) {
 	defer nc.Close()
 	servicetest.BreakerMetrics(t, nc, ff.urls[0]+"/metrics", "fake-openai", "org/model-1.5")
 }
+
+// TestMetricsAfterConcurrentRequests: label values never come from the
+// server's reused request buffers.
+func TestMetricsAfterConcurrentRequests(t *testing.T) {
+	f := newFixture(t)
+	servicetest.MetricsAfterConcurrentRequests(t, f.url, http.Header{"Authorization": {"Bearer " + clientSecret}, "Content-Type": {"application/json"}},
+		[]string{"/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/models", "/v1/nope", "/healthz", "/readyz"})
+}
