@@ -203,7 +203,7 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 }
 
 // decide maps a failure to the proxy's next move: a transport error per
-// retry.on_transport_errors, then the operator's retry.on_statuses and
+// retry.on_transport_errors (a timeout always rotates), then the operator's retry.on_statuses and
 // retry.rotate_on_statuses (a class that no backoff fixes is never retried
 // in place), then the class's action (failure.Meaning).
 func (s *Service) decide(ae *attemptError) failure.Action {
@@ -211,7 +211,9 @@ func (s *Service) decide(ae *attemptError) failure.Action {
 	m := ae.result.Class.Meaning()
 	switch {
 	case ae.status == 0 && !ae.stream:
-		if rc.OnTransportErrors {
+		// A timeout rotates: the retry-same budget is for fast transient
+		// errors, and a hung target would cost the attempt timeout twice.
+		if rc.OnTransportErrors && ae.result.Code != "timeout" {
 			return failure.RetrySame
 		}
 		return failure.Rotate

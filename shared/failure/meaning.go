@@ -33,9 +33,11 @@ type Meaning struct {
 	// Action is what the proxy does next (before the operator's
 	// retry.on_statuses / retry.rotate_on_statuses lists, see InPlace).
 	Action Action
-	// InPlace: the operator's retry.on_statuses may retry this class on the
-	// same target. False for a revoked key or an exhausted quota, which no
-	// backoff fixes.
+	// InPlace: the operator's retry.on_statuses and retry.rotate_on_statuses
+	// apply to this class. False where the class decides alone: a revoked
+	// key or an exhausted quota (no backoff fixes them) and a request the
+	// provider refused for what it asked (a 429 "request too large for
+	// TPM" goes back to the caller after one attempt, never to every key).
 	InPlace bool
 	// Holds: a failure of this class holds its target by itself (a
 	// transient failure holds only through the circuit breaker).
@@ -63,7 +65,7 @@ var meanings = [...]Meaning{
 	ModelNotAccessible: {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
 	ModelRetired:       {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
 	RegionBlocked:      {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
-	RequestRejected:    {Action: Return, InPlace: true},
+	RequestRejected:    {Action: Return},
 }
 
 // Meaning returns what the class means (the Unrecognised row for an

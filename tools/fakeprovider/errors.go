@@ -79,6 +79,12 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Body: `{"error":{"message":"` + openaiRateLimitMsg + `","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
 	},
 	{
+		// A 429 the request alone causes: more tokens than the per-minute
+		// limit, whatever the key's usage.
+		Name: "openai.request_too_large", Flavor: "openai", Status: 429,
+		Body: `{"error":{"message":"Request too large for {{model}} in organization org-xxx on tokens per min (TPM): Limit 30000, Requested 52310. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+	},
+	{
 		Name: "openai.server_error", Flavor: "openai", Status: 500,
 		Body: `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`,
 	},
