@@ -188,6 +188,12 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 		Stream:   ae.stream,
 		Err:      ae.err,
 	}, t.step.Provider.Name)
+	// The reason travels into hold records, events and logs: the
+	// provider's own secrets are masked by value (shapes are masked where
+	// those are written).
+	if ae.result.Reason != "" {
+		ae.result.Reason = string(redact.Text([]byte(ae.result.Reason), providerSecrets(t.step.Provider)...))
+	}
 	if ae.status == 0 && !ae.stream && ae.result.Class != failure.Transient {
 		ae.result.Class = failure.Transient // a transport error says nothing about the target
 	}

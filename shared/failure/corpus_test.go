@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/redact"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected results of testdata/corpus (review the diff!)")
@@ -147,4 +149,19 @@ func equalExpected(a, b corpusExpected) bool {
 		return false
 	}
 	return a.RetryAfterMS == nil || *a.RetryAfterMS == *b.RetryAfterMS
+}
+
+// TestCorpusReasonsNotMasked: the reason recorded for a real provider
+// error (in hold records, events, logs) is masked only where it held a
+// credential: ordinary codes and messages ("unsupported_country_region_
+// territory", resource paths, model names) stay readable.
+func TestCorpusReasonsNotMasked(t *testing.T) {
+	for f, c := range loadCorpus(t) {
+		res := ClassifyAt(c.input(t), corpusNow)
+		for _, s := range []string{res.Reason, res.Code} {
+			if m := redact.String(s); m != s {
+				t.Errorf("%s: %q masked as %q", filepath.Base(f), s, m)
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strings"
 )
 
 // Mask replaces what is masked.
@@ -19,18 +20,54 @@ const Mask = "[redacted]"
 // ordinary words (no real credential is this short).
 const minSecret = 4
 
-// shapeRE matches what looks like a credential: well-known key prefixes
-// followed by key material, bearer tokens, and any long unbroken run of
-// key characters. It never matches a quote or a backslash, so masking the
-// inside of a JSON string keeps the JSON valid.
-var shapeRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+[^\s"\\]+|[A-Za-z0-9_\-+/]{32,}={0,2}`)
+// prefixRE matches what looks like a credential by its form: well-known
+// key prefixes followed by key material, and bearer tokens. runRE finds
+// long unbroken runs of key characters, masked only when they look random
+// (randomRun): identifiers such as "unsupported_country_region_territory"
+// or resource paths are not secrets. Neither matches a quote or a
+// backslash, so masking the inside of a JSON string keeps the JSON valid.
+var (
+	prefixRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+[^\s"\\]+`)
+	runRE    = regexp.MustCompile(`[A-Za-z0-9_\-+/]{32,}={0,2}`)
+)
+
+// randomRun reports whether a long run of key characters looks like key
+// material: a piece between separators (_ - / . =) of at least 20
+// characters that mixes letters and digits. Words joined by underscores,
+// paths and UUIDs have short pieces; tokens, hashes and base64 have long
+// ones.
+func randomRun(run string) bool {
+	piece, letters, digits := 0, 0, 0
+	for i := 0; i <= len(run); i++ {
+		if i == len(run) || strings.IndexByte("_-/.=", run[i]) >= 0 {
+			if piece >= 20 && letters > 0 && digits > 0 {
+				return true
+			}
+			piece, letters, digits = 0, 0, 0
+			continue
+		}
+		piece++
+		if c := run[i]; c >= '0' && c <= '9' {
+			digits++
+		} else {
+			letters++
+		}
+	}
+	return false
+}
 
 // String masks credential-shaped text in s.
 func String(s string) string {
 	if s == "" {
 		return s
 	}
-	return shapeRE.ReplaceAllString(s, Mask)
+	s = prefixRE.ReplaceAllString(s, Mask)
+	return runRE.ReplaceAllStringFunc(s, func(run string) string {
+		if randomRun(run) {
+			return Mask
+		}
+		return run
+	})
 }
 
 // Text masks the given secrets and credential-shaped text in b. It returns
@@ -45,8 +82,10 @@ func Text(b []byte, secrets ...string) []byte {
 		out = bytes.ReplaceAll(out, []byte(s), []byte(Mask))
 		copied = true
 	}
-	if shapeRE.Match(out) {
-		return shapeRE.ReplaceAll(out, []byte(Mask))
+	if prefixRE.Match(out) || runRE.Match(out) {
+		if m := String(string(out)); m != string(out) {
+			return []byte(m)
+		}
 	}
 	if !copied {
 		return b

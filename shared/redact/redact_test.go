@@ -113,3 +113,30 @@ func TestStringShapes(t *testing.T) {
 		t.Fatal("key material kept")
 	}
 }
+
+// Identifiers, resource paths, ids and model names are not secrets;
+// tokens, hashes, JWTs and base64 key material are.
+func TestStringKeepsIdentifiers(t *testing.T) {
+	for _, keep := range []string{
+		"provider code unsupported_country_region_territory",
+		"Permission denied on resource projects/my-project-123456/locations/us-central1/publishers/google/models/gemini-1.5-pro-002",
+		"request 123e4567-e89b-12d3-a456-426614174000 failed",
+		"model gpt-4.1-mini-2025-04-14 is not available; try claude-3-5-haiku-20241022",
+		"ThisIsAVeryLongCamelCaseIdentifierNameWithoutDigits",
+		"GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+	} {
+		if got := String(keep); got != keep {
+			t.Errorf("String(%q) = %q", keep, got)
+		}
+	}
+	for _, gone := range []string{
+		"token 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 expired",
+		"jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0 rejected",
+		"azure key 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d is invalid",
+		"base64 c2VjcmV0LWtleS1tYXRlcmlhbC0xMjM0NTY3ODkwYWJjZGVm=",
+	} {
+		if got := String(gone); !strings.Contains(got, Mask) {
+			t.Errorf("String(%q) kept it", gone)
+		}
+	}
+}
