@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -47,5 +49,29 @@ func TestAttemptTimeoutRotates(t *testing.T) {
 	}
 	if n := callsWith(f.openai, "key-a1"); n != 1 {
 		t.Errorf("a1 called %d times: a timeout was retried on the same key", n)
+	}
+}
+
+// A released target that is the only one of its model is ramping back,
+// but the ramp shares traffic among alternatives: with none, every
+// request is served (before: most requests of the first seconds got 503
+// no_available_target).
+func TestRampNeverRefusesTheOnlyTarget(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Providers[0].Keys = c.Providers[0].Keys[:1] })
+	ctx := context.Background()
+	sc := hold.Scope{Kind: hold.ScopeKey, Provider: "fake-openai", Key: "a1"}
+	if err := f.svc.engine.Pin(ctx, sc, time.Now().Add(time.Hour), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := f.call(t, "/v1/chat/completions", directBody); status != http.StatusServiceUnavailable {
+		t.Fatalf("pinned: status %d, want 503", status)
+	}
+	if err := f.svc.engine.Release(ctx, sc.ID(), hold.SourceAdmin); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != http.StatusOK {
+			t.Fatalf("request %d during the ramp: %d %s", i, status, body)
+		}
 	}
 }

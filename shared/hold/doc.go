@@ -17,9 +17,11 @@
 //     same with 100 or 100,000 holds): no lock, no I/O, no allocation
 //     (BenchmarkAdmit). It looks at the four scopes covering the target
 //     (provider, provider+model, key, key+model) and answers Deny (held;
-//     due but its probe is not ours; probe out elsewhere; not picked by
-//     the ramp), AdmitProbe (this instance holds the probe lease and this
-//     is the lease's one probe: one attempt, no retry, report with
+//     due but its probe is not ours; probe out elsewhere), Deferred
+//     (ramping back and not picked by the ramp: used only when nothing
+//     else admits, so the ramp never refuses a request only it can
+//     serve), AdmitProbe (this instance holds the probe lease and this is
+//     the lease's one probe: one attempt, no retry, report with
 //     probe=true) or Admit.
 //   - Report(provider, key, model, probe, outcome) never blocks: a failure
 //     whose class holds (failure.Class.Meaning: rate_limit,
@@ -91,7 +93,8 @@
 // # Ramp
 //
 // A released target is admitted with probability start_share (0.1)
-// growing linearly to 1 over ramp.duration (60 s), using Rand (default
+// growing linearly to 1 over ramp.duration (60 s) (otherwise Deferred: the
+// proxy takes another key when one admits, this one when none does), using Rand (default
 // math/rand/v2, no allocation). The released record is stored with a TTL
 // of the ramp's length and expires by itself; the local table also drops
 // it when the ramp is over.

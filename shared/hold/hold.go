@@ -238,6 +238,11 @@ const (
 	Admit      Admission = iota // in rotation (or chosen by the ramp)
 	Deny                        // held, probing elsewhere, or not chosen by the ramp
 	AdmitProbe                  // held and due: this request is the one probe (one attempt, no retry)
+	// Deferred: back in rotation through the ramp, and this request was
+	// not picked for it: use the target only when nothing else admits
+	// (the ramp shares traffic among alternatives; it never refuses a
+	// request only the ramping target can serve).
+	Deferred
 )
 
 // Outcome is what an attempt on a target came to, reported to the engine.

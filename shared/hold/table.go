@@ -44,8 +44,9 @@ func (e *Engine) newEntry(rec Record) *entry {
 
 // Admit answers whether a request may use the target (provider, keyID,
 // model). It reads the lock-free snapshot only: no I/O, no allocation.
-// Deny: a covering scope is held, its probe is out, or the ramp did not
-// pick this request. AdmitProbe: a covering hold is due and this instance
+// Deny: a covering scope is held or its probe is out. Deferred: the
+// target ramps back after a release and the ramp did not pick this request
+// (the caller uses it only when nothing else admits). AdmitProbe: a covering hold is due and this instance
 // holds its probe lease; handed out once per lease, the request makes one
 // attempt without retry and is reported with probe=true.
 func (e *Engine) Admit(provider, keyID, model string) Admission {
@@ -61,7 +62,7 @@ func (e *Engine) Admit(provider, keyID, model string) Admission {
 		return Admit
 	}
 	now := e.clock.Now().UnixNano()
-	probe := false
+	probe, deferred := false, false
 	for _, en := range ents {
 		if en == nil {
 			continue
@@ -71,9 +72,14 @@ func (e *Engine) Admit(provider, keyID, model string) Admission {
 			return Deny
 		case AdmitProbe:
 			probe = true
+		case Deferred:
+			deferred = true
 		}
 	}
 	if !probe {
+		if deferred {
+			return Deferred
+		}
 		return Admit
 	}
 	got := false
@@ -115,7 +121,7 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 		if e.rnd() < share {
 			return Admit
 		}
-		return Deny
+		return Deferred
 	}
 	return Admit
 }

@@ -270,8 +270,10 @@ func (p *Provider) Pick(model string, gate Admitter, tried uint64) (*Key, hold.A
 	return p.pick(model, gate, tried|^sick)
 }
 
-// pick is Pick over the keys whose bit is not in skip.
+// pick is Pick over the keys whose bit is not in skip. A key the ramp
+// deferred is chosen when no other key admits.
 func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Admission) {
+	var deferred *Key
 	for _, g := range p.groups {
 		n := uint32(len(g.wheel))
 		start := g.next.Add(1) - 1
@@ -280,10 +282,19 @@ func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Ad
 			if skip&(1<<uint(k.index)) != 0 {
 				continue
 			}
-			if a := gate.Admit(p.Name, k.HoldKey(), model); a != hold.Deny {
+			switch a := gate.Admit(p.Name, k.HoldKey(), model); a {
+			case hold.Deny:
+			case hold.Deferred:
+				if deferred == nil {
+					deferred = k
+				}
+			default:
 				return k, a
 			}
 		}
+	}
+	if deferred != nil {
+		return deferred, hold.Admit
 	}
 	return nil, hold.Deny
 }
