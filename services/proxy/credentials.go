@@ -23,6 +23,7 @@ func (s *Service) fingerprint(provider, keyID string) string {
 // credentials.encryption_key is not set.
 func (s *Service) runCredentials(ctx context.Context) {
 	if len(s.cfg.Credentials.Key) == 0 {
+		s.secretsOnce.Do(func() { close(s.secretsLoaded) })
 		return
 	}
 	select {
@@ -41,7 +42,8 @@ func (s *Service) runCredentials(ctx context.Context) {
 			if k.SetSecret(secret) {
 				log.Info("key secret rotated", "provider", provider, "key_id", keyID, "fingerprint", secret.Fingerprint())
 			}
-		}, credentials.WithLog(log), credentials.WithConn(s.member.Conn()))
+		}, credentials.WithLog(log), credentials.WithConn(s.member.Conn()),
+		credentials.WithReady(func() { s.secretsOnce.Do(func() { close(s.secretsLoaded) }) }))
 	if err != nil {
 		log.Error("credentials watch stopped", "err", err)
 	}

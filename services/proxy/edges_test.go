@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -74,4 +77,62 @@ func TestRampNeverRefusesTheOnlyTarget(t *testing.T) {
 			t.Fatalf("request %d during the ramp: %d %s", i, status, body)
 		}
 	}
+}
+
+// A proxy starting into a fleet accepts traffic only once its hold table
+// has the fleet's holds: its first request does not go to a key held
+// fleet-wide. While it shuts down, /readyz answers 503.
+func TestNewProxyKnowsTheFleetsHoldsBeforeServing(t *testing.T) {
+	ff := newFleet(t, 1, func(c *config.Config) { c.Providers[0].Keys[0].Priority = 2 }) // a1 first
+	// a1 is held fleet-wide (recorded by the running proxy).
+	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key", Times: 1})
+	if status := ff.call(t, 0, directBody); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		r, err := ff.proxies[0].member.Resources().Holds.Get(context.Background(), "fake-openai.a1")
+		return err == nil && r.Revision() > 0
+	})
+	ff.openai.ResetCalls()
+
+	// A new proxy, its first request at once.
+	cfg := baseConfig(ff.openai, ff.anthropic)
+	cfg.Providers[0].Keys[0].Priority = 2
+	nc, err := nats.Connect(ff.ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	svc, err := New(cfg, Deps{Log: testLogger(t), NATS: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	f := &fixture{openai: ff.openai, url: "http://" + ln.Addr().String(), svc: svc}
+	status, h, body := f.call(t, "/v1/chat/completions", directBody)
+	if status != http.StatusOK || h.Get("X-Switchyard-Key-Id") != "a2" {
+		t.Fatalf("first request of the new proxy: %d by %q: %s", status, h.Get("X-Switchyard-Key-Id"), body)
+	}
+	if n := callsWith(ff.openai, "key-a1"); n != 0 {
+		t.Fatalf("the new proxy sent %d requests to the key the fleet holds", n)
+	}
+
+	// Draining: /readyz is 503 while a request is still in flight.
+	ff.openai.AddRule(fakeprovider.Rule{Hang: true, Times: 1})
+	go func() { _, _, _ = f.call(t, "/v1/chat/completions", directBody) }()
+	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.inFlight.Load() == 1 })
+	cancel()
+	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.draining.Load() })
+	if status, body := svc.readiness(); status != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while draining: %d %v", status, body)
+	}
+	ff.openai.ClearRules()
+	ff.openai.Close() // ends the hung request
 }

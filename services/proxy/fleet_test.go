@@ -24,10 +24,11 @@ import (
 // fleetFixture is three proxies, each with its own NATS connection, in
 // front of the same fake providers, sharing one embedded NATS server.
 type fleetFixture struct {
-	openai  *fakeprovider.Server
-	ns      *server.Server
-	proxies []*Service
-	urls    []string
+	openai    *fakeprovider.Server
+	anthropic *fakeprovider.Server
+	ns        *server.Server
+	proxies   []*Service
+	urls      []string
 }
 
 func startNATS(t testing.TB, dir string, listen string) *server.Server {
@@ -42,7 +43,7 @@ func startNATS(t testing.TB, dir string, listen string) *server.Server {
 func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture {
 	t.Helper()
 	oa, an := startFakes(t)
-	ff := &fleetFixture{openai: oa}
+	ff := &fleetFixture{openai: oa, anthropic: an}
 	ff.ns = startNATS(t, t.TempDir(), "127.0.0.1:0")
 	t.Cleanup(func() { natsembed.Stop(ff.ns) })
 	for i := 0; i < n; i++ {
@@ -50,11 +51,7 @@ func newFleet(t testing.TB, n int, tweak ...func(*config.Config)) *fleetFixture 
 		for _, fn := range tweak {
 			fn(cfg)
 		}
-		nc, err := nats.Connect(ff.ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
 		svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
 		ff.proxies = append(ff.proxies, svc)
 		ff.urls = append(ff.urls, url)
@@ -86,6 +83,25 @@ func (ff *fleetFixture) call(t testing.TB, i int, body string) int {
 }
 
 // holdIn reports whether proxy i has a hold whose id starts with id.
+// load keeps workers requests with body in flight across the fleet
+// (worker w calls proxy w modulo the fleet's size, one request after the
+// other) until stop, which waits for the requests in flight.
+func (ff *fleetFixture) load(tb testing.TB, workers int, body string) (stop func()) {
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for !stopped.Load() {
+				ff.call(tb, w%len(ff.urls), body)
+			}
+		})
+	}
+	return func() {
+		stopped.Store(true)
+		wg.Wait()
+	}
+}
+
 func (ff *fleetFixture) holdIn(i int, id string) bool {
 	for _, r := range ff.proxies[i].member.Engine.Holds() {
 		if strings.HasPrefix(r.ID, id) {
@@ -131,24 +147,13 @@ func TestFleetKeyRejectedAtOneProxyIsSkippedByAll(t *testing.T) {
 func TestFleetWastedCallsBoundedByInFlight(t *testing.T) {
 	ff := newFleet(t, 3)
 	const workers = 6 // two per proxy
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				ff.call(t, w%3, directBody)
-			}
-		}()
-	}
+	stop := ff.load(t, workers, directBody)
 	testkit.WaitFor(t, 5*time.Second, func() bool { return callsWith(ff.openai, "key-a1") > 10 })
 	before := callsWith(ff.openai, "key-a1")
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	// Let the fleet run on for a while after the key starts rejecting.
 	testkit.WaitFor(t, 10*time.Second, func() bool { return callsWith(ff.openai, "key-a2") > before+200 })
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	wasted := callsWith(ff.openai, "key-a1") - before
 	t.Logf("calls to a1 after it started rejecting: %d (workers in flight: %d)", wasted, workers)
 	if wasted < 1 || wasted > workers {
@@ -170,24 +175,13 @@ func TestFleetOneProbePerDueHold(t *testing.T) {
 	}
 	// Traffic on all three proxies while the hold falls due, again and
 	// again (the key keeps refusing): each due period gets one probe.
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < 6; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				ff.call(t, w%3, chatBody)
-			}
-		}()
-	}
+	stop := ff.load(t, 6, chatBody)
 	testkit.WaitFor(t, 15*time.Second, func() bool { return callsWith(ff.openai, "key-a1") >= 2 })
 	probeAt := time.Now()
 	// The probe failed the same way: the hold climbs a rung (2 s with
 	// jitter); nobody else calls a1 for at least a second.
 	time.Sleep(900 * time.Millisecond) // observing that nothing happens needs a wait
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	if n := callsWith(ff.openai, "key-a1"); n != 2 {
 		t.Errorf("a1 called %d times: want the first failure and exactly one probe (probe at %v)", n, probeAt)
 	}
@@ -199,11 +193,7 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 	ns := startNATS(t, dir, "127.0.0.1:0")
 	addr := ns.Addr().String()
 	cfg := baseConfig(oa, an)
-	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testkit.ConnectNATS(t, ns.ClientURL())
 	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
 	testkit.WaitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })
 	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}

@@ -48,13 +48,18 @@ type Service struct {
 	passive    *passiveCounters // nil: passive reports off (no NATS, or proxy.passive_report_interval 0)
 	inFlight   atomic.Int64
 	closing    atomic.Bool // set when the upstream pools close
+	draining   atomic.Bool // set when shutdown starts: /readyz answers 503
 	callers    *callerWatch
-	metrics    *proxyMetrics
-	started    time.Time
-	modelsBody [2][]byte // by provider.Format of the caller
-	baseCtx    context.Context
-	stop       context.CancelFunc
-	app        *fiber.App
+	// secretsLoaded is closed once the rotated secrets have loaded (at
+	// once when rotation is off).
+	secretsLoaded chan struct{}
+	secretsOnce   sync.Once
+	metrics       *proxyMetrics
+	started       time.Time
+	modelsBody    [2][]byte // by provider.Format of the caller
+	baseCtx       context.Context
+	stop          context.CancelFunc
+	app           *fiber.App
 }
 
 // New builds a proxy from a validated configuration.
@@ -92,6 +97,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
+	s.secretsLoaded = make(chan struct{})
 	s.metrics = newProxyMetrics(s)
 	s.buildModelLists()
 	s.app = s.newApp()
@@ -121,7 +127,8 @@ func (s *Service) newApp() *fiber.App {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
 	app.Get("/readyz", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"status": "ready", "providers": len(s.table.Providers)})
+		status, body := s.readiness()
+		return c.Status(status).JSON(body)
 	})
 	app.Use(func(c *fiber.Ctx) error {
 		return sendError(c, formatOf(c), fiber.StatusNotFound, codeNotFound,
@@ -197,12 +204,14 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
 	}
+	s.awaitFleet(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()
 	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+		s.draining.Store(true)
 		err = s.app.ShutdownWithTimeout(10 * time.Second)
 		// If the context ended before fiber started serving, Shutdown had
 		// nothing to stop: closing the listener ends Listener for sure.
@@ -213,6 +222,48 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	stopEngine() // after the last request: its holds are queued before this
 	wg.Wait()
 	return err
+}
+
+// readiness is the answer of /readyz: 503 while shutting down (a load
+// balancer stops sending new requests while those in flight finish), 200
+// otherwise. Before the fleet's holds have loaded the proxy does not
+// accept connections at all (awaitFleet).
+func (s *Service) readiness() (int, fiber.Map) {
+	if s.draining.Load() {
+		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
+	}
+	return fiber.StatusOK, fiber.Map{"status": "ready", "providers": len(s.table.Providers)}
+}
+
+// awaitFleet waits, before the proxy accepts connections, until its hold
+// table has the fleet's holds and the rotated secrets have loaded (up to
+// proxy.startup_wait): a new proxy never sends a request to a key the
+// fleet holds because its table was still empty. Without NATS there is
+// nothing to wait for. Connections that arrive meanwhile wait in the
+// listener's backlog.
+func (s *Service) awaitFleet(ctx context.Context) {
+	if s.member.Conn() == nil {
+		return
+	}
+	if s.cfg.Proxy.StartupWait <= 0 {
+		s.log.Warn("proxy.startup_wait is 0: serving before the fleet's holds and secrets have loaded")
+		return
+	}
+	start := time.Now()
+	t := time.NewTimer(s.cfg.Proxy.StartupWait)
+	defer t.Stop()
+	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.log.Warn("the fleet's holds or rotated secrets did not load in time: serving from the configuration until they do",
+				"waited", s.cfg.Proxy.StartupWait)
+			return
+		}
+	}
+	s.log.Info("fleet holds and secrets loaded", "in", time.Since(start))
 }
 
 func (s *Service) close() {

@@ -113,6 +113,11 @@ type Proxy struct {
 	// of its attempts per target (switchyard.passive.<provider>) for the
 	// prober's health records; 0 turns the reports off.
 	PassiveReportInterval time.Duration `koanf:"passive_report_interval"`
+	// StartupWait bounds how long a proxy with NATS waits, before it
+	// accepts traffic, for the fleet's holds and rotated secrets to load;
+	// past it the proxy serves from its configuration (and says so). 0
+	// does not wait.
+	StartupWait time.Duration `koanf:"startup_wait"`
 }
 
 // Limits bound what one proxy accepts.

@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 	if c.Proxy.PassiveReportInterval < 0 {
 		v.add("proxy.passive_report_interval", "must be >= 0 (0 turns the reports off), got %s", c.Proxy.PassiveReportInterval)
 	}
+	if c.Proxy.StartupWait < 0 {
+		v.add("proxy.startup_wait", "must be >= 0 (0 does not wait), got %s", c.Proxy.StartupWait)
+	}
 	v.listen("admin.listen", c.Admin.Listen)
 	v.prober()
 	if c.Proxy.RequireClientKey != nil && *c.Proxy.RequireClientKey && len(c.Clients) == 0 {
