@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/testkit"
 )
 
 // findChromium returns the path of a Chromium binary, or "".
@@ -27,17 +27,6 @@ func findChromium() string {
 		}
 	}
 	return ""
-}
-
-// missingTool skips the test for want of an external tool, or fails it
-// under CI=true: CI installs every tool, so there a missing one is a broken
-// CI machine, not a reason to pass without running.
-func missingTool(t *testing.T, msg string) {
-	t.Helper()
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatal("CI=true: " + msg)
-	}
-	t.Skip(msg)
 }
 
 // failingProvider is a fake OpenAI upstream that rejects every key.
@@ -80,7 +69,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	path := findChromium()
 	if path == "" {
-		missingTool(t, "chromium (or chromium-browser, google-chrome) not found on PATH; install it with `apt-get install -y chromium` (.ci/run does) to run the dashboard browser test")
+		testkit.MissingTool(t, "chromium (or chromium-browser, google-chrome) not found on PATH; install it with `apt-get install -y chromium` (.ci/run does) to run the dashboard browser test")
 	}
 	e := startEnv(t, true)
 	upstream := failingProvider(t)

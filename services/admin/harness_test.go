@@ -137,7 +137,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 		e.cfg.NATS.Storage = "file"
 	}
 
-	e.anc = connect(t, ns.ClientURL())
+	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
 	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	done := make(chan error, 1)
 	go func() { done <- e.svc.Serve(ctx, ln) }()
 
-	e.pnc = connect(t, ns.ClientURL())
+	e.pnc, _ = testkit.ConnectNATS(t, ns.ClientURL())
 	e.proxy, err = fleet.New(e.cfg, fleet.Options{Service: "proxy", NATS: e.pnc})
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +183,6 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 		return nil
 	})
 	return e
-}
-
-func connect(t *testing.T, url string) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc
 }
 
 // fail reports a failure of the stand-in proxy on a target.

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -40,19 +40,7 @@ func TestWatchersAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	servicetest.Serve(t, svc.Serve)
 	select {
 	case <-svc.member.Bound():
 	case <-time.After(testTimeout):
@@ -66,6 +54,7 @@ func TestWatchersAfterRestart(t *testing.T) {
 	}
 	defer wnc.Close()
 	js, _ := jetstream.New(wnc)
+	ctx := context.Background()
 	res, err := bus.Setup(ctx, js, bus.SetupOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -123,11 +112,7 @@ func TestWatchersAfterRestart(t *testing.T) {
 			return err
 		}, healthIs(health.Unhealthy)},
 	} {
-		var written time.Time
-		testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
-			written = time.Now()
-			return w.write()
-		})
+		written := testkit.Retry(t, testTimeout, 5*time.Millisecond, w.write)
 		testkit.CheckFor(t, testTimeout, time.Millisecond, w.check)
 		d := time.Since(written)
 		t.Logf("%s written after a NATS restart shown by the admin service %s after the write", w.name, d.Round(time.Millisecond))

@@ -103,7 +103,8 @@ providers:
     health_check: {interval: 1h}
 `)
 	// Another instance (a proxy, say) holds k1.
-	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: connect(t, f.ns)})
+	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
+	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -21,6 +20,7 @@ import (
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -48,26 +48,12 @@ func newFixture(t *testing.T, opts fakeprovider.Options) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fake.Close() })
-	nc := connect(t, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testkit.ConnectNATS(t, ns.ClientURL())
 	res, err := bus.Setup(context.Background(), js, bus.SetupOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{ns: ns, fake: fake, nc: nc, res: res}
-}
-
-func connect(t *testing.T, ns *server.Server) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
 }
 
 // config loads yaml (with {{URL}} replaced by the fake provider's URL)
@@ -96,7 +82,7 @@ type replica struct {
 
 func (f *fixture) startProber(t *testing.T, cfg *config.Config) *replica {
 	t.Helper()
-	nc := connect(t, f.ns)
+	nc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
 	svc, err := New(cfg, Deps{NATS: nc})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"switchyard.dev/shared/testkit"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
@@ -41,11 +40,7 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 	cfg := baseConfig(oa, an)
 	cfg.Credentials.Key = encKey
 	cfg.Providers[0].Keys[1].Priority = 0 // a1 first
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.ConnectNATS(t, ns.ClientURL())
 	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
 	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
 	testkit.WaitFor(t, 10*time.Second, func() bool { return svc.member.Resources() != nil })

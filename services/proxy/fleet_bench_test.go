@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,17 +32,7 @@ func BenchmarkFleetWastedCalls(b *testing.B) {
 func fleetWastedOnce(b *testing.B, workers int) (int, float64) {
 	b.StopTimer()
 	ff := newFleet(b, 3)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				ff.call(b, w%3, directBody)
-			}
-		}()
-	}
+	stop := ff.load(b, workers, directBody)
 	// Measure the rate key a1 takes under this load.
 	start := time.Now()
 	c0 := callsWith(ff.openai, "key-a1")
@@ -55,7 +43,6 @@ func fleetWastedOnce(b *testing.B, workers int) (int, float64) {
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	time.Sleep(500 * time.Millisecond) // let the fleet run on after the key starts rejecting
 	b.StopTimer()
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	return callsWith(ff.openai, "key-a1") - before, rate
 }

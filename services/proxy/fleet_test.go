@@ -82,7 +82,6 @@ func (ff *fleetFixture) call(t testing.TB, i int, body string) int {
 	return resp.StatusCode
 }
 
-// holdIn reports whether proxy i has a hold whose id starts with id.
 // load keeps workers requests with body in flight across the fleet
 // (worker w calls proxy w modulo the fleet's size, one request after the
 // other) until stop, which waits for the requests in flight.
@@ -102,6 +101,7 @@ func (ff *fleetFixture) load(tb testing.TB, workers int, body string) (stop func
 	}
 }
 
+// holdIn reports whether proxy i has a hold whose id starts with id.
 func (ff *fleetFixture) holdIn(i int, id string) bool {
 	for _, r := range ff.proxies[i].member.Engine.Holds() {
 		if strings.HasPrefix(r.ID, id) {

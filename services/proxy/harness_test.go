@@ -3,12 +3,10 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -116,20 +115,7 @@ func startService(t testing.TB, cfg *config.Config, deps Deps) (*Service, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return svc, "http://" + ln.Addr().String()
+	return svc, "http://" + servicetest.Serve(t, svc.Serve)
 }
 
 func testLogger(t testing.TB) *slog.Logger {

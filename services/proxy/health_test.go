@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/testkit"
 )
 
 // listedModels answers GET /v1/models of proxy i as a list of ids.
@@ -54,15 +52,7 @@ func TestModelsHideOfflineProvider(t *testing.T) {
 	go func() { defer close(done); ff.proxies[0].runHealth(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	nc, err := nats.Connect(ff.ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testkit.ConnectNATS(t, ff.ns.ClientURL())
 	res, err := bus.Setup(context.Background(), js, bus.SetupOptions{})
 	if err != nil {
 		t.Fatal(err)

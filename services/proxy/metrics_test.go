@@ -1,34 +1,24 @@
 package proxy
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
 
 // scrape returns the proxy's /metrics text.
 func (f *fixture) scrape(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(f.url + "/metrics")
+	text, err := servicetest.Scrape(f.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, b)
-	}
-	return string(b)
+	return text
 }
 
 func TestMetrics(t *testing.T) {
@@ -100,11 +90,7 @@ func grep(text, prefix string) string {
 // fleet's bucket.
 func TestHoldMetrics(t *testing.T) {
 	ff := newFleet(t, 1)
-	nc, err := nats.Connect(ff.ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
 	servicetest.BreakerMetrics(t, nc, ff.urls[0]+"/metrics", "fake-openai", "org/model-1.5")
 }
 

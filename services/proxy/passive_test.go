@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -178,11 +179,7 @@ func BenchmarkPassiveCount(b *testing.B) {
 func TestPassiveReportsPublished(t *testing.T) {
 	ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = 20 * time.Millisecond })
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
-	nc, err := nats.Connect(ff.ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
 	sub, err := nc.SubscribeSync(health.PassiveSubjects)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,6 +26,17 @@ func wantState(r *Readiness, ready bool, nats, js string) func() error {
 	}
 }
 
+// run runs r until the test ends.
+func run(t *testing.T, r *Readiness) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
 func TestReadiness(t *testing.T) {
 	dir, addr := t.TempDir(), testkit.FreeAddr(t)
 	s, err := natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir})
@@ -34,30 +44,16 @@ func TestReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { natsembed.Stop(s) }()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, js := testkit.ConnectNATS(t, s.ClientURL())
 	var bound atomic.Pointer[Resources]
 	r := NewReadiness(nc, bound.Load, ReadinessOptions{Interval: 50 * time.Millisecond, Retry: 20 * time.Millisecond, Timeout: 300 * time.Millisecond})
 	if st := r.State(); st.Ready || st.Reason == "" {
 		t.Fatalf("ready before Run: %+v", st)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { r.Run(ctx) })
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
+	run(t, r)
 
 	// connected, buckets not set up yet: not ready
 	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantState(r, false, NATSConnected, JetStreamDown))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	res, err := Setup(context.Background(), js, SetupOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,47 +118,19 @@ func TestProbeReason(t *testing.T) {
 // Not ready until the peers are back.
 func TestReadinessNoQuorum(t *testing.T) {
 	const size = 3
-	var (
-		nodes  [size]*server.Server
-		opts   [size]natsembed.Options
-		routes = make([]string, size)
-	)
-	for i := range size {
-		routes[i] = testkit.FreeAddr(t)
-	}
-	for i := range size {
-		opts[i] = natsembed.Options{
-			Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ServerName: fmt.Sprintf("ready-%d", i),
-			Cluster: &natsembed.Cluster{Name: "ready-test", Listen: routes[i], Routes: routes},
-		}
-		s, err := natsembed.Start(opts[i])
-		if err != nil {
-			t.Skipf("cluster start (a route port was taken meanwhile?): %v", err)
-		}
-		nodes[i] = s
+	nodes, opts, err := natsembed.StartCluster(natsembed.ClusterOptions{
+		Size: size, Name: "ready-test", ServerName: "ready",
+		StoreDir: func(int) string { return t.TempDir() }, LeaderTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer func() {
 		for _, s := range nodes {
 			natsembed.Stop(s)
 		}
 	}()
-	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		for _, s := range nodes {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no JetStream meta leader")
-	})
-	nc, err := nats.Connect(nodes[0].ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testkit.ConnectNATS(t, nodes[0].ClientURL())
 	var res *Resources
 	testkit.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -171,13 +139,7 @@ func TestReadinessNoQuorum(t *testing.T) {
 		return err
 	})
 	r := NewReadiness(nc, func() *Resources { return res }, ReadinessOptions{Interval: 50 * time.Millisecond, Retry: 20 * time.Millisecond, Timeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { r.Run(ctx) })
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
+	run(t, r)
 	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, wantState(r, true, NATSConnected, JetStreamOK))
 
 	natsembed.Stop(nodes[1])

@@ -8,7 +8,6 @@ import (
 
 	"switchyard.dev/shared/testkit"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
@@ -16,15 +15,7 @@ import (
 
 func TestSetup(t *testing.T) {
 	s := startTestServer(t)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testkit.ConnectNATS(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := WaitForJetStream(ctx, js); err != nil {

@@ -85,12 +85,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer natsembed.Stop(srv)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := testkit.ConnectNATS(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := bus.Setup(ctx, js, bus.SetupOptions{Storage: "memory"})
@@ -204,9 +199,7 @@ func TestWatchResumesAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var written time.Time
-	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		written = time.Now()
+	written := testkit.Retry(t, 10*time.Second, 5*time.Millisecond, func() error {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
 		defer pcancel()
 		_, _, err := Put(pctx, wkv, box, "openai", "primary", config.NewSecret("after-restart"), "ops")

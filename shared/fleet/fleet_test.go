@@ -136,11 +136,7 @@ func TestMemberEventsAndPeers(t *testing.T) {
 	defer natsembed.Stop(ns)
 	var members []*Member
 	for i := range 2 {
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
+		nc, _ := testkit.ConnectNATS(t, ns.ClientURL())
 		m, err := New(testConfig(), Options{Service: fmt.Sprintf("m%d", i), NATS: nc})
 		if err != nil {
 			t.Fatal(err)

@@ -72,22 +72,10 @@ func TestIDs(t *testing.T) {
 func TestStoreViewAndEvents(t *testing.T) {
 	nc, res := setup(t)
 	st := NewStore(res.Health)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	changes := make(chan *Snapshot, 16)
 	v := NewView(func(s *Snapshot) { changes <- s })
-	done := make(chan error, 1)
-	go func() { done <- v.Run(ctx, res.Health, nc, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-v.Synced():
-	case <-time.After(5 * time.Second):
-		t.Fatal("view not synced")
-	}
+	runView(t, v, res, nc)
 
 	okFalse := false
 	rec := Record{Provider: "p1", Status: Unhealthy, Reason: "HTTP 503", ActiveCheckOK: &okFalse, ConsecutiveFailures: 3, CheckedAt: time.Now().UTC()}
@@ -142,6 +130,26 @@ func TestStoreViewAndEvents(t *testing.T) {
 	}
 }
 
+// runView runs v on the health bucket of res until the test ends and
+// waits until it has synced.
+func runView(t *testing.T, v *View, res *bus.Resources, nc *nats.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx, res.Health, nc, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-v.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("view not synced")
+	}
+}
+
 // TestViewResumesAfterRestart: NATS restarts (same port and store dir)
 // and a record written right after reaches the view within a second of
 // the write: the watcher is re-created on the reconnect, resuming after
@@ -176,20 +184,8 @@ func TestViewResumesAfterRestart(t *testing.T) {
 			applied <- time.Now()
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- v.Run(ctx, res.Health, nc, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-v.Synced():
-	case <-time.After(5 * time.Second):
-		t.Fatal("view not synced")
-	}
+	runView(t, v, res, nc)
+	ctx := context.Background()
 	if _, err := st.Put(ctx, Record{Provider: "before", Status: Healthy}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +195,7 @@ func TestViewResumesAfterRestart(t *testing.T) {
 	if ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	var written time.Time
-	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		written = time.Now()
+	written := testkit.Retry(t, 10*time.Second, 5*time.Millisecond, func() error {
 		_, err := st.Put(ctx, Record{Provider: "after", Status: Unhealthy})
 		return err
 	})

@@ -27,55 +27,19 @@ type testCluster struct {
 
 func startCluster(tb testing.TB, size int) *testCluster {
 	tb.Helper()
-	// Route ports must be known before the nodes start, so they are picked
-	// free and then bound: another process may take one in between. Such a
-	// start is retried with new ports; client ports are chosen by the OS.
-	var c *testCluster
-	var err error
-	for try := 0; try < 5; try++ {
-		if c, err = tryCluster(tb, size); err == nil {
-			break
-		}
-		tb.Logf("cluster start: %v; retrying with other ports", err)
-	}
+	servers, _, err := natsembed.StartCluster(natsembed.ClusterOptions{
+		Size: size, Name: "switchyard-test", ServerName: "sw",
+		StoreDir: func(int) string { return tb.TempDir() },
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	testkit.CheckFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
-		for _, s := range c.servers {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no JetStream meta leader")
-	})
-	return c
-}
-
-func tryCluster(tb testing.TB, size int) (*testCluster, error) {
-	routes := make([]string, size)
-	for i := range size {
-		routes[i] = testkit.FreeAddr(tb)
-	}
-	c := &testCluster{}
-	for i := range size {
-		s, err := natsembed.Start(natsembed.Options{
-			Listen:     "127.0.0.1:0",
-			StoreDir:   tb.TempDir(),
-			ServerName: fmt.Sprintf("sw-%d", i),
-			Cluster:    &natsembed.Cluster{Name: "switchyard-test", Listen: routes[i], Routes: routes},
-		})
-		if err != nil {
-			for _, s := range c.servers {
-				natsembed.Stop(s)
-			}
-			return nil, fmt.Errorf("start node %d: %w", i, err)
-		}
+	c := &testCluster{servers: servers}
+	for _, s := range servers {
 		tb.Cleanup(func() { natsembed.Stop(s) })
-		c.servers = append(c.servers, s)
 		c.urls = append(c.urls, s.ClientURL())
 	}
-	return c, nil
+	return c
 }
 
 // urlsFrom lists every node's URL, node i first: with DontRandomize the
@@ -204,10 +168,8 @@ func TestCluster(t *testing.T) {
 	elected := time.Since(down)
 	first := record("elected", "k", "")
 	var rev uint64
-	var written time.Time
-	testkit.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+	written := testkit.Retry(t, 15*time.Second, 10*time.Millisecond, func() error {
 		var err error
-		written = time.Now()
 		rev, err = survivor.store.Create(ctx, first, 0)
 		return err
 	})

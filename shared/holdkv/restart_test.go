@@ -56,10 +56,8 @@ func TestRestart(t *testing.T) {
 	// from the start of the attempt that succeeded.
 	after := record("openai", "k2", "")
 	var rev2 uint64
-	var written time.Time
-	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	written := testkit.Retry(t, 10*time.Second, 5*time.Millisecond, func() error {
 		var err error
-		written = time.Now()
 		rev2, err = writer.store.Create(ctx, after, 0)
 		return err
 	})

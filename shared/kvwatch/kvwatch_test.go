@@ -589,55 +589,19 @@ type testCluster struct {
 
 func startCluster(tb testing.TB) *testCluster {
 	tb.Helper()
-	// Route ports must be known before the nodes start, so they are picked
-	// free and then bound: another process may take one in between. Such a
-	// start is retried with new ports; client ports are chosen by the OS.
-	var c *testCluster
-	var err error
-	for range 5 {
-		if c, err = tryCluster(tb, 3); err == nil {
-			break
-		}
-		tb.Logf("cluster start: %v; retrying with other ports", err)
-	}
+	servers, _, err := natsembed.StartCluster(natsembed.ClusterOptions{
+		Size: 3, Name: "kvwatch-test", ServerName: "kw",
+		StoreDir: func(int) string { return tb.TempDir() },
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	testkit.CheckFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
-		for _, s := range c.servers {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no JetStream meta leader")
-	})
-	return c
-}
-
-func tryCluster(tb testing.TB, size int) (*testCluster, error) {
-	routes := make([]string, size)
-	for i := range size {
-		routes[i] = testkit.FreeAddr(tb)
-	}
-	c := &testCluster{}
-	for i := range size {
-		s, err := natsembed.Start(natsembed.Options{
-			Listen:     "127.0.0.1:0",
-			StoreDir:   tb.TempDir(),
-			ServerName: fmt.Sprintf("kw-%d", i),
-			Cluster:    &natsembed.Cluster{Name: "kvwatch-test", Listen: routes[i], Routes: routes},
-		})
-		if err != nil {
-			for _, s := range c.servers {
-				natsembed.Stop(s)
-			}
-			return nil, fmt.Errorf("start node %d: %w", i, err)
-		}
+	c := &testCluster{servers: servers}
+	for _, s := range servers {
 		tb.Cleanup(func() { natsembed.Stop(s) })
-		c.servers = append(c.servers, s)
 		c.urls = append(c.urls, s.ClientURL())
 	}
-	return c, nil
+	return c
 }
 
 // urlsFrom lists every node's URL, node i first: with DontRandomize the

@@ -1,10 +1,10 @@
 // Package natsembed runs nats-server in-process with JetStream on: the
 // all-in-one launcher's NATS server (optionally a member of a small
-// cluster), and the server the tests and the bench tool start. It is the
-// only package that imports github.com/nats-io/nats-server, so the
-// standalone service binaries, which connect to an external NATS through
-// package bus, do not link the server (TestServiceBinariesDoNotLinkServer
-// keeps it that way).
+// cluster), and the servers and clusters (StartCluster) the tests and the
+// bench tool start. It is the only package that imports
+// github.com/nats-io/nats-server, so the standalone service binaries,
+// which connect to an external NATS through package bus, do not link the
+// server (TestServiceBinariesDoNotLinkServer keeps it that way).
 package natsembed
 
 import (
@@ -102,12 +102,13 @@ func Start(opts Options) (*server.Server, error) {
 	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("natsembed: start embedded NATS: store dir: %w", err)
 	}
-	if port != server.RANDOM_PORT {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
+	if err := checkFree(host, port); err != nil {
+		return nil, fmt.Errorf("natsembed: start embedded NATS: %w", err)
+	}
+	if sopts.Cluster.Port != 0 {
+		if err := checkFree(sopts.Cluster.Host, sopts.Cluster.Port); err != nil {
+			return nil, fmt.Errorf("natsembed: start embedded NATS: cluster: %w", err)
 		}
-		_ = ln.Close()
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {
@@ -134,6 +135,20 @@ func Stop(s *server.Server) {
 	}
 	s.Shutdown()
 	s.WaitForShutdown()
+}
+
+// checkFree fails when host:port cannot be bound now (a port other than
+// server.RANDOM_PORT).
+func checkFree(host string, port int) error {
+	if port == server.RANDOM_PORT {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	_ = ln.Close()
+	return nil
 }
 
 func applyCluster(sopts *server.Options, c *Cluster) error {

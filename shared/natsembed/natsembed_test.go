@@ -60,6 +60,7 @@ func TestStartErrors(t *testing.T) {
 		{name: "no port", opts: Options{Listen: "127.0.0.1", StoreDir: t.TempDir()}, want: "host:port"},
 		{name: "bad port", opts: Options{Listen: "127.0.0.1:http", StoreDir: t.TempDir()}, want: "bad port"},
 		{name: "port in use", opts: Options{Listen: busy.Addr().String(), StoreDir: t.TempDir()}, want: "address already in use"},
+		{name: "cluster port in use", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Name: "c", Listen: busy.Addr().String()}}, want: "cluster: listen tcp"},
 		{name: "cluster without a name", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Listen: "127.0.0.1:0"}}, want: "cluster: no name"},
 		{name: "cluster without a listen address", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Name: "c"}}, want: "cluster listen"},
 	}

@@ -81,7 +81,7 @@ func BreakerMetrics(t *testing.T, nc *nats.Conn, metricsURL, provider, model str
 		`switchyard_holds{class="transient",scope="provider+model",state="held"} 1`,
 	}
 	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		text, err := scrape(metricsURL)
+		text, err := Scrape(metricsURL)
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,9 @@ func BreakerMetrics(t *testing.T, nc *nats.Conn, metricsURL, provider, model str
 	})
 }
 
-func scrape(url string) (string, error) {
+// Scrape returns the text a GET of url answers (a /metrics page), or an
+// error when it fails or answers other than 200.
+func Scrape(url string) (string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return "", err

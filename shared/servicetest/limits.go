@@ -28,21 +28,7 @@ var listenerLimits = config.Limits{ReadTimeout: 500 * time.Millisecond, IdleTime
 // 500ms, limits.max_connections 3) and returns its Serve.
 func ListenerLimits(t *testing.T, build func(limits config.Limits) func(ctx context.Context, ln net.Listener) error) {
 	t.Helper()
-	serve := build(listenerLimits)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := Serve(t, build(listenerLimits))
 	healthz := func() error {
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		resp, err := c.Get("http://" + addr + "/healthz")

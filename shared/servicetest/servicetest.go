@@ -1,8 +1,9 @@
 // Package servicetest holds what the tests of Switchyard's HTTP services
-// share: JSON answers, the health/readiness contract every service with
-// NATS keeps (GET /healthz while the process runs, GET /readyz 200 while
-// NATS is connected and JetStream answers for switchyard_holds, 503 with a
-// reason otherwise) and the hold metrics every service exports.
+// share: serving on a loopback listener, JSON answers, scraping /metrics,
+// the health/readiness contract every service with NATS keeps (GET
+// /healthz while the process runs, GET /readyz 200 while NATS is connected
+// and JetStream answers for switchyard_holds, 503 with a reason otherwise)
+// and the hold metrics every service exports.
 package servicetest
 
 import (
@@ -59,6 +60,29 @@ func (a Answer) Want(status int, body map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// Serve runs serve on a new loopback listener until the test ends, then
+// closes the idle connections of http.DefaultClient, cancels serve's
+// context, waits for it to return and reports an error it returns. It
+// returns the listener's address, host:port.
+func Serve(tb testing.TB, serve func(ctx context.Context, ln net.Listener) error) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln) }()
+	tb.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
 }
 
 // Subject is a service under test.
@@ -209,21 +233,7 @@ func HealthAndReadiness(t *testing.T, build func(cfg *config.Config, nc *nats.Co
 // serves and answers /readyz with 503 "nats": "disconnected".
 func ReadyzWithoutNATS(t *testing.T, serve func(ctx context.Context, ln net.Listener) error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln) }()
-	defer func() {
-		http.DefaultClient.CloseIdleConnections()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	a, err := Get("http://" + ln.Addr().String() + "/readyz")
+	a, err := Get("http://" + Serve(t, serve) + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,21 @@
 // Package testkit holds the small helpers Switchyard's tests share:
 // polling for a condition (never sleeping for synchronisation), a
-// goroutine-safe log sink, and a free loopback address. It imports nothing
+// goroutine-safe log sink, a free loopback address, a NATS client
+// connection and skipping for want of an external tool. It imports nothing
 // of the project, so every package's tests may use it.
 package testkit
 
 import (
 	"bytes"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // CheckFor polls f every poll until it returns nil; after total it fails
@@ -27,6 +33,20 @@ func CheckFor(tb testing.TB, total, poll time.Duration, f func() error) {
 		}
 		time.Sleep(poll)
 	}
+}
+
+// Retry calls f every poll until it returns nil and returns when the call
+// that succeeded began: a write retried while NATS comes back, the moment
+// from which its propagation delay counts. After total it fails the test
+// with f's last error.
+func Retry(tb testing.TB, total, poll time.Duration, f func() error) time.Time {
+	tb.Helper()
+	var began time.Time
+	CheckFor(tb, total, poll, func() error {
+		began = time.Now()
+		return f()
+	})
+	return began
 }
 
 // WaitFor polls cond every 2 ms until it holds; after total it fails the
@@ -73,4 +93,34 @@ func FreeAddr(tb testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// ConnectNATS connects a client to the NATS server at url, closes it when
+// the test ends and returns it with its JetStream context. The client
+// outlives a restart of the server: it reconnects for ever, every 20 ms;
+// opts add to these options or override them.
+func ConnectNATS(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}
+
+// MissingTool skips the test for want of an external tool, or fails it
+// under CI=true: CI installs every tool, so there a missing one is a broken
+// CI machine, not a reason to pass without running.
+func MissingTool(tb testing.TB, msg string) {
+	tb.Helper()
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		tb.Fatal("CI=true: " + msg)
+	}
+	tb.Skip(msg)
 }
