@@ -91,18 +91,14 @@ func TestStartClusterRetriesTakenRoutePort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")
 	}
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
+	busy := takenAddr(t)
 	picks := 0
 	pick := freeAddr
 	defer func() { freeAddr = pick }()
 	freeAddr = func() (string, error) {
 		picks++
 		if picks == 2 {
-			return busy.Addr().String(), nil
+			return busy, nil
 		}
 		return pick()
 	}
@@ -116,7 +112,7 @@ func TestStartClusterRetriesTakenRoutePort(t *testing.T) {
 		t.Errorf("%d route ports picked, want 6 (two attempts)", picks)
 	}
 	for i, m := range members {
-		if m.Cluster.Listen == busy.Addr().String() {
+		if m.Cluster.Listen == busy {
 			t.Errorf("member %d kept the taken route port %s", i, m.Cluster.Listen)
 		}
 		if want := fmt.Sprintf("switchyard-%d", i); servers[i].Name() != want {
@@ -129,11 +125,7 @@ func TestStartClusterRetriesTakenRoutePort(t *testing.T) {
 }
 
 func TestStartClusterErrors(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
+	busy := takenAddr(t)
 	tests := []struct {
 		name string
 		opts ClusterOptions
@@ -145,7 +137,7 @@ func TestStartClusterErrors(t *testing.T) {
 		{
 			name: "route ports always taken",
 			opts: ClusterOptions{Size: 3, StoreDir: func(int) string { return t.TempDir() }},
-			pick: func() (string, error) { return busy.Addr().String(), nil },
+			pick: func() (string, error) { return busy, nil },
 			want: []string{"attempt 1: member 0", "attempt 5: member 0", "address already in use"},
 		},
 	}

@@ -45,12 +45,20 @@ func TestStart(t *testing.T) {
 	Stop(nil)
 }
 
-func TestStartErrors(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
+// takenAddr returns a loopback address a listener holds until the test
+// ends.
+func takenAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String()
+}
+
+func TestStartErrors(t *testing.T) {
+	busy := takenAddr(t)
 	tests := []struct {
 		name string
 		opts Options
@@ -59,8 +67,8 @@ func TestStartErrors(t *testing.T) {
 		{name: "no store dir", opts: Options{Listen: "127.0.0.1:0"}, want: "store dir"},
 		{name: "no port", opts: Options{Listen: "127.0.0.1", StoreDir: t.TempDir()}, want: "host:port"},
 		{name: "bad port", opts: Options{Listen: "127.0.0.1:http", StoreDir: t.TempDir()}, want: "bad port"},
-		{name: "port in use", opts: Options{Listen: busy.Addr().String(), StoreDir: t.TempDir()}, want: "address already in use"},
-		{name: "cluster port in use", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Name: "c", Listen: busy.Addr().String()}}, want: "cluster: listen tcp"},
+		{name: "port in use", opts: Options{Listen: busy, StoreDir: t.TempDir()}, want: "address already in use"},
+		{name: "cluster port in use", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Name: "c", Listen: busy}}, want: "cluster: listen tcp"},
 		{name: "cluster without a name", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Listen: "127.0.0.1:0"}}, want: "cluster: no name"},
 		{name: "cluster without a listen address", opts: Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: &Cluster{Name: "c"}}, want: "cluster listen"},
 	}
