@@ -55,7 +55,7 @@ func (s *Service) send(ctx context.Context, t *target, key config.Key, rq reques
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("User-Agent", "switchyard-prober/0.1")
-	t.adapter.Authorize(req.Header, key.Value.Reveal())
+	t.adapter.Authorize(req.Header, s.secrets.of(t.name, key).Reveal())
 	start := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -62,6 +62,8 @@ type Service struct {
 	order      []*target
 	store      atomic.Pointer[health.Store]
 	ready      *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
+	credKey    []byte         // credentials.encryption_key (nil: rotation off)
+	secrets    secrets        // rotated or reloaded secrets
 }
 
 // New builds a prober from a validated configuration.
@@ -80,6 +82,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s := &Service{
 		cfg:        withDefaults(cfg.Prober),
 		limits:     cfg.Limits,
+		credKey:    cfg.Credentials.Key,
 		log:        log,
 		nc:         deps.NATS,
 		member:     m,
@@ -230,9 +233,13 @@ func (s *Service) runChecks(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { _ = s.view.Run(ctx, res.Health, s.nc, s.log) })
-	// Schedules start from what the fleet recorded, and checks skip the
-	// keys it holds: both tables first get the buckets' records.
-	for _, synced := range []<-chan struct{}{s.view.Synced(), s.member.Synced()} {
+	secretsLoaded := make(chan struct{})
+	var once sync.Once
+	wg.Go(func() { s.runCredentials(ctx, func() { once.Do(func() { close(secretsLoaded) }) }) })
+	// Schedules start from what the fleet recorded, checks skip the keys it
+	// holds and send the secrets the proxies send: the tables and the
+	// rotated secrets load first.
+	for _, synced := range []<-chan struct{}{s.view.Synced(), s.member.Synced(), secretsLoaded} {
 		select {
 		case <-synced:
 		case <-ctx.Done():

@@ -181,7 +181,7 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 				case <-gctx.Done():
 					return nil
 				case <-opts.hangup:
-					reloadSecrets(gctx, opts, environ, px, log)
+					reloadSecrets(gctx, opts, environ, px, pr, log)
 				}
 			}
 		})
@@ -209,15 +209,18 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 }
 
 // reloadSecrets re-reads the configuration file (SIGHUP) and applies its
-// key secrets to the proxy: a changed secret is used at once and the key's
+// key secrets to the proxy and the prober: a changed secret is used at once and the key's
 // holds are released. Other changes need a restart; they are logged.
-func reloadSecrets(ctx context.Context, opts options, environ []string, px *proxy.Service, log *slog.Logger) {
+func reloadSecrets(ctx context.Context, opts options, environ []string, px *proxy.Service, pr *prober.Service, log *slog.Logger) {
 	next, err := config.Load(opts.configPath, environ)
 	if err != nil {
 		log.Error("reload: configuration not applied", "err", err)
 		return
 	}
 	warnings := px.ReloadSecrets(ctx, next)
+	for _, w := range pr.ReloadSecrets(ctx, next) {
+		log.Warn("reload (prober): " + w)
+	}
 	for _, w := range warnings {
 		log.Warn("reload: " + w)
 	}

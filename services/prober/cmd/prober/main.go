@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,11 @@ func main() {
 		Listen: func(c *config.Config) string { return c.Prober.Listen },
 		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (launch.Service, error) {
 			return prober.New(cfg, prober.Deps{Log: log, NATS: nc})
+		},
+		// SIGHUP re-reads the file: changed key secrets apply to checks and
+		// probes at once; other changes are logged and need a restart.
+		Reload: func(ctx context.Context, svc launch.Service, cfg *config.Config) []string {
+			return svc.(*prober.Service).ReloadSecrets(ctx, cfg)
 		},
 	})
 }

@@ -1,0 +1,84 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/credentials"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/testkit"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// The prober checks with the secret the proxies use: one rotated through
+// the admin API (switchyard_credentials), or re-read from the file on
+// SIGHUP, not the one its configuration file had at start.
+func TestChecksUseRotatedSecrets(t *testing.T) {
+	// The provider accepts only the rotated secret.
+	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"rotated-secret-1"}})
+	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	cfg := loadWith(t, f, []string{"CRED_KEY=" + credKey}, `
+credentials:
+  encryption_key: env:CRED_KEY
+prober:
+  check_interval: 100ms
+  recheck_interval: 100ms
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+`)
+	box, err := credentials.NewBox(cfg.Credentials.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := credentials.Put(context.Background(), f.res.Credentials, box, "p1", "k1", config.NewSecret("rotated-secret-1"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	r := f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	if n := f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" }); n != 0 {
+		t.Errorf("%d checks sent the file's secret after it was rotated", n)
+	}
+
+	// SIGHUP with a new file secret: the next checks send it.
+	next := f.config(t, `
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K2}]
+    models: [{name: gpt-4o-mini}]
+`)
+	if w := r.svc.ReloadSecrets(context.Background(), next); len(w) != 0 {
+		t.Fatalf("warnings %v", w)
+	}
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-two" }) == 0 {
+			return fmt.Errorf("no check with the reloaded secret yet")
+		}
+		return nil
+	})
+}
+
+// loadWith is fixture.config with more environment variables.
+func loadWith(t *testing.T, f *fixture, more []string, yaml string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "{{URL}}", f.fake.URL())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, append(append([]string(nil), env...), more...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
