@@ -354,10 +354,14 @@ steps:
 					Result: ae.result, Status: ae.status, Retrying: retrying,
 					Cancelled: r.expired(), // the caller's deadline, not the target's fault
 				})
+				taken := act // what the proxy does now: out of same-target retries, it rotates
+				if act == failure.RetrySame && !retrying {
+					taken = failure.Rotate
+				}
 				r.logger().Warn("attempt failed",
 					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
-					"code", ae.result.Code, "reason", ae.reason(), "action", act.String(), "probe", probe)
+					"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
 				switch act {
 				case failure.RetrySame:
 					if !retrying {
