@@ -19,7 +19,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// TestReadinessNoQuorum restarts cluster nodes while streams are
+		// being placed: now and then nats-server (v2.15) leaves the file
+		// store flush loops of such a stream, and its access-time ticker,
+		// running after Shutdown and WaitForShutdown returned (seen in
+		// about 1 run in 4 under -race; never with the other tests alone).
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server/ats.Register.func1"),
+	)
 }
 
 func startTestServer(t *testing.T) *server.Server {
