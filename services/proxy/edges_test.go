@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"testing"
@@ -135,4 +136,36 @@ func TestNewProxyKnowsTheFleetsHoldsBeforeServing(t *testing.T) {
 	}
 	ff.openai.ClearRules()
 	ff.openai.Close() // ends the hung request
+}
+
+// A model a provider no longer serves costs two calls, not one per key:
+// once two keys are held for the same model-level refusal of one model,
+// the provider+model is held and the chain moves on without trying the
+// other eight keys.
+func TestModelRefusalCorrelatesAcrossKeys(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		keys := make([]config.Key, 10)
+		for i := range keys {
+			keys[i] = config.Key{ID: fmt.Sprintf("k%d", i), Priority: 1, Weight: 1, Value: config.NewSecret(fmt.Sprintf("key-k%d", i))}
+		}
+		c.Providers[0].Keys = keys
+	})
+	f.openai.AddRule(fakeprovider.Rule{Model: "demo-model", Error: "openai.model_not_found"})
+	for i := range 5 {
+		status, h, body := f.call(t, "/v1/chat/completions", `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`)
+		if status != http.StatusOK || h.Get("X-Switchyard-Provider") != "fake-anthropic" {
+			t.Fatalf("request %d: %d by %q: %s", i, status, h.Get("X-Switchyard-Provider"), body)
+		}
+	}
+	if n := f.openai.CountCalls(nil); n != 2 {
+		t.Errorf("%d calls for a model the provider refuses on every key, want 2", n)
+	}
+	wide := hold.Scope{Kind: hold.ScopeProviderModel, Provider: "fake-openai", Model: "demo-model"}.ID()
+	found := false
+	for _, r := range f.svc.engine.Holds() {
+		found = found || (r.ID == wide && r.State == hold.StateHeld)
+	}
+	if !found {
+		t.Errorf("no provider+model hold %s", wide)
+	}
 }

@@ -230,6 +230,12 @@ type Resilience struct {
 	// fail_fast (503) or try_soft (try holds of soft classes in declared
 	// order).
 	AllHeldPolicy string `koanf:"all_held_policy"`
+	// CorrelateKeys: when this many keys of a provider are held for the
+	// same model-level refusal (model_not_accessible, model_retired,
+	// region_blocked) of one model, the provider+model is held too, so a
+	// retired model costs that many calls, not one per key. 0 turns it
+	// off; unset: 2 (or the global value, for a provider).
+	CorrelateKeys *int `koanf:"correlate_keys"`
 }
 
 // Ladders holds the ladder of each class that holds.

@@ -79,6 +79,9 @@ type Engine struct {
 	entries map[string]*entry // every record of the local table, by id
 	ramping map[string]*entry // the released ones, for the sweep
 	pins    map[string]*entry // held operator pins, ended by the sweep
+	// corr counts the live key+model holds of each model-level refusal by
+	// provider, model and class (correlate.go).
+	corr map[corrKey]int
 
 	wmu     sync.Mutex
 	pending map[string]*intent
@@ -109,6 +112,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		entries:  map[string]*entry{},
 		ramping:  map[string]*entry{},
 		pins:     map[string]*entry{},
+		corr:     map[corrKey]int{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),

@@ -117,12 +117,18 @@ func (e *Engine) hold(scope Scope, res failure.Result, source string) {
 	en := e.newEntry(rec)
 	en.pending = true
 	e.installLocked(en)
+	widen, n := e.widenLocked(rec)
 	e.mu.Unlock()
 	ev := []Event{e.event(EventHold, rec, "")}
 	if source == SourceBreaker {
 		ev = append(ev, e.event(EventTrip, rec, ""))
 	}
 	e.enqueue(&intent{rec: rec, base: base, hold: &holdReq{scope, res, source}, ev: ev, entry: en})
+	if widen {
+		wide := res
+		wide.Reason = fmt.Sprintf("%d keys refused the model: %s", n, res.Reason)
+		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source)
+	}
 }
 
 // newHold builds a held record. A failure of the same class on a target

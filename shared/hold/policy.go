@@ -47,6 +47,9 @@ type Settings struct {
 	// AllHeld is config.AllHeldFailFast or config.AllHeldTrySoft (for the
 	// proxy; the engine does not use it).
 	AllHeld string
+	// CorrelateKeys: this many keys held for one model-level refusal of
+	// one model hold the provider+model too (0: off).
+	CorrelateKeys int
 }
 
 // Policy is the engine's configuration: global settings and each
@@ -88,7 +91,8 @@ func DefaultSettings() Settings {
 			MaxCooldown:         5 * time.Minute,
 			FailureOnStatuses:   []StatusRange{{500, 599}, {408, 408}},
 		},
-		AllHeld: config.AllHeldTrySoft,
+		AllHeld:       config.AllHeldTrySoft,
+		CorrelateKeys: 2,
 	}
 }
 
@@ -225,6 +229,13 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 	}
 	if r.Probe.Lease > 0 {
 		s.ProbeLease = r.Probe.Lease
+	}
+	if r.CorrelateKeys != nil {
+		if *r.CorrelateKeys < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s.correlate_keys: must be >= 0 (0 turns it off), got %d", src, at, *r.CorrelateKeys))
+		} else {
+			s.CorrelateKeys = *r.CorrelateKeys
+		}
 	}
 	b := r.Breaker
 	if b.Enabled != nil {

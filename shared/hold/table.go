@@ -191,6 +191,10 @@ func (e *Engine) installLocked(en *entry) {
 	if old != nil && live(old.rec) && !live(en.rec) {
 		e.breakerBack(en.rec.Scope, en.rec.Class)
 	}
+	if old != nil {
+		e.countLocked(old.rec, -1)
+	}
+	e.countLocked(en.rec, +1)
 	e.indexLocked(en.rec.Scope, en)
 }
 
@@ -202,6 +206,7 @@ func (e *Engine) removeLocked(id string) {
 	delete(e.entries, id)
 	delete(e.ramping, id)
 	delete(e.pins, id)
+	e.countLocked(old.rec, -1)
 	if live(old.rec) {
 		e.breakerBack(old.rec.Scope, old.rec.Class)
 	}
