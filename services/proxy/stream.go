@@ -134,12 +134,18 @@ func (rl *relay) convert(ev sse.Event) []byte {
 	frames, done, err := rl.conv.Event(ev.Name, ev.Data)
 	if err != nil {
 		rl.r.logger().Warn("stream event not translated", "err", err)
-		return nil
+		frames = nil
 	}
 	if done {
 		rl.done = true
 	}
 	if kind == provider.EventError {
+		if len(frames) == 0 {
+			// The upstream's error did not translate (not JSON, an unknown
+			// shape): the caller still gets one error event, in its format.
+			return streamErrorEvent(rl.r.ep.format, http.StatusBadGateway, codeProviderError,
+				"the upstream reported an error in the stream")
+		}
 		return rl.masked(frames)
 	}
 	return frames

@@ -100,6 +100,11 @@ func TestInspectEvent(t *testing.T) {
 		{"message_stop", FormatAnthropic, "message_stop", `{"type":"message_stop"}`, EventTerminal},
 		{"anthropic error", FormatAnthropic, "error", `{"type":"error"}`, EventError},
 		{"anthropic delta", FormatAnthropic, "content_block_delta", `{"type":"content_block_delta"}`, EventData},
+		{"openrouter mid-stream error", FormatOpenAI, "", `{"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}],"error":{"code":"server_error","message":"x"}}`, EventError},
+		{"null error member", FormatOpenAI, "", `{"choices":[{"delta":{"content":"hi"},"finish_reason":null}],"error":null}`, EventData},
+		{"the word error in content", FormatOpenAI, "", `{"choices":[{"delta":{"content":"\"error\""},"finish_reason":null}]}`, EventData},
+		{"anthropic error without a name", FormatAnthropic, "", `{"type":"error","error":{"type":"overloaded_error","message":"x"}}`, EventError},
+		{"openai-shaped error in an anthropic stream", FormatAnthropic, "", `{"error":{"message":"x","type":"invalid_request_error"}}`, EventError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,10 @@ var (
 
 // InspectEvent classifies one server-sent event of a stream in format f.
 // It looks at as little of the event as it can: it runs once per chunk.
+// An error is recognised by its event name (Anthropic's "error") or by
+// what it carries: a non-null top-level "error" member anywhere in the
+// object (OpenAI's error chunks, OpenRouter's mid-stream errors that also
+// carry choices and a finish_reason "error") or a "type":"error" object.
 func InspectEvent(f Format, name, data []byte) EventKind {
 	if f == FormatAnthropic {
 		switch string(name) {
@@ -31,20 +35,43 @@ func InspectEvent(f Format, name, data []byte) EventKind {
 		case "error":
 			return EventError
 		}
+		if len(name) == 0 && errorData(data) {
+			return EventError
+		}
 		return EventData
 	}
 	if bytes.Equal(data, doneData) {
 		return EventTerminal
 	}
-	if len(data) > 8 && data[0] == '{' && data[1] == '"' && data[2] == 'e' {
-		if v, _, _, ok := jsonfield.Find(data, "error"); ok && len(v) > 0 && v[0] != 'n' {
-			return EventError
-		}
+	if errorData(data) {
+		return EventError
 	}
 	if hasFinishReason(data) {
 		return EventTerminal
 	}
 	return EventData
+}
+
+var (
+	errorField = []byte(`"error"`)
+	typeError  = []byte(`"type":"error"`)
+)
+
+// errorData reports whether an event's data is an error: a JSON object
+// with a non-null top-level "error" member or "type":"error". A chunk
+// without the word costs one substring search.
+func errorData(data []byte) bool {
+	if len(data) < 8 || data[0] != '{' || !bytes.Contains(data, errorField) {
+		return false
+	}
+	if v, _, _, ok := jsonfield.Find(data, "error"); ok && len(v) > 0 && v[0] != 'n' {
+		return true
+	}
+	if bytes.Contains(data, typeError) {
+		v, _, _, ok := jsonfield.Find(data, "type")
+		return ok && string(v) == `"error"`
+	}
+	return false
 }
 
 // hasFinishReason reports whether a chunk carries a non-null finish_reason.

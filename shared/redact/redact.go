@@ -111,7 +111,8 @@ func Body(b []byte, secrets ...string) []byte {
 			break
 		}
 		raw := b[i+1 : end]
-		if m := Text(raw, jsonForms(secrets)...); len(m) != len(raw) || !bytes.Equal(m, raw) {
+		m := maskLiteral(raw, secrets)
+		if len(m) != len(raw) || !bytes.Equal(m, raw) {
 			if out == nil {
 				out = make([]byte, 0, len(b))
 			}
@@ -127,21 +128,29 @@ func Body(b []byte, secrets ...string) []byte {
 	return append(out, b[last:]...)
 }
 
-// jsonForms returns the secrets as they appear inside a JSON string: most
-// are plain, a secret with a quote, backslash or control character is
-// escaped.
-func jsonForms(secrets []string) []string {
-	forms := secrets
-	for i, s := range secrets {
-		q, _ := json.Marshal(s)
-		if e := string(q[1 : len(q)-1]); e != s {
-			if &forms[0] == &secrets[0] {
-				forms = append([]string(nil), secrets...)
-			}
-			forms[i] = e
-		}
+// maskLiteral masks the inside of one JSON string literal (raw, without
+// its quotes). A literal with escapes is decoded first, so a secret
+// spelled with escapes ("key\/part", "\u0073k-...") is found, and
+// re-encoded when something was masked.
+func maskLiteral(raw []byte, secrets []string) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return Text(raw, secrets...)
 	}
-	return forms
+	var s string
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	if err := json.Unmarshal(q, &s); err != nil {
+		return Text(raw, secrets...)
+	}
+	m := Text([]byte(s), secrets...)
+	if string(m) == s {
+		return raw
+	}
+	enc, err := json.Marshal(string(m))
+	if err != nil {
+		return []byte(Mask)
+	}
+	return enc[1 : len(enc)-1]
 }
 
 // stringEnd returns the index of the closing quote of the JSON string
