@@ -266,6 +266,10 @@ type Probe struct {
 	// Lease is how long the one probe may take before another instance
 	// may take the right to probe.
 	Lease time.Duration `koanf:"lease"`
+	// CallerGrace is how long after a hold falls due the proxies leave its
+	// probe to the prober, for the classes the prober settles with a cheap
+	// check (no caller's request spent); then a caller's request may probe.
+	CallerGrace time.Duration `koanf:"caller_grace"`
 }
 
 // Breaker configures the circuit breaker.

@@ -68,6 +68,9 @@ func (v *validator) resilience(prefix string, r Resilience) {
 	if r.Probe.Lease < 0 {
 		v.add(prefix+".probe.lease", "must be >= 0, got %s", r.Probe.Lease)
 	}
+	if r.Probe.CallerGrace < 0 {
+		v.add(prefix+".probe.caller_grace", "must be >= 0, got %s", r.Probe.CallerGrace)
+	}
 	b := r.Breaker
 	if b.Scope != "" {
 		v.oneOf(prefix+".breaker.scope", b.Scope, "provider", "model")

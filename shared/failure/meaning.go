@@ -53,17 +53,22 @@ type Meaning struct {
 	// Blames: the failure counts against the target in passive health (a
 	// rejected request or an unrecognised answer does not).
 	Blames bool
+	// CheapCheck: the prober can settle a due hold of this class without a
+	// caller's request (list models with the key, fetch the model's entry,
+	// run the provider's health check), so callers leave it the first claim
+	// (resilience.probe.caller_grace).
+	CheapCheck bool
 }
 
 // meanings is the table; the architecture section of the README shows it.
 var meanings = [...]Meaning{
 	Unrecognised:       {Action: Return, InPlace: true},
-	Transient:          {Action: RetrySame, InPlace: true, Soft: true, Blames: true},
+	Transient:          {Action: RetrySame, InPlace: true, Soft: true, Blames: true, CheapCheck: true},
 	RateLimit:          {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKey, Soft: true, Blames: true},
-	CredentialRejected: {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true},
-	QuotaExhausted:     {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true},
-	ModelNotAccessible: {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
-	ModelRetired:       {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
+	CredentialRejected: {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true, CheapCheck: true},
+	QuotaExhausted:     {Action: Rotate, Holds: true, Scope: ScopeKey, Blames: true, CheapCheck: true},
+	ModelNotAccessible: {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true, CheapCheck: true},
+	ModelRetired:       {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true, CheapCheck: true},
 	RegionBlocked:      {Action: Rotate, InPlace: true, Holds: true, Scope: ScopeKeyModel, Blames: true},
 	RequestRejected:    {Action: Return},
 }

@@ -58,7 +58,11 @@ func newFleet(t *testing.T, n int, mod func(*EngineOptions)) *fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range n {
-		opts := EngineOptions{Store: f.store, Emitter: f.events, Instance: string(rune('a' + i)), Clock: f.clock, Rand: half}
+		// Caller requests probe at once here (the prober's first claim
+		// has its own test).
+		pol := DefaultPolicy()
+		pol.Global.CallerGrace = 0
+		opts := EngineOptions{Store: f.store, Emitter: f.events, Instance: string(rune('a' + i)), Clock: f.clock, Rand: half, Policy: pol}
 		if mod != nil {
 			mod(&opts)
 		}
@@ -509,6 +513,7 @@ func TestPin(t *testing.T) {
 func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	f := newFleet(t, 2, func(o *EngineOptions) {
 		o.Policy = DefaultPolicy()
+		o.Policy.Global.CallerGrace = 0
 		o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global}
 	})
 	a, b := f.engines[0], f.engines[1]
@@ -632,4 +637,29 @@ func TestHoldSource(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProberHasFirstClaim: a due hold the prober can settle with a cheap
+// check (a revoked key) is left to the prober for resilience.probe.
+// caller_grace: a proxy's caller requests do not take its probe lease
+// before then; a hold only a caller can settle (a rate limit) is probed
+// by a caller at once.
+func TestProberHasFirstClaim(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) { o.Policy.Global.CallerGrace = 3 * time.Second })
+	e := f.engines[0]
+	rec := dueHold(t, f, failure.CredentialRejected)
+	for range 50 {
+		if a := e.Admit("p", "k", "m"); a != Deny {
+			t.Fatalf("a caller got %v for a hold in the prober's grace", a)
+		}
+	}
+	if r := f.stored(t, rec.ID); r.State != StateHeld {
+		t.Fatalf("the proxy took the lease in the grace: %+v", r.Probe)
+	}
+	f.clock.Advance(3 * time.Second)
+	eventually(t, "a caller's probe after the grace", func() bool { return e.Admit("p", "k", "m") == AdmitProbe })
+
+	g := newFleet(t, 1, func(o *EngineOptions) { o.Policy.Global.CallerGrace = time.Hour })
+	dueHold(t, g, failure.RateLimit)
+	eventually(t, "a caller's probe of a rate limit at once", func() bool { return g.engines[0].Admit("p", "k", "m") == AdmitProbe })
 }

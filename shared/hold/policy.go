@@ -43,7 +43,10 @@ type Settings struct {
 	RampStartShare  float64
 	RampDuration    time.Duration
 	ProbeLease      time.Duration
-	Breaker         BreakerPolicy
+	// CallerGrace: a proxy's engine leaves a due hold of a class the prober
+	// settles cheaply (failure.Meaning.CheapCheck) to the prober this long.
+	CallerGrace time.Duration
+	Breaker     BreakerPolicy
 	// AllHeld is config.AllHeldFailFast or config.AllHeldTrySoft (for the
 	// proxy; the engine does not use it).
 	AllHeld string
@@ -84,6 +87,7 @@ func DefaultSettings() Settings {
 		RampStartShare:  0.1,
 		RampDuration:    60 * time.Second,
 		ProbeLease:      30 * time.Second,
+		CallerGrace:     3 * time.Second,
 		Breaker: BreakerPolicy{
 			Enabled:             true,
 			ConsecutiveFailures: 5,
@@ -229,6 +233,9 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 	}
 	if r.Probe.Lease > 0 {
 		s.ProbeLease = r.Probe.Lease
+	}
+	if r.Probe.CallerGrace > 0 {
+		s.CallerGrace = r.Probe.CallerGrace
 	}
 	if r.CorrelateKeys != nil {
 		if *r.CorrelateKeys < 0 {

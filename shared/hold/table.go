@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"switchyard.dev/shared/failure"
 )
 
 // entry is one record in the local table. Its fields are fixed once it is
@@ -98,9 +100,12 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 	switch en.rec.State {
 	case StateHeld:
 		if now >= en.until {
-			e.wantProbe(en) // for a pin: its end (the lease loop releases it)
 			if en.rec.Pinned {
-				return Admit // an operator drain is over at its until
+				e.wantProbe(en) // the lease loop ends the pin
+				return Admit    // an operator drain is over at its until
+			}
+			if now >= en.until+e.callerGrace(en) {
+				e.wantProbe(en)
 			}
 		}
 		return Deny
@@ -124,6 +129,20 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 		return Deferred
 	}
 	return Admit
+}
+
+// callerGrace is how long after a hold's due time a proxy leaves its probe
+// to the prober: for classes the prober settles with a cheap check, on a
+// proxy's engine. Probers, and classes only a caller's request can settle,
+// probe at once.
+func (e *Engine) callerGrace(en *entry) int64 {
+	if e.source != SourceProxy || !en.rec.Class.Meaning().CheapCheck {
+		return 0
+	}
+	if en.rec.Class == failure.Transient && en.rec.Scope.Key != "" {
+		return 0
+	}
+	return int64(e.pol.For(en.rec.Scope.Provider).CallerGrace)
 }
 
 // wantProbe asks the lease loop (once per entry) to take the probe lease.
