@@ -454,6 +454,9 @@ func TestManualRelease(t *testing.T) {
 		}
 		return true
 	})
+	if r := f.stored(t, "p.k2"); r.ReleasedBy != b.Instance() || r.ReleaseSource != SourceAdmin {
+		t.Errorf("released record says released_by %q source %q", r.ReleasedBy, r.ReleaseSource)
+	}
 	n, err := b.CredentialChanged(ctx, "p", "k")
 	if err != nil || n != 3 {
 		t.Fatalf("CredentialChanged = %d, %v", n, err)
@@ -492,7 +495,7 @@ func TestPin(t *testing.T) {
 	f.clock.Advance(time.Hour)
 	eventually(t, "the pin released at its end", func() bool {
 		r, err := f.store.Get(context.Background(), sc.ID())
-		return err == nil && r.State == StateReleased && !r.Pinned
+		return err == nil && r.State == StateReleased && !r.Pinned && r.ReleaseSource == SourceExpired && r.ReleasedBy != ""
 	})
 	eventually(t, "both engines applied the release", func() bool {
 		for _, en := range f.engines {

@@ -179,7 +179,11 @@ type Record struct {
 	RecordedBy  string        `json:"recorded_by"` // instance id
 	RecordedAt  time.Time     `json:"recorded_at"`
 	Pinned      bool          `json:"pinned"` // operator pin: not probed before Until
-	Probe       *Probe        `json:"probe,omitempty"`
+	// ReleasedBy and ReleaseSource say who released a released record (an
+	// instance id) and why: probe, admin, credential or expired.
+	ReleasedBy    string `json:"released_by,omitempty"`
+	ReleaseSource string `json:"release_source,omitempty"`
+	Probe         *Probe `json:"probe,omitempty"`
 
 	// Revision is the store's revision of this value (not serialised).
 	Revision uint64 `json:"-"`

@@ -199,7 +199,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	case out.Cancelled:
 		rec.State = StateHeld // give the lease back: due again at once
 	case out.OK:
-		e.release(&rec, now, set)
+		e.release(&rec, now, set, "probe")
 		ttl = set.RampDuration
 		ev = append(ev, e.event(EventProbe, rec, ProbeReleased), e.event(EventRelease, rec, "probe"))
 	default:
@@ -215,7 +215,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 			rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, failure.Result{}, e.rnd))
 			ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
 		default:
-			e.release(&rec, now, set)
+			e.release(&rec, now, set, "probe")
 			ttl = set.RampDuration
 			ev = append(ev, e.event(EventProbe, rec, ProbeSettled), e.event(EventRelease, rec, "probe"))
 			settled = true
@@ -244,9 +244,12 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	}
 }
 
-// release turns rec into a released record ramping from now.
-func (e *Engine) release(rec *Record, now time.Time, set *Settings) {
+// release turns rec into a released record ramping from now, released by
+// this instance for source (probe, admin, credential, expired).
+func (e *Engine) release(rec *Record, now time.Time, set *Settings, source string) {
 	rec.State = StateReleased
+	rec.ReleasedBy = e.inst
+	rec.ReleaseSource = source
 	rec.Probe = nil
 	rec.Pinned = false
 	rec.RecordedAt = now
@@ -366,7 +369,7 @@ func (e *Engine) releaseEntry(en *entry, source string) chan error {
 	}
 	rec := en.rec
 	rec.RecordedBy = e.inst
-	e.release(&rec, now, set)
+	e.release(&rec, now, set, source)
 	n := e.newEntry(rec)
 	n.pending = true
 	e.installLocked(n)
@@ -390,7 +393,7 @@ func (e *Engine) endPin(en *entry) {
 	}
 	rec := en.rec
 	rec.RecordedBy = e.inst
-	e.release(&rec, now, set)
+	e.release(&rec, now, set, SourceExpired)
 	n := e.newEntry(rec)
 	n.pending = true
 	e.installLocked(n)
