@@ -210,3 +210,50 @@ providers:
 		t.Fatalf("%d calls sent without a path", n)
 	}
 }
+
+// TestChecksOffStillSettleAndDiscoveryHolds: with health_check.enabled
+// false, a tripped breaker's due hold is settled by the provider's model
+// list (it does not stay due), and a discovery refused with a 401 holds
+// the key like a failed check.
+func TestChecksOffStillSettleAndDiscoveryHolds(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+  discovery_interval: 100ms
+  discovery_retry: 100ms
+resilience:
+  breaker: {cooldown: 1s, max_cooldown: 1m}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys:
+      - {id: k1, secret: env:K1, priority: 10}
+      - {id: k2, secret: env:K2}
+    models: [{name: gpt-4o-mini}]
+    health_check: {enabled: false}
+`)
+	// A proxy's breaker tripped on p1.
+	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
+	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for range 5 {
+		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}})
+	}
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+
+	// k1 is revoked: the model list with k1 answers 401.
+	f.fake.AddRule(fakeprovider.Rule{Key: "secret-one", Error: "openai.invalid_api_key"})
+	f.startProber(t, cfg)
+	testkit.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if err := wantHold(f, "p1._", hold.StateReleased)(); err != nil {
+			return fmt.Errorf("breaker hold: %w", err)
+		}
+		return wantHold(f, "p1.k1", hold.StateHeld)()
+	})
+}

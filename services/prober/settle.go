@@ -82,7 +82,8 @@ type cheap struct {
 // model_not_accessible and model_retired fetch the model's entry (or send
 // a one-token request with prober.completion_probes); region_blocked only
 // with completion probes; a tripped breaker (transient) on the provider
-// runs the provider's health check. rate_limit and the rest are left to a
+// runs the provider's health check (its model list when health checks
+// are off). rate_limit and the rest are left to a
 // caller's request.
 func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 	sc := rec.Scope
@@ -123,6 +124,11 @@ func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 			return cheap{key: key, req: t.modelEntry(sc.Model, timeout), kind: "model_entry"}, true
 		case t.spec.enabled:
 			return cheap{key: key, req: t.healthCheck(), kind: "health_check"}, true
+		default:
+			// No active check configured: the provider's model list still
+			// says whether it answers, so a tripped breaker is settled by
+			// someone (not left due until a reset).
+			return cheap{key: key, req: t.modelsList(timeout), kind: "models_list"}, true
 		}
 	}
 	return cheap{}, false

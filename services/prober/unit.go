@@ -404,14 +404,22 @@ func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Re
 
 // discoverModels lists the provider's models and records them in its
 // health record; a failed discovery is retried on the fast loop.
+// A discovery skips a provider whose breaker is open and keys that are
+// held, and reports its own failures like a check's (a 401 holds the key).
 func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	now := time.Now()
 	u.nextDiscovery = now.Add(s.cfg.DiscoveryRetry)
-	key, ok := s.checkKey(u)
+	if rec, held := s.providerHold(u.t.name); held && live(rec) {
+		return // a tripped breaker: the settle path probes it, discovery waits
+	}
+	key, ok := s.checkKey(u) // a held key is not used
 	if !ok {
 		return
 	}
 	r := s.send(ctx, u.t, key, u.t.modelsList(u.t.spec.timeout))
+	if !r.ok {
+		s.report(u.t, key.ID, r) // a refused key is held like a failed check's
+	}
 	var models []string
 	var err error
 	if r.ok {
