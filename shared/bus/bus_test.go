@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -317,5 +318,29 @@ func TestDrain(t *testing.T) {
 	}
 	if err := Drain(down, time.Second); err != nil || !down.IsClosed() {
 		t.Fatalf("Drain of a reconnecting connection: %v, closed %v", err, down.IsClosed())
+	}
+}
+
+// A NATS outage logs one WARN per watcher, not an ERROR on every retry;
+// other asynchronous errors stay ERRORs; a reconnect resets.
+func TestAsyncErrorsDuringAnOutage(t *testing.T) {
+	var buf testkit.SyncBuffer
+	a := &asyncErrors{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	sub := &nats.Subscription{Subject: "$KV.switchyard_holds.>"}
+	for range 20 {
+		a.handle(nil, sub, nats.ErrConsumerNotActive)
+	}
+	a.handle(nil, sub, errors.New("permissions violation"))
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Errorf("%d WARN lines for 20 outage errors, want 1:\n%s", n, out)
+	}
+	if strings.Count(out, "level=ERROR") != 1 || !strings.Contains(out, "permissions violation") {
+		t.Errorf("other errors are ERRORs:\n%s", out)
+	}
+	a.reset()
+	a.handle(nil, sub, nats.ErrConsumerNotActive)
+	if n := strings.Count(buf.String(), "level=WARN"); n != 2 {
+		t.Errorf("after a reconnect the next outage is logged again: %d WARN lines", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,6 +75,7 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 	if name == "" {
 		name = "switchyard"
 	}
+	async := &asyncErrors{log: log}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -91,6 +93,7 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+			async.reset()
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			if err := nc.LastError(); err != nil {
@@ -99,13 +102,7 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 			}
 			log.Debug("NATS connection closed")
 		}),
-		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
-			if sub != nil {
-				log.Error("NATS async error", "subject", sub.Subject, "err", err)
-				return
-			}
-			log.Error("NATS async error", "err", err)
-		}),
+		nats.ErrorHandler(async.handle),
 	}
 	if cfg.Timeout > 0 {
 		opts = append(opts, nats.Timeout(cfg.Timeout))
@@ -202,4 +199,49 @@ func Drain(nc *nats.Conn, timeout time.Duration) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// asyncErrors logs the client's asynchronous errors. What an outage
+// causes by itself (a watcher's consumer not active, missed heartbeats)
+// is a WARN once per subscription until the connection is back, not an
+// ERROR on every retry; anything else is an ERROR.
+type asyncErrors struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (a *asyncErrors) handle(_ *nats.Conn, sub *nats.Subscription, err error) {
+	subject := ""
+	if sub != nil {
+		subject = sub.Subject
+	}
+	if !outageError(err) {
+		a.log.Error("NATS async error", "subject", subject, "err", err)
+		return
+	}
+	key := subject + "\x00" + err.Error()
+	a.mu.Lock()
+	first := !a.seen[key]
+	if a.seen == nil {
+		a.seen = map[string]bool{}
+	}
+	a.seen[key] = true
+	a.mu.Unlock()
+	if first {
+		a.log.Warn("NATS watcher interrupted (repeats are not logged until NATS is back)", "subject", subject, "err", err)
+	}
+}
+
+func (a *asyncErrors) reset() {
+	a.mu.Lock()
+	a.seen = nil
+	a.mu.Unlock()
+}
+
+// outageError reports whether err is what a NATS outage or a leader
+// election causes to a consumer by itself.
+func outageError(err error) bool {
+	return errors.Is(err, nats.ErrConsumerNotActive) || errors.Is(err, nats.ErrNoHeartbeat) ||
+		strings.Contains(err.Error(), "consumer not active") || strings.Contains(err.Error(), "heartbeat")
 }
