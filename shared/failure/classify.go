@@ -74,20 +74,41 @@ func classify(in Input, now time.Time) (Result, *signal) {
 	if !ok {
 		class, reason = decideByStatus(status, in.Stream)
 	}
-	class, reason = refine(class, reason, layers)
+	class, reason, how := refine(class, reason, layers)
 
 	res := Result{Class: class, Scope: class.DefaultScope(), Code: code, Reason: reason}
 	if res.Code == "" {
 		res.Code = primaryCode(layers, status)
 	}
-	if class == RateLimit && perModel(fam, sig, layers) {
+	if (class == RateLimit || how == refinedPeriod) && perModel(fam, sig, layers) {
 		res.Scope = ScopeKeyModel
 	}
-	if class != RequestRejected {
-		res.RetryAfter, res.HasWait = statedWait(in.Header, sig, class, now)
+	switch how {
+	case refinedNone:
+		if class != RequestRejected {
+			res.RetryAfter, res.HasWait = statedWait(in.Header, sig, class, now)
+		}
+	case refinedPeriod:
+		// A spent daily quota: the reset of the period counts (headers,
+		// OpenRouter's X-RateLimit-Reset, "try again in 9m38s"); a hint
+		// under a minute is the refill of one request, not the reset.
+		if d, ok := statedWait(in.Header, sig, RateLimit, now); ok && d >= time.Minute {
+			res.RetryAfter, res.HasWait = d, true
+		}
 	}
+	// refinedNoAllowance: a limit of 0 does not reset; the "retry in 20s"
+	// that comes with it says nothing, so the class's ladder applies.
 	return res, sig
 }
+
+// How refine changed a rate limit: the stated wait and the scope depend on it.
+type refinement uint8
+
+const (
+	refinedNone        refinement = iota
+	refinedPeriod                 // a per-day (or per-month) limit that is spent: quota_exhausted
+	refinedNoAllowance            // a limit of 0, or a paid-only model: model_not_accessible
+)
 
 // decideByCode looks for a strong provider code in every layer, outermost
 // first: exception name, google.rpc reasons, code, type, status text.
@@ -211,9 +232,10 @@ func decideByStatus(status int, stream bool) (Class, string) {
 }
 
 // refine lets the message sharpen a class: a missing model that is retired,
-// a refusal that is a blocked region, a rate limit the request alone
-// exceeds.
-func refine(class Class, reason string, layers []*signal) (Class, string) {
+// a refusal that is a blocked region, a validation error that is about the
+// model, a rate limit the request alone exceeds, a rate limit whose limit is
+// 0 for the model (no access), or one counted per day (a spent quota).
+func refine(class Class, reason string, layers []*signal) (Class, string, refinement) {
 	for _, l := range layers {
 		msg := l.message
 		if msg == "" {
@@ -222,25 +244,41 @@ func refine(class Class, reason string, layers []*signal) (Class, string) {
 		switch class {
 		case ModelNotAccessible:
 			if regionRE.MatchString(msg) {
-				return RegionBlocked, reason + "; message names a region"
+				return RegionBlocked, reason + "; message names a region", refinedNone
 			}
 			if retiredRE.MatchString(msg) {
-				return ModelRetired, reason + "; message says retired"
+				return ModelRetired, reason + "; message says retired", refinedNone
 			}
 		case RequestRejected, CredentialRejected, Unrecognised:
 			if regionRE.MatchString(msg) {
-				return RegionBlocked, reason + "; message names a region"
+				return RegionBlocked, reason + "; message names a region", refinedNone
 			}
 			if class == RequestRejected && retiredRE.MatchString(msg) && modelMentionRE.MatchString(msg) {
-				return ModelRetired, reason + "; message says the model is retired"
+				return ModelRetired, reason + "; message says the model is retired", refinedNone
+			}
+			if class == RequestRejected && unservedRE.MatchString(msg) {
+				return ModelNotAccessible, reason + "; the model is not served this way on this target", refinedNone
 			}
 		case RateLimit:
 			if tooLarge(msg) {
-				return RequestRejected, reason + "; request exceeds the whole limit"
+				return RequestRejected, reason + "; request exceeds the whole limit", refinedNone
 			}
 		}
 	}
-	return class, reason
+	if class != RateLimit {
+		return class, reason, refinedNone
+	}
+	for _, l := range layers {
+		if l.zeroQuota || zeroLimitRE.MatchString(l.message) || paidOnlyRE.MatchString(l.message) {
+			return ModelNotAccessible, reason + "; no allowance for the model on this key (limit 0)", refinedNoAllowance
+		}
+	}
+	for _, l := range layers {
+		if l.dayQuota || periodRE.MatchString(l.message) {
+			return QuotaExhausted, reason + "; a per-day limit, spent until it resets", refinedPeriod
+		}
+	}
+	return class, reason, refinedNone
 }
 
 // perModel reports whether a rate limit is per model. Azure limits are per

@@ -60,6 +60,12 @@ var strongCodes = map[string]codeMeaning{
 	"service_tier_capacity_exceeded":  cls(Transient),
 	"requests_per_minute_exceeded":    cls(RateLimit),
 	"tokens_per_minute_limit_reached": cls(RateLimit),
+	"rate_limit_reached":              cls(RateLimit),
+	"rate_limit_reached_error":        cls(RateLimit), // Moonshot
+	"too_many_requests_error":         cls(RateLimit), // Cerebras
+	"too_many_tokens_error":           cls(RateLimit),
+	"request_quota_exceeded":          cls(RateLimit), // Cerebras: per minute, hour or day (refined by the message)
+	"token_quota_exceeded":            cls(RateLimit),
 
 	// credentials
 	"invalid_api_key":                     cls(CredentialRejected),
@@ -72,6 +78,7 @@ var strongCodes = map[string]codeMeaning{
 	"api_key_http_referrer_blocked":       cls(CredentialRejected),
 	"api_key_ip_address_blocked":          cls(CredentialRejected),
 	"consumer_suspended":                  cls(CredentialRejected),
+	"consumer_invalid":                    cls(CredentialRejected), // the key's project may not use the service
 	"service_disabled":                    cls(CredentialRejected),
 	"credentials_missing":                 cls(CredentialRejected),
 	"access_token_type_unsupported":       cls(CredentialRejected),
@@ -94,14 +101,16 @@ var strongCodes = map[string]codeMeaning{
 	"accessdeniedexception": {kind: kindPermission},
 
 	// quota and billing
-	"insufficient_quota":         cls(QuotaExhausted),
-	"billing_hard_limit_reached": cls(QuotaExhausted),
-	"billing_not_active":         cls(QuotaExhausted),
-	"billing_error":              cls(QuotaExhausted),
-	"insufficient_balance":       cls(QuotaExhausted),
-	"insufficient_credits":       cls(QuotaExhausted),
-	"payment_required":           cls(QuotaExhausted),
-	"credit_limit_exceeded":      cls(QuotaExhausted),
+	"insufficient_quota":           cls(QuotaExhausted),
+	"billing_hard_limit_reached":   cls(QuotaExhausted),
+	"billing_not_active":           cls(QuotaExhausted),
+	"billing_error":                cls(QuotaExhausted),
+	"insufficient_balance":         cls(QuotaExhausted),
+	"insufficient_credits":         cls(QuotaExhausted),
+	"payment_required":             cls(QuotaExhausted),
+	"credit_limit_exceeded":        cls(QuotaExhausted),
+	"exceeded_current_quota_error": cls(QuotaExhausted), // Moonshot, whatever the status
+	"arrearage":                    cls(QuotaExhausted), // Alibaba Model Studio: the account is in arrears
 
 	// models
 	"model_not_found":           cls(ModelNotAccessible),
@@ -176,11 +185,11 @@ var (
 	retiredRE      = regexp.MustCompile(`(?i)\b(deprecated|decommissioned|retired|sunset|discontinued|no longer (available|supported|served|accessible|offered)|end[- ]of[- ]life|end of its life|has been shut ?down|has been removed)\b`)
 	modelMentionRE = regexp.MustCompile(`(?i)\bmodels?\b`)
 
-	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(doesn't|does not|don't) have (any|enough) credits|not enough credits|(used|exhausted) all (available )?credits|out of credits|credit limit|(purchase|buy|add) (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)`)
+	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(doesn't|does not|don't) have (any|enough) credits|not enough credits|(used|exhausted) all (available )?credits|out of credits|credit limit|(purchase|buy|add) (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)|exceeded (your )?current quota|余额不足|欠费|请充值`)
 
 	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers`)
 
-	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found")
+	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|模型.{0,20}不存在")
 
 	tooLargeRE  = regexp.MustCompile(`(?i)request too large|payload too large|request entity too large`)
 	limitNumRE  = regexp.MustCompile(`(?i)\blimit:?\s*([\d,]+)`)
@@ -192,7 +201,23 @@ var (
 
 	requestGenericRE = regexp.MustCompile(`(?i)invalid (request|parameter|argument|value|schema|json|input)|field required|unsupported (parameter|value)|unrecognized request argument|is required|missing required|bad request|malformed|must be (a|an|one of|less|greater|at)\b`)
 
-	transientRE = regexp.MustCompile(`(?i)overloaded|over capacity|capacity (exceeded|constraints)|temporarily unavailable|service unavailable|\bunavailable\b|internal (server )?error|server (had an )?error|bad gateway|gateway time-?out|upstream (connect )?error|timed? ?out|try again later|connection (reset|refused|closed)|high demand|no available (model )?provider`)
+	transientRE = regexp.MustCompile(`(?i)overloaded|over capacity|capacity (exceeded|constraints)|temporarily unavailable|service unavailable|\bunavailable\b|internal (server )?error|server (had an )?error|bad gateway|gateway time-?out|upstream (connect )?error|timed? ?out|try again later|connection (reset|refused|closed)|high demand|no available (model )?provider|\bdegraded\b|访问量过大`)
+
+	// periodRE: a limit counted per day or month. Once it is spent it stays
+	// spent until the period resets: a quota, not a short rate limit.
+	periodRE = regexp.MustCompile(`(?i)\bper[ _-]?(day|month)\b|\b(daily|monthly)\b|\b(RPD|TPD)\b|\b(requests?|tokens?|calls?)\s*(per|/)\s*(day|month)\b|PerDay`)
+
+	// zeroLimitRE: a quota whose limit is 0 ("limit: 0, model: gemini-2.5-pro"):
+	// the key's tier has no allowance for the model at all.
+	zeroLimitRE = regexp.MustCompile(`(?i)\blimit:?\s*0(?:[,;)\]\s]|$)`)
+
+	// paidOnlyRE: a model the key's (free) tier may not use.
+	paidOnlyRE = regexp.MustCompile(`(?i)requires? (a )?paid (balance|tier|plan|account|subscription)|(doesn't|does not) have a free (quota )?tier|not available (on|in|for) (the )?free tier|free tier (is )?not (available|supported) for (this|the) model`)
+
+	// unservedRE: the model cannot be called this way on this target
+	// (Bedrock: only through an inference profile). It reads like a
+	// throughput or validation error, but it is about the model.
+	unservedRE = regexp.MustCompile(`(?i)on-demand throughput isn.t supported|(doesn.t|does not) support on-demand throughput`)
 
 	perModelRE = regexp.MustCompile("(?i)rate limit reached for (model )?`?[\\w./:-]+`? in organization|\\b(for|on) (the )?model\\b|\\bmodel[:=]\\s*\\S|per[ _-]?model|for this model|base model|rate-limited upstream|model_id")
 )
@@ -200,6 +225,7 @@ var (
 // messagePatterns decide from the message when no strong code did.
 var messagePatterns = []messagePattern{
 	{regionRE, RegionBlocked},
+	{paidOnlyRE, ModelNotAccessible},
 	{requestSpecificRE, RequestRejected},
 	{quotaRE, QuotaExhausted},
 	{credentialRE, CredentialRejected},

@@ -29,6 +29,8 @@ type signal struct {
 	retryDelay time.Duration // google.rpc RetryInfo
 	hasDelay   bool
 	modelQuota bool // a QuotaFailure violation names a model
+	dayQuota   bool // a QuotaFailure violation is a per-day quota (GenerateRequestsPerDayPerProjectPerModel)
+	zeroQuota  bool // a QuotaFailure violation's quota is 0: nothing is allowed, waiting does not help
 
 	resetMS int64 // OpenRouter metadata.headers X-RateLimit-Reset (unix ms)
 
@@ -179,8 +181,15 @@ func (s *signal) fromDetail(d any) {
 			if dims, ok := vm["quotaDimensions"].(map[string]any); ok && str(dims["model"]) != "" {
 				s.modelQuota = true
 			}
-			if strings.Contains(str(vm["quotaId"]), "PerModel") || strings.Contains(str(vm["quotaMetric"]), "per_model") {
+			id, metric := str(vm["quotaId"]), str(vm["quotaMetric"])
+			if strings.Contains(id, "PerModel") || strings.Contains(metric, "per_model") {
 				s.modelQuota = true
+			}
+			if strings.Contains(id, "PerDay") || strings.Contains(metric, "per_day") {
+				s.dayQuota = true
+			}
+			if strings.TrimSpace(str(vm["quotaValue"])) == "0" {
+				s.zeroQuota = true
 			}
 		}
 	}
