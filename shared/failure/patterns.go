@@ -79,6 +79,7 @@ var strongCodes = map[string]codeMeaning{
 	"api_key_ip_address_blocked":          cls(CredentialRejected),
 	"consumer_suspended":                  cls(CredentialRejected),
 	"consumer_invalid":                    cls(CredentialRejected), // the key's project may not use the service
+	"accessnotconfigured":                 cls(CredentialRejected), // legacy errors[].reason of SERVICE_DISABLED
 	"service_disabled":                    cls(CredentialRejected),
 	"credentials_missing":                 cls(CredentialRejected),
 	"access_token_type_unsupported":       cls(CredentialRejected),
@@ -187,7 +188,7 @@ var (
 
 	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(doesn't|does not|don't) have (any|enough) credits|not enough credits|(used|exhausted) all (available )?credits|out of credits|credit limit|(purchase|buy|add) (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)|exceeded (your )?current quota|余额不足|欠费|请充值`)
 
-	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers`)
+	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers|API has not been used in project|API (is )?not enabled (for|in|on) (this|the|your) project`)
 
 	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|模型.{0,20}不存在")
 
