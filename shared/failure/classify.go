@@ -123,8 +123,12 @@ func decideByCode(layers []*signal) (Class, string, string, bool) {
 			if i := strings.IndexByte(code, ':'); i > 0 {
 				code = code[:i]
 			}
-			if m.kind == kindPermission {
+			switch m.kind {
+			case kindPermission:
 				class, why := permission(l)
+				return class, code, "provider code " + code + ": " + why, true
+			case kindPrecondition:
+				class, why := precondition(l)
 				return class, code, "provider code " + code + ": " + why, true
 			}
 			return m.class, code, "provider code " + code, true
@@ -163,6 +167,18 @@ func permission(l *signal) (Class, string) {
 		return ModelNotAccessible, "no access to the model"
 	}
 	return CredentialRejected, "credential not permitted"
+}
+
+// precondition resolves a google.rpc FAILED_PRECONDITION: Gemini answers a
+// caller in an unsupported location with it, Vertex a project that may not
+// use a publisher model ("Project ... is not allowed to use Publisher Model
+// .../locations/asia-southeast1/...": a location in the resource name, but a
+// refusal of the model).
+func precondition(l *signal) (Class, string) {
+	if !regionRE.MatchString(l.message) && modelMentionRE.MatchString(l.message) {
+		return ModelNotAccessible, "the project may not use the model"
+	}
+	return RegionBlocked, "region blocked"
 }
 
 func decideByMessage(layers []*signal) (Class, string, bool) {

@@ -7,13 +7,16 @@ import (
 )
 
 // kind is what a provider code says. Most kinds are a class; permission is
-// resolved from the message (a bad key, no model access or a blocked region).
+// resolved from the message (a bad key, no model access or a blocked region),
+// and so is a failed precondition (a blocked region, or a model the project
+// may not use).
 type kind uint8
 
 const (
 	kindNone kind = iota
 	kindClass
 	kindPermission
+	kindPrecondition
 )
 
 type codeMeaning struct {
@@ -46,6 +49,7 @@ var strongCodes = map[string]codeMeaning{
 	"modelerrorexception":         cls(Transient),
 	"modelstreamerrorexception":   cls(Transient),
 	"flex_tier_capacity_exceeded": cls(Transient),
+	"model_capacity_exhausted":    cls(Transient), // Google: no capacity for the model, not the key's quota
 
 	// rate limits
 	"rate_limit_exceeded":             cls(RateLimit),
@@ -79,6 +83,7 @@ var strongCodes = map[string]codeMeaning{
 	"api_key_ip_address_blocked":          cls(CredentialRejected),
 	"consumer_suspended":                  cls(CredentialRejected),
 	"consumer_invalid":                    cls(CredentialRejected), // the key's project may not use the service
+	"organization_restricted":             cls(CredentialRejected),
 	"accessnotconfigured":                 cls(CredentialRejected), // legacy errors[].reason of SERVICE_DISABLED
 	"service_disabled":                    cls(CredentialRejected),
 	"credentials_missing":                 cls(CredentialRejected),
@@ -131,7 +136,7 @@ var strongCodes = map[string]codeMeaning{
 	// region
 	"unsupported_country_region_territory": cls(RegionBlocked),
 	"unsupported_country":                  cls(RegionBlocked),
-	"failed_precondition":                  cls(RegionBlocked),
+	"failed_precondition":                  {kind: kindPrecondition}, // Gemini's unsupported location, or Vertex's model not enabled for the project
 	"user_location_not_supported":          cls(RegionBlocked),
 
 	// the request's fault
@@ -188,9 +193,9 @@ var (
 
 	quotaRE = regexp.MustCompile(`(?i)credit balance is too low|insufficient[_ ](balance|credits?|funds|quota)|exceeded your current quota|(doesn't|does not|don't) have (any|enough) credits|not enough credits|(used|exhausted) all (available )?credits|out of credits|credit limit|(purchase|buy|add) (more )?credits|spending limit|billing hard limit|payment (required|method)|requires more credits|can only afford|trial key.*\b(month|monthly)\b|\bbalance (is )?(insufficient|exhausted|too low)|exceeded (your )?current quota|key limit exceeded|\bbudget (has been )?exceeded|exceeded (the |your )?budget|余额不足|欠费|请充值`)
 
-	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked)|missing (api key|authentication)|invalid authentication credentials|unregistered callers|API has not been used in project|API (is )?not enabled (for|in|on) (this|the|your) project`)
+	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked|restricted)|missing (api key|authentication)|invalid authentication credentials|unregistered callers|API has not been used in project|API (is )?not enabled (for|in|on) (this|the|your) project`)
 
-	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|\\bmodel (does )?not exists?\\b|\\bmodel requires more (system |gpu )?memory|organization must be verified|模型.{0,20}不存在")
+	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|\\bmodel (does )?not exists?\\b|\\bmodel requires more (system |gpu )?memory|organization must be verified|access to (the )?model (is )?denied|eligible for (using )?(the|this) model|模型.{0,20}不存在")
 
 	tooLargeRE  = regexp.MustCompile(`(?i)request too large|payload too large|request entity too large`)
 	limitNumRE  = regexp.MustCompile(`(?i)\blimit:?\s*([\d,]+)`)
