@@ -102,6 +102,7 @@ var strongCodes = map[string]codeMeaning{
 	// permission: decided by the message
 	"permission_error":      {kind: kindPermission},
 	"permission_denied":     {kind: kindPermission},
+	"permissiondenied":      {kind: kindPermission}, // Azure
 	"forbidden":             {kind: kindPermission},
 	"request_forbidden":     {kind: kindPermission},
 	"accessdeniedexception": {kind: kindPermission},
