@@ -72,6 +72,32 @@ func TestClassifyTraps(t *testing.T) {
 			`{"error":{"message":"Provider returned error","code":404,"metadata":{"raw":{"error":{"message":"The model gpt-4 has been deprecated","code":"model_not_found"}}}}}`, nil, nil, false, ModelRetired, ScopeKeyModel},
 		{"deprecated parameter is not a retired model", "openai", 400,
 			`{"error":{"message":"The parameter functions is deprecated, use tools","type":"invalid_request_error"}}`, nil, nil, false, RequestRejected, ScopeNone},
+		{"a per-day limit is a spent quota, per model when it names one", "openai", 429,
+			`{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on requests per day (RPD): Limit 10000, Used 10000, Requested 1.","code":"rate_limit_exceeded"}}`, nil, nil, false, QuotaExhausted, ScopeKeyModel},
+		{"a per-day quota read from QuotaFailure", "gemini", 429,
+			`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaDimensions":{"model":"gemini-2.5-pro"}}]}]}}`, nil, nil, false, QuotaExhausted, ScopeKeyModel},
+		{"an account-wide TPD is a quota on the key", "openai-compatible", 429,
+			`{"error":{"message":"request reached organization TPD rate limit, current: 1526210, limit: 1500000","type":"rate_limit_reached_error"}}`, nil, nil, false, QuotaExhausted, ScopeKey},
+		{"a per-minute limit stays a rate limit", "openai", 429,
+			`{"error":{"message":"Rate limit reached for requests per minute","code":"rate_limit_exceeded"}}`, nil, nil, false, RateLimit, ScopeKey},
+		{"a free-tier limit of 0 is no access to the model", "gemini", 429,
+			`{"error":{"code":429,"message":"Quota exceeded for metric: generate_content_free_tier_requests, limit: 0, model: gemini-2.5-pro","status":"RESOURCE_EXHAUSTED"}}`, nil, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"a quotaValue of 0 is no access to the model", "gemini", 429,
+			`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"0"}]}]}}`, nil, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"limit 0.5 is not a limit of 0", "openai", 429,
+			`{"error":{"message":"Rate limit reached: limit: 0.5 requests per second","code":"rate_limit_exceeded"}}`, nil, nil, false, RateLimit, ScopeKey},
+		{"a paid-only model is no access to it", "openai-compatible", 403,
+			`{"code":30011,"message":"The selected model requires paid balance. Your paid balance is insufficient."}`, nil, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"bedrock on-demand throughput refusal is about the model", "bedrock", 400,
+			`{"message":"Invocation of model ID x with on-demand throughput isn't supported."}`, http.Header{"X-Amzn-Errortype": {"ValidationException"}}, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"FAILED_PRECONDITION naming a model is model access", "vertex", 400,
+			`{"error":{"code":400,"message":"Project x is not allowed to use Publisher Model projects/x/locations/europe-west4/publishers/anthropic/models/claude","status":"FAILED_PRECONDITION"}}`, nil, nil, false, ModelNotAccessible, ScopeKeyModel},
+		{"API not enabled in the project is the key's project", "vertex", 403,
+			`{"error":{"code":403,"message":"Vertex AI API has not been used in project 1 before or it is disabled.","status":"PERMISSION_DENIED"}}`, nil, nil, false, CredentialRejected, ScopeKey},
+		{"Google's model capacity is transient, not quota", "gemini", 429,
+			`{"error":{"code":429,"message":"No capacity available for model m on the server","status":"RESOURCE_EXHAUSTED","details":[{"reason":"MODEL_CAPACITY_EXHAUSTED"}]}}`, nil, nil, false, Transient, ScopeNone},
+		{"arrears in Chinese are quota", "openai-compatible", 429, `{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}`, nil, nil, false, QuotaExhausted, ScopeKey},
+		{"a removed model is retired", "cohere", 404, `{"message":"model 'command' was removed on September 15, 2025."}`, nil, nil, false, ModelRetired, ScopeKeyModel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +146,31 @@ func TestStatedWaits(t *testing.T) {
 			got := ClassifyAt(Input{Provider: "openai", Status: 429, Header: tt.header, Body: tt.body}, testNow)
 			if got.HasWait != tt.ok || got.RetryAfter != tt.want {
 				t.Errorf("wait = %v (%v), want %v (%v)", got.RetryAfter, got.HasWait, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// A spent per-day quota waits for its reset, or the quota ladder: a hint
+// under a minute is one request's refill, not the reset; a limit of 0 never
+// resets, so its "retry in 20s" is dropped.
+func TestPeriodAndZeroLimitWaits(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want time.Duration
+		ok   bool
+	}{
+		{"daily with a short hint", `{"error":{"message":"Rate limit reached on requests per day (RPD): Limit 10, Used 10, Requested 1. Please try again in 8.64s.","code":"rate_limit_exceeded"}}`, 0, false},
+		{"daily with the refill time", `{"error":{"message":"Rate limit reached on tokens per day (TPD): Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s.","code":"rate_limit_exceeded"}}`, 9*time.Minute + 38016*time.Millisecond, true},
+		{"daily with OpenRouter's reset", `{"error":{"message":"Rate limit exceeded: free-models-per-day.","code":429,"metadata":{"headers":{"X-RateLimit-Reset":"1748908800000"}}}}`, 12 * time.Hour, true},
+		{"limit 0 with a retry hint", `{"error":{"code":429,"message":"Quota exceeded, limit: 0, model: m\nPlease retry in 25.4s.","status":"RESOURCE_EXHAUSTED","details":[{"retryDelay":"25s"}]}}`, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ClassifyAt(Input{Provider: "openai-compatible", Status: 429, Body: []byte(tt.body)}, testNow)
+			if got.HasWait != tt.ok || got.RetryAfter != tt.want {
+				t.Errorf("%s: wait = %v (%v), want %v (%v)", got.Class, got.RetryAfter, got.HasWait, tt.want, tt.ok)
 			}
 		})
 	}

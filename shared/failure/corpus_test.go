@@ -97,10 +97,27 @@ func loadCorpus(t *testing.T) map[string]corpusCase {
 	return cases
 }
 
+// The corpus's minimum size: cases, provider types (one directory each; a
+// provider the classifier does not know by type is classified as a real
+// deployment would configure it, usually openai-compatible) and the error
+// families those types map to.
+const (
+	minCorpusCases    = 200
+	minCorpusTypes    = 18
+	minCorpusFamilies = 10
+)
+
 func TestCorpus(t *testing.T) {
 	cases := loadCorpus(t)
-	if len(cases) < 60 {
-		t.Errorf("corpus has %d cases, want at least 60", len(cases))
+	if len(cases) < minCorpusCases {
+		t.Errorf("corpus has %d cases, want at least %d", len(cases), minCorpusCases)
+	}
+	types := map[string]bool{}
+	for f := range cases {
+		types[filepath.Base(filepath.Dir(f))] = true
+	}
+	if len(types) < minCorpusTypes {
+		t.Errorf("corpus covers %d provider types, want at least %d", len(types), minCorpusTypes)
 	}
 	providers := map[string]bool{}
 	files := make([]string, 0, len(cases))
@@ -136,8 +153,8 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
-	if len(providers) < 10 {
-		t.Errorf("corpus covers %d provider families, want at least 10", len(providers))
+	if len(providers) < minCorpusFamilies {
+		t.Errorf("corpus covers %d provider families, want at least %d", len(providers), minCorpusFamilies)
 	}
 }
 

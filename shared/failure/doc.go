@@ -18,11 +18,17 @@
 //     SERVICE_DISABLED, ...), error.code, error.type, google.rpc status text
 //     (RESOURCE_EXHAUSTED, FAILED_PRECONDITION, PERMISSION_DENIED, ...).
 //     Permission codes (permission_error, PERMISSION_DENIED,
-//     AccessDeniedException, forbidden) are resolved by the message: a
-//     region, no credits, a model, else the credential.
-//  3. Message patterns: region, quota/billing, credential, model access,
-//     request too large, context length/content filter, rate limit, invalid
-//     request, overloaded/unavailable.
+//     PermissionDenied, AccessDeniedException, forbidden) are resolved by
+//     the message: a region, no credits, a model, else the credential.
+//     FAILED_PRECONDITION is a blocked region unless the message refuses a
+//     model without naming the caller's location (Vertex: "Project ... is
+//     not allowed to use Publisher Model .../locations/...").
+//  3. Message patterns: region, a paid-only model, context length/content
+//     filter, quota/billing (also in Chinese: 余额不足, 欠费), credential
+//     (including "API has not been used in project"), model access ("does
+//     not exist", "not a valid model ID", 模型不存在, "organization must be
+//     verified"), request too large, rate limit, invalid request,
+//     overloaded/unavailable.
 //  4. Generic codes several providers reuse for unrelated failures
 //     (invalid_request_error, INVALID_ARGUMENT, api_error).
 //  5. The HTTP status (or the status an error body carries when the
@@ -34,14 +40,32 @@
 //     transient.
 //
 // The message then refines the class: a missing model whose message says
-// deprecated/decommissioned/retired/no longer available is model_retired; a
-// refusal naming a location is region_blocked; a rate limit that the request
-// alone exceeds ("Limit 30000, Requested 45000") is request_rejected.
+// deprecated/decommissioned/retired/removed/no longer available is
+// model_retired (one that only says not found stays model_not_accessible:
+// the evidence does not say retired); a refusal naming a location is
+// region_blocked; a validation error saying the model cannot be invoked
+// this way (Bedrock's "on-demand throughput isn't supported") is
+// model_not_accessible; and a rate limit is
+//
+//   - request_rejected when the request alone exceeds it ("Limit 30000,
+//     Requested 45000");
+//   - model_not_accessible when its limit is 0 ("limit: 0, model:
+//     gemini-2.5-pro", a QuotaFailure quotaValue of 0) or the model has no
+//     free tier or needs a paid balance: the key has no access to the model;
+//   - quota_exhausted when it is counted per day or month (RPD, TPD,
+//     "tokens per day", "free-models-per-day", a PerDay quotaId): it stays
+//     spent until the period resets, it is not a short rate limit.
 //
 // Known traps handled: OpenAI insufficient_quota is a 429 that means quota;
 // Anthropic "credit balance is too low" and DeepSeek "Insufficient Balance"
 // carry invalid_request_error; Gemini API_KEY_INVALID is a 400; xAI answers
-// a bad key with 400 "Incorrect API key provided".
+// a bad key with 400 "Incorrect API key provided"; Moonshot's
+// exceeded_current_quota_error comes as a 403 or a 429, Alibaba's Arrearage
+// as a 400 and Zhipu's arrears (code 1113) as a 429; Gemini's free tier
+// answers a model it does not cover with RESOURCE_EXHAUSTED and limit 0;
+// Google's MODEL_CAPACITY_EXHAUSTED is a RESOURCE_EXHAUSTED that is
+// capacity (transient), not the key's quota; SERVICE_DISABLED,
+// accessNotConfigured and CONSUMER_INVALID refuse the key's project.
 //
 // # Scopes
 //
@@ -49,9 +73,10 @@
 // key, or key+model when the limit is per model (the message names the model,
 // a google.rpc QuotaFailure has a model dimension, or the provider is Azure,
 // whose limits are per deployment, or Bedrock, whose on-demand quotas are per
-// model); model_not_accessible, model_retired and region_blocked hold
-// key+model; transient, request_rejected and unrecognised hold nothing
-// (transient feeds the circuit breaker instead).
+// model), and so does a spent per-day limit (quota_exhausted on key+model
+// when the day's limit is the model's); model_not_accessible, model_retired
+// and region_blocked hold key+model; transient, request_rejected and
+// unrecognised hold nothing (transient feeds the circuit breaker instead).
 //
 // # Stated waits
 //
@@ -61,7 +86,12 @@
 // "Please retry in 6.17s", "retry after 45 seconds"), and for rate limits
 // only x-ratelimit-reset-requests/-tokens ("6m0s"; the exhausted dimension,
 // else the longer), anthropic-ratelimit-*-reset (RFC 3339) and OpenRouter's
-// X-RateLimit-Reset (unix ms in error.metadata.headers).
+// X-RateLimit-Reset (unix ms in error.metadata.headers). A spent per-day
+// limit takes the same waits, but only one of a minute or more (the reset,
+// or the refill of a request's worth: "try again in 9m38s"; a shorter hint is
+// one request's refill, and Gemini's retryDelay is the per-minute one); a
+// limit of 0 states no wait at all (it never resets by itself): both then
+// wait on their class's ladder.
 //
 // # Operator rules (trip_on)
 //
@@ -97,7 +127,10 @@
 //
 // # Corpus
 //
-// testdata/corpus holds real provider error bodies, one JSON file per case
-// with its public source, checked by TestCorpus; `go test -run TestCorpus
+// testdata/corpus holds real provider error bodies (202, from 26 provider
+// types, one directory each), one JSON file per case with its public source,
+// checked by TestCorpus; a provider the classifier does not know by type
+// (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, ...) is classified as a
+// deployment would configure it, openai-compatible. `go test -run TestCorpus
 // -update` rewrites the expected results, which must then be reviewed.
 package failure
