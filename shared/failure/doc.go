@@ -44,8 +44,8 @@
 // model_retired (one that only says not found stays model_not_accessible:
 // the evidence does not say retired); a refusal naming a location is
 // region_blocked; a validation error saying the model cannot be invoked
-// this way (Bedrock's "on-demand throughput isn't supported") is
-// model_not_accessible; and a rate limit is
+// this way (Bedrock's "on-demand throughput isn't supported", "The provided
+// model identifier is invalid") is model_not_accessible; and a rate limit is
 //
 //   - request_rejected when the request alone exceeds it ("Limit 30000,
 //     Requested 45000");
@@ -127,7 +127,7 @@
 //
 // # Corpus
 //
-// testdata/corpus holds real provider error bodies (202, from 26 provider
+// testdata/corpus holds real provider error bodies (203, from 26 provider
 // types, one directory each), one JSON file per case with its public source,
 // checked by TestCorpus; a provider the classifier does not know by type
 // (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, ...) is classified as a

@@ -196,7 +196,7 @@ var (
 
 	credentialRE = regexp.MustCompile(`(?i)incorrect api key|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(not valid|invalid|not found|expired|revoked|disabled)|invalid (api |access |auth(entication)? |bearer )?token|authentication fail|invalid authentication|no auth credentials|\bunauthori[sz]ed\b|\bunauthenticated\b|security token included in the request is invalid|invalid subscription key|user not found|(account|organization|api key|key) (has been )?(deactivated|disabled|suspended|revoked|restricted)|missing (api key|authentication)|invalid authentication credentials|unregistered callers|API has not been used in project|API (is )?not enabled (for|in|on) (this|the|your) project`)
 
-	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|\\bmodel (does )?not exists?\\b|\\bmodel requires more (system |gpu )?memory|organization must be verified|not a valid model( id)?\\b|access to (the )?model (is )?denied|eligible for (using )?(the|this) model|模型.{0,20}不存在")
+	modelAccessRE = regexp.MustCompile("(?i)\\bmodel\\b.{0,160}\\b(does not exist|doesn't exist|not found|is not available|unavailable|was not found)|no endpoints found|(do not|don't|does not|doesn't) have access to (the |this )?(model|deployment)|not allowed to \\w+( from)? (this|the) model|\\b(unknown|invalid) model\\b|deployment .{0,120}(does not exist|not found)|try pulling it first|model_not_found|\\bmodel (does )?not exists?\\b|\\bmodel requires more (system |gpu )?memory|organization must be verified|not a valid model( id)?\\b|model identifier is invalid|access to (the )?model (is )?denied|eligible for (using )?(the|this) model|模型.{0,20}不存在")
 
 	tooLargeRE  = regexp.MustCompile(`(?i)request too large|payload too large|request entity too large`)
 	limitNumRE  = regexp.MustCompile(`(?i)\blimit:?\s*([\d,]+)`)
@@ -218,13 +218,14 @@ var (
 	// the key's tier has no allowance for the model at all.
 	zeroLimitRE = regexp.MustCompile(`(?i)\blimit:?\s*0(?:[,;)\]\s]|$)`)
 
-	// paidOnlyRE: a model the key's (free) tier may not use.
-	paidOnlyRE = regexp.MustCompile(`(?i)requires? (a )?paid (balance|tier|plan|account|subscription)|(doesn't|does not) have a free (quota )?tier|not available (on|in|for) (the )?free tier|free tier (is )?not (available|supported) for (this|the) model`)
+	// paidOnlyRE: a model the key's (free) tier may not use ("The selected
+	// model requires paid balance", "... doesn't have a free quota tier").
+	paidOnlyRE = regexp.MustCompile(`(?i)\bmodels?\b.{0,80}\brequires? (a )?paid (balance|tier|plan|account|subscription)|(doesn't|does not) have a free (quota )?tier|not available (on|in|for) (the )?free tier|free tier (is )?not (available|supported) for (this|the) model`)
 
 	// unservedRE: the model cannot be called this way on this target
 	// (Bedrock: only through an inference profile). It reads like a
 	// throughput or validation error, but it is about the model.
-	unservedRE = regexp.MustCompile(`(?i)on-demand throughput isn.t supported|(doesn.t|does not) support on-demand throughput`)
+	unservedRE = regexp.MustCompile(`(?i)on-demand throughput isn.t supported|(doesn.t|does not) support on-demand throughput|model identifier is invalid`)
 
 	perModelRE = regexp.MustCompile("(?i)rate limit reached for (model )?`?[\\w./:-]+`? in organization|\\b(for|on) (the )?model\\b|\\bmodel[:=]\\s*\\S|per[ _-]?model|for this model|base model|rate-limited upstream|model_id")
 )
