@@ -57,14 +57,14 @@ func newFixture(t *testing.T, opts fakeprovider.Options) *fixture {
 }
 
 // config loads yaml (with {{URL}} replaced by the fake provider's URL)
-// through the real loader.
-func (f *fixture) config(t *testing.T, yaml string) *config.Config {
+// through the real loader, with env and moreEnv as the environment.
+func (f *fixture) config(t *testing.T, yaml string, moreEnv ...string) *config.Config {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "{{URL}}", f.fake.URL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, env)
+	cfg, err := config.Load(path, append(append([]string(nil), env...), moreEnv...))
 	if err != nil {
 		t.Fatal(err)
 	}

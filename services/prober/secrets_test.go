@@ -3,9 +3,6 @@ package prober
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +20,7 @@ func TestChecksUseRotatedSecrets(t *testing.T) {
 	// The provider accepts only the rotated secret.
 	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"rotated-secret-1"}})
 	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-	cfg := loadWith(t, f, []string{"CRED_KEY=" + credKey}, `
+	cfg := f.config(t, `
 credentials:
   encryption_key: env:CRED_KEY
 prober:
@@ -35,7 +32,7 @@ providers:
     base_url: {{URL}}/v1
     keys: [{id: k1, secret: env:K1}]
     models: [{name: gpt-4o-mini}]
-`)
+`, "CRED_KEY="+credKey)
 	box, err := credentials.NewBox(cfg.Credentials.Key)
 	if err != nil {
 		t.Fatal(err)
@@ -67,18 +64,4 @@ providers:
 		}
 		return nil
 	})
-}
-
-// loadWith is fixture.config with more environment variables.
-func loadWith(t *testing.T, f *fixture, more []string, yaml string) *config.Config {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "{{URL}}", f.fake.URL())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, append(append([]string(nil), env...), more...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
 )
 
 // A client allowed one model must not reach another by spelling "model"
@@ -139,63 +138,12 @@ func FuzzParseBody(f *testing.F) {
 			if s.Model != fw.want || (s.Stream == true) != stream {
 				t.Fatalf("struct sees model %q stream %v, proxy %q %v\n%s", s.Model, s.Stream, fw.want, stream, fw.body)
 			}
-			if err := strictDecode(fw.body); err != nil {
+			if err := testkit.StrictJSON(fw.body); err != nil {
 				t.Fatalf("a strict parser refuses the forwarded body: %v\n%s", err, fw.body)
 			}
 		}
 	})
 }
-
-// strictDecode walks a JSON value with encoding/json's tokenizer and fails
-// on a duplicate key in any object, as strict parsers do.
-func strictDecode(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	var walk func() error
-	walk = func() error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key := k.(string)
-				if seen[key] {
-					return errors.New("duplicate key " + key)
-				}
-				seen[key] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	if err := walk(); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data")
-	}
-	return nil
-}
-
-var _ = strings.TrimSpace
 
 // A caller timeout too large for time.Duration means "no timeout of mine",
 // not an overflow into an immediate 504.

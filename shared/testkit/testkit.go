@@ -7,6 +7,9 @@ package testkit
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -123,4 +126,55 @@ func MissingTool(tb testing.TB, msg string) {
 		tb.Fatal("CI=true: " + msg)
 	}
 	tb.Skip(msg)
+}
+
+// StrictJSON decodes b as one JSON value the way strict parsers do: it
+// fails on a duplicate key in any object and on trailing data. Tests use
+// it to check that what the gateway forwards reads the same to every
+// parser.
+func StrictJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				if seen[key] {
+					return errors.New("duplicate key " + key)
+				}
+				seen[key] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	if err := walk(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
 }

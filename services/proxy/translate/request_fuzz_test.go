@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"switchyard.dev/shared/testkit"
 )
 
 // FuzzTranslateRequest feeds arbitrary bodies to both request
@@ -73,7 +75,7 @@ func FuzzTranslateRequest(f *testing.F) {
 			}
 			// The proxy refuses bodies with duplicate keys before any
 			// translation; from one without, none may come out.
-			if err := noDuplicateKeys(out); err != nil && noDuplicateKeys(body) == nil {
+			if err := testkit.StrictJSON(out); err != nil && testkit.StrictJSON(body) == nil {
 				t.Fatalf("%s: %v in %s\nfrom %s", tc.name, err, out, body)
 			}
 			var model string
@@ -101,47 +103,4 @@ func FuzzTranslateRequest(f *testing.F) {
 			}
 		}
 	})
-}
-
-// noDuplicateKeys fails on an object that names a key twice, at any
-// depth: the upstream's parser and ours could disagree on its value.
-func noDuplicateKeys(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	var walk func() error
-	walk = func() error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key, _ := k.(string)
-				if seen[key] {
-					return errors.New("duplicate key " + key)
-				}
-				seen[key] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	return walk()
 }
