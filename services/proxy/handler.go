@@ -334,6 +334,7 @@ steps:
 				}
 				r.attempts++
 				// The Idempotency-Key goes to the first target and its retries only.
+				gen := key.Generation() // the secret this attempt sends
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
 					if res.outcome.relay != nil {
@@ -352,7 +353,9 @@ steps:
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				s.report(step, key, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
-					Cancelled: r.expired(), // the caller's deadline, not the target's fault
+					// Not the target's fault: the caller's deadline or hang-up, or
+					// a refusal of a secret rotated away since it was sent.
+					Cancelled: r.expired() || key.Generation() != gen,
 				})
 				taken := act // what the proxy does now: out of same-target retries, it rotates
 				if act == failure.RetrySame && !retrying {

@@ -24,6 +24,10 @@ func TestClassifyTraps(t *testing.T) {
 		class    Class
 		scope    Scope
 	}{
+		{"plain HTTP to a TLS port (Go's server) is the target's fault", "openai", 400,
+			"Client sent an HTTP request to an HTTPS server.\n", nil, nil, false, Transient, ScopeNone},
+		{"plain HTTP to a TLS port (nginx) is the target's fault", "openai", 400,
+			"<html><head><title>400 The plain HTTP request was sent to HTTPS port</title></head><body><center><h1>400 Bad Request</h1></center></body></html>", nil, nil, false, Transient, ScopeNone},
 		{"openai insufficient_quota is a 429 that means quota", "openai", 429,
 			`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil, nil, false, QuotaExhausted, ScopeKey},
 		{"anthropic credit balance is a 400 that means quota", "anthropic", 400,

@@ -208,6 +208,9 @@ var (
 
 	requestGenericRE = regexp.MustCompile(`(?i)invalid (request|parameter|argument|value|schema|json|input)|field required|unsupported (parameter|value)|unrecognized request argument|is required|missing required|bad request|malformed|must be (a|an|one of|less|greater|at)\b`)
 
+	// misroutedRE: the base URL speaks plain HTTP to a TLS port (Go's and
+	// nginx's own 400): the target is misconfigured, not the request.
+	misroutedRE = regexp.MustCompile(`(?i)sent an HTTP request to an HTTPS server|plain HTTP request was sent to HTTPS port`)
 	transientRE = regexp.MustCompile(`(?i)overloaded|over capacity|capacity (exceeded|constraints)|temporarily unavailable|service unavailable|\bunavailable\b|internal (server )?error|server (had an )?error|bad gateway|gateway time-?out|upstream (connect )?error|timed? ?out|try again later|connection (reset|refused|closed)|high demand|no available (model )?provider|\bdegraded\b|访问量过大`)
 
 	// periodRE: a limit counted per day or month. Once it is spent it stays
@@ -232,6 +235,7 @@ var (
 
 // messagePatterns decide from the message when no strong code did.
 var messagePatterns = []messagePattern{
+	{misroutedRE, Transient},
 	{regionRE, RegionBlocked},
 	{paidOnlyRE, ModelNotAccessible},
 	{requestSpecificRE, RequestRejected},

@@ -33,6 +33,7 @@ type Key struct {
 	Priority int
 	Weight   int
 	secret   atomic.Pointer[config.Secret]
+	gen      atomic.Uint64 // bumped by every secret change
 	index    int
 }
 
@@ -50,8 +51,14 @@ func (k *Key) SetSecret(s config.Secret) bool {
 		return false
 	}
 	k.secret.Store(&s)
+	k.gen.Add(1)
 	return true
 }
+
+// Generation changes whenever the key's secret does: an attempt notes it
+// when it sends, so that a refusal of a secret rotated away meanwhile is
+// not held against the key's new secret.
+func (k *Key) Generation() uint64 { return k.gen.Load() }
 
 // KeylessID is the id of the one stand-in key of a provider configured
 // without keys (vLLM, Ollama): what responses and metrics name.
