@@ -27,6 +27,9 @@ type result struct {
 	body    []byte
 	res     failure.Result // when !ok
 	err     error          // transport error, if any
+	// stale: the key's secret was rotated while the check was out; its
+	// answer says nothing about the secret now in use.
+	stale bool
 }
 
 // request is one check to send.
@@ -40,7 +43,7 @@ type request struct {
 
 // send runs one check with key's secret and classifies a failure with the
 // same classifier as caller traffic.
-func (s *Service) send(ctx context.Context, t *target, key config.Key, rq request) result {
+func (s *Service) send(ctx context.Context, t *target, key config.Key, rq request) (out result) {
 	ctx, cancel := context.WithTimeout(ctx, rq.timeout)
 	defer cancel()
 	var body io.Reader
@@ -55,9 +58,11 @@ func (s *Service) send(ctx context.Context, t *target, key config.Key, rq reques
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("User-Agent", "switchyard-prober/0.1")
-	t.adapter.Authorize(req.Header, s.secrets.of(t.name, key).Reveal())
+	sent := s.secrets.of(t.name, key).Reveal()
+	t.adapter.Authorize(req.Header, sent)
 	start := time.Now()
 	resp, err := s.client.Do(req)
+	defer func() { out.stale = s.secrets.of(t.name, key).Reveal() != sent }()
 	if err != nil {
 		r := result{latency: time.Since(start), err: err}
 		r.res = s.classifier.Classify(failure.Input{Provider: t.typ, Err: fmt.Errorf("check %s %s: %w", rq.method, t.name, err)}, t.name)

@@ -139,8 +139,10 @@ func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 // rung, or settled with the new failure held on its own).
 func (s *Service) settle(ctx context.Context, t *target, rec hold.Record, c cheap) {
 	r := s.send(ctx, t, c.key, c.req)
-	if ctx.Err() != nil {
-		// Give the lease back: the hold is due again at once elsewhere.
+	if ctx.Err() != nil || (r.stale && !r.ok) {
+		// Shutting down, or the key's secret was rotated while the check
+		// was out (its refusal says nothing about the new one):
+		// give the lease back; the hold is due again at once.
 		_ = s.engine.ProbeResult(context.WithoutCancel(ctx), rec.ID, hold.Outcome{Cancelled: true})
 		return
 	}

@@ -197,6 +197,9 @@ func (s *Service) runCheck(ctx context.Context, u *unit) {
 // (a model or a bad path) say nothing about the provider or key the check
 // used: they are recorded in health only.
 func (s *Service) report(t *target, keyID string, r result) {
+	if r.stale && !r.ok {
+		return // a refusal of a secret rotated away meanwhile
+	}
 	m := r.res.Class.Meaning()
 	switch {
 	case r.ok:

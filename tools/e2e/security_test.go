@@ -953,6 +953,20 @@ func TestRotatedSecretUsedByProber(t *testing.T) {
 		})
 	}
 	testkit.WaitFor(t, 10*time.Second, func() bool { return checks() >= 5 })
+	// A check already out when the rotation arrived may carry the old
+	// secret (the fleet applies a rotation within milliseconds, not at
+	// once): count the old secret's calls from the prober's second check
+	// with the new one on.
+	var switched []time.Time
+	for _, c := range f.oa.CallsMatching(func(c fakeprovider.Call) bool {
+		return c.Key == canaryRotated && strings.HasSuffix(c.Path, "/models")
+	}) {
+		switched = append(switched, c.At)
+	}
+	if len(switched) < 2 {
+		t.Fatalf("the prober checked with the rotated secret %d times", len(switched))
+	}
+	rotatedAt = switched[1]
 	stale := staleCalls()
 	status, h, body := f.call("chat after the prober's checks", "/v1/chat/completions", `{"model":"fake-openai/demo-model",`+secMsgs+`}`)
 	if stale > 0 || status != http.StatusOK || h.Get("X-Switchyard-Key-Id") != "k1" {
