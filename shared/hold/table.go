@@ -4,8 +4,6 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
-
-	"switchyard.dev/shared/failure"
 )
 
 // entry is one record in the local table. Its fields are fixed once it is
@@ -137,9 +135,6 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 // probe at once.
 func (e *Engine) callerGrace(en *entry) int64 {
 	if e.source != SourceProxy || !en.rec.Class.Meaning().CheapCheck {
-		return 0
-	}
-	if en.rec.Class == failure.Transient && en.rec.Scope.Key != "" {
 		return 0
 	}
 	return int64(e.pol.For(en.rec.Scope.Provider).CallerGrace)
