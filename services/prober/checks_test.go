@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/failure"
@@ -103,15 +104,7 @@ providers:
     health_check: {interval: 1h}
 `)
 	// Another instance (a proxy, say) holds k1.
-	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
-	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- other.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	other := f.otherInstance(t, cfg)
 	other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 401, Result: failure.Result{
 		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "invalid key"}})
 	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1.k1", hold.StateHeld))
@@ -233,15 +226,7 @@ providers:
     health_check: {enabled: false}
 `)
 	// A proxy's breaker tripped on p1.
-	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
-	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- other.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	other := f.otherInstance(t, cfg)
 	for range 5 {
 		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}})
 	}
@@ -256,4 +241,20 @@ providers:
 		}
 		return wantHold(f, "p1.k1", hold.StateHeld)()
 	})
+}
+
+// otherInstance runs a hold engine on the fleet's buckets as another
+// instance (a proxy) would, until the test ends.
+func (f *fixture) otherInstance(t *testing.T, cfg *config.Config) *fleet.Member {
+	t.Helper()
+	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
+	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return other
 }

@@ -12,14 +12,7 @@ import (
 // are of a provider this prober does not check, so no check releases them).
 func TestHoldMetrics(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1"})
-	cfg := f.config(t, `
-providers:
-  - name: p1
-    type: openai
-    base_url: {{URL}}/v1
-    keys: [{id: k1, secret: env:K1}]
-    models: [{name: gpt-4o-mini}]
-`)
+	cfg := f.config(t, oneProvider)
 	r := f.startProber(t, cfg)
 	servicetest.BreakerMetrics(t, f.nc, r.base+"/metrics", "elsewhere", "org/model-1.5")
 }
@@ -28,14 +21,17 @@ providers:
 // server's reused request buffers.
 func TestMetricsAfterConcurrentRequests(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1"})
-	cfg := f.config(t, `
+	cfg := f.config(t, oneProvider)
+	r := f.startProber(t, cfg)
+	servicetest.MetricsAfterConcurrentRequests(t, r.base, nil, []string{"/healthz", "/readyz", "/status", "/nope", "/metrics"})
+}
+
+// oneProvider is a configuration of provider p1 with key k1 (K1).
+const oneProvider = `
 providers:
   - name: p1
     type: openai
     base_url: {{URL}}/v1
     keys: [{id: k1, secret: env:K1}]
     models: [{name: gpt-4o-mini}]
-`)
-	r := f.startProber(t, cfg)
-	servicetest.MetricsAfterConcurrentRequests(t, r.base, nil, []string{"/healthz", "/readyz", "/status", "/nope", "/metrics"})
-}
+`

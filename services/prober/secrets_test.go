@@ -26,13 +26,7 @@ credentials:
 prober:
   check_interval: 100ms
   recheck_interval: 100ms
-providers:
-  - name: p1
-    type: openai
-    base_url: {{URL}}/v1
-    keys: [{id: k1, secret: env:K1}]
-    models: [{name: gpt-4o-mini}]
-`, "CRED_KEY="+credKey)
+`+oneProvider, "CRED_KEY="+credKey)
 	box, err := credentials.NewBox(cfg.Credentials.Key)
 	if err != nil {
 		t.Fatal(err)
