@@ -101,9 +101,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		pillSel    = `.provider[data-provider="openai"] .pill`
 	)
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	// text reads an element's text in one evaluation in the page: the
+	// page re-renders rows from events, so a node found by one DevTools
+	// call may be gone by the next (chromedp.Text queries, then reads)
 	text := func(sel string) string {
 		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.innerText : "(absent)" })()`, sel)
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
