@@ -230,3 +230,70 @@ func TestFleetServesWhileNATSIsDown(t *testing.T) {
 		return err == nil
 	})
 }
+
+// breakerFleet is three proxies in front of one failing key (one attempt
+// per request, fail fast once held) with a breaker of threshold n.
+func breakerFleet(t *testing.T, n int) *fleetFixture {
+	ff := newFleet(t, 3, func(c *config.Config) {
+		c.Providers[0].Keys = c.Providers[0].Keys[:1]
+		c.Retry.SameTargetAttempts = 1
+		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
+		c.Resilience.Breaker.ConsecutiveFailures = n
+	})
+	ff.openai.AddRule(fakeprovider.Rule{Status: 500})
+	return ff
+}
+
+// TestFleetBreakerCountsTheFleet: consecutive failures spread round-robin
+// over three proxies trip the breaker at the threshold (each proxy hears
+// the others' counts), not at threshold x proxies.
+func TestFleetBreakerCountsTheFleet(t *testing.T) {
+	const threshold = 5
+	ff := breakerFleet(t, threshold)
+	for i := 1; i <= 2*threshold; i++ {
+		status := ff.call(t, (i-1)%3, directBody)
+		switch {
+		case i <= threshold && status != http.StatusBadGateway:
+			t.Fatalf("request %d: status %d, want the provider's failure (502)", i, status)
+		case i > threshold && status != http.StatusServiceUnavailable:
+			t.Fatalf("request %d: status %d, want 503 (the breaker holds the provider)", i, status)
+		case i < threshold:
+			// every proxy has heard of every failure before the next request
+			for _, svc := range ff.proxies {
+				testkit.WaitFor(t, 5*time.Second, func() bool {
+					return svc.member.Engine.BreakerCount("fake-openai", "") == i
+				})
+			}
+		case i == threshold:
+			for p := range ff.proxies {
+				testkit.WaitFor(t, 5*time.Second, func() bool { return ff.holdIn(p, "fake-openai._") })
+			}
+		}
+	}
+	if n := len(ff.openai.Calls()); n != threshold {
+		t.Errorf("%d upstream calls, want %d: the fleet's %d consecutive failures trip the breaker", n, threshold, threshold)
+	}
+}
+
+// TestFleetBreakerTripsUnderLoad: with requests in flight on every proxy,
+// the breaker trips after at most the threshold plus the requests in
+// flight (each proxy counting alone took about threshold x proxies).
+func TestFleetBreakerTripsUnderLoad(t *testing.T) {
+	const threshold, workers = 8, 3
+	ff := breakerFleet(t, threshold)
+	stop := ff.load(t, workers, directBody)
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		for p := range ff.proxies {
+			if !ff.holdIn(p, "fake-openai._") {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	n := len(ff.openai.Calls())
+	t.Logf("upstream calls until the fleet held the provider: %d (threshold %d, %d in flight)", n, threshold, workers)
+	if n < threshold || n > threshold+workers {
+		t.Errorf("%d upstream calls, want between %d and %d (threshold + requests in flight)", n, threshold, threshold+workers)
+	}
+}

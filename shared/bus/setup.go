@@ -29,6 +29,12 @@ const (
 	EventsPrefix = "switchyard.events"
 	// EventsSubjects is the wildcard the events stream captures.
 	EventsSubjects = EventsPrefix + ".>"
+
+	// BreakerPrefix is the first two tokens of the subjects on which the
+	// circuit breakers share their counts (core NATS, no stream).
+	BreakerPrefix = "switchyard.breaker"
+	// BreakerSubjects is the wildcard every fleet member subscribes to.
+	BreakerSubjects = BreakerPrefix + ".>"
 )
 
 // Setup defaults and fixed settings.
@@ -182,6 +188,17 @@ func EventSubject(kind, provider, keyID string) string {
 	s := EventsPrefix + "." + kind + "." + provider
 	if keyID != "" {
 		s += "." + keyID
+	}
+	return s
+}
+
+// BreakerSubject is the subject of a breaker tally:
+// switchyard.breaker.<provider>[.<model token>], the model encoded as one
+// token (hold.EncodeToken) and present for per-model breakers only.
+func BreakerSubject(provider, modelToken string) string {
+	s := BreakerPrefix + "." + provider
+	if modelToken != "" {
+		s += "." + modelToken
 	}
 	return s
 }

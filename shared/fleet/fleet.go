@@ -1,5 +1,6 @@
 // Package fleet wires a process into the Switchyard fleet: the hold engine
-// on the shared NATS KV bucket, with events published on NATS subjects.
+// on the shared NATS KV bucket, with events published on NATS subjects and
+// circuit-breaker counts shared over switchyard.breaker.>.
 //
 // A process starts serving before NATS answers: until the buckets are bound
 // the engine's store (a holdkv.Store made unbound) reports
@@ -78,10 +79,11 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 		bound: make(chan struct{})}
 	var store hold.Store = hold.NewMemStore()
 	var emitter hold.Emitter
+	var tallies hold.TallySink
 	if o.NATS != nil {
 		m.store = holdkv.NewUnbound(o.NATS, log)
 		m.emitter = holdkv.NewEmitter(o.NATS, log)
-		store, emitter = m.store, m.emitter
+		store, emitter, tallies = m.store, m.emitter, m.emitter
 	}
 	fp := o.Fingerprint
 	if fp == nil {
@@ -91,6 +93,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 	m.Engine = hold.NewEngine(hold.EngineOptions{
 		Store:       store,
 		Emitter:     emitter,
+		Tallies:     tallies,
 		Instance:    m.Instance,
 		Clock:       o.Clock,
 		Log:         log.With("component", "hold"),
@@ -113,9 +116,18 @@ func (m *Member) Run(ctx context.Context) error {
 	// engine, which may emit until its Run returns.
 	m.emitter.Start()
 	defer m.emitter.Close()
+	// The breakers count the fleet's failures: every member applies the
+	// others' tallies (core NATS; subscribed at once, even before NATS
+	// answers, since nats.go subscribes again on connect).
+	sub, err := holdkv.SubscribeTallies(m.nc, m.Engine.ApplyTally, m.log.With("component", "breaker"))
+	if err != nil {
+		m.log.Warn("fleet: breaker tallies not subscribed; breakers count this process's failures only", "err", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.bind(ctx) })
-	err := m.Engine.Run(ctx)
+	err = m.Engine.Run(ctx)
 	wg.Wait()
 	return err
 }

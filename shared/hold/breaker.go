@@ -79,32 +79,77 @@ func (e *Engine) breakerFor(provider, model string, threshold int) *breaker {
 // count, transient failures (with a counted status, or a transport error
 // or local timeout) add one. Retrying attempts (one retry sequence counts
 // once), cancellations and failures of other classes are not counted.
+// What the breaker counted goes to the fleet as a Tally (a success only
+// when it reset a count), so every engine counts the fleet's failures.
 func (e *Engine) breakerReport(set *Settings, provider, model string, out Outcome) {
 	bp := &set.Breaker
 	if !bp.Enabled || bp.ConsecutiveFailures <= 0 || out.Retrying || out.Cancelled {
 		return
 	}
-	fn := okFn
-	if !out.OK {
-		if out.Result.Class != failure.Transient || !bp.countsForBreaker(out.Status) {
-			return
-		}
-		fn = failFn
+	if !out.OK && (out.Result.Class != failure.Transient || !bp.countsForBreaker(out.Status)) {
+		return
 	}
 	if !bp.PerModel {
 		model = ""
 	}
-	if out.OK {
-		// the common path: no breaker yet means nothing to reset
+	if n, counted := e.breakerCount(provider, model, !out.OK, bp.ConsecutiveFailures); counted && e.tally != nil {
+		e.tally.SendTally(Tally{
+			Version: TallySchemaVersion, Provider: provider, Model: model, Outcome: tallyOutcome(!out.OK),
+			Consecutive: n, Instance: e.inst, At: e.clock.Now(),
+		})
+	}
+}
+
+// breakerCount applies one outcome to the breaker of provider (and
+// model). counted reports whether it changed the count (a failure of a
+// closed breaker, a success that reset a count); n is the count after it.
+func (e *Engine) breakerCount(provider, model string, failed bool, threshold int) (n int, counted bool) {
+	if !failed {
+		// the common path: no breaker, or a count of 0, means nothing to reset
 		e.brk.mu.Lock()
 		b := e.brk.m[provider][model]
 		e.brk.mu.Unlock()
-		if b == nil {
-			return
+		if b == nil || b.cb.Counts().ConsecutiveFailures == 0 {
+			return 0, false
 		}
+		_, err := b.cb.Execute(okFn)
+		return 0, err == nil
 	}
-	b := e.breakerFor(provider, model, bp.ConsecutiveFailures)
-	_, _ = b.cb.Execute(fn)
+	b := e.breakerFor(provider, model, threshold)
+	if _, err := b.cb.Execute(failFn); err != errTransient {
+		return 0, false // open: the trip hold decides, nothing is counted
+	}
+	return int(b.cb.Counts().ConsecutiveFailures), true
+}
+
+// ApplyTally applies what another instance's breaker counted to this
+// engine's breaker of the same provider (and model), so that a breaker's
+// threshold counts consecutive failures across the fleet: a failure adds
+// one, a success resets. Tallies of this instance, or of a provider whose
+// breaker is off here, are ignored. The trip that may follow is recorded
+// like any (once fleet-wide: the first write wins).
+func (e *Engine) ApplyTally(t Tally) {
+	if t.Instance == e.inst || t.Provider == "" {
+		return
+	}
+	bp := &e.pol.For(t.Provider).Breaker
+	if !bp.Enabled || bp.ConsecutiveFailures <= 0 || bp.PerModel != (t.Model != "") {
+		return
+	}
+	e.breakerCount(t.Provider, t.Model, t.Outcome == TallyFailure, bp.ConsecutiveFailures)
+}
+
+// BreakerCount is the consecutive failures the breaker of provider (model
+// "" unless the breaker is per model) has counted, fleet-wide as far as
+// this engine has heard.
+func (e *Engine) BreakerCount(provider, model string) int {
+	e.brk.mu.Lock()
+	b := e.brk.m[provider][model]
+	e.brk.mu.Unlock()
+	if b == nil {
+		return 0
+	}
+	return int(b.cb.Counts().ConsecutiveFailures)
 }
 
 // trip turns a tripped breaker into a hold of the provider (or

@@ -107,7 +107,11 @@
 // transport errors and local timeouts, Status 0, always count). Attempts
 // reported with Outcome.Retrying (the proxy retries the same target) are
 // not counted, so one exhausted retry sequence counts once; cancellations
-// never count; successes reset the count. At consecutive_failures
+// never count; successes reset the count. The count is the fleet's: what
+// a breaker counts goes out as a Tally (EngineOptions.Tallies; a success
+// only when it reset a count) and every engine applies the others'
+// (ApplyTally), so consecutive failures spread over many processes trip it
+// at the threshold. At consecutive_failures
 // (default 5) it trips: the trip becomes a hold of the provider (or
 // provider+model), class transient, source breaker, cooldown 30 s, then one
 // probe like any hold; a failing probe doubles the cooldown up to

@@ -20,6 +20,10 @@ type EngineOptions struct {
 	Store Store
 	// Emitter publishes events; nil drops them.
 	Emitter Emitter
+	// Tallies shares what this engine's circuit breakers count with the
+	// fleet (the other engines apply it with ApplyTally); nil keeps the
+	// counts to this process.
+	Tallies TallySink
 	// Instance is this process's id (recorded_by, probe owner). Required.
 	Instance string
 	// Clock drives the ladder, leases, TTLs and the ramp; nil: SystemClock.
@@ -57,6 +61,7 @@ type EngineOptions struct {
 type Engine struct {
 	store Store
 	emit  Emitter
+	tally TallySink
 	inst  string
 	clock Clock
 	log   *slog.Logger
@@ -100,6 +105,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	e := &Engine{
 		store:    opts.Store,
 		emit:     opts.Emitter,
+		tally:    opts.Tallies,
 		inst:     opts.Instance,
 		clock:    opts.Clock,
 		log:      opts.Log,

@@ -666,3 +666,116 @@ func TestProberHasFirstClaim(t *testing.T) {
 	dueHold(t, g, failure.RateLimit)
 	eventually(t, "a caller's probe of a rate limit at once", func() bool { return g.engines[0].Admit("p", "k", "m") == AdmitProbe })
 }
+
+// tallyBus delivers every tally to every engine at once, as the fleet's
+// NATS subscription does (each engine skips its own).
+type tallyBus struct {
+	mu      sync.Mutex
+	engines []*Engine
+	sent    []Tally
+}
+
+func (b *tallyBus) SendTally(t Tally) {
+	b.mu.Lock()
+	b.sent = append(b.sent, t)
+	es := b.engines
+	b.mu.Unlock()
+	for _, e := range es {
+		e.ApplyTally(t)
+	}
+}
+
+// TestBreakerCountsTheFleet: consecutive failures spread over three
+// engines trip the breaker at the threshold, not at threshold x engines;
+// a success anywhere resets every engine's count.
+func TestBreakerCountsTheFleet(t *testing.T) {
+	bus := &tallyBus{}
+	f := newFleet(t, 3, func(o *EngineOptions) {
+		o.Policy = DefaultPolicy()
+		o.Policy.Global.CallerGrace = 0
+		o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global}
+		o.Tallies = bus
+	})
+	bus.engines = f.engines
+	transient := fail(failure.Transient, failure.ScopeNone)
+	transient.Status = 503
+	report := func(i int, out Outcome) { f.engines[i%3].Report("p", "k", "m", false, out) }
+
+	for i := range 4 {
+		report(i, transient)
+	}
+	for i, e := range f.engines {
+		if n := e.BreakerCount("p", ""); n != 4 {
+			t.Errorf("engine %d counts %d, want the fleet's 4", i, n)
+		}
+	}
+	report(3, Outcome{OK: true}) // a success at one engine resets all
+	for i, e := range f.engines {
+		if n := e.BreakerCount("p", ""); n != 0 {
+			t.Errorf("engine %d counts %d after a success, want 0", i, n)
+		}
+	}
+	okTallies := 0
+	for _, tl := range bus.sent {
+		if tl.Outcome == TallySuccess {
+			okTallies++
+		}
+	}
+	report(0, Outcome{OK: true}) // nothing to reset: no tally
+	if okTallies != 1 || bus.sent[len(bus.sent)-1].Outcome != TallySuccess {
+		t.Errorf("success tallies %d (last %+v), want 1: only a success that reset a count is sent", okTallies, bus.sent[len(bus.sent)-1])
+	}
+
+	for i := range 4 {
+		report(i, transient)
+		if len(f.engines[0].Holds()) != 0 {
+			t.Fatalf("tripped after %d failures", i+1)
+		}
+	}
+	report(1, transient) // the fifth, at the second engine
+	rec := f.stored(t, "p._")
+	if rec.Source != SourceBreaker {
+		t.Errorf("trip hold %+v", rec)
+	}
+	eventually(t, "one trip event", func() bool { return f.events.count(EventTrip, "") == 1 })
+	for i, e := range f.engines {
+		eventually(t, "every engine holds the provider", func() bool { return e.Admit("p", "k", "m") == Deny })
+		if st := e.BreakerStates()["p"]; st != "open" {
+			t.Errorf("engine %d state %q", i, st)
+		}
+	}
+	if f.events.count(EventTrip, "") != 1 {
+		t.Errorf("%d trip events, want 1", f.events.count(EventTrip, ""))
+	}
+}
+
+// TestTallyScope: a tally applies to the breaker of its scope only, and
+// the engine's own tallies are not counted twice.
+func TestTallyScope(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) {
+		o.Policy = DefaultPolicy()
+		perModel := o.Policy.Global
+		perModel.Breaker.PerModel = true
+		o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global, "q": &perModel}
+	})
+	e := f.engines[0]
+	for _, tl := range []Tally{
+		{Provider: "p", Outcome: TallyFailure, Instance: "other"},
+		{Provider: "p", Model: "m", Outcome: TallyFailure, Instance: "other"}, // p's breaker is not per model
+		{Provider: "p", Outcome: TallyFailure, Instance: e.Instance()},        // its own
+		{Provider: "q", Model: "m", Outcome: TallyFailure, Instance: "other"},
+		{Provider: "q", Outcome: TallyFailure, Instance: "other"}, // q's breaker is per model
+		{Provider: "unknown", Outcome: TallyFailure, Instance: "other"},
+	} {
+		e.ApplyTally(tl)
+	}
+	if n := e.BreakerCount("p", ""); n != 1 {
+		t.Errorf("p counts %d, want 1", n)
+	}
+	if n := e.BreakerCount("q", "m"); n != 1 {
+		t.Errorf("q/m counts %d, want 1", n)
+	}
+	if n := e.BreakerCount("q", ""); n != 0 {
+		t.Errorf("q counts %d provider-wide, want 0", n)
+	}
+}

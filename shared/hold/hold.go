@@ -310,3 +310,43 @@ type Event struct {
 type Emitter interface {
 	Emit(Event)
 }
+
+// TallySchemaVersion is the version of the Tally JSON.
+const TallySchemaVersion = 1
+
+// Tally outcomes.
+const (
+	TallyFailure = "failure"
+	TallySuccess = "success"
+)
+
+// Tally is one outcome a circuit breaker counted, shared with the fleet
+// (JSON on switchyard.breaker.<provider>[.<encoded model>], core NATS, not
+// kept in a stream): a counted failure, or a success that reset a count.
+// Every engine applies the others' tallies to its own breaker
+// (Engine.ApplyTally), so breaker.consecutive_failures counts the fleet's
+// consecutive failures, not one process's.
+type Tally struct {
+	Version  int    `json:"v"`
+	Provider string `json:"provider"`
+	// Model is set for per-model breakers (breaker.scope model).
+	Model   string `json:"model,omitempty"`
+	Outcome string `json:"outcome"` // failure or success
+	// Consecutive is the sender's count after this outcome.
+	Consecutive int       `json:"consecutive"`
+	Instance    string    `json:"instance"`
+	At          time.Time `json:"at"`
+}
+
+// TallySink sends this engine's tallies to the fleet. SendTally must not
+// block (publishers queue, or drop and count).
+type TallySink interface {
+	SendTally(Tally)
+}
+
+func tallyOutcome(failed bool) string {
+	if failed {
+		return TallyFailure
+	}
+	return TallySuccess
+}

@@ -102,43 +102,60 @@ func TestNatsCLI(t *testing.T) {
 		t.Logf("nats kv get %s %s --raw:\n%s", bus.BucketHolds, id, out)
 	})
 
+	em := NewEmitter(n.nc, testLog())
+	em.Start()
+	defer em.Close()
+
 	t.Run("sub", func(t *testing.T) {
-		cmd := cli(ctx, t, bin, url, "sub", bus.EventsSubjects, "--count", "1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		em := NewEmitter(n.nc, testLog())
-		em.Start()
-		defer em.Close()
 		ev := hold.Event{Kind: hold.EventHold, Scope: rec.Scope, Class: rec.Class, Rung: 0, Until: rec.Until,
 			Reason: rec.Reason, Code: rec.Code, Source: "proxy", RecordedBy: "proxy-a"}
-		// The CLI subscribes at some point after it starts: publish until it
-		// has one event and exits.
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for done := false; !done; {
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("nats sub: %v\n%s", err, out.String())
-				}
-				done = true
-			case <-tick.C:
-				em.Emit(ev)
-			case <-ctx.Done():
-				t.Fatalf("nats sub saw no event:\n%s", out.String())
-			}
-		}
-		got := out.String()
+		got := subOne(ctx, t, bin, url, bus.EventsSubjects, func() { em.Emit(ev) })
 		for _, want := range []string{"switchyard.events.hold.openai-eu.k1", `"kind":"hold"`, `"hold_id":"` + id + `"`, `"class":"credential_rejected"`} {
 			if !strings.Contains(got, want) {
 				t.Errorf("nats sub output lacks %s:\n%s", want, got)
 			}
 		}
-		t.Logf("nats sub %s --count 1:\n%s", bus.EventsSubjects, got)
 	})
+
+	t.Run("sub breaker", func(t *testing.T) {
+		tally := hold.Tally{Version: hold.TallySchemaVersion, Provider: "openai-eu", Outcome: hold.TallyFailure,
+			Consecutive: 3, Instance: "proxy-a", At: time.Now()}
+		got := subOne(ctx, t, bin, url, bus.BreakerSubjects, func() { em.SendTally(tally) })
+		for _, want := range []string{`"switchyard.breaker.openai-eu"`, `"outcome":"failure"`, `"consecutive":3`, `"instance":"proxy-a"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("nats sub output lacks %s:\n%s", want, got)
+			}
+		}
+	})
+}
+
+// subOne runs `nats sub <subject> --count 1` and calls publish until the
+// CLI has received one message and exited (it subscribes at some point
+// after it starts); it returns what the CLI printed.
+func subOne(ctx context.Context, t *testing.T, bin, url, subject string, publish func()) string {
+	t.Helper()
+	cmd := cli(ctx, t, bin, url, "sub", subject, "--count", "1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("nats sub: %v\n%s", err, out.String())
+			}
+			t.Logf("nats sub %s --count 1:\n%s", subject, out.String())
+			return out.String()
+		case <-tick.C:
+			publish()
+		case <-ctx.Done():
+			t.Fatalf("nats sub %s saw nothing:\n%s", subject, out.String())
+		}
+	}
 }

@@ -20,14 +20,15 @@ const DefaultEmitterQueue = 4096
 
 // Emitter is a hold.Emitter publishing JSON events on
 // bus.EventSubject(kind, provider, key id) with core NATS publishes; the
-// SWITCHYARD_EVENTS stream captures them. Emit only queues: a goroutine
-// owned by the Emitter (from Start to Close) publishes, and when the queue
-// is full events are dropped and counted (Dropped), so a request never
-// waits on NATS.
+// SWITCHYARD_EVENTS stream captures them. It is also the hold.TallySink
+// of the engine's circuit breakers (tallies on bus.BreakerSubject, no
+// stream). Emit and SendTally only queue: a goroutine owned by the Emitter
+// (from Start to Close) publishes, and when the queue is full messages are
+// dropped and counted (Dropped), so a request never waits on NATS.
 type Emitter struct {
 	nc    *nats.Conn
 	log   *slog.Logger
-	queue chan hold.Event
+	queue chan message
 	now   func() time.Time
 
 	dropped   atomic.Uint64
@@ -42,7 +43,16 @@ type Emitter struct {
 	done      chan struct{}
 }
 
-var _ hold.Emitter = (*Emitter)(nil)
+var (
+	_ hold.Emitter   = (*Emitter)(nil)
+	_ hold.TallySink = (*Emitter)(nil)
+)
+
+// message is one queued event, or one tally when tally is set.
+type message struct {
+	ev    hold.Event
+	tally *hold.Tally
+}
 
 // NewEmitter returns an Emitter on nc. It queues events at once and
 // publishes them from Start on; Close stops it. No goroutine runs before
@@ -54,7 +64,7 @@ func NewEmitter(nc *nats.Conn, log *slog.Logger) *Emitter {
 	return &Emitter{
 		nc:    nc,
 		log:   log.With("component", "events"),
-		queue: make(chan hold.Event, DefaultEmitterQueue),
+		queue: make(chan message, DefaultEmitterQueue),
 		now:   time.Now,
 		done:  make(chan struct{}),
 	}
@@ -87,6 +97,15 @@ func (e *Emitter) Emit(ev hold.Event) {
 	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential {
 		ev.HoldID = ev.Scope.ID() // hold, release, trip and probe events concern a hold
 	}
+	e.enqueue(message{ev: ev})
+}
+
+// SendTally queues a breaker tally for the fleet and returns at once.
+func (e *Emitter) SendTally(t hold.Tally) {
+	e.enqueue(message{tally: &t})
+}
+
+func (e *Emitter) enqueue(m message) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -94,10 +113,10 @@ func (e *Emitter) Emit(ev hold.Event) {
 		return
 	}
 	select {
-	case e.queue <- ev:
+	case e.queue <- m:
 	default:
 		if e.dropped.Add(1) == 1 {
-			e.log.Warn("event queue full: dropping events", "queue", cap(e.queue))
+			e.log.Warn("event queue full: dropping events and breaker tallies", "queue", cap(e.queue))
 		}
 	}
 }
@@ -132,8 +151,12 @@ func (e *Emitter) Close() {
 
 func (e *Emitter) loop() {
 	defer close(e.done)
-	for ev := range e.queue {
-		e.publish(ev)
+	for m := range e.queue {
+		if m.tally != nil {
+			e.publishTally(m.tally)
+		} else {
+			e.publish(m.ev)
+		}
 	}
 }
 
@@ -144,7 +167,23 @@ func (e *Emitter) publish(ev hold.Event) {
 		e.log.Error("encode event", "kind", ev.Kind, "err", err)
 		return
 	}
-	subject := bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key)
+	e.send(bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key), data)
+}
+
+func (e *Emitter) publishTally(t *hold.Tally) {
+	data, err := json.Marshal(t)
+	if err != nil {
+		e.log.Error("encode breaker tally", "err", err)
+		return
+	}
+	token := ""
+	if t.Model != "" {
+		token = hold.EncodeToken(t.Model)
+	}
+	e.send(bus.BreakerSubject(t.Provider, token), data)
+}
+
+func (e *Emitter) send(subject string, data []byte) {
 	if err := e.nc.Publish(subject, data); err != nil {
 		if e.failed.Add(1) == 1 || e.failed.Load()%1000 == 0 {
 			e.log.Warn("publish event", "subject", subject, "err", err, "failed", e.failed.Load())

@@ -111,10 +111,14 @@ func TestEmitterNeverBlocks(t *testing.T) {
 	}
 	defer nc.Close()
 	em := NewEmitter(nc, testLog())
-	em.queue = make(chan hold.Event, 2) // not started: the queue fills
+	em.queue = make(chan message, 2) // not started: the queue fills
 	start := time.Now()
-	for range 1000 {
-		em.Emit(hold.Event{Kind: hold.EventHealth, Scope: hold.Scope{Provider: "p"}})
+	for i := range 1000 {
+		if i%2 == 0 {
+			em.Emit(hold.Event{Kind: hold.EventHealth, Scope: hold.Scope{Provider: "p"}})
+		} else {
+			em.SendTally(hold.Tally{Provider: "p", Outcome: hold.TallyFailure})
+		}
 	}
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Fatalf("1000 Emits took %s", took)
