@@ -142,7 +142,7 @@ func TestHolds(t *testing.T) {
 		e.waitHold("openai.primary", hold.StateReleased)
 		// the proxy's table follows: the key ramps back
 		testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
-			if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+			if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); held {
 				return fmt.Errorf("still held at the proxy")
 			}
 			return nil
@@ -270,7 +270,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 		if o["circuit_state"] != "closed" || o["status"] != StatusRecovering {
 			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
 		}
-		if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+		if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); held {
 			return fmt.Errorf("proxy still holds openai")
 		}
 		return nil

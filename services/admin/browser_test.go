@@ -192,7 +192,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || !marker {
 		t.Errorf("the page reloaded (marker %v, %v)", marker, err)
 	}
-	if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); held {
+	if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); held {
 		t.Error("the proxy still holds the released key")
 	}
 	cancel()

@@ -182,7 +182,7 @@ func TestRotation(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	for {
-		if held, _ := e.proxy.Engine.Held("openai", "primary", "gpt-4o"); !held {
+		if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); !held {
 			break
 		}
 		if time.Since(start) > testTimeout {

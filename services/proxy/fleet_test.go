@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/testkit"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -296,4 +298,111 @@ func TestFleetBreakerTripsUnderLoad(t *testing.T) {
 	if n < threshold || n > threshold+workers {
 		t.Errorf("%d upstream calls, want between %d and %d (threshold + requests in flight)", n, threshold, threshold+workers)
 	}
+}
+
+// TestFleetTrySoftOneRequestPerHold: with every target of a chain held by
+// a tripped breaker, try_soft lets one request at a time per provider
+// through, fleet-wide (an early probe); the others get 503 with
+// Retry-After. When the providers recover, that probe releases the hold.
+func TestFleetTrySoftOneRequestPerHold(t *testing.T) {
+	ff := newFleet(t, 3, func(c *config.Config) {
+		c.Retry.SameTargetAttempts = 1
+		c.Resilience.AllHeldPolicy = config.AllHeldTrySoft
+		c.Resilience.Breaker.ConsecutiveFailures = 2
+	})
+	for _, f := range []*fakeprovider.Server{ff.openai, ff.anthropic} {
+		f.AddRule(fakeprovider.Rule{Status: 500, FirstByteLatency: 50 * time.Millisecond})
+	}
+	held := func() bool {
+		for p := range ff.proxies {
+			if !ff.holdIn(p, "fake-openai._") || !ff.holdIn(p, "fake-anthropic._") {
+				return false
+			}
+		}
+		return true
+	}
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		ff.call(t, 0, chatBody)
+		return held()
+	})
+	ff.openai.ResetPeak()
+	ff.anthropic.ResetPeak()
+	before := len(ff.openai.Calls()) + len(ff.anthropic.Calls())
+
+	type answer struct {
+		status     int
+		retryAfter string
+	}
+	var mu sync.Mutex
+	var answers []answer
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stopped.Store(true); wg.Wait() }) // also when a check below fails
+	for w := range 9 {
+		wg.Go(func() {
+			for !stopped.Load() {
+				req, _ := http.NewRequest(http.MethodPost, ff.urls[w%3]+"/v1/chat/completions", strings.NewReader(chatBody))
+				req.Header.Set("Authorization", "Bearer "+clientSecret)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				answers = append(answers, answer{resp.StatusCode, resp.Header.Get("Retry-After")})
+				mu.Unlock()
+			}
+		})
+	}
+	// a few probes of each provider go out, one after the other
+	testkit.WaitFor(t, 15*time.Second, func() bool {
+		return len(ff.openai.Calls())+len(ff.anthropic.Calls()) >= before+6
+	})
+	if p := ff.openai.PeakInFlight(); p != 1 {
+		t.Errorf("fake-openai: %d calls in flight at once, want 1 (one early probe at a time)", p)
+	}
+	if p := ff.anthropic.PeakInFlight(); p != 1 {
+		t.Errorf("fake-anthropic: %d calls in flight at once, want 1", p)
+	}
+	// recovered: the next probe serves and releases
+	ff.openai.ClearRules()
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		for p := range ff.proxies {
+			if liveHold(ff.proxies[p], "fake-openai._") {
+				return false
+			}
+		}
+		return true
+	})
+	stopped.Store(true)
+	wg.Wait()
+
+	counts := map[int]int{}
+	for _, a := range answers {
+		counts[a.status]++
+		if a.status == http.StatusServiceUnavailable {
+			if ra, err := strconv.Atoi(a.retryAfter); err != nil || ra < 1 {
+				t.Errorf("a 503 with Retry-After %q", a.retryAfter)
+				break
+			}
+		}
+	}
+	t.Logf("answers while every target was held: %v; upstream calls %d", counts, len(ff.openai.Calls())+len(ff.anthropic.Calls())-before)
+	if counts[http.StatusServiceUnavailable] == 0 || counts[http.StatusBadGateway] == 0 {
+		t.Errorf("answers %v: want 503s (a probe was out) and 502s (the probes' failures)", counts)
+	}
+	if counts[http.StatusOK] == 0 {
+		t.Errorf("answers %v: the recovered provider served nothing", counts)
+	}
+}
+
+// liveHold reports whether svc holds id (held or probing, not ramping).
+func liveHold(svc *Service, id string) bool {
+	for _, r := range svc.member.Engine.Holds() {
+		if r.ID == id && r.State != hold.StateReleased {
+			return true
+		}
+	}
+	return false
 }

@@ -281,7 +281,7 @@ func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
 	}
 	if r.attempts == 0 && p.denied && p.unsupported == nil && !r.expired() &&
 		r.s.policy.AllHeld == config.AllHeldTrySoft {
-		p = pass{gate: softGate{r.s.engine}, soft: true}
+		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.pass(c, steps, &p); done {
 			return out
@@ -444,20 +444,44 @@ func (s *Service) retryAfter(steps []route.Step) int {
 	return min(max(secs, lo), hi)
 }
 
-// softGate admits what the engine admits, and targets held only by soft
-// holds (a tripped breaker, a rate limit).
+// softLeaseWait bounds how long a request of the try_soft pass waits for
+// the engine to lease a soft hold (a compare-and-set in the store, about a
+// millisecond on a healthy NATS) before it is answered 503.
+const softLeaseWait = 250 * time.Millisecond
+
+// softGate admits what the engine admits, and a target held only by soft
+// holds (a tripped breaker, a rate limit) as an early probe: one request
+// at a time per hold, fleet-wide (Engine.AdmitSoft). Only requests every
+// target of which is held get here; they wait (bounded) for the lease.
 type softGate struct {
-	engine *hold.Engine
+	engine   *hold.Engine
+	deadline time.Time // the request's; zero: none
 }
 
 func (g softGate) Admit(provider, keyID, model string) hold.Admission {
 	if a := g.engine.Admit(provider, keyID, model); a != hold.Deny {
 		return a
 	}
-	if held, soft := g.engine.Held(provider, keyID, model); held && soft {
-		return hold.Admit
+	wait := softLeaseWait
+	if !g.deadline.IsZero() {
+		wait = min(wait, time.Until(g.deadline))
 	}
-	return hold.Deny
+	var timer *time.Timer
+	for {
+		a, leasing := g.engine.AdmitSoft(provider, keyID, model)
+		if leasing == nil || wait <= 0 {
+			return a
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-leasing:
+		case <-timer.C:
+			return hold.Deny
+		}
+	}
 }
 
 func bits(x uint64) int {

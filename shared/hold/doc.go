@@ -135,7 +135,8 @@
 // stated_wait_floor, jitter, ramp.start_share, ramp.duration, probe.lease,
 // breaker.{enabled, scope, consecutive_failures, cooldown, max_cooldown,
 // failure_on_statuses}, all_held_policy (for the proxy: fail_fast or
-// try_soft; Engine.Held tells whether a target's holds are all soft).
+// try_soft; Engine.AdmitSoft lets a target held only by soft holds take
+// one request at a time fleet-wide, as an early probe of those holds).
 // trip_on rules are compiled by config.Load; Config.Classifier applies
 // them. See configs/README.md.
 package hold

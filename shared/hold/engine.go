@@ -94,6 +94,7 @@ type Engine struct {
 	kick    chan struct{}
 
 	leaseReq  chan *entry
+	round     atomic.Pointer[chan struct{}] // closed after each lease try (AdmitSoft)
 	storeDown atomic.Bool
 	running   atomic.Bool
 
@@ -144,6 +145,8 @@ func NewEngine(opts EngineOptions) *Engine {
 	e.brk.m = map[string]map[string]*breaker{}
 	e.idx.Store(newIndex(rand.Uint64(), minBuckets))
 	e.provs.Store(&map[string]*provKinds{})
+	round := make(chan struct{})
+	e.round.Store(&round)
 	return e
 }
 
@@ -209,6 +212,7 @@ func (e *Engine) leaseLoop(ctx context.Context) {
 			return
 		case en := <-e.leaseReq:
 			e.takeLease(ctx, en)
+			e.endRound()
 		}
 	}
 }
@@ -229,7 +233,7 @@ func (e *Engine) takeLease(ctx context.Context, en *entry) {
 		en.wanted.Store(false)
 		return
 	}
-	_, ok, err := e.TryProbe(ctx, en.rec.ID)
+	_, ok, err := e.tryProbe(ctx, en.rec.ID, en.early.Swap(false))
 	switch {
 	case ok:
 	case errors.Is(err, ErrUnavailable) || (errors.Is(err, errPending) && e.storeDown.Load()):

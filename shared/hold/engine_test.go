@@ -779,3 +779,83 @@ func TestTallyScope(t *testing.T) {
 		t.Errorf("q counts %d provider-wide, want 0", n)
 	}
 }
+
+// admitSoft asks e.AdmitSoft until it answers without asking for a lease
+// (the test's stand-in for the proxy's bounded wait).
+func admitSoft(t *testing.T, e *Engine, key string) Admission {
+	t.Helper()
+	for range 100 {
+		a, leasing := e.AdmitSoft("p", key, "m")
+		if leasing == nil {
+			return a
+		}
+		select {
+		case <-leasing:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the lease loop never tried the lease")
+		}
+	}
+	t.Fatal("AdmitSoft kept asking for a lease")
+	return Deny
+}
+
+// TestAdmitSoft: when every target is held, a soft hold takes one request
+// at a time fleet-wide as an early probe, long before it is due; a hard
+// hold takes none; an early lease that lapses unused leaves the hold held
+// until its due time.
+func TestAdmitSoft(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	a, b := f.engines[0], f.engines[1]
+	rl := fail(failure.RateLimit, failure.ScopeKey)
+	rl.Result.RetryAfter, rl.Result.HasWait = time.Hour, true
+	a.Report("p", "k", "m", false, rl)
+	a.Report("p", "hard", "m", false, fail(failure.CredentialRejected, failure.ScopeKey))
+	f.stored(t, "p.k")
+	f.stored(t, "p.hard")
+	eventually(t, "b applies the holds", func() bool { return b.Admit("p", "k", "m") == Deny && b.Admit("p", "hard", "m") == Deny })
+
+	if got := admitSoft(t, a, "hard"); got != Deny {
+		t.Errorf("a credential hold: %v, want Deny", got)
+	}
+	if got := admitSoft(t, a, "k"); got != AdmitProbe {
+		t.Fatalf("a rate-limited key an hour before it is due: %v, want AdmitProbe (an early probe)", got)
+	}
+	if got := admitSoft(t, a, "k"); got != Deny {
+		t.Errorf("a second request while the probe is out: %v, want Deny", got)
+	}
+	eventually(t, "b sees the lease", func() bool {
+		r, err := f.store.Get(context.Background(), "p.k")
+		return err == nil && r.State == StateProbing
+	})
+	eventually(t, "b applies the lease", func() bool { return admitSoft(t, b, "k") == Deny })
+
+	// the probe fails the same way: one rung up, and the next early probe
+	// may go out once that is written
+	a.Report("p", "k", "m", true, rl)
+	eventually(t, "the probe's outcome is written", func() bool {
+		r, err := f.store.Get(context.Background(), "p.k")
+		return err == nil && r.State == StateHeld && r.Rung == 1
+	})
+	eventually(t, "b may probe next", func() bool { return admitSoft(t, b, "k") == AdmitProbe })
+
+	// b's early lease lapses unused: the hold is held until it is due,
+	// nobody's normal traffic or prober takes it for a due probe
+	eventually(t, "a applies b's lease", func() bool {
+		for _, r := range a.Holds() {
+			if r.ID == "p.k" {
+				return r.State == StateProbing && r.Probe != nil && r.Probe.Owner == b.Instance()
+			}
+		}
+		return false
+	})
+	f.clock.Advance(DefaultSettings().ProbeLease + time.Second)
+	if got := a.Admit("p", "k", "m"); got != Deny {
+		t.Errorf("after the early lease lapsed: %v, want Deny", got)
+	}
+	if _, ok, err := a.TryProbe(context.Background(), "p.k"); ok || err != nil {
+		t.Errorf("a due probe of a hold not due: ok %v, err %v", ok, err)
+	}
+	if got := admitSoft(t, a, "k"); got != AdmitProbe {
+		t.Errorf("a soft request after the lease lapsed: %v, want AdmitProbe", got)
+	}
+}

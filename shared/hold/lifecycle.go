@@ -256,13 +256,16 @@ func (e *Engine) release(rec *Record, now time.Time, set *Settings, source strin
 	rec.RampUntil = now.Add(set.RampDuration)
 }
 
-// probeable reports whether a record may be leased now.
-func probeable(rec Record, now time.Time) bool {
+// probeable reports whether a record may be leased now: it is due (held
+// past its until, or probing with a lapsed lease), or early is asked and
+// it is a soft hold (AdmitSoft: every target of a request is held).
+func probeable(rec Record, now time.Time, early bool) bool {
+	due := !now.Before(rec.Until) || early && rec.Class.Meaning().Soft && !rec.Pinned
 	switch rec.State {
 	case StateHeld:
-		return !now.Before(rec.Until)
+		return due
 	case StateProbing:
-		return rec.Probe == nil || !now.Before(rec.Probe.LeaseUntil)
+		return due && (rec.Probe == nil || !now.Before(rec.Probe.LeaseUntil))
 	}
 	return false
 }
@@ -274,6 +277,11 @@ func probeable(rec Record, now time.Time) bool {
 // with a cheap check, then calls ProbeResult; the engine uses it for the
 // caller requests Admit turns into probes.
 func (e *Engine) TryProbe(ctx context.Context, id string) (Probe, bool, error) {
+	return e.tryProbe(ctx, id, false)
+}
+
+// tryProbe is TryProbe; early also leases a soft hold before it is due.
+func (e *Engine) tryProbe(ctx context.Context, id string, early bool) (Probe, bool, error) {
 	now := e.clock.Now()
 	e.mu.Lock()
 	en := e.entries[id]
@@ -291,7 +299,7 @@ func (e *Engine) TryProbe(ctx context.Context, id string) (Probe, bool, error) {
 		}
 		rec = r
 	}
-	if !probeable(rec, now) {
+	if !probeable(rec, now, early) {
 		return Probe{}, false, nil
 	}
 	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.pol.For(rec.Scope.Provider).ProbeLease)}

@@ -23,6 +23,9 @@ type entry struct {
 
 	token  atomic.Bool // the lease's one AdmitProbe was handed out
 	wanted atomic.Bool // a lease request is queued
+	// early: the queued lease request may lease a soft hold before it is
+	// due (AdmitSoft: every target is held and a caller is waiting).
+	early atomic.Bool
 }
 
 func live(r Record) bool { return r.State == StateHeld || r.State == StateProbing }
@@ -109,6 +112,8 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 		return Deny
 	case StateProbing:
 		switch {
+		case now >= en.leaseUntil && now < en.until:
+			return Deny // an early (soft) probe's lease lapsed: held until due
 		case now >= en.leaseUntil:
 			e.wantProbe(en)
 			return Deny
@@ -152,25 +157,68 @@ func (e *Engine) wantProbe(en *entry) {
 	}
 }
 
-// Held reports whether every scope covering the target that holds it is
-// soft (a tripped breaker or a rate limit), and whether any holds it. The
-// proxy's try_soft all-held policy uses it. Allocation free.
-func (e *Engine) Held(provider, keyID, model string) (held, soft bool) {
+// AdmitSoft answers for the proxy's try_soft pass, when every target of a
+// request is held: a target whose holds are all soft (a tripped breaker, a
+// rate limit) takes one request at a time fleet-wide, as an early probe of
+// those holds. AdmitProbe: this instance holds the probe lease of every
+// live hold covering the target and this request is the probe (one
+// attempt, reported with probe=true: a success releases the holds).
+// Deny with a nil channel: a hard hold covers the target, a probe of it is
+// out somewhere in the fleet, or this instance's last word on it is not
+// written yet (a probe of it just failed here). Deny with a channel: the lease loop is
+// asked to lease the holds now (a compare-and-set in the store, off the
+// request path); the channel closes when it has tried, and the caller may
+// wait for it (bounded) and ask again. Allocation free but for the lease
+// request.
+func (e *Engine) AdmitSoft(provider, keyID, model string) (Admission, <-chan struct{}) {
 	ents, ok := e.covering(provider, keyID, model)
 	if !ok {
-		return false, false
+		return Admit, nil
 	}
-	soft = true
+	now := e.clock.Now().UnixNano()
+	round := *e.round.Load() // before asking: a lease tried from now on closes it
+	need, held := false, false
 	for _, en := range ents {
 		if en == nil || !live(en.rec) {
 			continue
 		}
 		held = true
-		if !en.rec.Class.Meaning().Soft {
-			soft = false
+		if !en.rec.Class.Meaning().Soft || en.rec.Pinned || en.pending {
+			return Deny, nil // a hard hold; or one this instance just wrote (a probe just ended here)
+		}
+		if en.rec.State == StateProbing && now < en.leaseUntil {
+			if !en.mine || en.token.Load() {
+				return Deny, nil // a probe is out
+			}
+			continue
+		}
+		en.early.Store(true)
+		e.wantProbe(en)
+		need = true
+	}
+	switch {
+	case !held:
+		return e.Admit(provider, keyID, model), nil
+	case need:
+		return Deny, round
+	}
+	got := false
+	for _, en := range ents {
+		if en != nil && live(en.rec) && en.mine && en.token.CompareAndSwap(false, true) {
+			got = true
 		}
 	}
-	return held, held && soft
+	if got {
+		return AdmitProbe, nil
+	}
+	return Deny, nil
+}
+
+// endRound closes the channel AdmitSoft handed out: the lease loop has
+// tried a lease. Only the lease loop calls it.
+func (e *Engine) endRound() {
+	next := make(chan struct{})
+	close(*e.round.Swap(&next))
 }
 
 // Holds returns a snapshot of every record in the local table (held,
@@ -252,7 +300,7 @@ func (e *Engine) indexLocked(s Scope, en *entry) {
 }
 
 // covering returns the entries of the scopes covering a target (for the
-// slower readers: Held, HeldUntil, reportProbe).
+// slower readers: AdmitSoft, HeldUntil, reportProbe).
 func (e *Engine) covering(provider, keyID, model string) ([4]*entry, bool) {
 	if e.scopes.Load() == 0 {
 		return [4]*entry{}, false

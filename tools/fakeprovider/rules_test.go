@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -727,3 +728,33 @@ func TestValidate(t *testing.T) {
 }
 
 var _ http.Handler = (*Server)(nil)
+
+// TestPeakInFlight: the server counts the provider calls it serves at
+// once (control calls aside), and ResetPeak starts over.
+func TestPeakInFlight(t *testing.T) {
+	s := start(t, Options{Name: "peak"})
+	c := client(t)
+	s.AddRule(Rule{Hang: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if resp, err := send(ctx, c, "POST", s.URL()+"/v1/chat/completions", chatBody("m", false, false), nil); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	testkit.WaitFor(t, 5*time.Second, func() bool { return s.PeakInFlight() == 3 })
+	readAll(t, call(t, c, "GET", s.URL()+"/_fake/calls", "", nil)) // not counted
+	cancel()
+	wg.Wait()
+	if p := s.PeakInFlight(); p != 3 {
+		t.Errorf("peak %d, want 3", p)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() bool { s.ResetPeak(); return s.PeakInFlight() == 0 })
+	s.ClearRules()
+	readAll(t, call(t, c, "POST", s.URL()+"/v1/chat/completions", chatBody("m", false, false), nil))
+	if p := s.PeakInFlight(); p != 1 {
+		t.Errorf("peak after one call %d, want 1", p)
+	}
+}

@@ -32,6 +32,8 @@ type Server struct {
 	inflight sync.WaitGroup
 
 	seq       atomic.Uint64
+	active    atomic.Int64  // provider API calls being served
+	peak      atomic.Int64  // the most at once since the last ResetPeak
 	done      chan struct{} // closed by Close: ends hangs and delays
 	closeOnce sync.Once
 	closeErr  error
@@ -138,8 +140,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.Done()
+	if !strings.HasPrefix(r.URL.Path, "/_fake/") {
+		n := s.active.Add(1)
+		defer s.active.Add(-1)
+		for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+		}
+	}
 	s.handler.ServeHTTP(w, r)
 }
+
+// PeakInFlight is the most provider API calls (the control endpoint
+// aside) the server was serving at once since it started or since the
+// last ResetPeak.
+func (s *Server) PeakInFlight() int { return int(s.peak.Load()) }
+
+// ResetPeak starts PeakInFlight over from the calls being served now.
+func (s *Server) ResetPeak() { s.peak.Store(s.active.Load()) }
 
 func (s *Server) enter() bool {
 	s.mu.Lock()
