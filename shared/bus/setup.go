@@ -22,6 +22,17 @@ const (
 	BucketLeases = "switchyard_leases"
 	// BucketCredentials keeps encrypted rotated secrets, a few revisions each.
 	BucketCredentials = "switchyard_credentials"
+	// BucketLimits keeps what each proxy's callers consumed against their
+	// plans' limits, per client, window and instance (per-key TTL).
+	BucketLimits = "switchyard_limits"
+
+	// StreamUsage keeps one usage record per request, published under
+	// UsageSubjects.
+	StreamUsage = "SWITCHYARD_USAGE"
+	// UsagePrefix is the first two tokens of every usage subject.
+	UsagePrefix = "switchyard.usage"
+	// UsageSubjects is the wildcard the usage stream captures.
+	UsageSubjects = UsagePrefix + ".>"
 
 	// StreamEvents captures every event published under EventsSubjects.
 	StreamEvents = "SWITCHYARD_EVENTS"
@@ -41,6 +52,12 @@ const (
 const (
 	// DefaultEventsMaxAge is how long the events stream keeps an event.
 	DefaultEventsMaxAge = 7 * 24 * time.Hour
+	// DefaultUsageMaxAge is how long the usage stream keeps a record.
+	DefaultUsageMaxAge = 30 * 24 * time.Hour
+	// UsageDuplicateWindow is how long the usage stream remembers a
+	// record's id (its request id), so a record published again after a
+	// lost acknowledgement is stored once.
+	UsageDuplicateWindow = 10 * time.Minute
 	// LimitMarkerTTL is how long the TTL buckets keep the marker left by an
 	// expired key. It makes per-key TTLs possible and lets watchers see
 	// expiries (as purges); a watcher that was away for longer than this
@@ -63,11 +80,15 @@ type SetupOptions struct {
 	// EventsMaxAge is the events stream's retention; 0 means
 	// DefaultEventsMaxAge.
 	EventsMaxAge time.Duration
+	// UsageMaxAge is the usage stream's retention (metering.retention); 0
+	// means DefaultUsageMaxAge.
+	UsageMaxAge time.Duration
 }
 
-// SetupOptionsFrom takes Replicas and Storage from the nats config section.
-func SetupOptionsFrom(cfg config.NATS) SetupOptions {
-	return SetupOptions{Replicas: cfg.Replicas, Storage: cfg.Storage}
+// SetupOptionsFrom takes Replicas and Storage from the nats config section
+// and the usage stream's retention from metering.retention.
+func SetupOptionsFrom(cfg *config.Config) SetupOptions {
+	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage, UsageMaxAge: cfg.Metering.Retention}
 }
 
 // Resources are the buckets and stream returned by Setup.
@@ -76,7 +97,9 @@ type Resources struct {
 	Health      jetstream.KeyValue
 	Leases      jetstream.KeyValue
 	Credentials jetstream.KeyValue
+	Limits      jetstream.KeyValue
 	Events      jetstream.Stream
+	Usage       jetstream.Stream
 }
 
 // Setup creates the Switchyard buckets and events stream, or binds to them
@@ -92,7 +115,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		ctx, cancel = context.WithTimeout(ctx, DefaultSetupTimeout)
 		defer cancel()
 	}
-	kvs, stream, err := Configs(opts)
+	kvs, streams, err := Configs(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +125,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		BucketHealth:      &res.Health,
 		BucketLeases:      &res.Leases,
 		BucketCredentials: &res.Credentials,
+		BucketLimits:      &res.Limits,
 	}
 	for _, cfg := range kvs {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
@@ -110,23 +134,26 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		}
 		*dst[cfg.Bucket] = kv
 	}
-	s, err := js.CreateOrUpdateStream(ctx, stream)
-	if err != nil {
-		return nil, fmt.Errorf("bus: set up stream %s: %w", stream.Name, err)
+	dstStream := map[string]*jetstream.Stream{StreamEvents: &res.Events, StreamUsage: &res.Usage}
+	for _, cfg := range streams {
+		s, err := js.CreateOrUpdateStream(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("bus: set up stream %s: %w", cfg.Name, err)
+		}
+		*dstStream[cfg.Name] = s
 	}
-	res.Events = s
 	return res, nil
 }
 
 // Configs returns the bucket and stream configurations Setup applies, for
 // documentation, tests and deployment tooling.
-func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, jetstream.StreamConfig, error) {
+func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamConfig, error) {
 	replicas := opts.Replicas
 	if replicas == 0 {
 		replicas = 1
 	}
 	if replicas < 1 || replicas > 5 {
-		return nil, jetstream.StreamConfig{}, fmt.Errorf("bus: setup: replicas must be between 1 and 5, got %d", replicas)
+		return nil, nil, fmt.Errorf("bus: setup: replicas must be between 1 and 5, got %d", replicas)
 	}
 	var storage jetstream.StorageType
 	switch strings.ToLower(opts.Storage) {
@@ -135,11 +162,15 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, jetstream.StreamCon
 	case "memory":
 		storage = jetstream.MemoryStorage
 	default:
-		return nil, jetstream.StreamConfig{}, fmt.Errorf("bus: setup: storage must be file or memory, got %q", opts.Storage)
+		return nil, nil, fmt.Errorf("bus: setup: storage must be file or memory, got %q", opts.Storage)
 	}
 	maxAge := opts.EventsMaxAge
 	if maxAge <= 0 {
 		maxAge = DefaultEventsMaxAge
+	}
+	usageAge := opts.UsageMaxAge
+	if usageAge <= 0 {
+		usageAge = DefaultUsageMaxAge
 	}
 	ttlBucket := func(name, desc string) jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{
@@ -155,6 +186,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, jetstream.StreamCon
 		ttlBucket(BucketHolds, "Switchyard hold records: key <provider>.<key id|_>[.<model>], JSON value"),
 		ttlBucket(BucketHealth, "Switchyard health records per provider and target"),
 		ttlBucket(BucketLeases, "Switchyard probe and check leases (per-key TTL)"),
+		ttlBucket(BucketLimits, "Switchyard plan consumption: key <client>.<counter>.<window>.<instance>, per-key TTL"),
 		{
 			Bucket:      BucketCredentials,
 			Description: "Switchyard rotated secrets, encrypted",
@@ -163,17 +195,27 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, jetstream.StreamCon
 			Replicas:    replicas,
 		},
 	}
-	stream := jetstream.StreamConfig{
+	streams := []jetstream.StreamConfig{{
 		Name:        StreamEvents,
-		Description: "Switchyard events (hold, release, trip, probe, health, credential)",
+		Description: "Switchyard events (hold, release, trip, probe, health, credential, budget)",
 		Subjects:    []string{EventsSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
 		Storage:     storage,
 		Replicas:    replicas,
-	}
-	return kvs, stream, nil
+	}, {
+		Name:        StreamUsage,
+		Description: "Switchyard usage records, one per request: subject switchyard.usage.<provider>.<client>",
+		Subjects:    []string{UsageSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      usageAge,
+		Duplicates:  UsageDuplicateWindow,
+		Storage:     storage,
+		Replicas:    replicas,
+	}}
+	return kvs, streams, nil
 }
 
 // EventSubject is the subject of an event:

@@ -45,6 +45,7 @@ func TestSetup(t *testing.T) {
 		{res.Health, BucketHealth, 1, LimitMarkerTTL},
 		{res.Leases, BucketLeases, 1, LimitMarkerTTL},
 		{res.Credentials, BucketCredentials, CredentialsHistory, 0},
+		{res.Limits, BucketLimits, 1, LimitMarkerTTL},
 	}
 	for _, b := range buckets {
 		t.Run(b.name, func(t *testing.T) {
@@ -88,6 +89,25 @@ func TestSetup(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The usage stream captures usage records and stores a record
+	// published twice (same request id) once.
+	info, err = res.Usage.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.Config; c.Name != StreamUsage || len(c.Subjects) != 1 || c.Subjects[0] != "switchyard.usage.>" ||
+		c.MaxAge != DefaultUsageMaxAge || c.Duplicates != UsageDuplicateWindow {
+		t.Fatalf("usage stream config %+v", c)
+	}
+	for range 2 {
+		if _, err := js.Publish(ctx, "switchyard.usage.openai.team", []byte(`{"v":1}`), jetstream.WithMsgID("req_1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err = res.Usage.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("usage stream: %v, %d records, want 1", err, info.State.Msgs)
+	}
 }
 
 func TestConfigs(t *testing.T) {
@@ -106,7 +126,7 @@ func TestConfigs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kvs, stream, err := Configs(tt.opts)
+			kvs, streams, err := Configs(tt.opts)
 			if tt.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("err = %v, want %q", err, tt.want)
@@ -125,13 +145,21 @@ func TestConfigs(t *testing.T) {
 					t.Errorf("%s: per-key TTLs need History 1, got %d", kv.Bucket, kv.History)
 				}
 			}
-			if stream.Replicas != replicas || stream.Storage != tt.storage || stream.MaxAge != tt.maxAge {
-				t.Errorf("stream: %+v", stream)
+			if len(streams) != 2 {
+				t.Fatalf("%d streams, want events and usage", len(streams))
+			}
+			for _, s := range streams {
+				if s.Replicas != replicas || s.Storage != tt.storage {
+					t.Errorf("stream %s: %+v", s.Name, s)
+				}
+			}
+			if streams[0].MaxAge != tt.maxAge || streams[1].MaxAge != DefaultUsageMaxAge {
+				t.Errorf("max ages %s, %s", streams[0].MaxAge, streams[1].MaxAge)
 			}
 		})
 	}
-	o := SetupOptionsFrom(config.NATS{Replicas: 3, Storage: "memory"})
-	if o.Replicas != 3 || o.Storage != "memory" {
+	o := SetupOptionsFrom(&config.Config{NATS: config.NATS{Replicas: 3, Storage: "memory"}, Metering: config.Metering{Retention: time.Hour}})
+	if o.Replicas != 3 || o.Storage != "memory" || o.UsageMaxAge != time.Hour {
 		t.Fatalf("SetupOptionsFrom: %+v", o)
 	}
 }

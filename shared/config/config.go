@@ -34,6 +34,11 @@ type Config struct {
 	Clients   []ClientKey         `koanf:"clients"`
 	// Credentials configures secrets rotated through the admin API.
 	Credentials Credentials `koanf:"credentials"`
+	// Metering configures usage records; Plans the limits client keys
+	// name; Prices override the bundled price table.
+	Metering Metering        `koanf:"metering"`
+	Plans    map[string]Plan `koanf:"plans"`
+	Prices   []Price         `koanf:"prices"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -340,6 +345,9 @@ type ClientKey struct {
 	// Models the key may use: model names, aliases, "chain:<name>",
 	// "<provider>/*", or "*" for all.
 	Models []string `koanf:"models"`
+	// Plan names the plan (plans.<name>) whose limits the key's requests
+	// count against; "" for none.
+	Plan string `koanf:"plan"`
 
 	// Value is the resolved secret, filled in by Load.
 	Value Secret `koanf:"-"`

@@ -32,6 +32,12 @@ func Defaults() *Config {
 			StreamIdle: 30 * time.Second,
 			Connect:    10 * time.Second,
 		},
+		Metering: Metering{
+			Retention:            30 * 24 * time.Hour,
+			Buffer:               100_000,
+			LimitsInterval:       250 * time.Millisecond,
+			EstimateOutputTokens: 1024,
+		},
 		Retry: Retry{
 			SameTargetAttempts: 2,
 			BackoffBase:        100 * time.Millisecond,

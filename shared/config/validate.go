@@ -86,6 +86,9 @@ func (c *Config) Validate() error {
 	v.aliases()
 	v.chains()
 	v.clients()
+	v.plans()
+	v.prices()
+	v.metering()
 	v.adminSection()
 	return errors.Join(v.errs...)
 }

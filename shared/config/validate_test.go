@@ -159,6 +159,18 @@ func TestValidationErrors(t *testing.T) {
 		{"prober lease ttl", "\nprober:\n  lease_ttl: 1500ms", nil, `prober.lease_ttl: must be whole seconds, at least 1s, got 1.5s`},
 		{"prober jitter", "\nprober:\n  jitter: 1", nil, `prober.jitter: must be from 0 to below 1, got 1`},
 		{"prober unhealthy_after", "\nprober:\n  unhealthy_after: 0", nil, `prober.unhealthy_after: must be >= 1, got 0`},
+		{"client unknown plan", "\nplans:\n  pro: {requests_per_minute: 60}\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], plan: gold}", nil, `clients[0].plan: no plan named "gold" (plans: [pro])`},
+		{"plan negative limit", "\nplans:\n  pro: {tokens_per_minute: -1}", nil, `plans.pro.tokens_per_minute: must be >= 0 (0: no limit), got -1`},
+		{"plan negative budget", "\nplans:\n  pro: {budget: {month: -5}}", nil, `plans.pro.budget.month: must be >= 0 (0: no budget), got -5`},
+		{"plan unknown chain", "\nplans:\n  pro: {models: ['chain:x']}", nil, `plans.pro.models[0]: "chain:x": no chain named "x"`},
+		{"plan name", "\nplans:\n  'gold plan': {requests_per_minute: 1}", nil, `plans.gold plan: plan name "gold plan" must match`},
+		{"price without model", "\nprices:\n  - {input: 1}", nil, `prices[0].model: must be set`},
+		{"price without prices", "\nprices:\n  - {model: m}", nil, `prices[0]: sets no price: give input and/or output (USD per million tokens)`},
+		{"price negative", "\nprices:\n  - {model: m, input: 1, cached_input: -0.5}", nil, `prices[0].cached_input: must be >= 0, got -0.5`},
+		{"price unknown provider", "\nprices:\n  - {provider: nobody, model: m, input: 1}", nil, `prices[0].provider: no provider named "nobody"`},
+		{"price provider type", "\nprices:\n  - {provider_type: opnai, model: m, input: 1}", nil, `prices[0].provider_type: unknown value "opnai" ` + types},
+		{"metering interval", "\nmetering:\n  limits_interval: 1ms", nil, `metering.limits_interval: must be >= 10ms, got 1ms`},
+		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,7 +75,7 @@ func New(cfg *config.Config, o Options) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: hold policy: %w", err)
 	}
-	m := &Member{Instance: InstanceID(o.Service), nc: o.NATS, opts: bus.SetupOptionsFrom(cfg.NATS), log: log,
+	m := &Member{Instance: InstanceID(o.Service), nc: o.NATS, opts: bus.SetupOptionsFrom(cfg), log: log,
 		bound: make(chan struct{})}
 	var store hold.Store = hold.NewMemStore()
 	var emitter hold.Emitter

@@ -75,7 +75,7 @@ func TestNatsCLI(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		for _, b := range []string{bus.BucketHolds, bus.BucketHealth, bus.BucketLeases, bus.BucketCredentials} {
+		for _, b := range []string{bus.BucketHolds, bus.BucketHealth, bus.BucketLeases, bus.BucketCredentials, bus.BucketLimits} {
 			if !strings.Contains(string(out), b) {
 				t.Errorf("nats kv ls does not list %s:\n%s", b, out)
 			}

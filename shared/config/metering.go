@@ -1,0 +1,166 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Metering configures the usage records the proxies publish (one per
+// request, on the SWITCHYARD_USAGE stream) and how they share what their
+// callers consumed for the plans' limits.
+type Metering struct {
+	// Enabled publishes usage records; on by default. Plan limits work
+	// either way.
+	Enabled *bool `koanf:"enabled"`
+	// Retention is how long the SWITCHYARD_USAGE stream keeps a record
+	// (the admin's usage queries reach back this far).
+	Retention time.Duration `koanf:"retention"`
+	// Buffer is how many records a proxy keeps while NATS does not take
+	// them; beyond it new records are dropped (and counted).
+	Buffer int `koanf:"buffer"`
+	// LimitsInterval is how often a proxy reports its callers' consumption
+	// to the fleet (the switchyard_limits bucket); a limit may be overshot
+	// by at most the requests in flight and one interval's consumption.
+	LimitsInterval time.Duration `koanf:"limits_interval"`
+	// EstimateOutputTokens is the output a request without max_tokens is
+	// assumed to produce when its cost is estimated against a budget.
+	EstimateOutputTokens int `koanf:"estimate_output_tokens"`
+}
+
+// IsEnabled reports whether usage records are published.
+func (m Metering) IsEnabled() bool { return m.Enabled == nil || *m.Enabled }
+
+// Plan is a set of limits that client keys name (clients[].plan). Zero
+// limits are no limit.
+type Plan struct {
+	// Models the plan allows (the same forms as clients[].models); a
+	// client key of the plan may use what both its own list and the
+	// plan's allow. Empty: every model the key allows.
+	Models             []string `koanf:"models"`
+	RequestsPerMinute  int      `koanf:"requests_per_minute"`
+	TokensPerMinute    int      `koanf:"tokens_per_minute"`
+	ConcurrentRequests int      `koanf:"concurrent_requests"`
+	// Budget caps spend per calendar period (UTC), in the price table's
+	// currency (USD).
+	Budget Budget `koanf:"budget"`
+}
+
+// Budget is spend per period; 0: no cap for that period.
+type Budget struct {
+	Day   float64 `koanf:"day"`
+	Week  float64 `koanf:"week"`
+	Month float64 `koanf:"month"`
+}
+
+// Price is one entry of the price table, in USD per million tokens. It
+// overrides the bundled table for its model. Provider (a configured
+// provider's name) or ProviderType narrows it; neither: the model on any
+// provider. Unset cached_input and cache_write cost as input, reasoning as
+// output.
+type Price struct {
+	Provider     string   `koanf:"provider"`
+	ProviderType string   `koanf:"provider_type"`
+	Model        string   `koanf:"model"`
+	Input        *float64 `koanf:"input"`
+	Output       *float64 `koanf:"output"`
+	CachedInput  *float64 `koanf:"cached_input"`
+	CacheWrite   *float64 `koanf:"cache_write"`
+	Reasoning    *float64 `koanf:"reasoning"`
+}
+
+// Plan returns the plan a client key names, or nil.
+func (c *Config) Plan(name string) *Plan {
+	if p, ok := c.Plans[name]; ok {
+		return &p
+	}
+	return nil
+}
+
+func (v *validator) metering() {
+	m := v.cfg.Metering
+	if m.Retention <= 0 {
+		v.add("metering.retention", "must be > 0, got %s", m.Retention)
+	}
+	if m.Buffer <= 0 {
+		v.add("metering.buffer", "must be > 0, got %d", m.Buffer)
+	}
+	if m.LimitsInterval < 10*time.Millisecond {
+		v.add("metering.limits_interval", "must be >= 10ms, got %s", m.LimitsInterval)
+	}
+	if m.EstimateOutputTokens < 0 {
+		v.add("metering.estimate_output_tokens", "must be >= 0, got %d", m.EstimateOutputTokens)
+	}
+}
+
+func (v *validator) plans() {
+	names := make([]string, 0, len(v.cfg.Plans))
+	for n := range v.cfg.Plans {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := v.cfg.Plans[n]
+		at := "plans." + n
+		if !idRE.MatchString(n) {
+			v.add(at, "plan name %q must match %s", n, idRE)
+		}
+		for j, m := range p.Models {
+			v.clientModel(fmt.Sprintf("%s.models[%d]", at, j), m)
+		}
+		for key, val := range map[string]int{
+			"requests_per_minute": p.RequestsPerMinute, "tokens_per_minute": p.TokensPerMinute,
+			"concurrent_requests": p.ConcurrentRequests,
+		} {
+			if val < 0 {
+				v.add(at+"."+key, "must be >= 0 (0: no limit), got %d", val)
+			}
+		}
+		for key, val := range map[string]float64{"day": p.Budget.Day, "week": p.Budget.Week, "month": p.Budget.Month} {
+			if val < 0 {
+				v.add(at+".budget."+key, "must be >= 0 (0: no budget), got %g", val)
+			}
+		}
+	}
+	for i, cl := range v.cfg.Clients {
+		if cl.Plan != "" && v.cfg.Plan(cl.Plan) == nil {
+			v.add(fmt.Sprintf("clients[%d].plan", i), "no plan named %q (plans: %s)", cl.Plan, joinOrNone(names))
+		}
+	}
+}
+
+func (v *validator) prices() {
+	for i, p := range v.cfg.Prices {
+		at := fmt.Sprintf("prices[%d]", i)
+		if p.Model == "" {
+			v.add(at+".model", "must be set")
+		}
+		if p.Provider != "" {
+			if _, ok := v.models[p.Provider]; !ok && !slices.Contains(v.cfg.Skipped, p.Provider) {
+				v.add(at+".provider", "no provider named %q", p.Provider)
+			}
+		}
+		if p.ProviderType != "" {
+			v.oneOf(at+".provider_type", p.ProviderType, ProviderTypes...)
+		}
+		if p.Input == nil && p.Output == nil {
+			v.add(at, "sets no price: give input and/or output (USD per million tokens)")
+		}
+		for key, val := range map[string]*float64{
+			"input": p.Input, "output": p.Output, "cached_input": p.CachedInput,
+			"cache_write": p.CacheWrite, "reasoning": p.Reasoning,
+		} {
+			if val != nil && *val < 0 {
+				v.add(at+"."+key, "must be >= 0, got %g", *val)
+			}
+		}
+	}
+}
+
+func joinOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none configured"
+	}
+	return fmt.Sprint(names)
+}
