@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/usage"
 )
 
 // The JetStream resources every Switchyard service shares. The names are
@@ -29,10 +30,9 @@ const (
 	// StreamUsage keeps one usage record per request, published under
 	// UsageSubjects.
 	StreamUsage = "SWITCHYARD_USAGE"
-	// UsagePrefix is the first two tokens of every usage subject.
-	UsagePrefix = "switchyard.usage"
-	// UsageSubjects is the wildcard the usage stream captures.
-	UsageSubjects = UsagePrefix + ".>"
+	// UsageSubjects is the wildcard the usage stream captures
+	// (usage.Subject names a record's subject).
+	UsageSubjects = usage.SubjectPrefix + ".>"
 
 	// StreamEvents captures every event published under EventsSubjects.
 	StreamEvents = "SWITCHYARD_EVENTS"

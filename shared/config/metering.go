@@ -141,7 +141,10 @@ func (v *validator) prices() {
 				v.add(at+".provider", "no provider named %q", p.Provider)
 			}
 		}
-		if p.ProviderType != "" {
+		switch {
+		case p.ProviderType != "" && p.Provider != "":
+			v.add(at+".provider_type", "give provider or provider_type, not both (a provider has one type)")
+		case p.ProviderType != "":
 			v.oneOf(at+".provider_type", p.ProviderType, ProviderTypes...)
 		}
 		if p.Input == nil && p.Output == nil {

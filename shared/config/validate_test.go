@@ -169,6 +169,7 @@ func TestValidationErrors(t *testing.T) {
 		{"price negative", "\nprices:\n  - {model: m, input: 1, cached_input: -0.5}", nil, `prices[0].cached_input: must be >= 0, got -0.5`},
 		{"price unknown provider", "\nprices:\n  - {provider: nobody, model: m, input: 1}", nil, `prices[0].provider: no provider named "nobody"`},
 		{"price provider type", "\nprices:\n  - {provider_type: opnai, model: m, input: 1}", nil, `prices[0].provider_type: unknown value "opnai" ` + types},
+		{"price provider and type", "\nprices:\n  - {provider: openai, provider_type: openai, model: m, input: 1}", nil, `prices[0].provider_type: give provider or provider_type, not both`},
 		{"metering interval", "\nmetering:\n  limits_interval: 1ms", nil, `metering.limits_interval: must be >= 10ms, got 1ms`},
 		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},
 	}
