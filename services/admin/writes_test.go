@@ -105,7 +105,7 @@ func TestWritesQueuedWhileJetStreamDown(t *testing.T) {
 	e.readyz(http.StatusServiceUnavailable, jsDownBody)
 
 	// JetStream takes writes again: every queued change lands as answered
-	if _, err := bus.Setup(context.Background(), js, bus.SetupOptionsFrom(e.cfg.NATS)); err != nil {
+	if _, err := bus.Setup(context.Background(), js, bus.SetupOptionsFrom(e.cfg)); err != nil {
 		t.Fatal(err)
 	}
 	e.readyz(http.StatusOK, readyBody)
