@@ -169,6 +169,8 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
+	r.tokens, r.tokensOK = provider.ResponseUsage(a.Format(), respBody)
+	r.estOut = int64(len(out) / 4)
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
@@ -202,6 +204,7 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 
 func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.provider = t.step.Provider.Name
+	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	c.Set(headerProvider, t.step.Provider.Name)
 	c.Set(headerKeyID, t.key.ID)
 	c.Set(headerModel, t.step.Model)

@@ -13,6 +13,7 @@ import (
 // clientKey is a gateway key a caller may present, with what it may use.
 type clientKey struct {
 	id        string
+	plan      string // "" for none
 	all       bool
 	models    map[string]bool // names, aliases, "chain:<name>"
 	providers map[string]bool // "<provider>/*"
@@ -29,7 +30,7 @@ func newClientKeys(cfg *config.Config) *clientKeys {
 	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, models: map[string]bool{}, providers: map[string]bool{}}
+		k := &clientKey{id: c.ID, plan: c.Plan, models: map[string]bool{}, providers: map[string]bool{}}
 		for _, m := range c.Models {
 			switch {
 			case m == "*":

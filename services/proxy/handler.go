@@ -21,19 +21,21 @@ import (
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/usage"
 )
 
 // endpoint is one of the proxy's inference routes.
 type endpoint struct {
 	name   string
+	path   string
 	format provider.Format // the caller's wire format
 	op     provider.Op
 }
 
 var (
-	epChat       = &endpoint{name: "chat.completions", format: provider.FormatOpenAI, op: provider.OpChat}
-	epMessages   = &endpoint{name: "messages", format: provider.FormatAnthropic, op: provider.OpChat}
-	epEmbeddings = &endpoint{name: "embeddings", format: provider.FormatOpenAI, op: provider.OpEmbeddings}
+	epChat       = &endpoint{name: "chat.completions", path: "/v1/chat/completions", format: provider.FormatOpenAI, op: provider.OpChat}
+	epMessages   = &endpoint{name: "messages", path: "/v1/messages", format: provider.FormatAnthropic, op: provider.OpChat}
+	epEmbeddings = &endpoint{name: "embeddings", path: "/v1/embeddings", format: provider.FormatOpenAI, op: provider.OpEmbeddings}
 )
 
 // Response headers naming what served a request.
@@ -63,6 +65,24 @@ type request struct {
 	resolved string
 	provider string
 	class    string
+
+	// For the usage record (meter.go): the caller's key, whether the
+	// request reached routing (only those are metered), the caller's
+	// client type, what served it, its tokens and timings.
+	client      *clientKey
+	routed      bool
+	clientType  string
+	keyID       string // of the target that served
+	upModel     string // the model as the provider that served names it
+	provType    string
+	tokens      usage.Tokens
+	tokensOK    bool  // the provider reported usage
+	estIn       int64 // estimated input tokens (the body's size / 4)
+	estOut      int64 // estimated output tokens (when none reported)
+	callerUsage bool  // the caller asked for stream usage (stream_options.include_usage)
+	ttft        time.Duration
+	streamDone  bool // the stream reached its terminal event
+	cancelled   bool // the caller hung up
 
 	attempts int
 	last     *attemptError // the last failure, for the final error message
@@ -114,6 +134,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 func (r *request) serve(c *fiber.Ctx) outcome {
 	s, ep := r.s, r.ep
 	client, ok := s.clients.authenticate(c)
+	r.client = client
 	if !ok {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
@@ -201,9 +222,64 @@ func (r *request) finish(status int) {
 	r.record(status)
 }
 
-// record counts the request in the metrics.
+// record counts the request in the metrics and, when it reached routing,
+// meters it (one usage record).
 func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
+	if r.routed {
+		rec := r.usageRecord(status)
+		r.s.meter.observe(&rec)
+	}
+}
+
+// usageRecord is the request's usage record: what served it, its tokens
+// (the provider's, else estimated: input from the body's size, output from
+// the answer's), their cost at the price table's prices (unknown: nil) and
+// its timings.
+func (r *request) usageRecord(status int) usage.Record {
+	rec := usage.Record{
+		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.clientType,
+		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.attempts, Status: status,
+		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.ttft.Microseconds()) / 1000,
+		Stream: r.stream, StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),
+		Tokens: r.tokens,
+	}
+	if r.client != nil {
+		rec.ClientID, rec.Plan = r.client.id, r.client.plan
+	}
+	switch {
+	case r.provider != "":
+		rec.Provider, rec.ProviderType, rec.Model, rec.KeyID = r.provider, r.provType, r.upModel, r.keyID
+	case r.last != nil:
+		t := r.last.t
+		rec.Provider, rec.ProviderType, rec.Model, rec.KeyID = t.step.Provider.Name, t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
+	}
+	if class := r.outcomeClass(status); class != classOK {
+		rec.Class = class
+	}
+	if status == fiber.StatusOK && !r.tokensOK {
+		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.estIn, Output: r.estOut}, true
+	}
+	if status == fiber.StatusOK || r.tokensOK {
+		if usd, ok := r.s.meter.prices.Cost(rec.Provider, rec.ProviderType, rec.Model, rec.Tokens); ok {
+			rec.CostUSD = &usd
+		}
+	}
+	return rec
+}
+
+// outcomeClass is the request's outcome class (switchyard_requests_total's
+// class label; the usage record's class unless ok).
+func (r *request) outcomeClass(status int) string {
+	switch {
+	case r.class != "":
+		return r.class
+	case status == fiber.StatusOK:
+		return classOK
+	case r.last != nil:
+		return r.last.result.Class.String()
+	}
+	return classUnavailable
 }
 
 // logInfo logs an Info line about a served request, building nothing when
@@ -275,6 +351,14 @@ type outcome struct {
 // rate limit) in declared order, so that bookkeeping never makes things
 // worse than having no breaker.
 func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
+	r.routed = true
+	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
+	r.estIn = int64(len(r.body) / 4)
+	if r.stream && r.ep.format == provider.FormatOpenAI {
+		if so, _, _, ok := jsonfield.Find(r.body, "stream_options"); ok {
+			r.callerUsage = jsonfield.Bool(so, "include_usage")
+		}
+	}
 	p := pass{gate: r.s.engine}
 	if out, done := r.pass(c, steps, &p); done {
 		return out
@@ -524,12 +608,17 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 // bodyFor returns the request body for a step: the caller's body with the
 // model renamed, or translated into the provider's format.
 func (r *request) bodyFor(step *route.Step) ([]byte, error) {
-	pf := step.Provider.Adapter.Format()
+	a := step.Provider.Adapter
+	pf := a.Format()
 	if pf == r.ep.format {
-		if step.Upstream == r.model {
-			return r.body, nil
+		body := r.body
+		if r.stream && pf == provider.FormatOpenAI {
+			body = streamOptionsFor(a, body, r.callerUsage)
 		}
-		return jsonfield.SetString(make([]byte, 0, len(r.body)+len(step.Upstream)), r.body, "model", step.Upstream), nil
+		if step.Upstream == r.model {
+			return body, nil
+		}
+		return jsonfield.SetString(make([]byte, 0, len(body)+len(step.Upstream)), body, "model", step.Upstream), nil
 	}
 	if r.translated[pf] == nil && r.transErr[pf] == nil {
 		r.translated[pf], r.transErr[pf] = translateRequest(r.ep.format, r.body, step.Upstream)
@@ -537,8 +626,35 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 	if r.transErr[pf] != nil {
 		return nil, r.transErr[pf]
 	}
-	// The translation carries the first translated step's model name.
-	return jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream), nil
+	// The translation carries the first translated step's model name (and
+	// asks OpenAI-format streams for their usage).
+	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
+	if r.stream && a.RejectsStreamOptions() {
+		body = jsonfield.Delete(nil, body, "stream_options")
+	}
+	return body, nil
+}
+
+// streamOptionsFor is an OpenAI-format stream request's body for a
+// provider: one that refuses stream_options (Mistral, which reports usage
+// anyway) gets none; one that reports a stream's usage only when asked
+// gets stream_options.include_usage unless the caller asked already (the
+// relay then keeps the usage chunk from a caller that did not ask).
+func streamOptionsFor(a *provider.Adapter, body []byte, callerAsked bool) []byte {
+	switch {
+	case a.RejectsStreamOptions():
+		if _, _, _, ok := jsonfield.Find(body, "stream_options"); ok {
+			return jsonfield.Delete(make([]byte, 0, len(body)), body, "stream_options")
+		}
+	case a.StreamUsageOption() && !callerAsked:
+		so, _, _, ok := jsonfield.Find(body, "stream_options")
+		if !ok || len(so) == 0 || so[0] != '{' {
+			so = []byte("{}")
+		}
+		opts := jsonfield.SetRaw(make([]byte, 0, len(so)+24), so, "include_usage", []byte("true"))
+		return jsonfield.SetRaw(make([]byte, 0, len(body)+len(opts)+20), body, "stream_options", opts)
+	}
+	return body
 }
 
 func requestID(given string) string {

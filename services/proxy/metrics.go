@@ -113,7 +113,7 @@ func (m *proxyMetrics) modelLabel(model string) string {
 }
 
 func (m *proxyMetrics) request(r *request, status int) {
-	model, provider, class := r.resolved, r.provider, r.class
+	model, provider, class := r.resolved, r.provider, r.outcomeClass(status)
 	if model == "" {
 		model = modelUnknown
 	} else {
@@ -121,16 +121,6 @@ func (m *proxyMetrics) request(r *request, status int) {
 	}
 	if provider == "" {
 		provider = providerNone
-	}
-	if class == "" {
-		switch {
-		case status == fiber.StatusOK:
-			class = classOK
-		case r.last != nil:
-			class = r.last.result.Class.String()
-		default:
-			class = classUnavailable
-		}
 	}
 	st := "other"
 	if status >= 0 && status < len(m.statuses) {

@@ -55,6 +55,7 @@ type Service struct {
 	secretsLoaded chan struct{}
 	secretsOnce   sync.Once
 	metrics       *proxyMetrics
+	meter         *meter
 	started       time.Time
 	modelsBody    [2][]byte // by provider.Format of the caller
 	baseCtx       context.Context
@@ -99,6 +100,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})
 	s.metrics = newProxyMetrics(s)
+	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
 	s.buildModelLists()
 	s.app = s.newApp()
 	return s, nil
@@ -202,6 +204,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.runCredentials(engineCtx) })
 		if s.passive != nil {
 			wg.Go(func() { s.runPassive(engineCtx) })
+		}
+		if s.meter.pub != nil {
+			wg.Go(func() { s.meter.pub.run(engineCtx, s.member.Bound()) })
 		}
 	}
 	s.awaitFleet(ctx)

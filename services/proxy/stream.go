@@ -40,8 +40,12 @@ type relay struct {
 	conv     translate.StreamConverter // nil when formats match
 	first    []byte                    // the first events, already converted
 	done     bool                      // terminal event seen
-	upErr    bool                      // the upstream reported an error in the stream
-	atEOF    bool                      // the upstream body was read to its end
+	// dropUsage: the proxy asked the upstream for the stream's usage
+	// (stream_options.include_usage) and the caller did not: the usage
+	// chunk is read, not relayed.
+	dropUsage bool
+	upErr     bool // the upstream reported an error in the stream
+	atEOF     bool // the upstream body was read to its end
 }
 
 // maxPreamble bounds the opening events held back before a stream is
@@ -59,6 +63,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr()), rd: rd,
 		idleFor: up.streamIdle, upFormat: pf}
+	rl.dropUsage = pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)
 		closeBodyStream(resp, atEOF)
@@ -98,6 +103,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		}
 	}
 	r.s.metrics.firstToken(t.step.Provider.Name, time.Since(sent))
+	r.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
 }
 
@@ -118,6 +124,12 @@ func (rl *relay) armIdle() {
 // convert turns one upstream event into the caller's frames and notes
 // terminal and error events.
 func (rl *relay) convert(ev sse.Event) []byte {
+	if got, only := provider.EventUsage(rl.upFormat, ev.Name, ev.Data, &rl.r.tokens); got {
+		rl.r.tokensOK = true
+		if only && rl.dropUsage {
+			return nil
+		}
+	}
 	kind := provider.InspectEvent(rl.upFormat, ev.Name, ev.Data)
 	if kind == provider.EventError {
 		rl.upErr = true
@@ -240,8 +252,11 @@ func (rl *relay) run(w *bufio.Writer) {
 	}
 	status := http.StatusOK
 	pi, ki := rl.t.step.Provider.Index, rl.t.key.Index()
+	r.estOut = int64(events) // about a token per content event
+	r.streamDone = rl.done && !rl.upErr
 	switch {
 	case clientGone:
+		r.cancelled = true
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
 	case rl.done || rl.upErr:
 		flush(true)

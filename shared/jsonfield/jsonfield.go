@@ -88,10 +88,27 @@ func Bool(obj []byte, key string) bool {
 // s (appended when absent). s must not need escaping beyond quotes and
 // backslashes; other control characters are escaped as \u00XX.
 func SetString(dst, obj []byte, key, s string) []byte {
+	return set(dst, obj, key, s, nil, true)
+}
+
+// SetRaw returns obj with the top-level field key set to raw, a valid JSON
+// value (inserted first when absent).
+func SetRaw(dst, obj []byte, key string, raw []byte) []byte {
+	return set(dst, obj, key, "", raw, false)
+}
+
+// set writes obj with key set to the string s (quoted) or to raw.
+func set(dst, obj []byte, key, s string, raw []byte, quoted bool) []byte {
+	value := func(dst []byte) []byte {
+		if quoted {
+			return appendQuoted(dst, s)
+		}
+		return append(dst, raw...)
+	}
 	_, start, end, ok := Find(obj, key)
 	if ok {
 		dst = append(dst, obj[:start]...)
-		dst = appendQuoted(dst, s)
+		dst = value(dst)
 		return append(dst, obj[end:]...)
 	}
 	// Insert right after the opening brace.
@@ -102,7 +119,7 @@ func SetString(dst, obj []byte, key, s string) []byte {
 	dst = append(dst, obj[:i+1]...)
 	dst = appendQuoted(dst, key)
 	dst = append(dst, ':')
-	dst = appendQuoted(dst, s)
+	dst = value(dst)
 	rest := obj[i+1:]
 	if j := skipWS(rest, 0); j < len(rest) && rest[j] != '}' {
 		dst = append(dst, ',')

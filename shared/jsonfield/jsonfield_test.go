@@ -91,3 +91,25 @@ func BenchmarkString(b *testing.B) {
 		String(obj, "model")
 	}
 }
+
+func TestSetRaw(t *testing.T) {
+	tests := []struct{ obj, key, raw, want string }{
+		{`{"a":1,"b":{"x":1}}`, "b", `{"y":2}`, `{"a":1,"b":{"y":2}}`},
+		{`{"a":1}`, "b", `true`, `{"b":true,"a":1}`},
+		{` { } `, "b", `null`, ` {"b":null } `},
+	}
+	for _, tt := range tests {
+		if got := string(SetRaw(nil, []byte(tt.obj), tt.key, []byte(tt.raw))); got != tt.want {
+			t.Errorf("SetRaw(%s, %s, %s) = %s, want %s", tt.obj, tt.key, tt.raw, got, tt.want)
+		}
+	}
+}
+
+func BenchmarkSetString(b *testing.B) {
+	obj := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}],"stream":true}`)
+	dst := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = SetString(dst[:0], obj, "model", "gpt-4o-2024-08-06")
+	}
+}

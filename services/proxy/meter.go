@@ -1,0 +1,262 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/usage"
+)
+
+// meter turns each routed request into one usage record: published to
+// the SWITCHYARD_USAGE stream (when NATS and metering are on) and counted
+// in Prometheus (tokens and cost by provider, model and client). The
+// request path only fills a record and queues it: nothing waits on NATS.
+type meter struct {
+	prices *usage.Table
+	pub    *usagePublisher // nil: records are not published
+	tokens *prometheus.CounterVec
+	cost   *prometheus.CounterVec
+	// unpriced counts requests whose model has no price (cost unknown).
+	unpriced *prometheus.CounterVec
+}
+
+// tokenKinds are the token categories of switchyard_tokens_total.
+var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "reasoning"}
+
+func newMeter(cfg *config.Config, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) *meter {
+	m := &meter{prices: usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))}
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "tokens_total",
+		Help: "Tokens the providers reported (or the gateway estimated), by provider, provider model, client key id (none) and kind: input (not cached), cached_input, cache_write, output (not reasoning), reasoning.",
+	}, []string{"provider", "model", "client", "kind"})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "cost_usd_total",
+		Help: "Cost in USD of the tokens above at the price table's prices, by provider, provider model and client key id.",
+	}, []string{"provider", "model", "client"})
+	m.unpriced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "unpriced_requests_total",
+		Help: "Requests served by a model without a price (their cost is unknown, not 0), by provider and provider model.",
+	}, []string{"provider", "model"})
+	reg.MustRegister(m.tokens, m.cost, m.unpriced)
+	if nc != nil && cfg.Metering.IsEnabled() {
+		m.pub = newUsagePublisher(nc, cfg.Metering.Buffer, reg, log)
+	}
+	return m
+}
+
+// priceEntries converts the configured prices to price table entries.
+func priceEntries(prices []config.Price) []usage.Entry {
+	rate := func(p *float64) usage.Rate {
+		if p == nil {
+			return usage.Rate{}
+		}
+		return usage.Given(*p)
+	}
+	val := func(p *float64) float64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	out := make([]usage.Entry, 0, len(prices))
+	for _, p := range prices {
+		out = append(out, usage.Entry{Provider: p.Provider, ProviderType: p.ProviderType, Model: p.Model,
+			Price: usage.Price{Input: val(p.Input), Output: val(p.Output), CachedInput: rate(p.CachedInput),
+				CacheWrite: rate(p.CacheWrite), Reasoning: rate(p.Reasoning)}})
+	}
+	return out
+}
+
+// observe counts a finished record in Prometheus and queues it.
+func (m *meter) observe(rec *usage.Record) {
+	if rec.Provider != "" && rec.Attempts > 0 {
+		client := rec.ClientID
+		if client == "" {
+			client = providerNone
+		}
+		t := rec.Tokens
+		for i, n := range [...]int64{t.Input, t.CachedInput, t.CacheWrite, t.Output, t.Reasoning} {
+			if n > 0 {
+				m.tokens.WithLabelValues(rec.Provider, rec.Model, client, tokenKinds[i]).Add(float64(n))
+			}
+		}
+		switch {
+		case rec.CostUSD != nil:
+			m.cost.WithLabelValues(rec.Provider, rec.Model, client).Add(*rec.CostUSD)
+		case t != (usage.Tokens{}):
+			m.unpriced.WithLabelValues(rec.Provider, rec.Model).Inc()
+		}
+	}
+	if m.pub != nil {
+		m.pub.add(rec)
+	}
+}
+
+// usagePublisher publishes usage records to the SWITCHYARD_USAGE stream
+// from a bounded queue, with JetStream acknowledgements: a record that was
+// not acknowledged is published again (the stream's duplicate window on
+// the request id keeps it once). While NATS does not take records they
+// wait in the queue; when the queue is full new records are dropped and
+// counted.
+type usagePublisher struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	log   *slog.Logger
+	queue chan usage.Record
+
+	published, dropped prometheus.Counter
+}
+
+// usageBatch is how many records are in flight to JetStream at once.
+const usageBatch = 256
+
+func newUsagePublisher(nc *nats.Conn, buffer int, reg *prometheus.Registry, log *slog.Logger) *usagePublisher {
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(usageBatch),
+		jetstream.WithPublishAsyncTimeout(5*time.Second))
+	p := &usagePublisher{nc: nc, js: js, log: log.With("component", "metering"), queue: make(chan usage.Record, buffer)}
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "usage_records_total",
+		Help: "Usage records acknowledged by the SWITCHYARD_USAGE stream (published), or dropped because metering.buffer was full.",
+	}, []string{"outcome"})
+	p.published, p.dropped = records.WithLabelValues("published"), records.WithLabelValues("dropped")
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricNamespace, Name: "usage_records_pending",
+		Help: "Usage records waiting to be published (at most metering.buffer).",
+	}, func() float64 { return float64(len(p.queue)) })
+	reg.MustRegister(records, pending)
+	return p
+}
+
+// add queues a record, or drops it when the queue is full. It never blocks.
+func (p *usagePublisher) add(rec *usage.Record) {
+	select {
+	case p.queue <- *rec:
+	default:
+		p.dropped.Inc()
+	}
+}
+
+// run publishes queued records once the stream exists (bound) until ctx
+// ends, then for up to two seconds more: what is left then is lost with
+// the process, and logged.
+func (p *usagePublisher) run(ctx context.Context, bound <-chan struct{}) {
+	select {
+	case <-bound:
+	case <-ctx.Done():
+		p.drain(bound)
+		return
+	}
+	batch := make([]usage.Record, 0, usageBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			p.drain(bound)
+			return
+		case rec := <-p.queue:
+			batch = p.fill(append(batch[:0], rec))
+		}
+		p.deliver(ctx, batch)
+	}
+}
+
+// fill adds what is queued to batch, up to usageBatch records.
+func (p *usagePublisher) fill(batch []usage.Record) []usage.Record {
+	for len(batch) < usageBatch {
+		select {
+		case rec := <-p.queue:
+			batch = append(batch, rec)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// deliver publishes batch until every record is acknowledged or ctx ends,
+// backing off while NATS does not answer.
+func (p *usagePublisher) deliver(ctx context.Context, batch []usage.Record) {
+	wait := 100 * time.Millisecond
+	for len(batch) > 0 {
+		left := p.publish(ctx, batch)
+		if len(left) == 0 {
+			return
+		}
+		if len(left) == len(batch) && wait == 100*time.Millisecond {
+			p.log.Warn("usage records not acknowledged by the stream; keeping them and retrying",
+				"records", len(left), "queued", len(p.queue), "nats_connected", p.nc.IsConnected())
+		}
+		batch = left
+		select {
+		case <-ctx.Done():
+			// back to the queue for the drain (or dropped when it is full)
+			for i := range batch {
+				p.add(&batch[i])
+			}
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// publish sends batch asynchronously and waits for the acknowledgements; it
+// returns the records that were not acknowledged (compacted into batch).
+func (p *usagePublisher) publish(ctx context.Context, batch []usage.Record) []usage.Record {
+	futures := make([]jetstream.PubAckFuture, len(batch))
+	for i := range batch {
+		data, err := json.Marshal(&batch[i])
+		if err != nil {
+			p.log.Error("encode usage record", "request_id", batch[i].RequestID, "err", err)
+			continue
+		}
+		msg := &nats.Msg{Subject: usage.Subject(batch[i].Provider, batch[i].ClientID), Data: data}
+		if f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(batch[i].RequestID)); err == nil {
+			futures[i] = f
+		}
+	}
+	left := batch[:0]
+	for i, f := range futures {
+		if f == nil {
+			left = append(left, batch[i])
+			continue
+		}
+		select {
+		case <-f.Ok():
+			p.published.Inc()
+		case <-f.Err():
+			left = append(left, batch[i])
+		case <-ctx.Done():
+			left = append(left, batch[i])
+		}
+	}
+	return left
+}
+
+// drain publishes what is queued for up to two seconds after shutdown.
+func (p *usagePublisher) drain(bound <-chan struct{}) {
+	select {
+	case <-bound:
+	default:
+		if n := len(p.queue); n > 0 {
+			p.log.Warn("usage records lost at shutdown: the stream was never reachable", "records", n)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	batch := make([]usage.Record, 0, usageBatch)
+	for len(p.queue) > 0 && ctx.Err() == nil {
+		batch = p.fill(batch[:0])
+		if left := p.publish(ctx, batch); len(left) > 0 {
+			p.log.Warn("usage records lost at shutdown", "records", len(left)+len(p.queue))
+			return
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
+	"switchyard.dev/shared/usage"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// meterFixture is the proxy fixture on a real NATS server, with prices for
+// the fake models.
+type meterFixture struct {
+	*fixture
+	ns *server.Server
+	js jetstream.JetStream
+}
+
+func fptr(v float64) *float64 { return &v }
+
+func newMeterFixture(t *testing.T, tweak ...func(*config.Config)) *meterFixture {
+	t.Helper()
+	oa, an := startFakes(t)
+	f := &fixture{openai: oa, anthropic: an, cfg: baseConfig(oa, an)}
+	f.cfg.Prices = []config.Price{
+		{Provider: "fake-openai", Model: "demo-model", Input: fptr(1), Output: fptr(4)},
+		{ProviderType: "anthropic", Model: "claude-upstream", Input: fptr(3), Output: fptr(15)},
+	}
+	f.cfg.Clients[0].Plan = "pro"
+	f.cfg.Plans = map[string]config.Plan{"pro": {}}
+	for _, fn := range tweak {
+		fn(f.cfg)
+	}
+	mf := &meterFixture{fixture: f}
+	mf.ns = startNATS(t, t.TempDir(), "127.0.0.1:0")
+	t.Cleanup(func() { natsembed.Stop(mf.ns) })
+	nc, js := testkit.ConnectNATS(t, mf.ns.ClientURL())
+	mf.js = js
+	f.svc, f.url = startService(t, f.cfg, Deps{Log: testLogger(t), NATS: nc})
+	select {
+	case <-f.svc.member.Bound():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy never bound the fleet's buckets")
+	}
+	return mf
+}
+
+// records waits until the usage stream holds n records and returns them.
+func (mf *meterFixture) records(t *testing.T, n int) []usage.Record {
+	t.Helper()
+	return readUsage(t, mf.js, n)
+}
+
+func readUsage(t *testing.T, js jetstream.JetStream, n int) []usage.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		s, err := js.Stream(ctx, bus.StreamUsage)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != uint64(n) {
+			return fmt.Errorf("%d usage records, want %d", info.State.Msgs, n)
+		}
+		return nil
+	})
+	c, err := js.OrderedConsumer(ctx, bus.StreamUsage, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []usage.Record
+	for len(out) < n {
+		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("read usage record %d: %v", len(out)+1, err)
+		}
+		var rec usage.Record
+		if err := json.Unmarshal(msg.Data(), &rec); err != nil {
+			t.Fatalf("usage record %s: %v", msg.Data(), err)
+		}
+		if want := usage.Subject(rec.Provider, rec.ClientID); msg.Subject() != want {
+			t.Errorf("record on %s, want %s", msg.Subject(), want)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func costOf(rec usage.Record) string {
+	if rec.CostUSD == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%.9f", *rec.CostUSD)
+}
+
+// TestUsageRecords: every request that reaches routing gives one usage
+// record on SWITCHYARD_USAGE with who called, what served it, the tokens
+// the provider reported and their cost; requests refused before routing
+// give none.
+func TestUsageRecords(t *testing.T) {
+	mf := newMeterFixture(t)
+	ua := "OpenAI/Python 1.54.4"
+
+	// 1. non-stream chat, priced
+	status, _, body := mf.call(t, "/v1/chat/completions", directBody, "User-Agent", ua)
+	if status != 200 {
+		t.Fatalf("chat: %d %s", status, body)
+	}
+	var resp struct {
+		Usage struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	// 2. refused before routing: no record
+	if status, _, _ := mf.call(t, "/v1/chat/completions", `{"model":"nope","messages":[]}`); status != 404 {
+		t.Fatalf("unknown model: %d", status)
+	}
+	// 3. a stream to Anthropic through /v1/messages
+	mf.call(t, "/v1/messages", `{"model":"fake-anthropic/demo-claude","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`,
+		"User-Agent", "claude-cli/1.0.83 (external, cli)")
+	// 4. embeddings, not priced
+	if status, _, b := mf.call(t, "/v1/embeddings", `{"model":"demo-embed","input":["a b c","d e"]}`); status != 200 {
+		t.Fatalf("embeddings: %d %s", status, b)
+	}
+	// 5. every key refuses: a failed request
+	mf.openai.AddRule(fakeprovider.Rule{Error: "openai.invalid_api_key", Times: 2})
+	if status, _, _ := mf.call(t, "/v1/chat/completions", directBody); status < 400 {
+		t.Fatalf("failing request: %d", status)
+	}
+
+	recs := mf.records(t, 4)
+	chat, msgs, embed, failed := recs[0], recs[1], recs[2], recs[3]
+	if chat.V != usage.SchemaVersion || chat.RequestID == "" || chat.ClientID != "team" || chat.Plan != "pro" ||
+		chat.ClientType != usage.ClientOpenAISDKPython || chat.Endpoint != "/v1/chat/completions" ||
+		chat.ModelRequested != "fake-openai/demo-model" || chat.Provider != "fake-openai" || chat.ProviderType != "openai" ||
+		chat.Model != "demo-model" || chat.KeyID == "" || chat.Attempts != 1 || chat.Status != 200 || chat.Class != "" ||
+		chat.Stream || chat.TokensEstimated || chat.LatencyMS <= 0 {
+		t.Errorf("chat record %+v", chat)
+	}
+	if chat.Tokens.TotalInput() != resp.Usage.PromptTokens || chat.Tokens.TotalOutput() != resp.Usage.CompletionTokens || chat.Tokens.Output == 0 {
+		t.Errorf("chat tokens %+v, the provider said %+v", chat.Tokens, resp.Usage)
+	}
+	wantCost := (float64(chat.Tokens.Input)*1 + float64(chat.Tokens.Output)*4) / 1e6
+	if chat.CostUSD == nil || math.Abs(*chat.CostUSD-wantCost) > 1e-12 {
+		t.Errorf("chat cost %s, want %.9f", costOf(chat), wantCost)
+	}
+
+	if msgs.Endpoint != "/v1/messages" || msgs.Provider != "fake-anthropic" || msgs.ProviderType != "anthropic" ||
+		msgs.Model != "claude-upstream" || !msgs.Stream || !msgs.StreamCompleted || msgs.TTFTMS <= 0 ||
+		msgs.ClientType != usage.ClientClaudeCode || msgs.TokensEstimated || msgs.Tokens.Input == 0 || msgs.Tokens.Output == 0 {
+		t.Errorf("messages stream record %+v", msgs)
+	}
+	if want := (float64(msgs.Tokens.Input)*3 + float64(msgs.Tokens.Output)*15) / 1e6; msgs.CostUSD == nil || math.Abs(*msgs.CostUSD-want) > 1e-12 {
+		t.Errorf("messages cost %s, want %.9f (provider type price)", costOf(msgs), want)
+	}
+
+	if failed.Status < 400 || failed.Class != "credential_rejected" || failed.Attempts != 2 || failed.Provider != "fake-openai" ||
+		failed.CostUSD != nil || failed.Tokens != (usage.Tokens{}) {
+		t.Errorf("failed record %+v", failed)
+	}
+	if embed.Endpoint != "/v1/embeddings" || embed.Model != "demo-embed-model" || embed.Tokens.Input == 0 || embed.CostUSD != nil {
+		t.Errorf("embeddings record %+v (no price: cost null)", embed)
+	}
+
+	// Prometheus: tokens and cost by provider, model and client
+	m, err := servicetest.Scrape(mf.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`switchyard_tokens_total{client="team",kind="output",model="demo-model",provider="fake-openai"} %d`, chat.Tokens.Output),
+		`switchyard_cost_usd_total{client="team",model="demo-model",provider="fake-openai"}`,
+		`switchyard_unpriced_requests_total{model="demo-embed-model",provider="fake-openai"} 1`,
+		`switchyard_usage_records_total{outcome="published"} 4`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestStreamUsage: the proxy asks an OpenAI-format upstream for a stream's
+// usage; a caller that did not ask does not get the usage chunk, one that
+// asked does; the record has the provider's counts either way. A provider
+// that refuses stream_options (Mistral) gets none.
+func TestStreamUsage(t *testing.T) {
+	mf := newMeterFixture(t, func(c *config.Config) {
+		m := c.Providers[0]
+		m.Name, m.Type = "fake-mistral", "mistral"
+		c.Providers = append(c.Providers, m)
+	})
+	usageChunks := func(body string) int {
+		_, events := mf.stream(t, "/v1/chat/completions", body)
+		n := 0
+		for _, ev := range events {
+			if strings.Contains(ev.data, `"usage":{`) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := usageChunks(`{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hello"}]}`); n != 0 {
+		t.Errorf("a caller that did not ask got %d usage chunks", n)
+	}
+	if n := usageChunks(`{"model":"fake-openai/demo-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`); n != 1 {
+		t.Errorf("a caller that asked got %d usage chunks, want 1", n)
+	}
+	usageChunks(`{"model":"fake-mistral/demo-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`)
+
+	calls := mf.openai.Calls()
+	if len(calls) != 3 {
+		t.Fatalf("%d upstream calls", len(calls))
+	}
+	for i, want := range []string{`"stream_options":{"include_usage":true}`, `"stream_options":{"include_usage":true}`, ""} {
+		got := string(calls[i].Body)
+		if want != "" && !strings.Contains(got, want) || want == "" && strings.Contains(got, "stream_options") {
+			t.Errorf("upstream body %d: %s (want stream_options %q)", i, got, want)
+		}
+	}
+	recs := mf.records(t, 3)
+	for i, rec := range recs[:2] {
+		if rec.TokensEstimated || rec.Tokens.Input == 0 || rec.Tokens.Output == 0 || !rec.StreamCompleted || rec.CostUSD == nil {
+			t.Errorf("stream record %d: %+v", i, rec)
+		}
+	}
+	// the fake (an OpenAI flavour) sends no usage unasked: estimated
+	if rec := recs[2]; !rec.TokensEstimated || rec.Tokens.Output == 0 || rec.Provider != "fake-mistral" {
+		t.Errorf("mistral record %+v, want estimated tokens", rec)
+	}
+}
+
+// TestUsageSurvivesANATSOutage: records of requests served while NATS is
+// down wait in the proxy and reach the stream once it is back, once each.
+func TestUsageSurvivesANATSOutage(t *testing.T) {
+	dir, addr := t.TempDir(), testkit.FreeAddr(t)
+	ns := startNATS(t, dir, addr)
+	oa, an := startFakes(t)
+	cfg := baseConfig(oa, an)
+	nc, _ := testkit.ConnectNATS(t, ns.ClientURL())
+	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
+	<-svc.member.Bound()
+	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
+	f.call(t, "/v1/chat/completions", directBody)
+	natsembed.Stop(ns)
+	testkit.WaitFor(t, 5*time.Second, func() bool { return !nc.IsConnected() })
+	for range 5 {
+		if status, _, b := f.call(t, "/v1/chat/completions", directBody); status != 200 {
+			t.Fatalf("while NATS is down: %d %s", status, b)
+		}
+	}
+	ns = startNATS(t, dir, addr)
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	_, js := testkit.ConnectNATS(t, ns.ClientURL())
+	recs := readUsage(t, js, 6)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.RequestID] {
+			t.Errorf("record %s stored twice", r.RequestID)
+		}
+		seen[r.RequestID] = true
+	}
+}
+
+// TestUsageBufferBound: with NATS unreachable, records beyond
+// metering.buffer are dropped and counted; requests are served.
+func TestUsageBufferBound(t *testing.T) {
+	oa, an := startFakes(t)
+	cfg := baseConfig(oa, an)
+	cfg.Metering.Buffer = 2
+	cfg.Proxy.StartupWait = 0
+	nc, err := nats.Connect("nats://"+testkit.FreeAddr(t), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	svc, url := startService(t, cfg, Deps{Log: testLogger(t), NATS: nc})
+	f := &fixture{openai: oa, anthropic: an, cfg: cfg, url: url, svc: svc}
+	for range 5 {
+		if status, _, b := f.call(t, "/v1/chat/completions", directBody); status != 200 {
+			t.Fatalf("%d %s", status, b)
+		}
+	}
+	m, err := servicetest.Scrape(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`switchyard_usage_records_total{outcome="dropped"} 3`, `switchyard_usage_records_pending 2`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		for _, l := range strings.Split(m, "\n") {
+			if strings.Contains(l, "usage_records") {
+				t.Log(l)
+			}
+		}
+	}
+}

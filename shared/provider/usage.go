@@ -1,0 +1,170 @@
+package provider
+
+import (
+	"bytes"
+	"strconv"
+
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/usage"
+)
+
+// StreamUsageOption reports whether an OpenAI-format stream reports its
+// usage only when asked with stream_options.include_usage (and accepts the
+// option). Mistral rejects the option (422 extra_forbidden) and always
+// reports usage; Azure accepts it from api-version 2024-09-01 on; Anthropic
+// streams always report usage in their own events.
+func (a *Adapter) StreamUsageOption() bool {
+	switch {
+	case a.format != FormatOpenAI || a.typ == "mistral":
+		return false
+	case a.typ == "azure":
+		return a.apiVersion >= "2024-09-01"
+	}
+	return true
+}
+
+// RejectsStreamOptions reports whether the provider refuses a request
+// carrying stream_options (Mistral): the proxy drops the field for it.
+func (a *Adapter) RejectsStreamOptions() bool {
+	return a.typ == "mistral" || a.typ == "azure" && a.apiVersion < "2024-09-01"
+}
+
+// ResponseUsage reads the token usage a provider reports in a response body
+// in format f (chat completions and embeddings in OpenAI's format, messages
+// in Anthropic's). ok is false when the body reports none.
+func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
+	u, _, _, found := jsonfield.Find(body, "usage")
+	if !found || len(u) == 0 || u[0] != '{' {
+		return usage.Tokens{}, false
+	}
+	return usageObject(f, u, usage.Tokens{})
+}
+
+// usageObject converts a usage object in format f; for Anthropic, counts
+// the object does not give keep their value in prev (message_delta gives
+// output_tokens, and in newer API versions the input counts again).
+func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
+	if f == FormatAnthropic {
+		in, okIn := intField(u, "input_tokens")
+		out, okOut := intField(u, "output_tokens")
+		read, okRead := intField(u, "cache_read_input_tokens")
+		write, okWrite := intField(u, "cache_creation_input_tokens")
+		if !okIn && !okOut && !okRead && !okWrite {
+			return prev, false
+		}
+		t := prev
+		if okIn {
+			t.Input = max(in, 0)
+		}
+		if okOut {
+			t.Output = max(out, 0)
+		}
+		if okRead {
+			t.CachedInput = max(read, 0)
+		}
+		if okWrite {
+			t.CacheWrite = max(write, 0)
+		}
+		return t, true
+	}
+	prompt, okP := intField(u, "prompt_tokens")
+	completion, okC := intField(u, "completion_tokens")
+	if !okP && !okC {
+		return prev, false
+	}
+	var cached, reasoning int64
+	if d, _, _, ok := jsonfield.Find(u, "prompt_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+		cached, _ = intField(d, "cached_tokens")
+	}
+	if d, _, _, ok := jsonfield.Find(u, "completion_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+		reasoning, _ = intField(d, "reasoning_tokens")
+	}
+	return usage.OpenAIUsage(prompt, cached, completion, reasoning), true
+}
+
+var (
+	usageKey         = []byte(`"usage"`)
+	emptyChoicesJSON = []byte("[]")
+)
+
+// EventUsage reads the token usage one stream event in format f reports
+// and merges it into t: OpenAI's usage chunk (stream_options.include_usage;
+// some providers put usage on their last content chunk), Anthropic's
+// message_start (input side) and message_delta (output, cumulative). ok
+// reports that the event carried usage. usageOnly is true for an OpenAI
+// chunk that carries usage and no choices (the chunk include_usage adds).
+func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly bool) {
+	i := bytes.Index(data, usageKey)
+	if i < 0 || nullAfterKey(data[i+len(usageKey):]) {
+		return false, false // most chunks: no usage, or "usage":null
+	}
+	if f == FormatAnthropic {
+		obj := data
+		if string(name) == "message_start" || name == nil && bytes.Contains(data, []byte(`"message_start"`)) {
+			m, _, _, found := jsonfield.Find(data, "message")
+			if !found || len(m) == 0 || m[0] != '{' {
+				return false, false
+			}
+			obj = m
+		}
+		u, _, _, found := jsonfield.Find(obj, "usage")
+		if !found || len(u) == 0 || u[0] != '{' {
+			return false, false
+		}
+		var got bool
+		*t, got = usageObject(f, u, *t)
+		return got, false
+	}
+	u, _, _, found := jsonfield.Find(data, "usage")
+	if !found || len(u) == 0 || u[0] != '{' {
+		return false, false
+	}
+	var got bool
+	if *t, got = usageObject(f, u, *t); !got {
+		return false, false
+	}
+	c, _, _, found := jsonfield.Find(data, "choices")
+	return true, found && bytes.Equal(bytes.TrimSpace(c), emptyChoicesJSON) || !found
+}
+
+// nullAfterKey reports whether rest (what follows a key) is `: null`.
+func nullAfterKey(rest []byte) bool {
+	i := 0
+	for i < len(rest) && (rest[i] == ' ' || rest[i] == ':') {
+		i++
+	}
+	return bytes.HasPrefix(rest[i:], []byte("null"))
+}
+
+// intField reads the integer top-level field key of the JSON object obj
+// (a whole number written as a float, 12.0, is read too).
+func intField(obj []byte, key string) (int64, bool) {
+	v, _, _, ok := jsonfield.Find(obj, key)
+	if !ok || len(v) == 0 {
+		return 0, false
+	}
+	var n int64
+	i, neg := 0, v[0] == '-'
+	if neg {
+		i = 1
+	}
+	digits := 0
+	for ; i < len(v) && v[i] >= '0' && v[i] <= '9' && digits < 18; i++ {
+		n = n*10 + int64(v[i]-'0')
+		digits++
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if i < len(v) {
+		fl, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return 0, false
+		}
+		return int64(fl), true
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
