@@ -10,13 +10,38 @@ import (
 	"switchyard.dev/shared/config"
 )
 
-// clientKey is a gateway key a caller may present, with what it may use.
+// clientKey is a gateway key a caller may present, with what it may use:
+// what its own models list allows and, when its plan lists models, what
+// the plan allows too.
 type clientKey struct {
-	id        string
-	plan      string // "" for none
+	id   string
+	plan string // "" for none
+	own  modelSet
+	// planModels is nil when the plan does not restrict models.
+	planModels *modelSet
+}
+
+// modelSet is a models list: names, aliases, "chain:<name>",
+// "<provider>/*", or "*".
+type modelSet struct {
 	all       bool
 	models    map[string]bool // names, aliases, "chain:<name>"
 	providers map[string]bool // "<provider>/*"
+}
+
+func newModelSet(list []string) modelSet {
+	ms := modelSet{models: map[string]bool{}, providers: map[string]bool{}}
+	for _, m := range list {
+		switch {
+		case m == "*":
+			ms.all = true
+		case strings.HasSuffix(m, "/*"):
+			ms.providers[strings.TrimSuffix(m, "/*")] = true
+		default:
+			ms.models[m] = true
+		}
+	}
+	return ms
 }
 
 // clientKeys authenticates callers. Keys are looked up by their SHA-256,
@@ -30,16 +55,10 @@ func newClientKeys(cfg *config.Config) *clientKeys {
 	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, plan: c.Plan, models: map[string]bool{}, providers: map[string]bool{}}
-		for _, m := range c.Models {
-			switch {
-			case m == "*":
-				k.all = true
-			case strings.HasSuffix(m, "/*"):
-				k.providers[strings.TrimSuffix(m, "/*")] = true
-			default:
-				k.models[m] = true
-			}
+		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models)}
+		if p := cfg.Plan(c.Plan); p != nil && len(p.Models) > 0 {
+			ms := newModelSet(p.Models)
+			k.planModels = &ms
 		}
 		ck.byHash[sha256.Sum256([]byte(c.Value.Reveal()))] = k
 	}
@@ -66,17 +85,23 @@ func (ck *clientKeys) authenticate(c *fiber.Ctx) (*clientKey, bool) {
 	return k, ok
 }
 
-// allows reports whether the key may use the requested model: by its name,
-// or when every step of it is on a provider the key may use.
+// allows reports whether the key may use the requested model: its own
+// list and its plan's (when the plan lists models) must both allow it.
 func (k *clientKey) allows(model string, steps []route.Step) bool {
-	if k.all || k.models[model] {
+	return k.own.allows(model, steps) && (k.planModels == nil || k.planModels.allows(model, steps))
+}
+
+// allows reports whether the set allows model: by its name, or when every
+// step of it is on a provider the set allows.
+func (ms *modelSet) allows(model string, steps []route.Step) bool {
+	if ms.all || ms.models[model] {
 		return true
 	}
-	if len(k.providers) == 0 {
+	if len(ms.providers) == 0 {
 		return false
 	}
 	for i := range steps {
-		if steps[i].Provider == nil || !k.providers[steps[i].Provider.Name] {
+		if steps[i].Provider == nil || !ms.providers[steps[i].Provider.Name] {
 			return false
 		}
 	}
