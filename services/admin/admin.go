@@ -45,6 +45,9 @@ type Deps struct {
 	NATS *nats.Conn // nil: the service runs but never reports ready; writes answer 503
 	// Heartbeat of idle event streams; 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// UsageMaxScan bounds the records one usage report reads; 0 means
+	// DefaultUsageMaxScan.
+	UsageMaxScan int
 }
 
 // Service is one admin instance.
@@ -60,6 +63,7 @@ type Service struct {
 	hb     time.Duration
 	health *health.View   // the prober's health records
 	ready  *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
+	usage  usageReader    // bounds of /admin/usage
 
 	rotMu   sync.Mutex
 	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
@@ -90,6 +94,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		stop:    make(chan struct{}),
 		health:  health.NewView(nil),
 		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
+		usage:   newUsageReader(deps.UsageMaxScan),
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
@@ -195,6 +200,7 @@ func (s *Service) newApp() *fiber.App {
 	api.Put("/providers/:name/keys/:id", op, s.rotateKey)
 	api.Get("/events", read, s.events)
 	api.Post("/classify", read, s.classify)
+	api.Get("/usage", read, s.usageReport)
 	api.Use(func(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusNotFound, "not_found", "no route "+c.Method()+" "+c.Path())
 	})

@@ -24,6 +24,7 @@ const (
 	codeNoBreaker       = "no_breaker"
 	codeRotationOff     = "rotation_disabled"
 	codeInternal        = "internal"
+	codeBusy            = "busy"
 )
 
 func natsDown(c *fiber.Ctx) error {

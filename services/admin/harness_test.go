@@ -120,6 +120,8 @@ type envOptions struct {
 	// fileStore keeps the buckets in files (memory by default), so that
 	// they outlive a restart of the server (restartServer).
 	fileStore bool
+	// usageMaxScan is Deps.UsageMaxScan.
+	usageMaxScan int
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
@@ -138,7 +140,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	}
 
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
-	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond})
+	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan})
 	if err != nil {
 		t.Fatal(err)
 	}

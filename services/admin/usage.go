@@ -1,0 +1,382 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/usage"
+)
+
+// GET /admin/usage reads the usage records of SWITCHYARD_USAGE (one per
+// request, published by the proxies) over a time range and sums them by the
+// dimensions asked for. The stream is the only store: nothing is kept
+// between requests.
+
+// Bounds of one usage report.
+const (
+	// DefaultUsageMaxScan is how many records one report reads at most
+	// (Deps.UsageMaxScan overrides it); beyond it the answer says
+	// "truncated": true.
+	DefaultUsageMaxScan = 2_000_000
+	// usageTimeout bounds one report; when it passes the answer is what
+	// was read so far, "truncated": true.
+	usageTimeout = 30 * time.Second
+	// usageConcurrent reports run at once; others wait (within
+	// usageTimeout) for one to end.
+	usageConcurrent = 4
+	// usageClockSlack widens the read around the range: a record counts
+	// by its own time (at, when its request ended, on its proxy's clock),
+	// while the consumer starts and stops by the time the stream stored it.
+	usageClockSlack = time.Minute
+	// usageMaxBuckets caps the time buckets a range may span.
+	usageMaxBuckets = 10_000
+	// usageMaxSubjects caps the filter subjects of one consumer; larger
+	// client x provider filters are applied to the records read instead.
+	usageMaxSubjects = 64
+	// usageDefaultRange is the range when from is not given.
+	usageDefaultRange = 24 * time.Hour
+)
+
+// usageDim is one dimension records can be grouped by.
+type usageDim struct {
+	name string
+	of   func(*usage.Record) string
+}
+
+// usageDims are the group_by dimensions, in the order the API lists them.
+var usageDims = []usageDim{
+	{"client", func(r *usage.Record) string { return r.ClientID }},
+	{"plan", func(r *usage.Record) string { return r.Plan }},
+	{"client_type", func(r *usage.Record) string { return r.ClientType }},
+	{"provider", func(r *usage.Record) string { return r.Provider }},
+	{"model", func(r *usage.Record) string { return r.Model }},
+	// key ids are unique within a provider only
+	{"key", func(r *usage.Record) string {
+		if r.KeyID == "" {
+			return ""
+		}
+		return r.Provider + "/" + r.KeyID
+	}},
+	{"endpoint", func(r *usage.Record) string { return r.Endpoint }},
+	{"status", func(r *usage.Record) string { return strconv.Itoa(r.Status) }},
+	{"class", func(r *usage.Record) string { return r.Class }},
+}
+
+func usageDimNames() string {
+	names := make([]string, len(usageDims))
+	for i, d := range usageDims {
+		names[i] = d.name
+	}
+	return strings.Join(names, ", ")
+}
+
+var usageIntervals = map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
+
+// usageQuery is a parsed GET /admin/usage.
+type usageQuery struct {
+	from, to     time.Time
+	groupBy      []int // indexes into usageDims
+	interval     time.Duration
+	intervalName string // "none" when interval is 0
+	clients      []string
+	providers    []string
+	models       []string
+	limit        int      // groups per time bucket; 0: all
+	subjects     []string // the consumer's filter subjects
+}
+
+// paramError is a bad query parameter; its message starts with the
+// parameter's name.
+type paramError struct{ param, msg string }
+
+func (e *paramError) Error() string { return e.param + ": " + e.msg }
+
+func badParam(param, format string, args ...any) error {
+	return &paramError{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+var usageParams = []string{"from", "to", "group_by", "interval", "client", "provider", "model", "limit"}
+
+// parseUsageQuery reads the query parameters (repeated ones joined by
+// commas) against now.
+func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) {
+	var q usageQuery
+	for k := range args {
+		if !slices.Contains(usageParams, k) {
+			return q, badParam(k, "unknown parameter (want %s)", strings.Join(usageParams, ", "))
+		}
+	}
+	var err error
+	q.to = now
+	if v := args["to"]; v != "" {
+		if q.to, err = parseUsageTime(v, now); err != nil {
+			return q, badParam("to", "%v", err)
+		}
+	}
+	q.from = q.to.Add(-usageDefaultRange)
+	if v := args["from"]; v != "" {
+		if q.from, err = parseUsageTime(v, now); err != nil {
+			return q, badParam("from", "%v", err)
+		}
+	}
+	if !q.from.Before(q.to) {
+		return q, badParam("from", "must be before to (from %s, to %s)", q.from.Format(time.RFC3339), q.to.Format(time.RFC3339))
+	}
+
+	for _, name := range splitList(args["group_by"]) {
+		i := slices.IndexFunc(usageDims, func(d usageDim) bool { return d.name == name })
+		if i < 0 {
+			return q, badParam("group_by", "unknown dimension %q (want any of %s)", name, usageDimNames())
+		}
+		if slices.Contains(q.groupBy, i) {
+			return q, badParam("group_by", "%q given twice", name)
+		}
+		q.groupBy = append(q.groupBy, i)
+	}
+
+	q.intervalName = "none"
+	if v := args["interval"]; v != "" && v != "none" {
+		d, ok := usageIntervals[v]
+		if !ok {
+			return q, badParam("interval", "want minute, hour, day or none, got %q", v)
+		}
+		if n := q.to.Sub(q.from)/d + 1; n > usageMaxBuckets {
+			return q, badParam("interval", "%s buckets over %s make %d, at most %d: use a longer interval or a shorter range",
+				v, q.to.Sub(q.from), n, usageMaxBuckets)
+		}
+		q.interval, q.intervalName = d, v
+	}
+
+	if v := args["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return q, badParam("limit", "want a positive number of groups, got %q", v)
+		}
+		q.limit = n
+	}
+
+	q.clients = splitList(args["client"])
+	q.providers = splitList(args["provider"])
+	q.models = splitList(args["model"])
+	q.subjects = usageSubjects(q.providers, q.clients)
+	return q, nil
+}
+
+// parseUsageTime reads an RFC 3339 time, "now", or a time relative to now:
+// a negative duration such as -24h, -90m or -7d (d is 24 hours).
+func parseUsageTime(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if rel, ok := strings.CutPrefix(v, "-"); ok {
+		d, err := parseDays(rel)
+		if err != nil || d <= 0 {
+			return time.Time{}, fmt.Errorf("want an RFC 3339 time, now, or a time before now such as -24h, -90m or -7d, got %q", v)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time, now, or a time before now such as -24h, -90m or -7d, got %q", v)
+	}
+	return t, nil
+}
+
+// parseDays is time.ParseDuration with a leading whole number of days
+// allowed: "7d", "1d12h".
+func parseDays(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.Atoi(days)
+	if err != nil || n < 0 || n > 3660 {
+		return 0, fmt.Errorf("bad day count %q", days)
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil {
+			return 0, err
+		}
+		d += r
+	}
+	return d, nil
+}
+
+// usageSubjects are the filter subjects for provider and client filters
+// (usage.Subject: switchyard.usage.<provider>.<client>). A filter whose
+// subjects would be too many is left to the records read.
+func usageSubjects(providers, clients []string) []string {
+	tokens := func(names []string) []string {
+		if len(names) == 0 {
+			return []string{"*"}
+		}
+		out := make([]string, len(names))
+		for i, n := range names {
+			out[i] = usageToken(n)
+		}
+		return out
+	}
+	ps, cs := tokens(providers), tokens(clients)
+	if len(ps)*len(cs) > usageMaxSubjects {
+		cs = []string{"*"}
+		if len(ps) > usageMaxSubjects {
+			ps = []string{"*"}
+		}
+	}
+	if len(ps) == 1 && ps[0] == "*" && len(cs) == 1 && cs[0] == "*" {
+		return []string{bus.UsageSubjects}
+	}
+	var out []string
+	for _, p := range ps {
+		for _, c := range cs {
+			out = append(out, usage.SubjectPrefix+"."+p+"."+c)
+		}
+	}
+	return out
+}
+
+// usageToken is the subject token usage.Subject writes for a provider name
+// (or, the same encoding, a client id).
+func usageToken(name string) string {
+	s := strings.TrimPrefix(usage.Subject(name, ""), usage.SubjectPrefix+".")
+	return strings.TrimSuffix(s, "._")
+}
+
+// usageReader bounds the reports: records read, time, reports at once.
+type usageReader struct {
+	maxScan int
+	timeout time.Duration
+	slots   chan struct{}
+}
+
+func newUsageReader(maxScan int) usageReader {
+	if maxScan <= 0 {
+		maxScan = DefaultUsageMaxScan
+	}
+	return usageReader{maxScan: maxScan, timeout: usageTimeout, slots: make(chan struct{}, usageConcurrent)}
+}
+
+// usageReport: GET /admin/usage?from=&to=&group_by=&interval=&client=&provider=&model=&limit=
+func (s *Service) usageReport(c *fiber.Ctx) error {
+	args := map[string]string{}
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+		key := string(k)
+		if prev, ok := args[key]; ok && prev != "" {
+			args[key] = prev + "," + string(v)
+			return
+		}
+		args[key] = string(v)
+	})
+	q, err := parseUsageQuery(args, time.Now())
+	if err != nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
+	}
+	res := s.member.Resources()
+	if !s.natsUp() || res == nil || res.Usage == nil {
+		return natsDown(c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.usage.timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	select {
+	case s.usage.slots <- struct{}{}:
+		defer func() { <-s.usage.slots }()
+	case <-ctx.Done():
+		return apiError(c, fiber.StatusServiceUnavailable, codeBusy, "too many usage reports are running: try again shortly")
+	}
+	rep, err := s.usage.read(ctx, res.Usage, q)
+	if err != nil {
+		s.log.Warn("admin: usage report", "err", err)
+		return natsDown(c)
+	}
+	return c.JSON(rep)
+}
+
+// read runs an ordered consumer on the usage stream from q.from (by the
+// time the stream stored each record, less usageClockSlack) and sums the
+// records of the range until the stream's last record as of the start, a
+// record stored after q.to (plus the slack), maxScan records, or the end
+// of ctx.
+func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usageQuery) (*usageAnswer, error) {
+	sum := newUsageSum(q)
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	info, err := stream.Info(octx)
+	if err != nil {
+		return nil, fmt.Errorf("usage stream info: %w", err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 || info.State.LastTime.Before(q.from.Add(-usageClockSlack)) {
+		return sum.answer(u.maxScan), nil
+	}
+	start := q.from.Add(-usageClockSlack)
+	cons, err := stream.OrderedConsumer(octx, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    q.subjects,
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &start,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage consumer: %w", err)
+	}
+	defer func() {
+		// the consumer is of this report only: gone with it, rather than
+		// left to its inactive threshold
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, dcancel := context.WithTimeout(context.Background(), opTimeout)
+			_ = stream.DeleteConsumer(dctx, ci.Name)
+			dcancel()
+		}
+	}()
+	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
+		return sum.answer(u.maxScan), nil // no record (of the filter) stored since start
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, fmt.Errorf("usage consumer: %w", err)
+	}
+	defer iter.Stop()
+	stopAt := q.to.Add(usageClockSlack)
+	for {
+		m, err := iter.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				sum.truncatedBy = "deadline"
+				break
+			}
+			return nil, fmt.Errorf("usage consumer: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("usage record metadata: %w", err)
+		}
+		if md.Sequence.Stream > last || md.Timestamp.After(stopAt) {
+			break
+		}
+		if sum.scanned >= int64(u.maxScan) {
+			sum.truncatedBy = "max_scanned"
+			break
+		}
+		sum.add(m.Data())
+		if md.Sequence.Stream == last || md.NumPending == 0 {
+			break
+		}
+	}
+	return sum.answer(u.maxScan), nil
+}
