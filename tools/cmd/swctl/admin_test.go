@@ -22,14 +22,23 @@ import (
 	"switchyard.dev/shared/natsembed"
 )
 
-// TestAdminVerbs runs the admin verbs against a real admin service on an
-// embedded NATS server, with a hold recorded by a stand-in proxy.
-func TestAdminVerbs(t *testing.T) {
+// testFleet is a real admin service on an embedded NATS server, with a
+// stand-in proxy (a fleet member on its own connection).
+type testFleet struct {
+	adminURL string
+	proxy    *fleet.Member
+	pnc      *nats.Conn
+}
+
+// startFleet starts a testFleet with an operator token op-secret and a
+// read token ro-secret, and waits until the stand-in proxy is bound.
+func startFleet(t *testing.T) *testFleet {
+	t.Helper()
 	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer natsembed.Stop(ns)
+	t.Cleanup(func() { natsembed.Stop(ns) })
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	y := fmt.Sprintf(`nats: {url: %q, storage: memory}
 admin:
@@ -50,9 +59,7 @@ providers:
 		t.Fatal(err)
 	}
 	anc, _ := nats.Connect(ns.ClientURL())
-	defer anc.Close()
 	pnc, _ := nats.Connect(ns.ClientURL())
-	defer pnc.Close()
 	svc, err := admin.New(cfg, admin.Deps{NATS: anc})
 	if err != nil {
 		t.Fatal(err)
@@ -64,26 +71,41 @@ providers:
 	proxy, _ := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: pnc})
 	pdone := make(chan error, 1)
 	go func() { pdone <- proxy.Run(ctx) }()
-	defer func() { cancel(); <-done; <-pdone }()
+	t.Cleanup(func() { cancel(); <-done; <-pdone; pnc.Close(); anc.Close() })
 
-	t.Setenv(envAdminURL, "http://"+ln.Addr().String())
+	select {
+	case <-proxy.Bound():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stand-in proxy did not bind the buckets")
+	}
+	return &testFleet{adminURL: "http://" + ln.Addr().String(), proxy: proxy, pnc: pnc}
+}
+
+// swctl runs swctl with args and returns its stdout, stderr and error.
+func swctl(args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := run(ctx, args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// TestAdminVerbs runs the admin verbs against a real admin service on an
+// embedded NATS server, with a hold recorded by a stand-in proxy.
+func TestAdminVerbs(t *testing.T) {
+	f := startFleet(t)
+	proxy := f.proxy
+	t.Setenv(envAdminURL, f.adminURL)
 	t.Setenv(envAdminToken, "op-secret")
-	swctl := func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		err := run(cctx, args, strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), err
-	}
 
-	// wait until the stand-in proxy is bound, then record a hold
+	// record a hold
 	deadline := time.Now().Add(10 * time.Second)
-	for proxy.Resources() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
 	proxy.Engine.Report("openai", "primary", "gpt-4o", false, hold.Outcome{Status: 401,
 		Result: failure.Result{Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "provider code invalid_api_key"}})
-	var out string
+	var (
+		out string
+		err error
+	)
 	for time.Now().Before(deadline) {
 		out, _, err = swctl("holds", "ls")
 		if err == nil && strings.Contains(out, "openai.primary") {

@@ -5,6 +5,7 @@
 //	swctl holds release ID          release a hold now
 //	swctl providers status          providers, circuit states, keys and their holds
 //	swctl events tail               follow hold/release/trip/probe/credential events
+//	swctl usage                     requests, tokens, cost and latency by client, model, ...
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
@@ -50,6 +51,7 @@ func commands() []command {
 		{name: "holds", usage: "ls [-provider P -key K -model M -class C -state S] | release ID", run: runHolds},
 		{name: "providers", usage: "status: providers, circuit states, keys and holds", run: runProviders},
 		{name: "events", usage: "tail [-kind K] [-provider P] [-since 10m] [-n N]: follow fleet events", run: runEvents},
+		{name: "usage", usage: "[--from -24h] [--to T] [--by client,model] [--interval hour] [--client C] ...: usage sums", run: runUsage},
 	}
 }
 

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// usageAnswer is the part of GET /admin/usage's answer the table shows.
+type usageAnswer struct {
+	GroupBy       []string     `json:"group_by"`
+	Interval      string       `json:"interval"`
+	Scanned       int64        `json:"scanned"`
+	Truncated     bool         `json:"truncated"`
+	TruncatedBy   string       `json:"truncated_by"`
+	MaxScanned    int64        `json:"max_scanned"`
+	Skipped       int64        `json:"skipped"`
+	Totals        usageGroup   `json:"totals"`
+	Groups        []usageGroup `json:"groups"`
+	GroupsOmitted int          `json:"groups_omitted"`
+}
+
+type usageGroup struct {
+	Bucket    *time.Time        `json:"bucket"`
+	Key       map[string]string `json:"key"`
+	Requests  int64             `json:"requests"`
+	Errors    int64             `json:"errors"`
+	ErrorRate float64           `json:"error_rate"`
+	Tokens    struct {
+		Input       int64 `json:"input"`
+		Output      int64 `json:"output"`
+		CachedInput int64 `json:"cached_input"`
+		CacheWrite  int64 `json:"cache_write"`
+		Reasoning   int64 `json:"reasoning"`
+	} `json:"tokens"`
+	CostUSD     *float64 `json:"cost_usd"`
+	CostUnknown int64    `json:"cost_unknown_requests"`
+	LatencyMS   struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+	} `json:"latency_ms"`
+}
+
+func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: swctl usage [--from -24h] [--to now] [--by client,model] [--interval hour] [--client C] [--provider P] [--model M] [--limit N] [flags]")
+		fs.PrintDefaults()
+	}
+	var a adminFlags
+	a.register(fs)
+	q := url.Values{}
+	for _, f := range []struct{ name, param, help string }{
+		{"from", "from", "start: RFC 3339, now, or before now (-24h, -90m, -7d); default 24h before --to"},
+		{"to", "to", "end (exclusive), same forms; default now"},
+		{"by", "group_by", "group by, comma-separated: client, plan, client_type, provider, model, key, endpoint, status, class"},
+		{"interval", "interval", "time buckets: minute, hour, day or none"},
+		{"client", "client", "only these clients (comma-separated)"},
+		{"provider", "provider", "only these providers (comma-separated)"},
+		{"model", "model", "only these models (comma-separated)"},
+		{"limit", "limit", "at most N groups per time bucket (by cost, then requests)"},
+	} {
+		fs.Func(f.name, f.help, func(v string) error { q.Set(f.param, v); return nil })
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		fs.Usage()
+		return fmt.Errorf("usage: unexpected argument %q", pos[0])
+	}
+	path := "/admin/usage"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	b, err := a.call(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return err
+	}
+	var res usageAnswer
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("usage: decode: %w", err)
+	}
+	if res.Truncated {
+		fmt.Fprintf(stderr, "warning: truncated (%s) after %d records: the sums cover the start of the range only\n", res.TruncatedBy, res.Scanned)
+	}
+	if res.Skipped > 0 {
+		fmt.Fprintf(stderr, "warning: %d records could not be read and are not counted\n", res.Skipped)
+	}
+	return printUsage(stdout, res)
+}
+
+// printUsage writes the groups as an aligned table: the bucket (with an
+// interval), the group's keys, then the sums; a TOTAL line ends it.
+func printUsage(w io.Writer, res usageAnswer) error {
+	if res.Totals.Requests == 0 {
+		_, err := fmt.Fprintln(w, "no usage in this range")
+		return err
+	}
+	bucketed := res.Interval != "" && res.Interval != "none"
+	var head []string
+	if bucketed {
+		head = append(head, "BUCKET")
+	}
+	for _, k := range res.GroupBy {
+		head = append(head, strings.ToUpper(k))
+	}
+	head = append(head, "REQUESTS", "ERRORS", "TOKENS IN", "TOKENS OUT", "COST USD", "P50", "P95")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	row := func(lead []string, g usageGroup) {
+		cells := append(lead,
+			strconv.FormatInt(g.Requests, 10),
+			errorsCell(g),
+			strconv.FormatInt(g.Tokens.Input+g.Tokens.CachedInput+g.Tokens.CacheWrite, 10),
+			strconv.FormatInt(g.Tokens.Output+g.Tokens.Reasoning, 10),
+			costCell(g),
+			millis(g.LatencyMS.P50),
+			millis(g.LatencyMS.P95))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	for _, g := range res.Groups {
+		var lead []string
+		if bucketed {
+			lead = append(lead, bucketCell(g.Bucket, res.Interval))
+		}
+		for _, k := range res.GroupBy {
+			lead = append(lead, dash(g.Key[k]))
+		}
+		row(lead, g)
+	}
+	if len(res.Groups) > 1 || res.GroupsOmitted > 0 {
+		lead := make([]string, len(head)-7) // more than one group: at least one key column
+		lead[0] = "TOTAL"
+		row(lead, res.Totals)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if res.GroupsOmitted > 0 {
+		_, err := fmt.Fprintf(w, "(%d more groups left out by --limit; TOTAL counts them)\n", res.GroupsOmitted)
+		return err
+	}
+	return nil
+}
+
+func errorsCell(g usageGroup) string {
+	if g.Errors == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%.1f%%)", g.Errors, g.ErrorRate*100)
+}
+
+// costCell is the sum of the known costs, and how many requests had none.
+func costCell(g usageGroup) string {
+	known := "unknown"
+	if g.CostUSD != nil {
+		known = fmt.Sprintf("%.4f", *g.CostUSD)
+	}
+	if g.CostUnknown > 0 && g.CostUSD != nil {
+		return fmt.Sprintf("%s +%d unknown", known, g.CostUnknown)
+	}
+	return known
+}
+
+func millis(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.2fs", ms/1000)
+	}
+	return fmt.Sprintf("%.0fms", ms)
+}
+
+func bucketCell(t *time.Time, interval string) string {
+	if t == nil {
+		return "-"
+	}
+	if interval == "day" {
+		return t.UTC().Format("2006-01-02")
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
