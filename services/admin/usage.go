@@ -58,10 +58,11 @@ var usageDims = []usageDim{
 	{"client_type", func(r *usage.Record) string { return r.ClientType }},
 	{"provider", func(r *usage.Record) string { return r.Provider }},
 	{"model", func(r *usage.Record) string { return r.Model }},
-	// key ids are unique within a provider only
+	// key ids are unique within a provider only: <provider>/<key id>, the
+	// provider alone when it has no keys, "" when no attempt was made
 	{"key", func(r *usage.Record) string {
 		if r.KeyID == "" {
-			return ""
+			return r.Provider
 		}
 		return r.Provider + "/" + r.KeyID
 	}},
