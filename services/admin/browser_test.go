@@ -60,21 +60,24 @@ func (e *env) attempt(upstream, key, secret string) {
 	e.proxy.Engine.Report("openai", key, "gpt-4o", false, hold.Outcome{Result: res, Status: resp.StatusCode})
 }
 
-// TestDashboardInBrowser drives the dashboard in headless Chromium: a key
-// held by a failing fake provider shows up live (no reload), Release
-// clears it, and the page follows without a reload.
-func TestDashboardInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
+// browser is a headless Chromium for one test: ctx bounds the test's
+// steps, bctx is the browser's life.
+type browser struct {
+	t    *testing.T
+	bctx context.Context
+	ctx  context.Context
+}
+
+// startBrowser starts Chromium (skipping the test, or failing it with
+// CI=true, when there is none) with the test's steps bounded by timeout;
+// it closes when the test ends.
+func startBrowser(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) *browser {
+	t.Helper()
 	path := findChromium()
 	if path == "" {
 		testkit.MissingTool(t, "chromium (or chromium-browser, google-chrome) not found on PATH; install it with `apt-get install -y chromium` (.ci/run does) to run the dashboard browser test")
 	}
-	e := startEnv(t, true)
-	upstream := failingProvider(t)
-
-	opts := []chromedp.ExecAllocatorOption{
+	opts := append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox,
 		chromedp.Headless,
@@ -86,13 +89,91 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
-	}
+	}, extra...)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(bctx, timeout)
+	t.Cleanup(func() { cancel(); bcancel(); acancel() })
+	// start the browser on the long-lived context (a timeout on the first
+	// run would bound the browser's life), then bound each step
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return &browser{t: t, bctx: bctx, ctx: ctx}
+}
+
+// text reads an element's text in one evaluation in the page: the page
+// re-renders parts of itself, so a node found by one DevTools call may be
+// gone by the next (chromedp.Text queries, then reads).
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.innerText : "(absent)" })()`, sel)
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return v
+}
+
+// waitText waits until the element's text is want (the page renders
+// parts of itself from separate fetches and events, in any order).
+func (b *browser) waitText(sel, want string) {
+	b.t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.trim() === %q })()`, sel, want)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		b.t.Errorf("%s never showed %q (now %q): %v", sel, want, b.text(sel), err)
+	}
+}
+
+// dump describes the page for a failure message.
+func (b *browser) dump() string {
+	dctx, dcancel := context.WithTimeout(b.bctx, 5*time.Second)
+	defer dcancel()
+	v, err := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	if err != nil {
+		return "(page not readable: " + err.Error() + ")"
+	}
+	return v
+}
+
+// screenshot writes the whole page to the PNG file the environment
+// variable env names, if it is set.
+func (b *browser) screenshot(env string) {
+	path := os.Getenv(env)
+	if path == "" {
+		return
+	}
+	buf, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		b.t.Logf("screenshot: %v", err)
+	}
+}
+
+// login opens the dashboard at base and signs in with token.
+func (b *browser) login(base, token string) error {
+	return chromedp.Do(b.ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), token),
+		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)),
+	)
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium: a key
+// held by a failing fake provider shows up live (no reload), Release
+// clears it, and the page follows without a reload.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	e := startEnv(t, true)
+	upstream := failingProvider(t)
+	b := startBrowser(t, 60*time.Second) // closed before the fleet (cleanups run last first)
+	ctx := b.ctx
 
 	const (
 		heldRow    = `tr.hold[data-hold-id="openai.primary"][data-state="held"]`
@@ -101,79 +182,35 @@ func TestDashboardInBrowser(t *testing.T) {
 		pillSel    = `.provider[data-provider="openai"] .pill`
 	)
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	// text reads an element's text in one evaluation in the page: the
-	// page re-renders rows from events, so a node found by one DevTools
-	// call may be gone by the next (chromedp.Text queries, then reads)
-	text := func(sel string) string {
-		t.Helper()
-		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.innerText : "(absent)" })()`, sel)
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return v
-	}
-	// waitText waits until the element's text is want (the page renders
-	// parts of itself from separate fetches and events, in any order)
-	waitText := func(sel, want string) {
-		t.Helper()
-		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.trim() === %q })()`, sel, want)
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			t.Errorf("%s never showed %q (now %q): %v", sel, want, text(sel), err)
-		}
-	}
-	// dump describes the page for a failure message
-	dump := func() string {
-		dctx, dcancel := context.WithTimeout(bctx, 5*time.Second)
-		defer dcancel()
-		v, err := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-		if err != nil {
-			return "(page not readable: " + err.Error() + ")"
-		}
-		return v
-	}
-	// start the browser on the long-lived context (a timeout on the first
-	// run would bound the browser's life), then bound each step
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
 
 	// the key is held before the page opens
 	e.attempt(upstream.URL, "primary", "sk-old-primary")
 	e.waitHold("openai.primary", hold.StateHeld)
 
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(e.base+"/"),
-		chromedp.WaitVisible(css(`#token`)),
-		chromedp.SendKeys(css(`#token`), opToken),
-		chromedp.Click(css(`#login-form button[type=submit]`)),
-		chromedp.WaitVisible(css(heldRow)),
-		chromedp.WaitVisible(css(`#live.on`)),
-	)
+	err := b.login(e.base, opToken)
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.WaitVisible(css(heldRow)), chromedp.WaitVisible(css(`#live.on`)))
+	}
 	if err != nil {
-		t.Fatalf("open the dashboard: %v\npage:\n%s", err, dump())
+		t.Fatalf("open the dashboard: %v\npage:\n%s", err, b.dump())
 	}
 	// a marker that a reload would lose
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__noReload = true`)); err != nil {
 		t.Fatal(err)
 	}
-	waitText(pillSel, "Degraded")
-	if reason := text(heldRow + ` td.reason`); !strings.Contains(reason, "invalid_api_key") {
+	b.waitText(pillSel, "Degraded")
+	if reason := b.text(heldRow + ` td.reason`); !strings.Contains(reason, "invalid_api_key") {
 		t.Errorf("reason %q", reason)
 	}
 
 	// a new hold appears through the event stream, without a reload
 	e.attempt(upstream.URL, "secondary", "sk-old-secondary")
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(css(secondRow))); err != nil {
-		t.Fatalf("live update: %v\npage:\n%s", err, dump())
+		t.Fatalf("live update: %v\npage:\n%s", err, b.dump())
 	}
-	waitText(pillSel, "Offline")
-	if path := os.Getenv("DASHBOARD_SCREENSHOT"); path != "" { // for a look: DASHBOARD_SCREENSHOT=/tmp/d.png
-		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			_ = os.WriteFile(path, buf, 0o644)
-		}
-	}
-	if countdown := text(heldRow + ` .countdown`); !strings.HasSuffix(countdown, "s") {
+	b.waitText(pillSel, "Offline")
+	b.screenshot("DASHBOARD_SCREENSHOT") // for a look: DASHBOARD_SCREENSHOT=/tmp/d.png
+	if countdown := b.text(heldRow + ` .countdown`); !strings.HasSuffix(countdown, "s") {
 		t.Errorf("after the second hold: countdown %q", countdown)
 	}
 
@@ -186,7 +223,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#events li[data-kind="release"]`)),
 	)
 	if err != nil {
-		t.Fatalf("release from the dashboard: %v\npage:\n%s", err, dump())
+		t.Fatalf("release from the dashboard: %v\npage:\n%s", err, b.dump())
 	}
 	marker, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__noReload === true`))
 	if err != nil || !marker {
@@ -195,7 +232,4 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); held {
 		t.Error("the proxy still holds the released key")
 	}
-	cancel()
-	bcancel()
-	acancel()
 }

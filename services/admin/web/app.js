@@ -8,6 +8,7 @@
   let token = sessionStorage.getItem(KEY) || "";
   let streamAbort = null;
   let refreshTimer = null;
+  let usage = null; // the Usage page (usage.js)
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -45,7 +46,17 @@
   function logout(msg) {
     sessionStorage.removeItem(KEY); token = "";
     if (streamAbort) streamAbort.abort();
+    if (usage) usage.hide();
     showLogin(msg);
+  }
+
+  // route shows the page the location's hash names: #usage, else the fleet
+  function route() {
+    const onUsage = location.hash === "#usage";
+    $("fleet-page").hidden = onUsage;
+    $("tab-fleet").classList.toggle("on", !onUsage);
+    $("tab-usage").classList.toggle("on", onUsage);
+    if (onUsage) usage.show(); else usage.hide();
   }
 
   const labels = { healthy: "Healthy", degraded: "Degraded", circuit_open: "Circuit Open", recovering: "Recovering", offline: "Offline" };
@@ -184,9 +195,12 @@
     $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
     refresh();
     follow();
+    route();
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    usage = window.SwitchyardUsage({ api, el, $ });
+    window.addEventListener("hashchange", () => { if (token) route(); });
     $("login-form").addEventListener("submit", (e) => {
       e.preventDefault();
       token = $("token").value.trim();

@@ -1,0 +1,279 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"switchyard.dev/shared/usage"
+)
+
+// usagePage is what the Usage page shows, read in one evaluation in the
+// page (the page re-renders as loads end: separate reads could straddle
+// two renders).
+type usagePage struct {
+	State   string `json:"state"`
+	Range   string `json:"range"`
+	Empty   bool   `json:"empty"`
+	Status  string `json:"status"`
+	Summary map[string]string
+	Charts  []struct {
+		Metric  string   `json:"metric"`
+		Caption string   `json:"caption"`
+		Series  []string `json:"series"` // data-series of the drawn paths
+		Lines   int      `json:"lines"`  // paths with at least one segment
+		YLabels []string `json:"ylabels"`
+		XLabels []string `json:"xlabels"`
+		Legend  string   `json:"legend"`
+		None    string   `json:"none"` // the empty-state text, if any
+	} `json:"charts"`
+	Clients map[string]map[string]string `json:"clients"` // data-key -> cell class -> text
+	Keys    map[string]map[string]string `json:"keys"`
+}
+
+const readUsagePage = `(() => {
+  const q = (s, r) => [...(r || document).querySelectorAll(s)];
+  const rows = (id) => Object.fromEntries(q("#" + id + " tbody tr").map((tr) =>
+    [tr.dataset.key, Object.fromEntries(q("td", tr).map((td) => [td.classList[td.classList.length - 1], td.innerText.trim()]))]));
+  const page = document.querySelector("#usage-page");
+  return JSON.stringify({
+    state: page.dataset.state || "", range: page.dataset.range || "",
+    empty: !document.querySelector("#usage-empty").hidden,
+    status: document.querySelector("#usage-status").innerText,
+    Summary: Object.fromEntries(q("#usage-summary .stat").map((s) => [s.dataset.stat, s.innerText.replace(/\s+/g, " ").trim()])),
+    charts: q("#usage-charts figure").map((f) => ({
+      metric: f.dataset.metric,
+      caption: f.querySelector("figcaption").innerText,
+      series: q("path.series", f).map((p) => p.dataset.series),
+      lines: q("path.series", f).filter((p) => /L/.test(p.getAttribute("d"))).length,
+      ylabels: q("text.ylabel", f).map((t) => t.textContent),
+      xlabels: q("text.xlabel", f).map((t) => t.textContent),
+      legend: (f.querySelector(".legend") || {}).innerText || "",
+      none: (f.querySelector("p.none") || {}).innerText || "",
+    })),
+    clients: rows("usage-by-client"),
+    keys: rows("usage-by-key"),
+  });
+})()`
+
+// TestUsageDashboardInBrowser drives the Usage page in headless Chromium:
+// its empty state, then the charts and tables of records published to
+// SWITCHYARD_USAGE, for each time range. With DASHBOARD_USAGE_SCREENSHOT
+// set (a PNG path) it saves a screenshot of the 24 h view.
+func TestUsageDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	e := startEnv(t, false)
+	b := startBrowser(t, 90*time.Second, chromedp.WindowSize(1280, 1000))
+
+	// a read token is enough for the whole page
+	if err := b.login(e.base, readToken); err != nil {
+		t.Fatalf("open the dashboard: %v\npage:\n%s", err, b.dump())
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#tab-usage`))); err != nil {
+		t.Fatal(err)
+	}
+	p := b.usagePage(`page.dataset.state === "ready"`)
+	if !p.Empty || p.Range != "24h" || len(p.Charts) != 0 {
+		t.Fatalf("before any record: %+v", p)
+	}
+	if txt := b.text("#usage-empty"); txt == "" || txt == "(absent)" {
+		t.Errorf("empty state text %q", txt)
+	}
+
+	now := time.Now().UTC()
+	var recs []usage.Record
+	add := func(id string, ago time.Duration, opts ...func(*usage.Record)) {
+		recs = append(recs, rec(id, now.Add(-ago), opts...))
+	}
+	// openai/gpt-4o for app on two keys, over the day; one rate limited
+	// (price unknown), streams with a first token
+	for i, ago := range []time.Duration{10 * time.Minute, 25 * time.Minute, 3 * time.Hour, 7 * time.Hour, 12 * time.Hour, 20 * time.Hour} {
+		add(fmt.Sprintf("o%d", i), ago, func(r *usage.Record) {
+			r.LatencyMS = float64(200 + 100*i)
+			r.Tokens = usage.Tokens{Input: int64(1000 * (i + 1)), Output: 400, CachedInput: 200}
+			r.CostUSD = cost(0.004 * float64(i+1))
+			if i%2 == 1 {
+				r.KeyID = "secondary"
+				r.Stream, r.StreamCompleted, r.TTFTMS = true, true, float64(150+20*i)
+			}
+			if i == 3 {
+				r.Status, r.Class, r.CostUSD = 429, "rate_limit", nil
+			}
+		})
+	}
+	// anthropic/claude-x for ci
+	for i, ago := range []time.Duration{15 * time.Minute, 2 * time.Hour, 9 * time.Hour, 18 * time.Hour} {
+		add(fmt.Sprintf("a%d", i), ago, func(r *usage.Record) {
+			r.ClientID, r.ClientType, r.Endpoint = "ci", "claude-code", "/v1/messages"
+			r.Provider, r.ProviderType, r.Model, r.KeyID = "anthropic", "anthropic", "claude-x", "b1"
+			r.LatencyMS, r.CostUSD = float64(900+300*i), cost(0.03)
+			r.Stream, r.StreamCompleted, r.TTFTMS = true, i != 2, float64(400+50*i)
+			r.Tokens = usage.Tokens{Input: 3000, Output: 1200, CacheWrite: 500}
+			if i == 1 {
+				r.Status, r.Class = 500, "transient"
+			}
+		})
+	}
+	// a model without a price, called without a client key
+	for i, ago := range []time.Duration{5 * time.Hour, 6 * time.Hour} {
+		add(fmt.Sprintf("g%d", i), ago, func(r *usage.Record) {
+			r.ClientID, r.Plan = "", ""
+			r.Provider, r.ProviderType, r.Model, r.KeyID = "local", "vllm", "llama", ""
+			r.CostUSD, r.LatencyMS = nil, 50
+		})
+	}
+	// three days ago: in the 7 d view only
+	add("old", 72*time.Hour)
+	e.publishUsage(recs...)
+
+	in := func(d time.Duration, keep func(usage.Record) bool) int {
+		n := 0
+		for _, r := range recs {
+			if now.Sub(r.At) < d && keep(r) {
+				n++
+			}
+		}
+		return n
+	}
+	client := func(id string) func(usage.Record) bool { return func(r usage.Record) bool { return r.ClientID == id } }
+	all := func(usage.Record) bool { return true }
+
+	for _, tt := range []struct {
+		rng      string
+		d        time.Duration
+		interval time.Duration
+		xlabel   string // the form of an x axis label
+	}{
+		{"24h", 24 * time.Hour, time.Hour, `^\d\d:\d\d$`},
+		{"1h", time.Hour, time.Minute, `^\d\d:\d\d$`},
+		{"7d", 7 * 24 * time.Hour, time.Hour, `^(Sun|Mon|Tue|Wed|Thu|Fri|Sat) \d+$`},
+	} {
+		t.Run(tt.rng, func(t *testing.T) {
+			if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#usage-range button[data-range="`+tt.rng+`"]`))); err != nil {
+				t.Fatal(err)
+			}
+			p := b.usagePage(`page.dataset.state === "ready" && page.dataset.range === "` + tt.rng + `" && !!document.querySelector("#usage-by-client tbody tr")`)
+			if p.Empty {
+				t.Fatalf("empty state with records: %+v", p)
+			}
+			if tt.rng == "24h" {
+				b.screenshot("DASHBOARD_USAGE_SCREENSHOT") // for a look: DASHBOARD_USAGE_SCREENSHOT=/tmp/u.png
+			}
+			// tables: by client and by key, counts from the records
+			for id, label := range map[string]string{"app": "app", "ci": "ci", "": "(no client key)"} {
+				want := in(tt.d, client(id))
+				row, ok := p.Clients[id]
+				if want == 0 {
+					if ok {
+						t.Errorf("client %q listed without records in range: %v", id, row)
+					}
+					continue
+				}
+				if row["requests"] != strconv.Itoa(want) || row["name"] != label {
+					t.Errorf("client %q: %v, want %d requests", id, row, want)
+				}
+			}
+			if want := in(tt.d, func(r usage.Record) bool { return r.KeyID == "secondary" }); p.Keys["openai/secondary"]["requests"] != strconv.Itoa(want) {
+				t.Errorf("key openai/secondary: %v, want %d requests (keys %v)", p.Keys["openai/secondary"], want, p.Keys)
+			}
+			if tt.rng != "1h" {
+				// a keyless provider's requests are listed under its name
+				if got := p.Keys["local"]["requests"]; got != "2" {
+					t.Errorf("keyless provider local: %v", p.Keys["local"])
+				}
+				// the unpriced model's requests are counted apart, not as $0
+				if c := p.Clients[""]["cost"]; c != "unknown" {
+					t.Errorf("cost of the client without prices: %q", c)
+				}
+				if c := p.Clients["app"]["cost"]; !regexpMatch(`^\$\d+\.\d+ \+1 unknown$`, c) {
+					t.Errorf("cost of app: %q", c)
+				}
+			}
+			if got, want := p.Summary["requests"], strconv.Itoa(in(tt.d, all)); !regexpMatch(`^Requests `+want+`( |$)`, got) {
+				t.Errorf("summary %q, want %s requests", got, want)
+			}
+			// charts: every metric, a line per provider/model with data
+			var metrics []string
+			for _, c := range p.Charts {
+				metrics = append(metrics, c.Metric)
+			}
+			if !slices.Equal(metrics, []string{"requests", "tokens", "cost", "error_rate", "latency", "ttft"}) {
+				t.Fatalf("charts %v", metrics)
+			}
+			series := map[string]bool{}
+			for _, r := range recs {
+				if now.Sub(r.At) < tt.d {
+					series[r.Provider+"/"+r.Model] = true
+				}
+			}
+			for _, c := range p.Charts {
+				if c.None != "" {
+					t.Errorf("%s: empty state %q with records", c.Metric, c.None)
+					continue
+				}
+				drawn := map[string]bool{}
+				for _, s := range c.Series {
+					drawn[s] = true
+				}
+				if c.Metric == "requests" && len(drawn) != len(series) {
+					t.Errorf("requests: series %v, want %v", c.Series, series)
+				}
+				if len(c.YLabels) < 2 || len(c.XLabels) < 2 {
+					t.Errorf("%s: axis labels y %v x %v", c.Metric, c.YLabels, c.XLabels)
+				}
+				for _, x := range c.XLabels {
+					if !regexpMatch(tt.xlabel, x) {
+						t.Errorf("%s: x label %q, want %s", c.Metric, x, tt.xlabel)
+						break
+					}
+				}
+				if c.Legend == "" {
+					t.Errorf("%s: no legend", c.Metric)
+				}
+			}
+			if tt.rng == "24h" {
+				// openai has records in several hours: its requests are a line
+				req := p.Charts[0]
+				if req.Lines == 0 {
+					t.Errorf("requests: no line drawn (series %v)", req.Series)
+				}
+				// latency: p95 and p50 per series; TTFT only where streams are
+				if lat := p.Charts[4]; len(lat.Series) != 2*len(series) {
+					t.Errorf("latency: %d paths for %d series", len(lat.Series), len(series))
+				}
+				if ttft := p.Charts[5]; slices.Contains(ttft.Series, "local/llama") || !slices.Contains(ttft.Series, "anthropic/claude-x") {
+					t.Errorf("ttft series %v", ttft.Series)
+				}
+			}
+		})
+	}
+}
+
+// usagePage waits until cond (a JavaScript expression over page, the
+// #usage-page element) holds, then reads the page in one evaluation.
+func (b *browser) usagePage(cond string) usagePage {
+	b.t.Helper()
+	expr := `(() => { const page = document.querySelector("#usage-page"); return !!page && !page.hidden && (` + cond + `) })()`
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		b.t.Fatalf("usage page never met %s: %v\npage:\n%s", cond, err, b.dump())
+	}
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](readUsagePage))
+	if err != nil {
+		b.t.Fatalf("read the usage page: %v", err)
+	}
+	var p usagePage
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		b.t.Fatalf("read the usage page: %v: %s", err, raw)
+	}
+	return p
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
