@@ -32,10 +32,14 @@ const (
 	// usageConcurrent reports run at once; others wait (within
 	// usageTimeout) for one to end.
 	usageConcurrent = 4
-	// usageClockSlack widens the read around the range: a record counts
-	// by its own time (at, when its request ended, on its proxy's clock),
-	// while the consumer starts and stops by the time the stream stored it.
-	usageClockSlack = time.Minute
+	// A record counts by its own time (at, when its request ended, on its
+	// proxy's clock), while the consumer starts and stops by the time the
+	// stream stored it, normally a moment later. usageStartSlack starts the
+	// read earlier, for proxy clocks ahead of the server's;
+	// usageStopSlack ends it later, for records a proxy kept in its queue
+	// while NATS was away (metering.buffer) and published late.
+	usageStartSlack = time.Minute
+	usageStopSlack  = 10 * time.Minute
 	// usageMaxBuckets caps the time buckets a range may span.
 	usageMaxBuckets = 10_000
 	// usageMaxSubjects caps the filter subjects of one consumer; larger
@@ -286,7 +290,9 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 	if !s.natsUp() || res == nil || res.Usage == nil {
 		return natsDown(c)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.usage.timeout)
+	// fasthttp does not tell a handler that its caller hung up: a report
+	// ends at its bounds, or when the service stops
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.usage.timeout)
 	defer cancel()
 	go func() {
 		select {
@@ -310,10 +316,10 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 }
 
 // read runs an ordered consumer on the usage stream from q.from (by the
-// time the stream stored each record, less usageClockSlack) and sums the
+// time the stream stored each record, less usageStartSlack) and sums the
 // records of the range until the stream's last record as of the start, a
-// record stored after q.to (plus the slack), maxScan records, or the end
-// of ctx.
+// record stored after q.to plus usageStopSlack, maxScan records, or the
+// end of ctx.
 func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usageQuery) (*usageAnswer, error) {
 	sum := newUsageSum(q)
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -323,10 +329,10 @@ func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usage
 		return nil, fmt.Errorf("usage stream info: %w", err)
 	}
 	last := info.State.LastSeq
-	if info.State.Msgs == 0 || info.State.LastTime.Before(q.from.Add(-usageClockSlack)) {
+	if info.State.Msgs == 0 || info.State.LastTime.Before(q.from.Add(-usageStartSlack)) {
 		return sum.answer(u.maxScan), nil
 	}
-	start := q.from.Add(-usageClockSlack)
+	start := q.from.Add(-usageStartSlack)
 	cons, err := stream.OrderedConsumer(octx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    q.subjects,
 		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
@@ -353,7 +359,7 @@ func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usage
 		return nil, fmt.Errorf("usage consumer: %w", err)
 	}
 	defer iter.Stop()
-	stopAt := q.to.Add(usageClockSlack)
+	stopAt := q.to.Add(usageStopSlack)
 	for {
 		m, err := iter.Next(jetstream.NextContext(ctx))
 		if err != nil {
