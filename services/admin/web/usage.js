@@ -5,13 +5,19 @@
 window.SwitchyardUsage = function (deps) {
   const { api, el, $ } = deps;
   const SVG = "http://www.w3.org/2000/svg";
-  const RANGES = { "1h": { from: "-1h", interval: "minute" }, "24h": { from: "-24h", interval: "hour" }, "7d": { from: "-7d", interval: "hour" } };
+  // every refresh runs three reports over the range: longer ranges refresh less often
+  const RANGES = {
+    "1h": { from: "-1h", interval: "minute", every: 30e3 },
+    "24h": { from: "-24h", interval: "hour", every: 60e3 },
+    "7d": { from: "-7d", interval: "hour", every: 300e3 },
+  };
   const STEP = { minute: 60e3, hour: 3600e3, day: 86400e3 };
   const COLORS = ["#2b6cb0", "#dd6b20", "#2f855a", "#b83280", "#6b46c1", "#718096"];
   const TOP = 5; // series drawn per chart; the rest is "other"
   let range = "24h";
   let timer = null;
   let seq = 0;
+  let inFlight = false;
 
   function svg(tag, attrs, ...kids) {
     const e = document.createElementNS(SVG, tag);
@@ -223,6 +229,8 @@ window.SwitchyardUsage = function (deps) {
   // ---- page ----
   async function load() {
     const my = ++seq;
+    inFlight = true;
+    schedule();
     const r = RANGES[range];
     const page = $("usage-page");
     page.dataset.state = "loading";
@@ -235,12 +243,14 @@ window.SwitchyardUsage = function (deps) {
         q("group_by=key"),
       ]);
       if (my !== seq) return; // a newer load is on its way
+      inFlight = false;
       render(series, clients, keys);
       $("usage-error").textContent = "";
       page.dataset.range = range;
       page.dataset.state = "ready";
     } catch (e) {
       if (my !== seq) return;
+      inFlight = false;
       $("usage-error").textContent = "usage: " + e.message;
       page.dataset.state = "error";
     }
@@ -263,17 +273,24 @@ window.SwitchyardUsage = function (deps) {
     table("usage-by-key", "key", "provider / key", "(no attempt)", keys);
   }
 
+  // schedule the next refresh of the range shown; a refresh due while a
+  // load is still out waits for the one after
+  function schedule() {
+    clearInterval(timer);
+    timer = setInterval(() => { if (!inFlight) load(); }, RANGES[range].every);
+  }
+
   function show() {
     $("usage-page").hidden = false;
     load();
-    clearInterval(timer);
-    timer = setInterval(load, 30000);
   }
 
   function hide() {
     $("usage-page").hidden = true;
     clearInterval(timer);
     timer = null;
+    seq++; // a load still out is not shown
+    inFlight = false;
   }
 
   for (const b of document.querySelectorAll("#usage-range button")) {
