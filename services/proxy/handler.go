@@ -21,6 +21,7 @@ import (
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/quota"
 	"switchyard.dev/shared/usage"
 )
 
@@ -70,6 +71,8 @@ type request struct {
 	// request reached routing (only those are metered), the caller's
 	// client type, what served it, its tokens and timings.
 	client      *clientKey
+	ticket      quota.Ticket // admitted by the plan's limits (ticketed)
+	ticketed    bool
 	routed      bool
 	clientType  string
 	keyID       string // of the target that served
@@ -171,6 +174,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		}
 		r.idemKey = strings.Clone(k)
 	}
+	if ok, err := r.admit(c, steps); !ok {
+		return outcome{err: err}
+	}
 	r.deadline = s.deadline(c, r.started)
 	return r.run(c, steps)
 }
@@ -228,7 +234,8 @@ func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
 	if r.routed {
 		rec := r.usageRecord(status)
-		r.s.meter.observe(&rec)
+		r.done(rec)
+		r.s.meter.observe(rec)
 	}
 }
 
@@ -236,8 +243,8 @@ func (r *request) record(status int) {
 // (the provider's, else estimated: input from the body's size, output from
 // the answer's), their cost at the price table's prices (unknown: nil) and
 // its timings.
-func (r *request) usageRecord(status int) usage.Record {
-	rec := usage.Record{
+func (r *request) usageRecord(status int) *usage.Record {
+	rec := &usage.Record{
 		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.clientType,
 		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.attempts, Status: status,
 		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.ttft.Microseconds()) / 1000,

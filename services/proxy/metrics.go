@@ -27,6 +27,7 @@ const (
 	classStreamIncomplete = "stream_incomplete"
 	classUnavailable      = "unavailable"
 	classCallerGone       = "caller_gone"
+	classLimited          = "plan_limited" // refused by the caller's plan (429)
 )
 
 const (

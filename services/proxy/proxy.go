@@ -56,6 +56,7 @@ type Service struct {
 	secretsOnce   sync.Once
 	metrics       *proxyMetrics
 	meter         *meter
+	limits        *planLimits
 	started       time.Time
 	modelsBody    [2][]byte // by provider.Format of the caller
 	baseCtx       context.Context
@@ -101,6 +102,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.secretsLoaded = make(chan struct{})
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
+	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.meter.prices, s.log, m.Emit); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	s.buildModelLists()
 	s.app = s.newApp()
 	return s, nil
@@ -194,6 +198,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() { s.callers.run(engineCtx) })
+	wg.Go(func() { s.limits.run(engineCtx, s.member, s.log) })
 	wg.Go(func() {
 		if err := s.member.Run(engineCtx); err != nil {
 			s.log.Error("hold engine stopped", "err", err)

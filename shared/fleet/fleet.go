@@ -132,6 +132,17 @@ func (m *Member) Run(ctx context.Context) error {
 	return err
 }
 
+// Emit publishes an event of this member (budget events, say) through its
+// emitter, without blocking; without NATS it is dropped.
+func (m *Member) Emit(ev hold.Event) {
+	if m.emitter != nil {
+		if ev.RecordedBy == "" {
+			ev.RecordedBy = m.Instance
+		}
+		m.emitter.Emit(ev)
+	}
+}
+
 // Conn is the member's NATS connection (nil when it runs without NATS).
 func (m *Member) Conn() *nats.Conn { return m.nc }
 

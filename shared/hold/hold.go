@@ -278,6 +278,10 @@ const (
 	EventProbe      EventKind = "probe"
 	EventHealth     EventKind = "health"
 	EventCredential EventKind = "credential"
+	// EventBudget: a client's budget was exhausted (outcome "exhausted",
+	// recorded once fleet-wide) or reset by an operator ("reset"). Its
+	// subject is switchyard.events.budget.<client id>.
+	EventBudget EventKind = "budget"
 )
 
 // EventSchemaVersion is the version of the Event JSON.
@@ -303,6 +307,16 @@ type Event struct {
 	Source     string    `json:"source,omitempty"`
 	RecordedBy string    `json:"recorded_by"`
 	At         time.Time `json:"at"`
+
+	// Budget events: the client key id, its plan, the period (day, week
+	// or month) and its id (d20261130, w2026W49, m202611), the spend and
+	// the budget in USD.
+	Client    string  `json:"client,omitempty"`
+	Plan      string  `json:"plan,omitempty"`
+	Period    string  `json:"period,omitempty"`
+	PeriodID  string  `json:"period_id,omitempty"`
+	SpendUSD  float64 `json:"spend_usd,omitempty"`
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
 }
 
 // Emitter publishes events. Emit must not block the caller (publishers

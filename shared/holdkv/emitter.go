@@ -94,7 +94,7 @@ func (e *Emitter) Emit(ev hold.Event) {
 	if ev.At.IsZero() {
 		ev.At = e.now().UTC()
 	}
-	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential {
+	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential && ev.Kind != hold.EventBudget {
 		ev.HoldID = ev.Scope.ID() // hold, release, trip and probe events concern a hold
 	}
 	e.enqueue(message{ev: ev})
@@ -167,7 +167,11 @@ func (e *Emitter) publish(ev hold.Event) {
 		e.log.Error("encode event", "kind", ev.Kind, "err", err)
 		return
 	}
-	e.send(bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key), data)
+	subject := bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key)
+	if ev.Kind == hold.EventBudget {
+		subject = bus.EventSubject(string(ev.Kind), ev.Client, "")
+	}
+	e.send(subject, data)
 }
 
 func (e *Emitter) publishTally(t *hold.Tally) {

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/usage"
+)
+
+// planLimits enforces the plans' limits (requests and tokens per minute,
+// concurrent requests, budgets) for the whole fleet before routing: the
+// limiter admits from memory and shares this proxy's consumption through
+// the switchyard_limits bucket (package quota).
+type planLimits struct {
+	lim    *quota.Limiter
+	plans  map[string]*quota.Limits
+	prices *usage.Table
+	// estOut is the output a request without max_tokens is assumed to
+	// produce when its cost is estimated.
+	estOut int64
+}
+
+func newPlanLimits(cfg *config.Config, instance string, nc *nats.Conn, prices *usage.Table,
+	log *slog.Logger, emit func(hold.Event)) (*planLimits, error) {
+	pl := &planLimits{plans: map[string]*quota.Limits{}, prices: prices, estOut: int64(cfg.Metering.EstimateOutputTokens)}
+	for name, p := range cfg.Plans {
+		pl.plans[name] = quota.LimitsOf(name, p)
+	}
+	lim, err := quota.New(quota.Options{
+		Instance: instance, Conn: nc, Interval: cfg.Metering.LimitsInterval, Log: log,
+		OnExhausted: func(x quota.Exhaustion) {
+			emit(hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
+				Client: x.Client, Plan: x.Plan, Period: x.Period, PeriodID: x.PeriodID,
+				SpendUSD: x.SpendUSD, BudgetUSD: x.BudgetUSD, Until: x.Ends,
+				Reason: fmt.Sprintf("%s budget of plan %q exhausted", x.Period, x.Plan)})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	pl.lim = lim
+	return pl, nil
+}
+
+// run binds the limiter to the limits bucket once the member has bound
+// the fleet's buckets, and reports and watches until ctx ends.
+func (pl *planLimits) run(ctx context.Context, m *fleet.Member, log *slog.Logger) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-m.Bound():
+			if err := pl.lim.Bind(m.Resources().Limits); err != nil {
+				log.Warn("plan limits count this proxy's requests only", "err", err)
+			}
+		case <-ctx.Done():
+		}
+	})
+	if err := pl.lim.Run(ctx); err != nil {
+		log.Error("plan limiter stopped", "err", err)
+	}
+	wg.Wait()
+}
+
+// admit decides, before routing, whether the caller's plan lets the
+// request start. When it does not, it answers 429 in the endpoint's format
+// (with Retry-After, naming the limit) and reports false.
+func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
+	pl := r.s.limits
+	if r.client == nil || r.client.plan == "" {
+		return true, nil
+	}
+	t, ref := pl.lim.Admit(r.client.id, pl.plans[r.client.plan], pl.estimate(steps, r.body))
+	if ref != nil {
+		r.class = classLimited
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))
+		return false, sendError(c, r.ep.format, fiber.StatusTooManyRequests, string(ref.Code), ref.Message)
+	}
+	r.ticket, r.ticketed = t, true
+	return true, nil
+}
+
+// estimate is a request's cost before it is sent: its input tokens from
+// the body's size, its output from max_tokens (or the configured
+// estimate), at the price of the first step that can serve it. 0 when
+// that model has no price (an unknown cost never refuses a request).
+func (pl *planLimits) estimate(steps []route.Step, body []byte) float64 {
+	out := pl.estOut
+	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		if v, _, _, ok := jsonfield.Find(body, k); ok {
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+				out = n
+				break
+			}
+		}
+	}
+	for i := range steps {
+		st := &steps[i]
+		if !st.Usable() {
+			continue
+		}
+		p, ok := pl.prices.Lookup(st.Provider.Name, st.Provider.Adapter.Type(), st.Upstream)
+		if !ok {
+			return 0
+		}
+		return p.Cost(usage.Tokens{Input: int64(len(body) / 4), Output: out})
+	}
+	return 0
+}
+
+// done ends an admitted request in the limiter with what it consumed.
+func (r *request) done(rec *usage.Record) {
+	if !r.ticketed {
+		return
+	}
+	r.ticketed = false
+	tokens := rec.Tokens.TotalInput() + rec.Tokens.TotalOutput()
+	cost, known := 0.0, rec.CostUSD != nil
+	if known {
+		cost = *rec.CostUSD
+	}
+	r.s.limits.lim.Done(r.ticket, tokens, cost, known)
+}
