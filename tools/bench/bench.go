@@ -46,6 +46,7 @@ type env struct {
 	upstream, proxy, floor *child
 	floorNet               *child // only with the floor-nethttp target
 	baseline               *child // only with -baseline-proxy
+	metered                *child // only with the switchyard-metered target
 	proxyKind              string // binary or harness
 	targets                map[string]target
 	stop                   func()
@@ -126,7 +127,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		natsURL = ns.ClientURL()
 	}
 	cfgPath := filepath.Join(dir, "switchyard.yaml")
-	if err := os.WriteFile(cfgPath, []byte(proxyConfig(proxyAddr, upstreamURL, natsURL, dir)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(proxyConfig(proxyAddr, upstreamURL, natsURL, dir, false)), 0o600); err != nil {
 		return nil, fmt.Errorf("write proxy config: %w", err)
 	}
 	proxyEnv := []string{
@@ -134,27 +135,39 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		"BENCH_UPSTREAM_KEY_2=" + upstreamKeys[1],
 		"BENCH_CLIENT_KEY=" + clientKey,
 	}
+	proxyBin, proxyArgs := self, func(cfg string) []string { return []string{"-proxy-config", cfg} }
 	if e.proxyKind == "binary" {
-		bin, err := goBuild(ctx, root, "./services/proxy/cmd/proxy", dir, "switchyard-proxy")
-		if err != nil {
+		if proxyBin, err = goBuild(ctx, root, "./services/proxy/cmd/proxy", dir, "switchyard-proxy"); err != nil {
 			return nil, err
 		}
-		e.proxy, err = startChild(ctx, "switchyard", proxyAddr, bin, []string{"-config", cfgPath}, proxyEnv)
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		args := []string{"-proxy-config", cfgPath}
-		if o.CPUProfile != "" {
-			args = append(args, "-child-cpuprofile", o.CPUProfile)
-		}
-		e.proxy, err = startChild(ctx, "switchyard", proxyAddr, self, args, proxyEnv)
-		if err != nil {
-			return nil, err
-		}
+		proxyArgs = func(cfg string) []string { return []string{"-config", cfg} }
+	}
+	args := proxyArgs(cfgPath)
+	if e.proxyKind != "binary" && o.CPUProfile != "" {
+		args = append(args, "-child-cpuprofile", o.CPUProfile)
+	}
+	if e.proxy, err = startChild(ctx, "switchyard", proxyAddr, proxyBin, args, proxyEnv); err != nil {
+		return nil, err
 	}
 	stops = append(stops, e.proxy.stop)
 	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey}
+
+	if slices.Contains(o.Targets, "switchyard-metered") {
+		// The same proxy with metering on and the client on a plan.
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, "switchyard-metered.yaml")
+		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, true)), 0o600); err != nil {
+			return nil, fmt.Errorf("write metered proxy config: %w", err)
+		}
+		if e.metered, err = startChild(ctx, "switchyard-metered", addr, proxyBin, proxyArgs(path), proxyEnv); err != nil {
+			return nil, err
+		}
+		stops = append(stops, e.metered.stop)
+		e.targets["switchyard-metered"] = target{Name: "switchyard-metered", Addr: addr, Auth: "Bearer " + clientKey}
+	}
 
 	if o.Baseline != "" {
 		// The same configuration on its own port, served by the prebuilt binary.
@@ -163,7 +176,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			return nil, err
 		}
 		path := filepath.Join(dir, "switchyard-base.yaml")
-		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, false)), 0o600); err != nil {
 			return nil, fmt.Errorf("write baseline proxy config: %w", err)
 		}
 		e.baseline, err = startChild(ctx, "switchyard-base", addr, o.Baseline, []string{"-config", path}, proxyEnv)
@@ -207,8 +220,31 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 // provider (the upstream) with two keys, a one-step chain, one gateway
 // key, warn-level logs, and an in-flight limit above anything the bench
 // offers (the default 100 would turn the open-loop backlog into 503s).
-func proxyConfig(listen, upstreamURL, natsURL, dir string) string {
-	return fmt.Sprintf(`log:
+// Metering is off unless metered: then usage records are published (a
+// price makes each carry a cost) and the client is on a plan with every
+// limit set, above anything the bench offers, so each request is checked
+// against all of them.
+func proxyConfig(listen, upstreamURL, natsURL, dir string, metered bool) string {
+	metering := "metering:\n  enabled: false\n"
+	plan := ""
+	if metered {
+		metering = fmt.Sprintf(`metering:
+  enabled: true
+plans:
+  bench:
+    requests_per_minute: 1000000000
+    tokens_per_minute: 1000000000000
+    concurrent_requests: 1000000
+    budget: {day: 1000000000, week: 1000000000, month: 1000000000}
+prices:
+  - provider: upstream
+    model: %s
+    input: 2.5
+    output: 10
+`, upModel)
+		plan = "    plan: bench\n"
+	}
+	return metering + fmt.Sprintf(`log:
   level: warn
   format: json
 nats:
@@ -243,7 +279,7 @@ clients:
   - id: bench
     secret: env:BENCH_CLIENT_KEY
     models: ["*"]
-`, natsURL, filepath.Join(dir, "nats-unused"), listen, upstreamURL, upModel, benchChain, upModel)
+`, natsURL, filepath.Join(dir, "nats-unused"), listen, upstreamURL, upModel, benchChain, upModel) + plan
 }
 
 // report is everything one run measured.
@@ -300,7 +336,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				rep.Cells = append(rep.Cells, c)
 			}
 		}
-		for _, p := range []*child{e.proxy, e.baseline, e.floor, e.floorNet} {
+		for _, p := range []*child{e.proxy, e.metered, e.baseline, e.floor, e.floorNet} {
 			if p == nil {
 				continue
 			}

@@ -29,6 +29,16 @@ type comparison struct {
 	Others      map[string]*side `json:"others,omitempty"` // diagnostic targets (floor-nethttp)
 	OverheadP50 *float64         `json:"overhead_x_floor_p50,omitempty"`
 	OverheadP99 *float64         `json:"overhead_x_floor_p99,omitempty"`
+	// Metering is what metering and plan limits cost: switchyard-metered
+	// against switchyard, in the same run.
+	Metering *meteringCost `json:"metering,omitempty"`
+}
+
+// meteringCost is switchyard-metered next to switchyard.
+type meteringCost struct {
+	AddedP50      float64 `json:"added_p50_us"`
+	AddedP99      float64 `json:"added_p99_us"`
+	ThroughputPct float64 `json:"throughput_pct_of_switchyard"`
 }
 
 func compare(cells []cellResult) []comparison {
@@ -83,6 +93,13 @@ func compare(cells []cellResult) []comparison {
 		if cmp.Switchyard != nil && cmp.Floor != nil {
 			cmp.OverheadP50 = ratio(cmp.Switchyard.AddedP50, cmp.Floor.AddedP50)
 			cmp.OverheadP99 = ratio(cmp.Switchyard.AddedP99, cmp.Floor.AddedP99)
+		}
+		if sy, m := by[k]["switchyard"], by[k]["switchyard-metered"]; sy != nil && m != nil {
+			mc := &meteringCost{AddedP50: m.primary().P50 - sy.primary().P50, AddedP99: m.primary().P99 - sy.primary().P99}
+			if sy.Throughput > 0 {
+				mc.ThroughputPct = 100 * m.Throughput / sy.Throughput
+			}
+			cmp.Metering = mc
 		}
 		out = append(out, cmp)
 	}
@@ -144,6 +161,20 @@ func checks(cmps []comparison) []check {
 				Value: c.Switchyard.ThroughputPct, Unit: "%", Pass: c.Switchyard.ThroughputPct >= 45,
 			})
 		}
+		if m := c.Metering; m != nil {
+			switch {
+			case c.Mode == "seq":
+				out = append(out, check{
+					Name: "seq " + label + ": metering and plan limits, added p50", Target: "<= 10 us",
+					Value: m.AddedP50, Unit: "us", Pass: m.AddedP50 <= 10,
+				})
+			case strings.HasPrefix(c.Mode, "sat"):
+				out = append(out, check{
+					Name: c.Mode + " " + c.Kind + ": metered throughput", Target: ">= 95 % of switchyard",
+					Value: m.ThroughputPct, Unit: "%", Pass: m.ThroughputPct >= 95,
+				})
+			}
+		}
 	}
 	return out
 }
@@ -191,6 +222,18 @@ func printReport(w io.Writer, r *report) error {
 	fmt.Fprintln(tw, "mode\tkind\tp50\tp99\t")
 	for _, c := range r.Compare {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(c.OverheadP50), times(c.OverheadP99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nMetering and plan limits (switchyard-metered next to switchyard, us):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\t% throughput\t")
+	for _, c := range r.Compare {
+		if m := c.Metering; m != nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t\n", c.Mode, c.Kind, signed(m.AddedP50), signed(m.AddedP99), m.ThroughputPct)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
