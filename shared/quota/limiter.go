@@ -406,8 +406,14 @@ type Period struct {
 	Ends      time.Time `json:"ends"`
 }
 
-// Snapshot returns the fleet's current consumption of client.
-func (l *Limiter) Snapshot(clientID string) ClientUsage {
+// Snapshot returns the fleet's current consumption of client, against the
+// limits of its last Admit here.
+func (l *Limiter) Snapshot(clientID string) ClientUsage { return l.SnapshotWith(clientID, nil) }
+
+// SnapshotWith is Snapshot against lim (nil: the limits of the client's
+// last Admit here): for a process that admits nothing, such as the admin
+// service, which knows the plans from the configuration.
+func (l *Limiter) SnapshotWith(clientID string, lim *Limits) ClientUsage {
 	now := l.now()
 	p := l.periodsAt(now)
 	m, frac := minuteOf(now)
@@ -417,6 +423,12 @@ func (l *Limiter) Snapshot(clientID string) ClientUsage {
 		pu.ID = periodToken(kindDay+kind(i), p.ids[i])
 		pu.Ends = p.ends[i]
 	}
+	u.Limits = lim
+	for i, pu := range per {
+		if lim != nil {
+			pu.BudgetUSD = lim.budget(i)
+		}
+	}
 	c := (*l.clients.Load())[clientID]
 	if c == nil {
 		return u
@@ -424,7 +436,10 @@ func (l *Limiter) Snapshot(clientID string) ClientUsage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.roll(m, p)
-	u.Limits = c.lim
+	if lim == nil {
+		lim = c.lim
+	}
+	u.Limits = lim
 	cur, prev := c.minutes(kindReq, p)
 	u.Requests = sliding(cur, prev, frac)
 	cur, prev = c.minutes(kindTok, p)
@@ -433,8 +448,8 @@ func (l *Limiter) Snapshot(clientID string) ClientUsage {
 	for i, pu := range per {
 		pu.SpendUSD = c.spendOf(i, p)
 		pu.Exhausted = c.exhausted(i, p)
-		if c.lim != nil {
-			pu.BudgetUSD = c.lim.budget(i)
+		if lim != nil {
+			pu.BudgetUSD = lim.budget(i)
 			pu.Exhausted = pu.Exhausted || pu.BudgetUSD > 0 && pu.SpendUSD >= pu.BudgetUSD-epsilon
 		}
 	}
