@@ -61,7 +61,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50"} {
+	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50",
+		"Metering and plan limits", "seq nonstream: metering and plan limits, added p50"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -74,7 +75,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results JSON: %v", err)
 	}
-	if got, want := len(rep.Cells), 4*2*3; got != want {
+	// modes x kinds x targets (direct, switchyard, switchyard-metered, floor)
+	if got, want := len(rep.Cells), 4*2*4; got != want {
 		t.Fatalf("%d cells, want %d", got, want)
 	}
 	for _, c := range rep.Cells {
@@ -85,7 +87,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s stream %s: ttft %+v, total %+v", c.Mode, c.Target, c.TTFT, c.Latency)
 		}
 	}
-	if len(rep.Memory) != 4*2 || rep.Memory[0].HWMKiB <= 0 {
+	// after each mode: the proxy, the metered proxy and the floor
+	if len(rep.Memory) != 4*3 || rep.Memory[0].HWMKiB <= 0 {
 		t.Errorf("memory samples %+v", rep.Memory)
 	}
 	if len(rep.Checks) == 0 {
