@@ -58,6 +58,9 @@ type Config struct {
 	// fromEnv maps each key path set from the environment to its variable,
 	// so that messages about it name the variable.
 	fromEnv map[string]string
+	// docName names the routing document the routable keys came from
+	// (LoadDocument), for messages about them.
+	docName string
 }
 
 // Log selects the log level and format.

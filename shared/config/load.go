@@ -35,6 +35,11 @@ const (
 // Errors name the file and key path, or the variable; they never carry a
 // secret value.
 func Load(path string, environ []string) (*Config, error) {
+	return load(path, environ, nil)
+}
+
+// load is Load, with the routing configuration from doc when it is set.
+func load(path string, environ []string, doc *document) (*Config, error) {
 	k := koanf.New(".")
 	if err := k.Load(structs.Provider(Defaults(), "koanf"), nil); err != nil {
 		return nil, fmt.Errorf("load defaults: %w", err)
@@ -44,7 +49,21 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, err
 		}
 	}
+	var warnings []string
+	if doc != nil {
+		if err := doc.merge(k); err != nil {
+			return nil, fmt.Errorf("%s: %w", doc.name, err)
+		}
+	}
 	env := envMap(environ)
+	if doc != nil {
+		for name := range env {
+			if key, ok := envKeys()[name]; ok && Routable(key.path) {
+				warnings = append(warnings, fmt.Sprintf("%s ignored: %s comes from the fleet's routing configuration (%s)", name, key.path, doc.name))
+				delete(env, name)
+			}
+		}
+	}
 	fromEnv, err := loadEnv(k, env)
 	if err != nil {
 		return nil, err
@@ -53,7 +72,10 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
 
-	cfg := &Config{fromEnv: fromEnv}
+	cfg := &Config{fromEnv: fromEnv, Warnings: warnings}
+	if doc != nil {
+		cfg.docName = doc.name
+	}
 	err = k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			bareNumberDuration,
@@ -197,6 +219,9 @@ func (c *Config) decodeErrors(err error) error {
 // at names a key path in messages: "<file>: <path>", with the variable
 // when the value came from the environment.
 func (c *Config) at(path string) string {
+	if c.docName != "" && Routable(path) {
+		return c.docName + ": " + path
+	}
 	if name, ok := c.fromEnv[path]; ok {
 		return fmt.Sprintf("%s: %s (from %s)", source(c.File), path, name)
 	}

@@ -1,0 +1,102 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/v2"
+)
+
+// RoutableKeys are the top-level keys of the routing configuration: what
+// the fleet keeps as versioned documents in NATS and changes at runtime.
+// The rest (listeners, NATS, logging, limits, timeouts, retries, the
+// admin's tokens, credentials, metering) is the process's own and stays
+// in the file.
+var RoutableKeys = []string{"providers", "aliases", "chains", "clients", "plans", "prices", "trip_on", "resilience"}
+
+// Routable reports whether a key path belongs to the routing
+// configuration.
+func Routable(path string) bool {
+	top, _, _ := strings.Cut(path, ".")
+	if i := strings.IndexByte(top, '['); i >= 0 {
+		top = top[:i]
+	}
+	return slices.Contains(RoutableKeys, top)
+}
+
+// LoadDocument is Load with the routing configuration (RoutableKeys) taken
+// from doc, a YAML or JSON document, instead of the file: the file gives
+// the process-level settings and its routable keys are ignored. Messages
+// about the document's keys name docName ("config version 7").
+// SWITCHYARD_* variables of routable keys are ignored (each is named in
+// Warnings): the routing configuration is the fleet's, the same on every
+// instance.
+func LoadDocument(path string, environ []string, doc []byte, docName string) (*Config, error) {
+	if docName == "" {
+		docName = "routing document"
+	}
+	raw, err := yaml.Parser().Unmarshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a YAML or JSON document: %w", docName, err)
+	}
+	var problems []error
+	for _, key := range sortedKeys(raw) {
+		if !slices.Contains(RoutableKeys, key) {
+			problems = append(problems, fmt.Errorf("%s: %s: not part of the routing configuration (set it in the file; routable keys: %s)",
+				docName, key, strings.Join(RoutableKeys, ", ")))
+		}
+	}
+	var unknown []string
+	unknownKeys(raw, reflect.TypeFor[Config](), "", &unknown)
+	for _, p := range unknown {
+		if Routable(p) {
+			problems = append(problems, fmt.Errorf("%s: %s: unknown key", docName, p))
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
+	}
+	return load(path, environ, &document{raw: raw, name: docName})
+}
+
+// document is a routing document for load.
+type document struct {
+	raw  map[string]any
+	name string
+}
+
+// merge replaces the routable keys of k with the document's.
+func (d *document) merge(k *koanf.Koanf) error {
+	for _, key := range RoutableKeys {
+		k.Delete(key)
+	}
+	return k.Load(confmap.Provider(d.raw, ""), nil)
+}
+
+// ExtractDocument returns the routing configuration of the YAML file at
+// path (its RoutableKeys, as written: secrets stay references) as a YAML
+// document: what is imported as the first version of the fleet's routing
+// configuration.
+func ExtractDocument(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	raw, err := yaml.Parser().Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]any{}
+	for _, key := range RoutableKeys {
+		if v, ok := raw[key]; ok {
+			out[key] = v
+		}
+	}
+	return yaml.Parser().Marshal(out)
+}
