@@ -65,7 +65,7 @@ type Engine struct {
 	inst  string
 	clock Clock
 	log   *slog.Logger
-	pol   Policy
+	pol   atomic.Pointer[Policy] // swapped whole by SetPolicy
 	rnd   func() float64
 	fp    func(provider, keyID string) string
 
@@ -110,7 +110,6 @@ func NewEngine(opts EngineOptions) *Engine {
 		inst:     opts.Instance,
 		clock:    opts.Clock,
 		log:      opts.Log,
-		pol:      opts.Policy,
 		rnd:      opts.Rand,
 		fp:       opts.Fingerprint,
 		onApply:  opts.OnApply,
@@ -136,9 +135,11 @@ func NewEngine(opts EngineOptions) *Engine {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	if e.pol.Global.Ladders == nil {
-		e.pol.Global = DefaultSettings()
+	pol := opts.Policy
+	if pol.Global.Ladders == nil {
+		pol.Global = DefaultSettings()
 	}
+	e.pol.Store(&pol)
 	if e.rnd == nil {
 		e.rnd = rand.Float64
 	}
@@ -153,8 +154,21 @@ func NewEngine(opts EngineOptions) *Engine {
 // Instance returns the engine's instance id.
 func (e *Engine) Instance() string { return e.inst }
 
-// Policy returns the engine's policy.
-func (e *Engine) Policy() *Policy { return &e.pol }
+// Policy returns the engine's policy (read it, do not change it: replace
+// it with SetPolicy).
+func (e *Engine) Policy() *Policy { return e.pol.Load() }
+
+func (e *Engine) policy() *Policy { return e.pol.Load() }
+
+// SetPolicy replaces the engine's policy (a new routing configuration
+// changed the resilience settings): holds recorded from now on follow it;
+// holds already recorded keep their due times.
+func (e *Engine) SetPolicy(p Policy) {
+	if p.Global.Ladders == nil {
+		p.Global = DefaultSettings()
+	}
+	e.pol.Store(&p)
+}
 
 // Run watches the store into the local table, writes this process's
 // transitions (retrying while the store is unavailable), takes probe
@@ -255,7 +269,7 @@ func (e *Engine) localLease(en *entry) {
 	}
 	rec := en.rec
 	rec.State = StateProbing
-	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.pol.For(rec.Scope.Provider).ProbeLease)}
+	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.policy().For(rec.Scope.Provider).ProbeLease)}
 	n := e.newEntry(rec)
 	n.pending = true
 	e.installLocked(n)
