@@ -82,7 +82,7 @@ type attemptResult struct {
 func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) attemptResult {
 	s := r.s
 	a := t.step.Provider.Adapter
-	up := s.upstreams[t.step.Provider.Index]
+	up := r.rt.upstreams[t.step.Provider.Index]
 
 	timeout := up.attemptTimeout
 	deadline := time.Now().Add(timeout)
@@ -182,7 +182,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 // fail classifies a failed attempt.
 func (r *request) fail(t target, ae *attemptError) attemptResult {
 	ae.t = t
-	ae.result = r.s.classifier.Classify(failure.Input{
+	ae.result = r.rt.classifier.Classify(failure.Input{
 		Provider: t.step.Provider.Adapter.Type(),
 		Status:   ae.status,
 		Header:   ae.header,

@@ -10,7 +10,7 @@ import (
 // fingerprint is the fingerprint of a key's current secret, for hold
 // records and events ("" for an unknown key).
 func (s *Service) fingerprint(provider, keyID string) string {
-	if k := s.table.Key(provider, keyID); k != nil {
+	if k := s.rt.Load().table.Key(provider, keyID); k != nil {
 		return k.Fingerprint()
 	}
 	return ""
@@ -34,7 +34,8 @@ func (s *Service) runCredentials(ctx context.Context) {
 	log := s.log.With("component", "credentials")
 	err := credentials.Watch(ctx, s.member.Resources().Credentials, s.cfg.Credentials.Key,
 		func(provider, keyID string, secret config.Secret) {
-			k := s.table.Key(provider, keyID)
+			s.rotated.Store(rotatedKey{provider, keyID}, secret) // for the next routings
+			k := s.rt.Load().table.Key(provider, keyID)
 			if k == nil {
 				log.Warn("rotated secret for a key this proxy does not have", "provider", provider, "key_id", keyID)
 				return
@@ -55,10 +56,11 @@ func (s *Service) runCredentials(ctx context.Context) {
 // Other changes need a restart; they are named in the returned warnings.
 func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnings []string) {
 	seen := map[string]bool{}
+	table := s.rt.Load().table
 	for _, p := range cfg.Providers {
 		for _, kc := range p.Keys {
 			seen[p.Name+"/"+kc.ID] = true
-			k := s.table.Key(p.Name, kc.ID)
+			k := table.Key(p.Name, kc.ID)
 			if k == nil {
 				warnings = append(warnings, "provider "+p.Name+": key "+kc.ID+" is new: restart to use it")
 				continue
@@ -73,7 +75,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 			}
 		}
 	}
-	for _, p := range s.table.Providers {
+	for _, p := range table.Providers {
 		for _, k := range p.Keys {
 			if !seen[p.Name+"/"+k.ID] && k.ID != "none" {
 				warnings = append(warnings, "provider "+p.Name+": key "+k.ID+" is gone from the file: restart to drop it")

@@ -68,7 +68,7 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 	if _, _, err := credentials.Put(context.Background(), kv, box, "fake-openai", "a1", config.NewSecret("key-a1-new"), "test"); err != nil {
 		t.Fatal(err)
 	}
-	k := svc.table.Key("fake-openai", "a1")
+	k := svc.rt.Load().table.Key("fake-openai", "a1")
 	testkit.WaitFor(t, 10*time.Second, func() bool { return k.Secret() == "key-a1-new" })
 	t.Logf("rotation reached the proxy in %v", time.Since(rotated))
 	if _, err := svc.member.Engine.CredentialChanged(context.Background(), "fake-openai", "a1"); err != nil {

@@ -51,6 +51,7 @@ const (
 // request is the state of one caller request across its attempts.
 type request struct {
 	s        *Service
+	rt       *routing // the routing the request started with (to its end)
 	ep       *endpoint
 	id       string
 	model    string
@@ -115,6 +116,8 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			r.record(c.Response().StatusCode())
 			return err
 		}
+		r.rt = s.rt.Load()
+		r.rt.active.Add(1)
 		r.goneCh = make(chan struct{})
 		watched := s.callers.add(r, c.Context().Conn())
 		res := r.serve(c)
@@ -136,7 +139,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 // serve authenticates, parses and resolves the request, then tries targets.
 func (r *request) serve(c *fiber.Ctx) outcome {
 	s, ep := r.s, r.ep
-	client, ok := s.clients.authenticate(c)
+	client, ok := r.rt.clients.authenticate(c)
 	r.client = client
 	if !ok {
 		r.class = classRejected
@@ -149,7 +152,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, berr.code, berr.msg)}
 	}
 	r.model, r.stream = model, stream
-	steps, ok := s.table.Resolve(model)
+	steps, ok := r.rt.table.Resolve(model)
 	if !ok {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
@@ -217,7 +220,7 @@ func (r *request) expired() bool {
 func (r *request) callerGone() {
 	r.gone.Store(true)
 	close(r.goneCh)
-	for _, u := range r.s.upstreams {
+	for _, u := range r.rt.upstreams {
 		u.conns.interrupt(r.id)
 	}
 }
@@ -226,6 +229,7 @@ func (r *request) callerGone() {
 func (r *request) finish(status int) {
 	r.s.inFlight.Add(-1)
 	r.record(status)
+	r.rt.active.Add(-1)
 }
 
 // record counts the request in the metrics and, when it reached routing,
@@ -268,7 +272,7 @@ func (r *request) usageRecord(status int) *usage.Record {
 		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.estIn, Output: r.estOut}, true
 	}
 	if status == fiber.StatusOK || r.tokensOK {
-		if usd, ok := r.s.meter.prices.Cost(rec.Provider, rec.ProviderType, rec.Model, rec.Tokens); ok {
+		if usd, ok := r.rt.prices.Cost(rec.Provider, rec.ProviderType, rec.Model, rec.Tokens); ok {
 			rec.CostUSD = &usd
 		}
 	}
@@ -371,7 +375,7 @@ func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
 		return out
 	}
 	if r.attempts == 0 && p.denied && p.unsupported == nil && !r.expired() &&
-		r.s.policy.AllHeld == config.AllHeldTrySoft {
+		r.s.engine.Policy().Global.AllHeld == config.AllHeldTrySoft {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.pass(c, steps, &p); done {
@@ -433,7 +437,7 @@ steps:
 						// the stream's end (a stream cut mid-way fails it).
 						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true})
 					} else {
-						s.report(step, key, probe, hold.Outcome{OK: true})
+						r.report(step, key, probe, hold.Outcome{OK: true})
 					}
 					return res.outcome, true
 				}
@@ -442,7 +446,7 @@ steps:
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
-				s.report(step, key, probe, hold.Outcome{
+				r.report(step, key, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
 					// Not the target's fault: the caller's deadline or hang-up, or
 					// a refusal of a secret rotated away since it was sent.
@@ -477,9 +481,9 @@ steps:
 
 // report gives one attempt's outcome to the hold engine and to the
 // passive counters (one call per attempt).
-func (s *Service) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
-	s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
-	s.passive.count(step.Provider.Index, key.Index(), out)
+func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
+	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
+	r.rt.passive.count(step.Provider.Index, key.Index(), out)
 }
 
 // exhausted answers a request no target served.

@@ -24,9 +24,7 @@ func (s *Service) runHealth(ctx context.Context) {
 		return
 	}
 	res := s.member.Resources()
-	view := health.NewView(func(snap *health.Snapshot) {
-		s.table.SetHealth(snap.Offline, snap.KeyUnhealthy)
-	})
+	view := health.NewView(s.setHealth)
 	// The watcher (kvwatch) restarts itself on the connection's reconnects,
 	// on leader elections of the bucket and when it stalls or closes; the
 	// fleet member owns the connection.

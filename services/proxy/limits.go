@@ -25,20 +25,15 @@ import (
 // limiter admits from memory and shares this proxy's consumption through
 // the switchyard_limits bucket (package quota).
 type planLimits struct {
-	lim    *quota.Limiter
-	plans  map[string]*quota.Limits
-	prices *usage.Table
+	lim *quota.Limiter
 	// estOut is the output a request without max_tokens is assumed to
 	// produce when its cost is estimated.
 	estOut int64
 }
 
-func newPlanLimits(cfg *config.Config, instance string, nc *nats.Conn, prices *usage.Table,
+func newPlanLimits(cfg *config.Config, instance string, nc *nats.Conn,
 	log *slog.Logger, emit func(hold.Event)) (*planLimits, error) {
-	pl := &planLimits{plans: map[string]*quota.Limits{}, prices: prices, estOut: int64(cfg.Metering.EstimateOutputTokens)}
-	for name, p := range cfg.Plans {
-		pl.plans[name] = quota.LimitsOf(name, p)
-	}
+	pl := &planLimits{estOut: int64(cfg.Metering.EstimateOutputTokens)}
 	lim, err := quota.New(quota.Options{
 		Instance: instance, Conn: nc, Interval: cfg.Metering.LimitsInterval, Log: log,
 		OnExhausted: func(x quota.Exhaustion) {
@@ -82,7 +77,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	if r.client == nil || r.client.plan == "" {
 		return true, nil
 	}
-	t, ref := pl.lim.Admit(r.client.id, pl.plans[r.client.plan], pl.estimate(steps, r.body))
+	t, ref := pl.lim.Admit(r.client.id, r.rt.plans[r.client.plan], pl.estimate(r.rt.prices, steps, r.body))
 	if ref != nil {
 		r.class = classLimited
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))
@@ -96,7 +91,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 // the body's size, its output from max_tokens (or the configured
 // estimate), at the price of the first step that can serve it. 0 when
 // that model has no price (an unknown cost never refuses a request).
-func (pl *planLimits) estimate(steps []route.Step, body []byte) float64 {
+func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []byte) float64 {
 	out := pl.estOut
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		if v, _, _, ok := jsonfield.Find(body, k); ok {
@@ -111,7 +106,7 @@ func (pl *planLimits) estimate(steps []route.Step, body []byte) float64 {
 		if !st.Usable() {
 			continue
 		}
-		p, ok := pl.prices.Lookup(st.Provider.Name, st.Provider.Adapter.Type(), st.Upstream)
+		p, ok := prices.Lookup(st.Provider.Name, st.Provider.Adapter.Type(), st.Upstream)
 		if !ok {
 			return 0
 		}

@@ -19,7 +19,6 @@ import (
 // in Prometheus (tokens and cost by provider, model and client). The
 // request path only fills a record and queues it: nothing waits on NATS.
 type meter struct {
-	prices *usage.Table
 	pub    *usagePublisher // nil: records are not published
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
@@ -31,7 +30,7 @@ type meter struct {
 var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "reasoning"}
 
 func newMeter(cfg *config.Config, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) *meter {
-	m := &meter{prices: usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))}
+	m := &meter{}
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "tokens_total",
 		Help: "Tokens the providers reported (or the gateway estimated), by provider, provider model, client key id (none) and kind: input (not cached), cached_input, cache_write, output (not reasoning), reasoning.",

@@ -15,20 +15,17 @@ import (
 // offline are left out, unless every provider is offline (then the whole
 // inventory is listed rather than turn an outage into "model not found").
 func (s *Service) listModels(c *fiber.Ctx) error {
-	if _, ok := s.clients.authenticate(c); !ok {
+	rt := s.rt.Load()
+	if _, ok := rt.clients.authenticate(c); !ok {
 		return sendError(c, formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	names := s.table.VisibleNames()
-	if len(names) == len(s.table.Names) {
-		return c.Send(s.modelsBody[formatOf(c)])
+	names := rt.table.VisibleNames()
+	if len(names) == len(rt.table.Names) {
+		return c.Send(rt.modelsBody[formatOf(c)])
 	}
 	bodies := s.modelLists(names)
 	return c.Send(bodies[formatOf(c)])
-}
-
-func (s *Service) buildModelLists() {
-	s.modelsBody = s.modelLists(s.table.Names)
 }
 
 // modelLists renders names in the OpenAI and Anthropic list formats (by

@@ -123,7 +123,11 @@ func (s *Service) runPassive(ctx context.Context) {
 	nc := s.member.Conn()
 	last := time.Now()
 	flush := func(now time.Time) {
-		sent, dropped := s.passive.flush(nc, s.member.Instance, now, now.Sub(last))
+		sent, dropped := s.rt.Load().passive.flush(nc, s.member.Instance, now, now.Sub(last))
+		if old := s.retiredPassive.Swap(nil); old != nil { // a routing just replaced: its last counts
+			n, d := old.flush(nc, s.member.Instance, now, now.Sub(last))
+			sent, dropped = sent+n, dropped+d
+		}
 		last = now
 		s.metrics.passiveReports(sent, dropped)
 		if dropped > 0 {

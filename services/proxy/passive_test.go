@@ -249,7 +249,7 @@ func TestPassiveCountsStreamEnds(t *testing.T) {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
 			var success, failed uint64
-			keys := f.svc.passive.providers[0].keys
+			keys := f.svc.rt.Load().passive.providers[0].keys
 			for i := range keys {
 				success += keys[i].success.Load()
 				failed += keys[i].failure.Load()

@@ -16,10 +16,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
-	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
@@ -36,20 +35,31 @@ type Deps struct {
 
 // Service is one proxy instance.
 type Service struct {
-	cfg        *config.Config
-	log        *slog.Logger
-	table      *route.Table
-	clients    *clientKeys
-	member     *fleet.Member // the hold engine and the fleet's buckets
-	engine     *hold.Engine  // member.Engine
-	classifier *failure.Classifier
-	policy     *hold.Settings   // global resilience settings (all-held policy)
-	upstreams  []*upstream      // by provider index
-	passive    *passiveCounters // nil: passive reports off (no NATS, or proxy.passive_report_interval 0)
-	inFlight   atomic.Int64
-	closing    atomic.Bool // set when the upstream pools close
-	draining   atomic.Bool // set when shutdown starts: /readyz answers 503
-	callers    *callerWatch
+	cfg    *config.Config // the process's settings (the routing part: rt.cfg)
+	log    *slog.Logger
+	member *fleet.Member // the hold engine and the fleet's buckets
+	engine *hold.Engine  // member.Engine
+
+	// rt is the routing in use (routing.go): built from the file at start,
+	// replaced whole by Apply.
+	rt      atomic.Pointer[routing]
+	applyMu sync.Mutex // one Apply (or health update) at a time
+	// rotated holds the secrets rotated through the admin API, by key, so
+	// that each new routing starts with them.
+	rotated sync.Map // rotatedKey -> config.Secret
+	// health is the prober's last health records, for each new routing.
+	health atomic.Pointer[health.Snapshot]
+	// passiveOn: passive reports are published (NATS, and
+	// proxy.passive_report_interval > 0); retiredPassive holds the counts
+	// of a routing just replaced, published with the next report.
+	passiveOn      bool
+	retiredPassive atomic.Pointer[passiveCounters]
+	retiring       sync.WaitGroup // routings waiting to close their pools
+
+	inFlight atomic.Int64
+	closing  atomic.Bool // set when the upstream pools close
+	draining atomic.Bool // set when shutdown starts: /readyz answers 503
+	callers  *callerWatch
 	// secretsLoaded is closed once the rotated secrets have loaded (at
 	// once when rotation is off).
 	secretsLoaded chan struct{}
@@ -58,7 +68,6 @@ type Service struct {
 	meter         *meter
 	limits        *planLimits
 	started       time.Time
-	modelsBody    [2][]byte // by provider.Format of the caller
 	baseCtx       context.Context
 	stop          context.CancelFunc
 	app           *fiber.App
@@ -69,15 +78,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if cfg == nil {
 		return nil, errors.New("proxy: nil config")
 	}
-	table, err := route.Build(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: build routes: %w", err)
-	}
 	s := &Service{
 		cfg:     cfg,
 		log:     deps.Log,
-		table:   table,
-		clients: newClientKeys(cfg),
 		started: time.Now(),
 	}
 	if s.log == nil {
@@ -89,23 +92,20 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	s.member, s.engine = m, m.Engine
-	s.policy = &m.Engine.Policy().Global
-	if deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0 {
-		s.passive = newPassiveCounters(table)
+	s.passiveOn = deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0
+	rt, err := s.newRouting(cfg, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	s.classifier = cfg.Classifier()
-	for _, p := range cfg.Providers {
-		s.upstreams = append(s.upstreams, newUpstream(cfg, p))
-	}
+	s.rt.Store(rt)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
-	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.meter.prices, s.log, m.Emit); err != nil {
+	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	s.buildModelLists()
 	s.app = s.newApp()
 	return s, nil
 }
@@ -194,7 +194,7 @@ func (s *Service) Run(ctx context.Context) error {
 // accepting, lets requests in flight finish (up to 10 s), and closes the
 // upstream connection pools.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
-	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.table.Providers))
+	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.rt.Load().table.Providers))
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() { s.callers.run(engineCtx) })
@@ -207,7 +207,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	if s.member.Conn() != nil { // the fleet's buckets: health and rotated secrets
 		wg.Go(func() { s.runHealth(engineCtx) })
 		wg.Go(func() { s.runCredentials(engineCtx) })
-		if s.passive != nil {
+		if s.passiveOn {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
 		if s.meter.pub != nil {
@@ -242,7 +242,8 @@ func (s *Service) readiness() (int, fiber.Map) {
 	if s.draining.Load() {
 		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
 	}
-	return fiber.StatusOK, fiber.Map{"status": "ready", "providers": len(s.table.Providers)}
+	rt := s.rt.Load()
+	return fiber.StatusOK, fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
 }
 
 // awaitFleet waits, before the proxy accepts connections, until its hold
@@ -279,9 +280,10 @@ func (s *Service) awaitFleet(ctx context.Context) {
 func (s *Service) close() {
 	s.closing.Store(true)
 	s.stop()
-	for _, u := range s.upstreams {
-		u.close()
-	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.retiring.Wait()
+	s.rt.Load().release()
 }
 
 func itoa(n int) string {

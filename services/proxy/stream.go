@@ -58,7 +58,7 @@ const maxPreamble = 8
 // The connection's read deadline is still the attempt's (set for the
 // exchange), so a stream that opens and then stalls fails the attempt.
 func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) attemptResult {
-	up := r.s.upstreams[t.step.Provider.Index]
+	up := r.rt.upstreams[t.step.Provider.Index]
 	pf := t.step.Provider.Adapter.Format()
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr()), rd: rd,
@@ -262,14 +262,14 @@ func (rl *relay) run(w *bufio.Writer) {
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
 		if rl.upErr && !rl.done { // the upstream's own error event ended it
-			r.s.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}})
+			r.rt.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}})
 		} else {
-			r.s.passive.count(pi, ki, hold.Outcome{OK: true})
+			r.rt.passive.count(pi, ki, hold.Outcome{OK: true})
 		}
 	default:
 		status = http.StatusBadGateway
 		// Cut before its terminal event: the target failed this request.
-		r.s.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}})
+		r.rt.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}})
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
 			msg += ": " + rl.errorText(readErr)

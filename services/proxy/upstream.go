@@ -37,13 +37,58 @@ const (
 	writeTimeout = 15 * time.Second
 )
 
-// upstream is the connection pool and timeouts of one provider.
+// upstream is the connection pool and timeouts of one provider in one
+// routing. The pool outlives the routing when the next one keeps it (the
+// provider's connection settings did not change).
 type upstream struct {
-	client         *fasthttp.Client
-	conns          *connTable
+	*pool
 	attemptTimeout time.Duration
 	streamIdle     time.Duration
 	auth           []atomic.Pointer[authHeaders] // by key index
+}
+
+// pool is a provider's connections: the client and the table of its open
+// connections, and the settings it was built with (conf).
+type pool struct {
+	client *fasthttp.Client
+	conns  *connTable
+	conf   string
+	// refs counts the routings using the pool (the one in use, and
+	// retired ones with requests still running): the last to let go
+	// closes it.
+	refs atomic.Int64
+}
+
+// release drops one routing's hold on the pool and, when it was the last,
+// closes it: idle connections close and reads in progress are interrupted
+// (a hung upstream read ends at once).
+func (p *pool) release() {
+	if p.refs.Add(-1) == 0 {
+		p.client.CloseIdleConnections()
+		p.conns.closeAll()
+	}
+}
+
+// upstreamConf is what a provider's connection pool is built from: a
+// routing keeps the previous routing's pool while it is the same.
+func upstreamConf(cfg *config.Config, p config.Provider) string {
+	return fmt.Sprintf("%s|%s|%d", p.BaseURL, pickDur(p.Timeouts.Connect, cfg.Timeouts.Connect), cfg.Limits.MaxInFlight)
+}
+
+func pickDur(own, global time.Duration) time.Duration {
+	if own > 0 {
+		return own
+	}
+	return global
+}
+
+// reuse returns an upstream on u's pool for provider p of a new routing.
+func (u *upstream) reuse(cfg *config.Config, p config.Provider) *upstream {
+	u.pool.refs.Add(1)
+	return &upstream{pool: u.pool,
+		attemptTimeout: pickDur(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
+		streamIdle:     pickDur(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
+		auth:           make([]atomic.Pointer[authHeaders], len(p.Keys))}
 }
 
 // authHeaders are the headers Adapter.Authorize sets for one secret.
@@ -52,21 +97,12 @@ type authHeaders struct {
 	pairs  [][2]string
 }
 
+// newUpstream builds the pool and timeouts of provider p; cfg gives the
+// process's timeouts and limits.
 func newUpstream(cfg *config.Config, p config.Provider) *upstream {
-	pick := func(own, global time.Duration) time.Duration {
-		if own > 0 {
-			return own
-		}
-		return global
-	}
 	conns := &connTable{}
-	dialer := &net.Dialer{Timeout: pick(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
-	u := &upstream{
-		conns:          conns,
-		attemptTimeout: pick(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
-		streamIdle:     pick(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
-		auth:           make([]atomic.Pointer[authHeaders], len(p.Keys)),
-	}
+	dialer := &net.Dialer{Timeout: pickDur(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
+	u := (&upstream{pool: &pool{conns: conns, conf: upstreamConf(cfg, p)}}).reuse(cfg, p) // refs 1
 	u.client = &fasthttp.Client{
 		Name:                          userAgent,
 		Dial:                          func(addr string) (net.Conn, error) { return conns.dial(dialer, addr) },
@@ -124,13 +160,6 @@ func setAuth(req *fasthttp.Request, pairs [][2]string) {
 		}
 		req.Header.Set(kv[0], kv[1])
 	}
-}
-
-// close closes idle pooled connections and interrupts the ones in use
-// (a hung upstream read ends at once).
-func (u *upstream) close() {
-	u.client.CloseIdleConnections()
-	u.conns.closeAll()
 }
 
 // connTable tracks the provider's open connections by local address, so a

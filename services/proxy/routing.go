@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/usage"
+)
+
+// routing is everything the proxy routes with that comes from the routing
+// configuration (providers and keys, models, aliases, chains, clients and
+// plans, trip rules, prices): built whole from one configuration and
+// swapped whole when a new one is applied. A request keeps the routing it
+// started with to its end, so a switch never changes a request midway.
+type routing struct {
+	cfg        *config.Config
+	version    int // the routing configuration's version; 0: the file
+	table      *route.Table
+	clients    *clientKeys
+	upstreams  []*upstream // by provider index
+	classifier *failure.Classifier
+	passive    *passiveCounters // nil: passive reports off
+	modelsBody [2][]byte        // by provider.Format of the caller
+	plans      map[string]*quota.Limits
+	prices     *usage.Table
+
+	// active counts the requests that started on this routing and have
+	// not finished; a retired routing closes its own connection pools
+	// once it reaches 0.
+	active atomic.Int64
+}
+
+// newRouting builds the routing of cfg. Connection pools of prev (the
+// routing in use) are kept for providers whose connection settings did not
+// change; secrets rotated through the admin API replace the configured
+// ones, as they do on the routing in use.
+func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*routing, error) {
+	table, err := route.Build(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build routes: %w", err)
+	}
+	rt := &routing{cfg: cfg, version: version, table: table, clients: newClientKeys(cfg),
+		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{},
+		prices: usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))}
+	for name, p := range cfg.Plans {
+		rt.plans[name] = quota.LimitsOf(name, p)
+	}
+	for i, p := range cfg.Providers {
+		if old := prev.upstreamOf(p.Name); old != nil && old.conf == upstreamConf(s.cfg, p) {
+			rt.upstreams = append(rt.upstreams, old.reuse(s.cfg, p))
+			continue
+		}
+		rt.upstreams = append(rt.upstreams, newUpstream(s.cfg, cfg.Providers[i]))
+	}
+	s.rotated.Range(func(k, v any) bool {
+		id := k.(rotatedKey)
+		if key := table.Key(id.provider, id.key); key != nil {
+			key.SetSecret(v.(config.Secret))
+		}
+		return true
+	})
+	if s.passiveOn {
+		rt.passive = newPassiveCounters(table)
+	}
+	if snap := s.health.Load(); snap != nil {
+		table.SetHealth(snap.Offline, snap.KeyUnhealthy)
+	}
+	rt.modelsBody = s.modelLists(table.Names)
+	return rt, nil
+}
+
+// upstreamOf is the connection pool of the provider named name, or nil.
+func (rt *routing) upstreamOf(name string) *upstream {
+	if rt == nil {
+		return nil
+	}
+	for _, p := range rt.table.Providers {
+		if p.Name == name {
+			return rt.upstreams[p.Index]
+		}
+	}
+	return nil
+}
+
+// rotatedKey names a key whose secret was rotated through the admin API.
+type rotatedKey struct{ provider, key string }
+
+// Apply switches the proxy to a new routing configuration (a version of
+// the fleet's routing document): requests that started keep the routing
+// they started with, new ones use the new one, and nothing fails because
+// of the switch. Connection pools of providers whose connection settings
+// did not change are kept; those no longer used are closed once the last
+// request on them ends. The hold engine's resilience settings follow. A
+// configuration that does not build is refused and the routing in use
+// stays.
+func (s *Service) Apply(cfg *config.Config, version int) error {
+	pol, err := hold.PolicyFromConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("proxy: apply routing version %d: hold policy: %w", version, err)
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	old := s.rt.Load()
+	rt, err := s.newRouting(cfg, version, old)
+	if err != nil {
+		return fmt.Errorf("proxy: apply routing version %d: %w", version, err)
+	}
+	s.engine.SetPolicy(pol)
+	s.rt.Store(rt)
+	s.log.Info("routing configuration applied", "version", version, "previous", old.version,
+		"providers", len(rt.table.Providers), "models", len(rt.table.Names))
+	s.retire(old)
+	return nil
+}
+
+// retire hands the last passive counts of old to the reports and, once
+// no request runs on old, lets go of its connection pools: a pool no
+// routing uses any more (its provider is gone, or its connection settings
+// changed) closes.
+func (s *Service) retire(old *routing) {
+	if old.passive != nil {
+		s.retiredPassive.Store(old.passive)
+	}
+	s.retiring.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for old.active.Load() > 0 {
+			select {
+			case <-t.C:
+			case <-s.baseCtx.Done():
+			}
+			if s.baseCtx.Err() != nil {
+				break // shutting down: requests end as the pools close
+			}
+		}
+		old.release()
+	})
+}
+
+// release lets go of the routing's connection pools.
+func (rt *routing) release() {
+	for _, u := range rt.upstreams {
+		u.pool.release()
+	}
+}
+
+// setHealth applies the prober's health records to the routing in use
+// and keeps them for the next one.
+func (s *Service) setHealth(snap *health.Snapshot) {
+	s.health.Store(snap)
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.rt.Load().table.SetHealth(snap.Offline, snap.KeyUnhealthy)
+}
+
+// routingState is the proxy's part of what services report about the
+// routing configuration: the version in use.
+func (s *Service) RoutingVersion() int { return s.rt.Load().version }
