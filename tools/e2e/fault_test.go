@@ -13,9 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -636,40 +633,6 @@ type natsServer struct {
 	done chan struct{}
 }
 
-// buildNATSServer builds github.com/nats-io/nats-server/v2 (a dependency
-// of this module) into a temporary directory, with the race detector and
-// build tags of this test binary: its packages are then in the build
-// cache already (this binary embeds the server through natsembed), and
-// only the main package is compiled and linked (a few seconds, where a
-// build with other settings would compile the whole server, a minute on
-// a 2-core machine).
-func buildNATSServer(t *testing.T) string {
-	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("no go command to build nats-server with: %v", err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "nats-server")
-	args := []string{"build", "-o", bin}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "-race" && s.Value == "true":
-				args = append(args, "-race")
-			case s.Key == "-tags" && s.Value != "":
-				args = append(args, "-tags", s.Value)
-			}
-		}
-	}
-	cmd := exec.Command(goBin, append(args, "github.com/nats-io/nats-server/v2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build nats-server: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func startNATSProcess(t *testing.T, bin string) *natsServer {
 	t.Helper()
 	s := &natsServer{t: t, bin: bin, addr: testkit.FreeAddr(t), dir: t.TempDir()}
@@ -757,7 +720,7 @@ func TestNATSKill9UnderLoadLong(t *testing.T) {
 func natsKill9(t *testing.T, l killLoad) {
 	began := time.Now()
 	step := func(what string) { t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
-	bin := buildNATSServer(t)
+	bin := buildBinary(t, "github.com/nats-io/nats-server/v2")
 	step("nats-server built")
 	srv := startNATSProcess(t, bin)
 	step("nats-server started")

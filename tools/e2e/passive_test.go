@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,12 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		// The commands buildBinary built for this test binary go, then
+		// the process exits (a Cleanup replaces goleak's own os.Exit).
+		goleak.Cleanup(func(code int) {
+			removeBinaries()
+			os.Exit(code)
+		}),
 	)
 }
 
