@@ -26,6 +26,7 @@ import (
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/quota"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of the HTTP server once the
@@ -64,6 +65,11 @@ type Service struct {
 	health *health.View   // the prober's health records
 	ready  *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 	usage  usageReader    // bounds of /admin/usage
+	// quota follows the fleet's plan consumption on switchyard_limits
+	// (it admits nothing) and writes budget resets; plans are the
+	// configured plans' limits as it reads them.
+	quota *quota.Limiter
+	plans map[string]*quota.Limits
 
 	rotMu   sync.Mutex
 	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
@@ -95,6 +101,15 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		health:  health.NewView(nil),
 		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
 		usage:   newUsageReader(deps.UsageMaxScan),
+	}
+	s.quota, err = quota.New(quota.Options{Instance: m.Instance, Conn: deps.NATS,
+		Interval: cfg.Metering.LimitsInterval, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	s.plans = make(map[string]*quota.Limits, len(cfg.Plans))
+	for name, p := range cfg.Plans {
+		s.plans[name] = quota.LimitsOf(name, p)
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
@@ -133,6 +148,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.watchRotations(bg) })
 		wg.Go(func() { s.watchHealth(bg) })
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
+		wg.Go(func() { s.runLimits(bg) })
 	}
 	defer func() {
 		cancelBG()
@@ -201,6 +217,10 @@ func (s *Service) newApp() *fiber.App {
 	api.Get("/events", read, s.events)
 	api.Post("/classify", read, s.classify)
 	api.Get("/usage", read, s.usageReport)
+	api.Get("/clients", read, s.listClients)
+	api.Get("/clients/:id", read, s.getClient)
+	api.Post("/clients/:id/budget/reset", op, s.resetBudget)
+	api.Get("/plans", read, s.listPlans)
 	api.Use(func(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusNotFound, "not_found", "no route "+c.Method()+" "+c.Path())
 	})

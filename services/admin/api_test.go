@@ -98,7 +98,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	r.expect(t, 200, "")
 	paths, _ := r.body["paths"].(map[string]any)
 	for _, p := range []string{"/admin/holds", "/admin/holds/{id}", "/admin/providers/status", "/admin/providers/{name}/reset",
-		"/admin/providers/{name}/keys/{id}", "/admin/events", "/admin/classify", "/admin/usage", "/metrics"} {
+		"/admin/providers/{name}/keys/{id}", "/admin/events", "/admin/classify", "/admin/usage", "/admin/clients", "/admin/clients/{id}",
+		"/admin/clients/{id}/budget/reset", "/admin/plans", "/metrics"} {
 		if paths[p] == nil {
 			t.Errorf("openapi.json lacks %s", p)
 		}

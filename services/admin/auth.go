@@ -49,8 +49,12 @@ func (a *authenticator) identify(presented string) (authToken, bool) {
 	return found, ok == 1
 }
 
-// localToken is the fiber.Locals key of the authenticated token's id.
-const localToken = "admin_token"
+// localToken and localRole are the fiber.Locals keys of the
+// authenticated token's id and role.
+const (
+	localToken = "admin_token"
+	localRole  = "admin_role"
+)
 
 // require returns a handler that admits requests carrying a token with
 // role (operator includes read): 401 without a valid token, 403 with a
@@ -76,6 +80,7 @@ func (a *authenticator) require(role string) fiber.Handler {
 			return apiError(c, fiber.StatusForbidden, codeForbidden, "token "+t.id+" has role "+t.role+"; this needs role operator")
 		}
 		c.Locals(localToken, t.id)
+		c.Locals(localRole, t.role)
 		return c.Next()
 	}
 }
@@ -84,4 +89,10 @@ func (a *authenticator) require(role string) fiber.Handler {
 func tokenID(c *fiber.Ctx) string {
 	id, _ := c.Locals(localToken).(string)
 	return id
+}
+
+// tokenRole is the role of the request's admin token (read, operator).
+func tokenRole(c *fiber.Ctx) string {
+	r, _ := c.Locals(localRole).(string)
+	return r
 }

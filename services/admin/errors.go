@@ -25,6 +25,7 @@ const (
 	codeRotationOff     = "rotation_disabled"
 	codeInternal        = "internal"
 	codeBusy            = "busy"
+	codeNoBudget        = "no_budget"
 )
 
 func natsDown(c *fiber.Ctx) error {

@@ -76,10 +76,19 @@ providers:
 
 func loadConfig(t *testing.T, natsURL string, withKey bool) *config.Config {
 	t.Helper()
+	return loadConfigEdit(t, natsURL, withKey, nil)
+}
+
+// loadConfigEdit is loadConfig with testYAML changed by edit (nil: as is).
+func loadConfigEdit(t *testing.T, natsURL string, withKey bool, edit func(string) string) *config.Config {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	y := strings.Replace(testYAML, "nats://127.0.0.1:4222", natsURL, 1)
 	if !withKey {
 		y = strings.Replace(y, "credentials:\n  encryption_key: env:T_CRED\n", "", 1)
+	}
+	if edit != nil {
+		y = edit(y)
 	}
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
@@ -87,6 +96,7 @@ func loadConfig(t *testing.T, natsURL string, withKey bool) *config.Config {
 	cfg, err := config.Load(path, []string{
 		"T_OP=" + opToken, "T_READ=" + readToken, "T_CLIENT=" + clientKey, "T_CRED=" + credKeyHex,
 		"T_K1=sk-old-primary", "T_K2=sk-old-secondary",
+		"T_CA=" + planClientKeyA, "T_CB=" + planClientKeyB,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +132,8 @@ type envOptions struct {
 	fileStore bool
 	// usageMaxScan is Deps.UsageMaxScan.
 	usageMaxScan int
+	// edit changes testYAML before it is loaded (plansYAML adds plans).
+	edit func(string) string
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
@@ -133,7 +145,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	}
 	e.ns = ns
 	t.Cleanup(func() { natsembed.Stop(e.ns) })
-	e.cfg = loadConfig(t, ns.ClientURL(), o.withKey)
+	e.cfg = loadConfigEdit(t, ns.ClientURL(), o.withKey, o.edit)
 	e.cfg.NATS.Storage = "memory"
 	if o.fileStore {
 		e.cfg.NATS.Storage = "file"
