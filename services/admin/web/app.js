@@ -9,6 +9,7 @@
   let streamAbort = null;
   let refreshTimer = null;
   let usage = null; // the Usage page (usage.js)
+  let clients = null; // the Clients page (clients.js)
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -47,16 +48,18 @@
     sessionStorage.removeItem(KEY); token = "";
     if (streamAbort) streamAbort.abort();
     if (usage) usage.hide();
+    if (clients) clients.forget();
     showLogin(msg);
   }
 
-  // route shows the page the location's hash names: #usage, else the fleet
+  // route shows the page the location's hash names: #usage, #clients,
+  // else the fleet
   function route() {
-    const onUsage = location.hash === "#usage";
-    $("fleet-page").hidden = onUsage;
-    $("tab-fleet").classList.toggle("on", !onUsage);
-    $("tab-usage").classList.toggle("on", onUsage);
-    if (onUsage) usage.show(); else usage.hide();
+    const page = location.hash === "#usage" ? "usage" : location.hash === "#clients" ? "clients" : "fleet";
+    $("fleet-page").hidden = page !== "fleet";
+    for (const p of ["fleet", "usage", "clients"]) $("tab-" + p).classList.toggle("on", p === page);
+    if (page === "usage") usage.show(); else usage.hide();
+    if (page === "clients") clients.show(); else clients.hide();
   }
 
   const labels = { healthy: "Healthy", degraded: "Degraded", circuit_open: "Circuit Open", recovering: "Recovering", offline: "Offline" };
@@ -137,7 +140,9 @@
     let ev = {};
     try { ev = JSON.parse(data); } catch (_) {}
     const sc = ev.scope || {};
-    const what = [sc.provider, sc.key, sc.model].filter(Boolean).join("/");
+    // a budget event names a client key and its plan, others a target
+    const what = kind === "budget" ? [ev.client, ev.plan, ev.period].filter(Boolean).join(" · ")
+      : [sc.provider, sc.key, sc.model].filter(Boolean).join("/");
     const line = (ev.at ? new Date(ev.at).toLocaleTimeString() : "") + "  " + kind + "  " + what +
       (ev.class && ev.class !== "unrecognised" ? "  " + ev.class : "") + (ev.outcome ? "  " + ev.outcome : "") +
       (ev.reason ? "  — " + ev.reason : "");
@@ -175,7 +180,7 @@
               else if (line.startsWith("id: ")) id = line.slice(4);
             }
             if (id) lastId = id;
-            if (data && kind !== "error") { addEvent(kind, data); soon(); }
+            if (data && kind !== "error") { addEvent(kind, data); soon(); clients.onEvent(kind); }
           }
         }
       } catch (e) {
@@ -200,6 +205,7 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     usage = window.SwitchyardUsage({ api, el, $ });
+    clients = window.SwitchyardClients({ api, el, $ });
     window.addEventListener("hashchange", () => { if (token) route(); });
     $("login-form").addEventListener("submit", (e) => {
       e.preventDefault();

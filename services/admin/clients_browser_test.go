@@ -1,0 +1,219 @@
+package admin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/quota"
+)
+
+// clientsPage is what the Clients page shows, read in one evaluation in
+// the page (it re-renders on every reload: separate reads could straddle
+// two renders).
+type clientsPage struct {
+	State  string `json:"state"`
+	Status string `json:"status"`
+	// Clients: data-client -> cell class -> cell
+	Clients map[string]map[string]clientCell `json:"clients"`
+	// Plans: data-plan -> cell class -> text
+	Plans map[string]map[string]string `json:"plans"`
+	// Resets are the clients with a Reset budget button; Confirms those
+	// whose reset waits for its confirmation.
+	Resets   []string `json:"resets"`
+	Confirms []string `json:"confirms"`
+	Error    string   `json:"error"`
+}
+
+type clientCell struct {
+	Text      string `json:"text"`
+	Used      string `json:"used"`
+	Exhausted bool   `json:"exhausted"` // an exhausted badge
+	Bar       string `json:"bar"`       // the bar's level: ok, high, full ("" without a limit)
+}
+
+const readClientsPage = `(() => {
+  const q = (s, r) => [...(r || document).querySelectorAll(s)];
+  const page = document.querySelector("#clients-page");
+  const cell = (td) => ({
+    text: td.innerText.replace(/\s+/g, " ").trim(),
+    used: (td.querySelector(".used") || {}).innerText || "",
+    exhausted: !!td.querySelector(".badge.exhausted"),
+    bar: ((td.querySelector(".bar") || {}).className || "").replace("bar", "").trim(),
+  });
+  return JSON.stringify({
+    state: page.dataset.state || "",
+    status: document.querySelector("#clients-status").innerText,
+    clients: Object.fromEntries(q("#clients tr.client-row").map((tr) =>
+      [tr.dataset.client, Object.fromEntries(q("td", tr).map((td) => [td.classList[td.classList.length - 1], cell(td)]))])),
+    plans: Object.fromEntries(q("#plans tr.plan-row").map((tr) =>
+      [tr.dataset.plan, Object.fromEntries(q("td", tr).map((td) => [td.classList[td.classList.length - 1], td.innerText.replace(/\s+/g, " ").trim()]))])),
+    resets: q("#clients button.reset-budget").map((b) => b.dataset.client),
+    confirms: q("#clients button.confirm-reset").map((b) => b.dataset.client),
+    error: document.querySelector("#clients-error").innerText,
+  });
+})()`
+
+// clientsPage waits until cond (a JavaScript expression over page, the
+// #clients-page element, and row(id), a client's row) holds, then reads
+// the page in one evaluation.
+func (b *browser) clientsPage(cond string) clientsPage {
+	b.t.Helper()
+	expr := `(() => { const page = document.querySelector("#clients-page");
+	  const row = (id) => document.querySelector('#clients tr.client-row[data-client="' + id + '"]');
+	  const cell = (id, cls) => { const r = row(id); const c = r && r.querySelector("td." + cls); return c ? c.innerText.replace(/\s+/g, " ").trim() : "" };
+	  return !!page && !page.hidden && (` + cond + `) })()`
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		b.t.Fatalf("clients page never met %s: %v\npage:\n%s", cond, err, b.dump())
+	}
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](readClientsPage))
+	if err != nil {
+		b.t.Fatalf("read the clients page: %v", err)
+	}
+	var p clientsPage
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		b.t.Fatalf("read the clients page: %v: %s", err, raw)
+	}
+	return p
+}
+
+// TestClientsDashboardInBrowser drives the Clients page in headless
+// Chromium: a stand-in proxy's consumption shows up against the plans'
+// limits, live; the day budget of team-a is exhausted (a badge), an
+// operator presses Reset budget, confirms, and the spend drops to $0.00
+// while the proxy admits team-a again; a read token sees no button. With
+// DASHBOARD_CLIENTS_SCREENSHOT set (a PNG path) it saves a screenshot of
+// the exhausted state.
+func TestClientsDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	e := startPlansEnv(t)
+	// the stand-in proxy publishes its exhaustion events as the proxy does
+	proxy := e.standInProxy(e.proxy.Instance, func(x quota.Exhaustion) {
+		e.proxy.Emit(hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
+			Client: x.Client, Plan: x.Plan, Period: x.Period, PeriodID: x.PeriodID,
+			SpendUSD: x.SpendUSD, BudgetUSD: x.BudgetUSD, Until: x.Ends, Reason: x.Period + " budget exhausted"})
+	})
+	b := startBrowser(t, 90*time.Second, chromedp.WindowSize(1280, 900))
+
+	// before the page opens: team-a spent $0.60 and has a request in
+	// flight; team-b (plan free: 10 requests a minute) made 3 requests
+	proxy.request("team-a", 1200, 0.6)
+	open := proxy.admit("team-a")
+	defer proxy.lim.Done(open, 0, 0, false)
+	for range 3 {
+		proxy.lim.Done(proxy.admitPlan("team-b", "free"), 40, 0, false)
+	}
+
+	if err := b.login(e.base, opToken); err != nil {
+		t.Fatalf("open the dashboard: %v\npage:\n%s", err, b.dump())
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#tab-clients`))); err != nil {
+		t.Fatal(err)
+	}
+	p := b.clientsPage(`page.dataset.state === "ready" && cell("team-a", "day").startsWith("$0.60 / $1.00") && cell("team-b", "rpm").startsWith("3 / 10")`)
+	if c := p.Clients["team-a"]; c["plan"].Text != "pro" || c["inflight"].Used != "1 / 5" || c["tpm"].Used != "1.2k / 10k" || c["day"].Exhausted || c["day"].Bar != "ok" ||
+		c["week"].Text != "$0.60 no budget" || c["month"].Used != "$0.60 / $10.00" {
+		t.Errorf("team-a before the exhaustion: %+v", c)
+	}
+	if c := p.Clients["app"]; c["plan"].Text != "—" || c["rpm"].Text != "0 no limit" {
+		t.Errorf("app (no plan): %+v", c)
+	}
+	if got := strings.Join(p.Resets, ","); got != "team-a" {
+		t.Errorf("reset buttons for %q, want team-a only (team-b's plan and app have no budget)", got)
+	}
+	if pro := p.Plans["pro"]; pro["clients"] != "team-a" || pro["models"] != "gpt-4o" ||
+		pro["limits"] != "100 req/min · 10k tok/min · 5 in flight · $1.00/day · $10.00/month" {
+		t.Errorf("plan pro: %v", pro)
+	}
+	if free := p.Plans["free"]; free["models"] != "all" || free["rpm"] != "3" || free["tpm"] != "120" {
+		t.Errorf("plan free: %v", free)
+	}
+	// a marker that a reload would lose
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`window.__noReload = true`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// the day budget is exhausted while the page is open: it follows
+	proxy.request("team-a", 800, 0.6)
+	p = b.clientsPage(`cell("team-a", "day").startsWith("$1.20 / $1.00") && row("team-a").querySelector("td.day .badge.exhausted") !== null && !!document.querySelector('#plans tr[data-plan="pro"] .badge.exhausted')`)
+	if c := p.Clients["team-a"]["day"]; c.Bar != "full" || !strings.Contains(c.Text, "exhausted") {
+		t.Errorf("exhausted day: %+v", c)
+	}
+	if _, ref := proxy.lim.Admit("team-a", proxy.plans["pro"], 0); ref == nil {
+		t.Error("the proxy admits team-a with its day budget exhausted")
+	}
+	b.screenshot("DASHBOARD_CLIENTS_SCREENSHOT") // for a look: DASHBOARD_CLIENTS_SCREENSHOT=/tmp/c.png
+
+	// Reset budget asks for a confirmation first; Cancel leaves it
+	err := chromedp.Do(b.ctx,
+		chromedp.Click(chromedp.CSS(`button.reset-budget[data-client="team-a"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button.cancel-reset`)),
+		chromedp.Click(chromedp.CSS(`button.cancel-reset`)),
+		chromedp.WaitVisible(chromedp.CSS(`button.reset-budget[data-client="team-a"]`)),
+	)
+	if err != nil {
+		t.Fatalf("cancel a reset: %v\npage:\n%s", err, b.dump())
+	}
+	if v, _ := e.clientOf("team-a"); !v.Usage.Day.Exhausted {
+		t.Fatal("a cancelled reset reset the budget")
+	}
+	err = chromedp.Do(b.ctx,
+		chromedp.Click(chromedp.CSS(`button.reset-budget[data-client="team-a"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button.confirm-reset[data-client="team-a"]`)),
+		chromedp.Click(chromedp.CSS(`button.confirm-reset[data-client="team-a"]`)),
+	)
+	if err != nil {
+		t.Fatalf("reset from the dashboard: %v\npage:\n%s", err, b.dump())
+	}
+	p = b.clientsPage(`cell("team-a", "day").startsWith("$0.00 / $1.00") && row("team-a").querySelector(".badge") === null`)
+	c := p.Clients["team-a"]
+	if !strings.Contains(c["client"].Text, "reset by oncall") || c["month"].Used != "$0.00 / $10.00" || c["inflight"].Used != "1 / 5" || p.Error != "" {
+		t.Errorf("after the reset: %+v (error %q)", c, p.Error)
+	}
+	if got := p.Plans["pro"]["exhausted"]; got != "0" {
+		t.Errorf("plan pro exhausted keys after the reset: %q", got)
+	}
+	tk, ref := proxy.lim.Admit("team-a", proxy.plans["pro"], 0)
+	if ref != nil {
+		t.Errorf("the proxy refuses team-a after the reset: %s", ref.Message)
+	}
+	proxy.lim.Done(tk, 0, 0, false)
+	// the event feed (Fleet page) has the exhaustion and the reset
+	feed := `[...document.querySelectorAll('#events li[data-kind="budget"]')].map((li) => li.innerText).join("\n")`
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](feed+`.includes("reset")`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("no budget reset event in the feed: %v", err)
+	}
+	if txt, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](feed)); !strings.Contains(txt, "team-a · pro") || !strings.Contains(txt, "exhausted") {
+		t.Errorf("budget events in the feed: %q", txt)
+	}
+	if marker, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`window.__noReload === true`)); err != nil || !marker {
+		t.Errorf("the page reloaded (marker %v, %v)", marker, err)
+	}
+
+	// a read token sees the figures, no Reset button
+	err = chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), readToken), chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = b.clientsPage(`page.dataset.state === "ready" && cell("team-a", "day").startsWith("$0.00")`)
+	if len(p.Resets) != 0 || len(p.Confirms) != 0 {
+		t.Errorf("a read token sees reset buttons: %v %v", p.Resets, p.Confirms)
+	}
+}
+
+// admitPlan admits one request of client under plan or fails the test.
+func (s *standIn) admitPlan(client, plan string) quota.Ticket {
+	s.t.Helper()
+	t, ref := s.lim.Admit(client, s.plans[plan], 0)
+	if ref != nil {
+		s.t.Fatalf("%s refused: %s", client, ref.Message)
+	}
+	return t
+}
