@@ -340,7 +340,7 @@ func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	fs.SetOutput(stderr)
 	var a adminFlags
 	a.register(fs)
-	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential")
+	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential, budget")
 	prov := fs.String("provider", "", "comma-separated provider names")
 	since := fs.String("since", "", "replay from the events stream first: a duration (10m) or an RFC 3339 time")
 	limit := fs.Int("n", 0, "stop after N events (0: follow until interrupted)")
@@ -420,18 +420,23 @@ func printEvent(tw *tabwriter.Writer, stdout io.Writer, asJSON bool, kind, data 
 		Class   string `json:"class"`
 		Outcome string `json:"outcome"`
 		Reason  string `json:"reason"`
+		Client  string `json:"client"`
+		Plan    string `json:"plan"`
 	}
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return fmt.Errorf("events tail: decode: %w", err)
 	}
 	target := ev.Scope.Provider
+	if kind == "budget" { // a budget event names a client key and its plan
+		target = ev.Client + " (plan " + ev.Plan + ")"
+	}
 	for _, s := range []string{ev.Scope.Key, ev.Scope.Model} {
 		if s != "" {
 			target += "/" + s
 		}
 	}
 	class := ev.Class
-	if class == "unrecognised" && kind == "credential" {
+	if class == "unrecognised" && kind == "credential" || kind == "budget" {
 		class = ""
 	}
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("15:04:05.000"), kind, target, dash(class), dash(ev.Outcome), ev.Reason)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,13 @@ type testFleet struct {
 // read token ro-secret, and waits until the stand-in proxy is bound.
 func startFleet(t *testing.T) *testFleet {
 	t.Helper()
+	return startFleetWith(t, "")
+}
+
+// startFleetWith is startFleet with extra top-level configuration (YAML)
+// appended; secrets env:T_CA and env:T_CB are set for client keys.
+func startFleetWith(t *testing.T, extraYAML string) *testFleet {
+	t.Helper()
 	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +58,11 @@ providers:
     type: openai
     keys: [{id: primary, secret: env:T_K}]
     models: [{name: gpt-4o}]
-`, ns.ClientURL())
+`, ns.ClientURL()) + extraYAML
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, []string{"T_OP=op-secret", "T_RO=ro-secret", "T_K=sk-x"})
+	cfg, err := config.Load(path, []string{"T_OP=op-secret", "T_RO=ro-secret", "T_K=sk-x", "T_CA=client-a-secret", "T_CB=client-b-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +86,22 @@ providers:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stand-in proxy did not bind the buckets")
 	}
-	return &testFleet{adminURL: "http://" + ln.Addr().String(), proxy: proxy, pnc: pnc}
+	// the admin service binds them on its own: its routes that need NATS
+	// answer 503 until /readyz is 200
+	adminURL := "http://" + ln.Addr().String()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(adminURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the admin service is not ready: %v", err)
+		}
+	}
+	return &testFleet{adminURL: adminURL, proxy: proxy, pnc: pnc}
 }
 
 // swctl runs swctl with args and returns its stdout, stderr and error.

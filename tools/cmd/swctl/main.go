@@ -6,6 +6,8 @@
 //	swctl providers status          providers, circuit states, keys and their holds
 //	swctl events tail               follow hold/release/trip/probe/credential events
 //	swctl usage                     requests, tokens, cost and latency by client, model, ...
+//	swctl clients [CLIENT]          client keys: consumption against their plans' limits
+//	swctl budget reset CLIENT       reset a client key's budgets, fleet-wide
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
@@ -52,6 +54,8 @@ func commands() []command {
 		{name: "providers", usage: "status: providers, circuit states, keys and holds", run: runProviders},
 		{name: "events", usage: "tail [-kind K] [-provider P] [-since 10m] [-n N]: follow fleet events", run: runEvents},
 		{name: "usage", usage: "[--from -24h] [--to T] [--by client,model] [--interval hour] [--client C] ...: usage sums", run: runUsage},
+		{name: "clients", usage: "[CLIENT]: client keys, their plans and consumption against the limits", run: runClients},
+		{name: "budget", usage: "reset CLIENT: the client key's day, week and month spend from 0 again (operator)", run: runBudget},
 	}
 }
 

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// clientRow is the part of a client key of GET /admin/clients the table
+// shows.
+type clientRow struct {
+	ID     string `json:"id"`
+	Plan   string `json:"plan"`
+	Limits struct {
+		RequestsPerMinute  float64 `json:"requests_per_minute"`
+		TokensPerMinute    float64 `json:"tokens_per_minute"`
+		ConcurrentRequests float64 `json:"concurrent_requests"`
+	} `json:"limits"`
+	Usage struct {
+		RequestsPerMinute float64      `json:"requests_per_minute"`
+		TokensPerMinute   float64      `json:"tokens_per_minute"`
+		InFlight          float64      `json:"in_flight"`
+		Day               budgetPeriod `json:"day"`
+		Week              budgetPeriod `json:"week"`
+		Month             budgetPeriod `json:"month"`
+		Reset             *struct {
+			By string    `json:"by"`
+			At time.Time `json:"at"`
+		} `json:"reset"`
+	} `json:"usage"`
+}
+
+type budgetPeriod struct {
+	SpendUSD  float64 `json:"spend_usd"`
+	BudgetUSD float64 `json:"budget_usd"`
+	Exhausted bool    `json:"exhausted"`
+}
+
+// runClients: swctl clients [ID]: every client key (or one) with its plan
+// and its consumption against the plan's limits.
+func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: swctl clients [CLIENT] [flags]")
+		fs.PrintDefaults()
+	}
+	var a adminFlags
+	a.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		fs.Usage()
+		return fmt.Errorf("clients: unexpected argument %q", pos[1])
+	}
+	path := "/admin/clients"
+	if len(pos) == 1 {
+		path += "/" + url.PathEscape(pos[0])
+	}
+	b, err := a.call(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return err
+	}
+	var res struct {
+		Clients []clientRow `json:"clients"`
+		NATS    *bool       `json:"nats"`
+	}
+	if len(pos) == 1 {
+		var one clientRow
+		err = json.Unmarshal(b, &one)
+		res.Clients = []clientRow{one}
+	} else {
+		err = json.Unmarshal(b, &res)
+	}
+	if err != nil {
+		return fmt.Errorf("clients: decode: %w", err)
+	}
+	if res.NATS != nil && !*res.NATS {
+		fmt.Fprintln(stderr, "warning: the admin service does not follow the switchyard_limits bucket (NATS unreachable): the figures may be stale")
+	}
+	return printClients(stdout, res.Clients)
+}
+
+// printClients writes one aligned line per client key: used/limit for
+// the sliding minute's requests and tokens and the requests in flight,
+// spend/budget per period ("-": no limit), and the last reset.
+func printClients(w io.Writer, cs []clientRow) error {
+	if len(cs) == 0 {
+		_, err := fmt.Fprintln(w, "no client keys are configured (clients[])")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT\tPLAN\tREQ/MIN\tTOK/MIN\tIN FLIGHT\tDAY USD\tWEEK USD\tMONTH USD\tRESET")
+	for _, c := range cs {
+		u := c.Usage
+		reset := "-"
+		if u.Reset != nil {
+			reset = u.Reset.By + " " + u.Reset.At.UTC().Format("2006-01-02 15:04Z")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, dash(c.Plan),
+			used(u.RequestsPerMinute, c.Limits.RequestsPerMinute), used(u.TokensPerMinute, c.Limits.TokensPerMinute),
+			used(u.InFlight, c.Limits.ConcurrentRequests), spent(u.Day), spent(u.Week), spent(u.Month), reset)
+	}
+	return tw.Flush()
+}
+
+// used is "used/limit", "-" for no limit.
+func used(v, limit float64) string {
+	s := strconv.FormatFloat(float64(int64(v*10+0.5))/10, 'f', -1, 64)
+	if limit <= 0 {
+		return s + "/-"
+	}
+	return s + "/" + strconv.FormatFloat(limit, 'f', -1, 64)
+}
+
+// spent is "spend/budget", "-" for no budget, and "exhausted".
+func spent(p budgetPeriod) string {
+	s := fmt.Sprintf("%.4f/", p.SpendUSD)
+	if p.BudgetUSD > 0 {
+		s += fmt.Sprintf("%.2f", p.BudgetUSD)
+	} else {
+		s += "-"
+	}
+	if p.Exhausted {
+		s += " exhausted"
+	}
+	return s
+}
+
+// runBudget: swctl budget reset CLIENT: the client key's spend in the
+// current day, week and month starts from 0 again, fleet-wide (operator).
+func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "reset" {
+		fmt.Fprintln(stderr, "usage: swctl budget reset CLIENT [flags]")
+		return errors.New("budget: want reset")
+	}
+	fs := flag.NewFlagSet("budget reset", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a adminFlags
+	a.register(fs)
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("budget reset: want exactly one client key id (see swctl clients)")
+	}
+	b, err := a.call(ctx, "POST", "/admin/clients/"+url.PathEscape(pos[0])+"/budget/reset", nil)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return err
+	}
+	var c clientRow
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("budget reset: decode: %w", err)
+	}
+	by := ""
+	if c.Usage.Reset != nil {
+		by = " by " + c.Usage.Reset.By
+	}
+	var periods []string
+	for _, p := range []struct {
+		name string
+		p    budgetPeriod
+	}{{"day", c.Usage.Day}, {"week", c.Usage.Week}, {"month", c.Usage.Month}} {
+		if p.p.BudgetUSD > 0 {
+			periods = append(periods, p.name+" "+spent(p.p))
+		}
+	}
+	_, err = fmt.Fprintf(stdout, "budget of %s (plan %s) reset%s: %s USD\n", c.ID, c.Plan, by, strings.Join(periods, ", "))
+	return err
+}
