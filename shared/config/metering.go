@@ -49,9 +49,9 @@ type Plan struct {
 
 // Budget is spend per period; 0: no cap for that period.
 type Budget struct {
-	Day   float64 `koanf:"day"`
-	Week  float64 `koanf:"week"`
-	Month float64 `koanf:"month"`
+	Day   float64 `koanf:"day" json:"day"`
+	Week  float64 `koanf:"week" json:"week"`
+	Month float64 `koanf:"month" json:"month"`
 }
 
 // Price is one entry of the price table, in USD per million tokens. It
