@@ -26,6 +26,10 @@ const (
 	// BucketLimits keeps what each proxy's callers consumed against their
 	// plans' limits, per client, window and instance (per-key TTL).
 	BucketLimits = "switchyard_limits"
+	// BucketConfig keeps the versioned routing configuration: one key
+	// version.<N> per stored version, written once, and the active
+	// pointer, changed by compare-and-set (package configstore).
+	BucketConfig = "switchyard_config"
 
 	// StreamUsage keeps one usage record per request, published under
 	// UsageSubjects.
@@ -65,6 +69,10 @@ const (
 	LimitMarkerTTL = time.Hour
 	// CredentialsHistory is how many revisions of a rotated secret are kept.
 	CredentialsHistory = 5
+	// ConfigHistory is how many revisions of each switchyard_config key are
+	// kept: the active pointer's recent activation trail (the versions
+	// themselves are written once and keep everything).
+	ConfigHistory = 16
 	// DefaultSetupTimeout bounds Setup when ctx has no deadline.
 	DefaultSetupTimeout = 15 * time.Second
 )
@@ -98,6 +106,7 @@ type Resources struct {
 	Leases      jetstream.KeyValue
 	Credentials jetstream.KeyValue
 	Limits      jetstream.KeyValue
+	Config      jetstream.KeyValue
 	Events      jetstream.Stream
 	Usage       jetstream.Stream
 }
@@ -126,6 +135,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		BucketLeases:      &res.Leases,
 		BucketCredentials: &res.Credentials,
 		BucketLimits:      &res.Limits,
+		BucketConfig:      &res.Config,
 	}
 	for _, cfg := range kvs {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
@@ -191,6 +201,13 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 			Bucket:      BucketCredentials,
 			Description: "Switchyard rotated secrets, encrypted",
 			History:     CredentialsHistory,
+			Storage:     storage,
+			Replicas:    replicas,
+		},
+		{
+			Bucket:      BucketConfig,
+			Description: "Switchyard routing configuration: version.<N> written once, active pointer by compare-and-set",
+			History:     ConfigHistory,
 			Storage:     storage,
 			Replicas:    replicas,
 		},

@@ -46,6 +46,7 @@ func TestSetup(t *testing.T) {
 		{res.Leases, BucketLeases, 1, LimitMarkerTTL},
 		{res.Credentials, BucketCredentials, CredentialsHistory, 0},
 		{res.Limits, BucketLimits, 1, LimitMarkerTTL},
+		{res.Config, BucketConfig, ConfigHistory, 0},
 	}
 	for _, b := range buckets {
 		t.Run(b.name, func(t *testing.T) {
@@ -137,6 +138,7 @@ func TestConfigs(t *testing.T) {
 				t.Fatal(err)
 			}
 			replicas := max(tt.opts.Replicas, 1)
+			var configBucket bool
 			for _, kv := range kvs {
 				if kv.Replicas != replicas || kv.Storage != tt.storage {
 					t.Errorf("%s: replicas %d storage %s", kv.Bucket, kv.Replicas, kv.Storage)
@@ -144,6 +146,17 @@ func TestConfigs(t *testing.T) {
 				if kv.LimitMarkerTTL > 0 && kv.History != 1 {
 					t.Errorf("%s: per-key TTLs need History 1, got %d", kv.Bucket, kv.History)
 				}
+				if kv.Bucket == BucketConfig {
+					// Versions are kept for ever and the active pointer
+					// keeps its trail: no TTL, a history.
+					configBucket = true
+					if kv.LimitMarkerTTL != 0 || kv.TTL != 0 || kv.History != ConfigHistory {
+						t.Errorf("%s: marker TTL %s, TTL %s, history %d", kv.Bucket, kv.LimitMarkerTTL, kv.TTL, kv.History)
+					}
+				}
+			}
+			if !configBucket {
+				t.Errorf("no %s bucket", BucketConfig)
 			}
 			if len(streams) != 2 {
 				t.Fatalf("%d streams, want events and usage", len(streams))

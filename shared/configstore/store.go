@@ -1,0 +1,653 @@
+package configstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/redact"
+)
+
+// DefaultOpTimeout bounds each bucket operation (a Get, a write, one scan
+// of the version keys); the caller's context may end it sooner.
+const DefaultOpTimeout = 5 * time.Second
+
+// maxNumberTries bounds how many version numbers one write tries when
+// others take the numbers it picked.
+const maxNumberTries = 32
+
+// Store keeps the fleet's routing configuration in the switchyard_config
+// bucket (bus.Resources.Config): the versions, the active pointer, and the
+// writes that move it. Every method is safe for concurrent use, within a
+// process and across the fleet: the pointer only moves by compare-and-set.
+//
+// A Store made by NewUnbound has no bucket yet: until Bind, every
+// operation fails with ErrUnavailable and Watch waits.
+type Store struct {
+	nc        *nats.Conn
+	log       *slog.Logger
+	b         atomic.Pointer[binding]
+	validate  func(doc []byte, name string) error
+	now       func() time.Time
+	opTimeout time.Duration
+	onSkip    func(error)
+
+	bound    chan struct{}
+	bindOnce sync.Once
+}
+
+type binding struct{ kv jetstream.KeyValue }
+
+// Option tunes a Store.
+type Option func(*Store)
+
+// WithValidate sets the validation every write runs before it writes
+// anything (Import, Activate, Rollback, Edit): the services pass a closure
+// over config.LoadDocument, so that a document that does not load never
+// becomes active. name is "config version <N>", for messages. Without it
+// only well-formedness is checked.
+func WithValidate(f func(doc []byte, name string) error) Option {
+	return func(s *Store) { s.validate = f }
+}
+
+// WithClock sets the clock of the at fields (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithOpTimeout bounds each bucket operation (default DefaultOpTimeout).
+func WithOpTimeout(d time.Duration) Option { return func(s *Store) { s.opTimeout = d } }
+
+// WithOnSkip is called (on the Watch goroutine) for each active pointer
+// Watch skips because its version cannot be read; the error names the
+// version. Skips are logged at error level either way.
+func WithOnSkip(f func(error)) Option { return func(s *Store) { s.onSkip = f } }
+
+// New returns a Store bound to kv (bus.Resources.Config). nc is kv's
+// connection: its reconnects restart Watch at once, and every successful
+// write publishes an Event on it. nc may be nil (no events; Watch then
+// relies on its own checks). log may be nil.
+func New(nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger, opts ...Option) *Store {
+	s := NewUnbound(nc, log, opts...)
+	s.Bind(kv)
+	return s
+}
+
+// NewUnbound returns a Store on nc whose bucket is bound later (Bind).
+func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		nc:        nc,
+		log:       log.With("component", "configstore"),
+		now:       time.Now,
+		opTimeout: DefaultOpTimeout,
+		bound:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Bind sets the bucket (bus.Resources.Config); only the first Bind counts.
+func (s *Store) Bind(kv jetstream.KeyValue) {
+	s.bindOnce.Do(func() {
+		s.b.Store(&binding{kv: kv})
+		close(s.bound)
+	})
+}
+
+// Bound is closed once the Store has its bucket.
+func (s *Store) Bound() <-chan struct{} { return s.bound }
+
+// ready returns the bucket, failing fast when there is none yet or the
+// connection is down.
+func (s *Store) ready(op string) (jetstream.KeyValue, error) {
+	b := s.b.Load()
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s: bucket not bound yet", ErrUnavailable, op)
+	}
+	if s.nc != nil && !s.nc.IsConnected() {
+		return nil, fmt.Errorf("%w: %s: NATS %s", ErrUnavailable, op, s.nc.Status())
+	}
+	return b.kv, nil
+}
+
+// Active returns the active version (ErrNoActive when there is none), with
+// ActiveRevision set: the base of a write that follows.
+func (s *Store) Active(ctx context.Context) (Version, error) {
+	kv, err := s.ready("read the active version")
+	if err != nil {
+		return Version{}, err
+	}
+	cur, err := s.current(ctx, kv)
+	if err != nil {
+		return Version{}, err
+	}
+	if !cur.ok {
+		return Version{}, ErrNoActive
+	}
+	if cur.err != nil {
+		return Version{}, cur.err
+	}
+	return cur.version, nil
+}
+
+// Get returns version n (ErrNotFound when there is none).
+func (s *Store) Get(ctx context.Context, n uint64) (Version, error) {
+	kv, err := s.ready("read a version")
+	if err != nil {
+		return Version{}, err
+	}
+	return s.get(ctx, kv, n)
+}
+
+// List returns every stored version, newest first, without documents.
+// Versions that cannot be decoded are left out (and logged). Version
+// numbers may have gaps: a number taken by a write that lost its
+// compare-and-set is never reused.
+func (s *Store) List(ctx context.Context) ([]Version, error) {
+	kv, err := s.ready("list versions")
+	if err != nil {
+		return nil, err
+	}
+	var out []Version
+	err = s.scan(ctx, kv, false, func(e jetstream.KeyValueEntry) {
+		v, err := decodeVersion(e.Key(), e.Revision(), e.Value())
+		if err != nil {
+			s.log.Error("config history: skipping a version", "err", err)
+			return
+		}
+		v.Document = ""
+		out = append(out, v)
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Version) int {
+		switch {
+		case a.Version > b.Version:
+			return -1
+		case a.Version < b.Version:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Import makes doc the first active version (source import), unless there
+// is an active version already: then it returns ErrExists and writes
+// nothing, or nothing that stays. The pointer is created only if absent,
+// so when every instance imports at its first start exactly one wins
+// fleet-wide and the others get ErrExists. Instances importing the same
+// document share version 1 (whichever creates the pointer, it names
+// version 1); an importer of another document writes the next number and,
+// losing, removes it again.
+func (s *Store) Import(ctx context.Context, doc []byte, meta Meta) (Version, error) {
+	kv, err := s.ready("import")
+	if err != nil {
+		return Version{}, err
+	}
+	if err := check(doc, meta); err != nil {
+		return Version{}, err
+	}
+	cur, err := s.current(ctx, kv)
+	if err != nil {
+		return Version{}, err
+	}
+	if cur.ok {
+		return Version{}, fmt.Errorf("%w: version %d", ErrExists, cur.ptr.Version)
+	}
+	if err := s.validateAs(doc, 1); err != nil {
+		return Version{}, err
+	}
+	v := s.newVersion(doc, meta, SourceImport, 0, cur)
+	// Version 1 first: an importer that finds it written with the same
+	// document adopts it rather than writing another.
+	v.Version = 1
+	adopted := false
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	rev, err := kv.Update(octx, VersionKey(1), mustJSON(v), 0)
+	cancel()
+	switch {
+	case err == nil:
+		v.Revision = rev
+	case !isLost(err):
+		return Version{}, s.fail(ctx, "import: write "+VersionKey(1), err)
+	default:
+		one, gerr := s.get(ctx, kv, 1)
+		if gerr == nil && one.SHA256 == v.SHA256 {
+			v, adopted = one, true
+		} else {
+			v.Version = 0 // the next free number
+			if err := s.writeVersion(ctx, kv, &v); err != nil {
+				return Version{}, err
+			}
+		}
+	}
+	p := Pointer{V: SchemaVersion, Version: v.Version, By: meta.By, At: s.now().UTC()}
+	octx, cancel = context.WithTimeout(ctx, s.opTimeout)
+	ptrRev, err := kv.Create(octx, KeyActive, mustJSON(p))
+	cancel()
+	if err != nil {
+		if !isLost(err) {
+			return Version{}, s.fail(ctx, "import: create the active pointer", err)
+		}
+		// Another importer won.
+		var winner current
+		if adopted {
+			winner, _ = s.current(ctx, kv)
+		} else {
+			winner = s.dropOrphan(ctx, kv, v)
+		}
+		if winner.ok {
+			return Version{}, fmt.Errorf("%w: version %d", ErrExists, winner.ptr.Version)
+		}
+		return Version{}, ErrExists
+	}
+	v.ActiveRevision = ptrRev
+	s.publish(v, meta.By)
+	return v, nil
+}
+
+// Activate validates doc, writes it as the next version (source activate)
+// and moves the active pointer to it by compare-and-set from revision
+// base: the ActiveRevision of the version the caller previewed against. A
+// base of 0 means "whatever is active when the call reads it" (the write
+// is still a compare-and-set from that revision, so a concurrent
+// activation makes it fail rather than be overwritten); with no active
+// version, base 0 creates the pointer.
+//
+// It returns the new version (ActiveRevision set), or ErrConflict when the
+// pointer is not (or no longer) at base — the version written for it is
+// removed again —, ErrUnchanged when doc is the active document, ErrInvalid
+// when doc fails validation (nothing written).
+func (s *Store) Activate(ctx context.Context, doc []byte, meta Meta, base uint64) (Version, error) {
+	kv, err := s.ready("activate")
+	if err != nil {
+		return Version{}, err
+	}
+	if err := check(doc, meta); err != nil {
+		return Version{}, err
+	}
+	cur, err := s.based(ctx, kv, base)
+	if err != nil {
+		return Version{}, err
+	}
+	return s.commit(ctx, kv, doc, meta, SourceActivate, 0, cur)
+}
+
+// Rollback activates the document of version n again as a new version
+// (source rollback, FromVersion n), through the same checks as Activate:
+// validation (the document must still load), compare-and-set from base
+// (0: whatever is active), ErrUnchanged when n's document is the active
+// one.
+func (s *Store) Rollback(ctx context.Context, n uint64, meta Meta, base uint64) (Version, error) {
+	kv, err := s.ready("roll back")
+	if err != nil {
+		return Version{}, err
+	}
+	old, err := s.get(ctx, kv, n)
+	if err != nil {
+		return Version{}, err
+	}
+	doc := []byte(old.Document)
+	if err := check(doc, meta); err != nil {
+		return Version{}, err
+	}
+	cur, err := s.based(ctx, kv, base)
+	if err != nil {
+		return Version{}, err
+	}
+	return s.commit(ctx, kv, doc, meta, SourceRollback, n, cur)
+}
+
+// Edit applies fn (SetStepActive, SetKeyField, AddKey, SetTripRules or a
+// composition) to the active document and activates the result as a new
+// version (source edit, FromVersion the version edited), through the same
+// checks as Activate; the compare-and-set is from the revision of the
+// version edited, so an edit never overwrites a change it did not see.
+// base 0 edits whatever is active. meta.Edit describes the edit; when
+// empty, a summary of the changes is written (Summary). fn's errors are
+// returned as they are (ErrNotFound, ErrInvalid).
+func (s *Store) Edit(ctx context.Context, base uint64, meta Meta, fn func(doc []byte) ([]byte, error)) (Version, error) {
+	kv, err := s.ready("edit")
+	if err != nil {
+		return Version{}, err
+	}
+	cur, err := s.based(ctx, kv, base)
+	if err != nil {
+		return Version{}, err
+	}
+	if !cur.ok {
+		return Version{}, fmt.Errorf("edit: %w", ErrNoActive)
+	}
+	if cur.err != nil {
+		return Version{}, fmt.Errorf("edit: %w", cur.err)
+	}
+	old := []byte(cur.version.Document)
+	doc, err := fn(old)
+	if err != nil {
+		return Version{}, fmt.Errorf("edit config version %d: %w", cur.ptr.Version, err)
+	}
+	if err := check(doc, meta); err != nil {
+		return Version{}, err
+	}
+	if meta.Edit == "" {
+		ch, err := Diff(old, doc)
+		if err != nil {
+			return Version{}, fmt.Errorf("%w: edit config version %d: %w", ErrInvalid, cur.ptr.Version, err)
+		}
+		meta.Edit = ch.Summary()
+	}
+	return s.commit(ctx, kv, doc, meta, SourceEdit, cur.ptr.Version, cur)
+}
+
+// current is what the active pointer says.
+type current struct {
+	ok      bool    // a pointer exists
+	rev     uint64  // its revision
+	ptr     Pointer // its value
+	version Version // the version it names (ActiveRevision set), unless err
+	err     error   // why the version could not be read
+}
+
+// current reads the pointer and the version it names. An absent pointer
+// is ok=false, no error; a version that cannot be read is cur.err.
+func (s *Store) current(ctx context.Context, kv jetstream.KeyValue) (current, error) {
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	e, err := kv.Get(octx, KeyActive)
+	cancel()
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return current{}, nil
+	}
+	if err != nil {
+		return current{}, s.fail(ctx, "read the active pointer", err)
+	}
+	p, err := decodePointer(e.Revision(), e.Value())
+	if err != nil {
+		return current{}, err
+	}
+	cur := current{ok: true, rev: e.Revision(), ptr: p}
+	cur.version, cur.err = s.get(ctx, kv, p.Version)
+	if cur.err != nil {
+		if ctx.Err() != nil || errors.Is(cur.err, ErrUnavailable) {
+			return current{}, cur.err
+		}
+		cur.err = fmt.Errorf("the active pointer names version %d, which cannot be read: %w", p.Version, cur.err)
+	}
+	cur.version.ActiveRevision = cur.rev
+	return cur, nil
+}
+
+// based is current checked against the caller's base (0: any).
+func (s *Store) based(ctx context.Context, kv jetstream.KeyValue, base uint64) (current, error) {
+	cur, err := s.current(ctx, kv)
+	if err != nil {
+		return current{}, err
+	}
+	if base != 0 && (!cur.ok || cur.rev != base) {
+		if !cur.ok {
+			return current{}, fmt.Errorf("%w: based on active revision %d, but there is no active version", ErrConflict, base)
+		}
+		return current{}, fmt.Errorf("%w: based on active revision %d, now version %d at revision %d",
+			ErrConflict, base, cur.ptr.Version, cur.rev)
+	}
+	return cur, nil
+}
+
+// get reads version n.
+func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, n uint64) (Version, error) {
+	key := VersionKey(n)
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	e, err := kv.Get(octx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Version{}, fmt.Errorf("%w: config version %d", ErrNotFound, n)
+	}
+	if err != nil {
+		return Version{}, s.fail(ctx, "read "+key, err)
+	}
+	v, err := decodeVersion(key, e.Revision(), e.Value())
+	if err != nil {
+		return Version{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return v, nil
+}
+
+// check is what every write requires of its arguments.
+func check(doc []byte, meta Meta) error {
+	if strings.TrimSpace(meta.By) == "" {
+		return fmt.Errorf("%w: the writer (by) must be named", ErrInvalid)
+	}
+	return wellFormed(doc)
+}
+
+// validateAs runs the Validate option on doc as version n.
+func (s *Store) validateAs(doc []byte, n uint64) error {
+	if s.validate == nil {
+		return nil
+	}
+	if err := s.validate(doc, fmt.Sprintf("config version %d", n)); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (s *Store) newVersion(doc []byte, meta Meta, src Source, from uint64, cur current) Version {
+	v := Version{
+		V: SchemaVersion, Document: string(doc), SHA256: Sum(doc),
+		By: meta.By, At: s.now().UTC(), Comment: redact.String(meta.Comment),
+		Source: src, FromVersion: from,
+	}
+	if cur.ok {
+		v.Replaces = cur.ptr.Version
+	}
+	if src == SourceEdit {
+		v.Edit = redact.String(meta.Edit)
+	}
+	return v
+}
+
+// commit validates doc, writes it as the next version and moves the
+// pointer from cur to it.
+func (s *Store) commit(ctx context.Context, kv jetstream.KeyValue, doc []byte, meta Meta, src Source, from uint64, cur current) (Version, error) {
+	if cur.ok && cur.err == nil && cur.version.SHA256 == Sum(doc) {
+		return Version{}, fmt.Errorf("%w: config version %d", ErrUnchanged, cur.ptr.Version)
+	}
+	n, err := s.nextNumber(ctx, kv)
+	if err != nil {
+		return Version{}, err
+	}
+	if err := s.validateAs(doc, n); err != nil {
+		return Version{}, err
+	}
+	v := s.newVersion(doc, meta, src, from, cur)
+	v.Version = n
+	if err := s.writeVersion(ctx, kv, &v); err != nil {
+		return Version{}, err
+	}
+	p := Pointer{V: SchemaVersion, Version: v.Version, By: meta.By, At: v.At}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	var rev uint64
+	if cur.ok {
+		rev, err = kv.Update(octx, KeyActive, mustJSON(p), cur.rev)
+	} else {
+		rev, err = kv.Create(octx, KeyActive, mustJSON(p))
+	}
+	cancel()
+	if err != nil {
+		if !isLost(err) {
+			// Unknown outcome: the pointer may have moved. The version
+			// stays (if the pointer names it, it must).
+			return Version{}, s.fail(ctx, fmt.Sprintf("activate config version %d", v.Version), err)
+		}
+		lost := fmt.Errorf("%w: another version became active first", ErrConflict)
+		if cur.ok {
+			lost = fmt.Errorf("%w: the active pointer moved from revision %d", ErrConflict, cur.rev)
+		}
+		if now := s.dropOrphan(ctx, kv, v); now.ok {
+			lost = fmt.Errorf("%w (now version %d)", lost, now.ptr.Version)
+		}
+		return Version{}, lost
+	}
+	v.ActiveRevision = rev
+	s.publish(v, meta.By)
+	return v, nil
+}
+
+// writeVersion writes v under version.<v.Version>, or under the next free
+// number when others took it. A number is free only if its key was never
+// written: a removed orphan's number is not reused.
+func (s *Store) writeVersion(ctx context.Context, kv jetstream.KeyValue, v *Version) error {
+	if v.Version == 0 {
+		n, err := s.nextNumber(ctx, kv)
+		if err != nil {
+			return err
+		}
+		v.Version = n
+	}
+	for range maxNumberTries {
+		octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+		rev, err := kv.Update(octx, VersionKey(v.Version), mustJSON(*v), 0)
+		cancel()
+		if err == nil {
+			v.Revision = rev
+			return nil
+		}
+		if !isLost(err) {
+			return s.fail(ctx, "write "+VersionKey(v.Version), err)
+		}
+		v.Version++
+	}
+	return fmt.Errorf("%w: write a version: %d numbers in a row were taken", ErrConflict, maxNumberTries)
+}
+
+// nextNumber is one more than the highest version number ever written
+// (removed orphans included).
+func (s *Store) nextNumber(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	var top uint64
+	err := s.scan(ctx, kv, true, func(e jetstream.KeyValueEntry) {
+		if n, ok := parseVersionKey(e.Key()); ok && n > top {
+			top = n
+		}
+	})
+	return top + 1, err
+}
+
+// scan calls f with the last entry of every version key (with meta, keys
+// and revisions only, removed ones included; otherwise values, removed
+// ones left out).
+func (s *Store) scan(ctx context.Context, kv jetstream.KeyValue, meta bool, f func(jetstream.KeyValueEntry)) error {
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	opts := []jetstream.WatchOpt{jetstream.IgnoreDeletes()}
+	if meta {
+		opts = []jetstream.WatchOpt{jetstream.MetaOnly()}
+	}
+	w, err := kv.Watch(octx, versionPrefix+"*", opts...)
+	if err != nil {
+		return s.fail(ctx, "list the version keys", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return s.fail(ctx, "list the version keys", errors.New("watcher closed"))
+			}
+			if e == nil {
+				return nil
+			}
+			f(e)
+			// The end marker has been seen missing under concurrent
+			// writes: a consumer with nothing pending is done too.
+			if e.Delta() == 0 {
+				return nil
+			}
+		case <-octx.Done():
+			return s.fail(ctx, "list the version keys", octx.Err())
+		}
+	}
+}
+
+// dropOrphan removes a version whose write lost its compare-and-set (a
+// purge: its document goes, its number stays taken), unless the pointer
+// names it after all (an importer of the same document adopted it) or the
+// pointer cannot be read. It returns what the pointer says.
+func (s *Store) dropOrphan(ctx context.Context, kv jetstream.KeyValue, v Version) current {
+	ctx = context.WithoutCancel(ctx) // clean up even if the caller gave up
+	cur, err := s.current(ctx, kv)
+	if err != nil || (cur.ok && cur.ptr.Version == v.Version) {
+		return cur
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	if err := kv.Purge(octx, VersionKey(v.Version), jetstream.LastRevision(v.Revision)); err != nil {
+		s.log.Warn("configstore: could not remove a version that was never activated",
+			"version", v.Version, "err", err)
+	}
+	return cur
+}
+
+// fail wraps an error that is not an answer about the configuration.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("configstore: %s: %w", op, ctx.Err())
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	}
+	return fmt.Errorf("configstore: %s: %w", op, err)
+}
+
+// unavailable reports whether err means NATS or JetStream did not answer
+// (as opposed to answering no).
+func unavailable(err error) bool {
+	for _, target := range []error{
+		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
+		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrJetStreamNotEnabled, nats.ErrBadSubscription,
+		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code >= 500
+}
+
+// isLost reports whether err is a lost compare-and-set or create: the key
+// exists, or is not at the expected revision (10071, or 10164 on
+// replicated streams).
+func isLost(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("configstore: encode %T: %v", v, err)) // plain structs: cannot fail
+	}
+	return b
+}
