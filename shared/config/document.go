@@ -41,6 +41,15 @@ func LoadDocument(path string, environ []string, doc []byte, docName string) (*C
 	if docName == "" {
 		docName = "routing document"
 	}
+	raw, err := parseDocument(doc, docName)
+	if err != nil {
+		return nil, err
+	}
+	return load(path, environ, &document{raw: raw, name: docName})
+}
+
+// parseDocument parses a routing document and checks its keys.
+func parseDocument(doc []byte, docName string) (map[string]any, error) {
 	raw, err := yaml.Parser().Unmarshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a YAML or JSON document: %w", docName, err)
@@ -62,13 +71,32 @@ func LoadDocument(path string, environ []string, doc []byte, docName string) (*C
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
-	return load(path, environ, &document{raw: raw, name: docName})
+	return raw, nil
+}
+
+// LoadOverlay is LoadDocument over an already loaded configuration: the
+// process-level settings are base's (as its file and environment gave
+// them), the routing configuration is doc's. It is how a running service
+// turns a new version of the fleet's routing configuration into the
+// configuration it applies.
+func LoadOverlay(base *Config, environ []string, doc []byte, docName string) (*Config, error) {
+	if docName == "" {
+		docName = "routing document"
+	}
+	raw, err := parseDocument(doc, docName)
+	if err != nil {
+		return nil, err
+	}
+	return load(base.File, environ, &document{raw: raw, name: docName, base: base})
 }
 
 // document is a routing document for load.
 type document struct {
 	raw  map[string]any
 	name string
+	// base, when set, gives the process-level settings instead of the
+	// defaults and the file (LoadOverlay).
+	base *Config
 }
 
 // merge replaces the routable keys of k with the document's.

@@ -96,3 +96,36 @@ func TestExtractDocument(t *testing.T) {
 		t.Errorf("from the document %+v, from the file %+v", b.Providers, a.Providers)
 	}
 }
+
+// TestLoadOverlay: a new routing document over a loaded configuration
+// keeps its process settings (file and environment) and resolves the
+// document's secrets from the environment.
+func TestLoadOverlay(t *testing.T) {
+	path := writeConfig(t, minimal+"proxy:\n  listen: 127.0.0.1:9999\n")
+	env := append([]string{"SWITCHYARD_LIMITS_MAX_IN_FLIGHT=7", "GROQ_KEY=sk-groq-secret"}, minimalEnv...)
+	base, err := Load(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte("providers:\n  - name: fast\n    type: groq\n    keys: [{id: g1, secret: env:GROQ_KEY}]\n    models: [{name: llama}]\n")
+	cfg, err := LoadOverlay(base, env, doc, "config version 4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Proxy.Listen != "127.0.0.1:9999" || cfg.Limits.MaxInFlight != 7 || cfg.File != path {
+		t.Errorf("process settings: listen %q, max_in_flight %d, file %q", cfg.Proxy.Listen, cfg.Limits.MaxInFlight, cfg.File)
+	}
+	if len(cfg.Providers) != 1 || cfg.Providers[0].Keys[0].Value.Reveal() != "sk-groq-secret" {
+		t.Errorf("providers %+v", cfg.Providers)
+	}
+	if _, err := LoadOverlay(base, env, []byte("providers:\n  - name: x\n    type: groq\n    keys: [{id: g1, secret: env:NOT_SET}]\n    models: [{name: m}]\n"), "config version 5"); err == nil ||
+		!strings.Contains(err.Error(), "NOT_SET") {
+		t.Errorf("an unset variable: %v", err)
+	}
+	// a configuration built in code (no file) works too
+	code := Defaults()
+	code.Proxy.Listen = "127.0.0.1:7777"
+	if cfg, err := LoadOverlay(code, env, doc, "v1"); err != nil || cfg.Proxy.Listen != "127.0.0.1:7777" || len(cfg.Providers) != 1 {
+		t.Errorf("over a configuration built in code: %v", err)
+	}
+}

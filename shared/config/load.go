@@ -41,12 +41,21 @@ func Load(path string, environ []string) (*Config, error) {
 // load is Load, with the routing configuration from doc when it is set.
 func load(path string, environ []string, doc *document) (*Config, error) {
 	k := koanf.New(".")
-	if err := k.Load(structs.Provider(Defaults(), "koanf"), nil); err != nil {
-		return nil, fmt.Errorf("load defaults: %w", err)
-	}
-	if path != "" {
-		if err := loadFile(k, path); err != nil {
-			return nil, err
+	switch {
+	case doc != nil && doc.base != nil:
+		// a loaded configuration's settings (its file and environment
+		// already applied)
+		if err := k.Load(structs.Provider(doc.base, "koanf"), nil); err != nil {
+			return nil, fmt.Errorf("load settings: %w", err)
+		}
+	default:
+		if err := k.Load(structs.Provider(Defaults(), "koanf"), nil); err != nil {
+			return nil, fmt.Errorf("load defaults: %w", err)
+		}
+		if path != "" {
+			if err := loadFile(k, path); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var warnings []string
@@ -64,8 +73,11 @@ func load(path string, environ []string, doc *document) (*Config, error) {
 			}
 		}
 	}
-	fromEnv, err := loadEnv(k, env)
-	if err != nil {
+	var fromEnv map[string]string
+	var err error
+	if doc != nil && doc.base != nil {
+		fromEnv = doc.base.fromEnv // the variables are in the settings already
+	} else if fromEnv, err = loadEnv(k, env); err != nil {
 		return nil, err
 	}
 	if err := applyElementDefaults(k); err != nil {
