@@ -42,8 +42,9 @@ type request struct {
 }
 
 // send runs one check with key's secret and classifies a failure with the
-// same classifier as caller traffic.
+// same classifier as caller traffic (the routing in use's trip rules).
 func (s *Service) send(ctx context.Context, t *target, key config.Key, rq request) (out result) {
+	classifier := s.routing().classifier
 	ctx, cancel := context.WithTimeout(ctx, rq.timeout)
 	defer cancel()
 	var body io.Reader
@@ -65,7 +66,7 @@ func (s *Service) send(ctx context.Context, t *target, key config.Key, rq reques
 	defer func() { out.stale = s.secrets.of(t.name, key).Reveal() != sent }()
 	if err != nil {
 		r := result{latency: time.Since(start), err: err}
-		r.res = s.classifier.Classify(failure.Input{Provider: t.typ, Err: fmt.Errorf("check %s %s: %w", rq.method, t.name, err)}, t.name)
+		r.res = classifier.Classify(failure.Input{Provider: t.typ, Err: fmt.Errorf("check %s %s: %w", rq.method, t.name, err)}, t.name)
 		if r.res.Class != failure.Transient { // our own timeout is the target's fault
 			r.res = failure.Result{Class: failure.Transient, Scope: failure.ScopeNone, Code: "timeout", Reason: err.Error()}
 		}
@@ -84,13 +85,13 @@ func (s *Service) send(ctx context.Context, t *target, key config.Key, rq reques
 		// An error behind a 2xx (OpenRouter and some compatible servers) fails
 		// a check whose statuses were not configured explicitly.
 		if st, isErr := provider.ErrorIn200(b); isErr && len(rq.expected) == 0 && rq.method != http.MethodHead {
-			r.res = s.classifier.Classify(failure.Input{Provider: t.typ, Status: st, Header: resp.Header, Body: b}, t.name)
+			r.res = classifier.Classify(failure.Input{Provider: t.typ, Status: st, Header: resp.Header, Body: b}, t.name)
 			return r
 		}
 		r.ok = true
 		return r
 	}
-	r.res = s.classifier.Classify(failure.Input{Provider: t.typ, Status: resp.StatusCode, Header: resp.Header, Body: b}, t.name)
+	r.res = classifier.Classify(failure.Input{Provider: t.typ, Status: resp.StatusCode, Header: resp.Header, Body: b}, t.name)
 	if resp.StatusCode/100 == 2 || resp.StatusCode/100 == 3 {
 		// an answer, but not the one configured: says nothing about keys
 		r.res = failure.Result{Class: failure.Unrecognised, Code: "unexpected_status",

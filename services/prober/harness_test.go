@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ type replica struct {
 func (f *fixture) startProber(t *testing.T, cfg *config.Config) *replica {
 	t.Helper()
 	nc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
-	svc, err := New(cfg, Deps{NATS: nc})
+	svc, err := New(cfg, Deps{NATS: nc, Log: testLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,4 +153,12 @@ func wantHold(f *fixture, id string, state hold.State) func() error {
 		}
 		return nil
 	}
+}
+
+// testLog logs to stderr with PROBER_TEST_LOG set (debugging a test), nowhere otherwise.
+func testLog() *slog.Logger {
+	if os.Getenv("PROBER_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

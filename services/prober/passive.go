@@ -24,9 +24,14 @@ const maxPassiveKeys = 64
 // group) and keeps the same sums; a record's writer writes its window's
 // sums, never adds them to the record's previous counts, so a report is
 // counted once whichever replica writes and however often.
+//
+// Which providers count is the routing's: known is asked, under the
+// window's lock, for each report; prune drops the counts of providers a
+// new routing no longer has.
 type passiveWindow struct {
 	mu    sync.Mutex
 	width time.Duration                             // one slot
+	known func(provider string) bool                // the routing in use names provider
 	provs map[string]map[string]*[passiveSlots]slot // provider -> key id -> ring
 }
 
@@ -37,14 +42,25 @@ type slot struct {
 	c health.PassiveCounts
 }
 
-// newPassiveWindow returns a window of the given length over the named
-// providers; reports about others are ignored.
-func newPassiveWindow(window time.Duration, providers []string) *passiveWindow {
-	w := &passiveWindow{width: max(window/passiveSlots, time.Millisecond), provs: map[string]map[string]*[passiveSlots]slot{}}
-	for _, p := range providers {
-		w.provs[p] = map[string]*[passiveSlots]slot{}
+// newPassiveWindow returns a window of the given length over the
+// providers known names; reports about others are ignored.
+func newPassiveWindow(window time.Duration, known func(provider string) bool) *passiveWindow {
+	return &passiveWindow{width: max(window/passiveSlots, time.Millisecond), known: known,
+		provs: map[string]map[string]*[passiveSlots]slot{}}
+}
+
+// prune drops the counts of providers known no longer names (a routing
+// configuration removed them). Asking known under the lock, add and prune
+// agree: a report that add counted before a new routing was swapped in
+// is dropped by the prune that follows the swap.
+func (w *passiveWindow) prune() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p := range w.provs {
+		if !w.known(p) {
+			delete(w.provs, p)
+		}
 	}
-	return w
 }
 
 func (w *passiveWindow) step(now time.Time) int64 { return now.UnixNano() / int64(w.width) }
@@ -54,9 +70,13 @@ func (w *passiveWindow) step(now time.Time) int64 { return now.UnixNano() / int6
 func (w *passiveWindow) add(now time.Time, r health.PassiveReport) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys, ok := w.provs[r.Provider]
-	if !ok {
+	if !w.known(r.Provider) {
 		return false
+	}
+	keys := w.provs[r.Provider]
+	if keys == nil {
+		keys = map[string]*[passiveSlots]slot{}
+		w.provs[r.Provider] = keys
 	}
 	n := w.step(now)
 	for id, c := range r.Keys {

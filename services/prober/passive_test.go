@@ -3,6 +3,7 @@ package prober
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,11 @@ import (
 	"switchyard.dev/tools/fakeprovider"
 )
 
+// knownNames is a passive window's known for the named providers.
+func knownNames(names ...string) func(string) bool {
+	return func(p string) bool { return slices.Contains(names, p) }
+}
+
 func report(provider string, keys map[string]health.PassiveCounts) health.PassiveReport {
 	return health.PassiveReport{Version: health.PassiveVersion, Provider: provider, Instance: "proxy-test", IntervalMS: 1000, Keys: keys}
 }
@@ -20,7 +26,7 @@ func report(provider string, keys map[string]health.PassiveCounts) health.Passiv
 // window, leave it as it slides, and reports about unknown providers are
 // ignored.
 func TestPassiveWindow(t *testing.T) {
-	w := newPassiveWindow(5*time.Minute, []string{"p1", "p2"}) // steps of 10 s
+	w := newPassiveWindow(5*time.Minute, knownNames("p1", "p2")) // steps of 10 s
 	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	w.add(t0, report("p1", map[string]health.PassiveCounts{"k1": {Success: 2, Failure: 3}}))
 	w.add(t0.Add(time.Second), report("p1", map[string]health.PassiveCounts{"k1": {Success: 1}, "k2": {Success: 4}}))
@@ -61,7 +67,7 @@ func TestPassiveWindow(t *testing.T) {
 }
 
 func TestPassiveWindowBoundsKeys(t *testing.T) {
-	w := newPassiveWindow(time.Minute, []string{"p1"})
+	w := newPassiveWindow(time.Minute, knownNames("p1"))
 	keys := map[string]health.PassiveCounts{"": {Success: 1}}
 	for i := range maxPassiveKeys + 10 {
 		keys[fmt.Sprintf("k%d", i)] = health.PassiveCounts{Success: 1}

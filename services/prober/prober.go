@@ -28,7 +28,6 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
@@ -46,24 +45,26 @@ type Deps struct {
 
 // Service is one prober instance.
 type Service struct {
-	cfg        config.Prober // with defaults for zero values
-	limits     config.Limits // the listener's timeouts and connection cap
-	log        *slog.Logger
-	nc         *nats.Conn
-	member     *fleet.Member
-	engine     *hold.Engine
-	inst       string
-	classifier *failure.Classifier
-	client     *http.Client
-	met        *metrics
-	view       *health.View
-	passive    *passiveWindow
-	targets    map[string]*target
-	order      []*target
-	store      atomic.Pointer[health.Store]
-	ready      *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
-	credKey    []byte         // credentials.encryption_key (nil: rotation off)
-	secrets    secrets        // rotated or reloaded secrets
+	cfg     config.Prober // with defaults for zero values
+	limits  config.Limits // the listener's timeouts and connection cap
+	log     *slog.Logger
+	nc      *nats.Conn
+	member  *fleet.Member
+	engine  *hold.Engine
+	inst    string
+	client  *http.Client
+	met     *metrics
+	view    *health.View
+	passive *passiveWindow
+	store   atomic.Pointer[health.Store]
+	// rt is the routing in use (routing.go): built from the file at start,
+	// replaced whole by Apply (applyMu serialises Apply).
+	rt      atomic.Pointer[routing]
+	applyMu sync.Mutex
+	units   *unitSet       // the check units, once runChecks starts them
+	ready   *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
+	credKey []byte         // credentials.encryption_key (nil: rotation off)
+	secrets secrets        // rotated or reloaded secrets
 }
 
 // New builds a prober from a validated configuration.
@@ -75,24 +76,26 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rt, _, err := newRouting(cfg, withDefaults(cfg.Prober), 0)
+	if err != nil {
+		return nil, fmt.Errorf("prober: %w", err)
+	}
 	m, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: deps.NATS, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("prober: %w", err)
 	}
 	s := &Service{
-		cfg:        withDefaults(cfg.Prober),
-		limits:     cfg.Limits,
-		credKey:    cfg.Credentials.Key,
-		log:        log,
-		nc:         deps.NATS,
-		member:     m,
-		engine:     m.Engine,
-		inst:       m.Instance,
-		classifier: cfg.Classifier(),
-		met:        newMetrics(m.Engine),
-		view:       health.NewView(nil),
-		targets:    map[string]*target{},
-		ready:      bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
+		cfg:     withDefaults(cfg.Prober),
+		limits:  cfg.Limits,
+		credKey: cfg.Credentials.Key,
+		log:     log,
+		nc:      deps.NATS,
+		member:  m,
+		engine:  m.Engine,
+		inst:    m.Instance,
+		met:     newMetrics(m.Engine),
+		view:    health.NewView(nil),
+		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -102,13 +105,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 			ForceAttemptHTTP2:   true,
 		}},
 	}
-	var names []string
-	for _, t := range buildTargets(cfg) {
-		s.targets[t.name] = t
-		s.order = append(s.order, t)
-		names = append(names, t.name)
-	}
-	s.passive = newPassiveWindow(s.cfg.PassiveWindow, names)
+	s.rt.Store(rt)
+	s.units = newUnitSet(s)
+	s.passive = newPassiveWindow(s.cfg.PassiveWindow, func(provider string) bool { return s.routing().targets[provider] != nil })
 	return s, nil
 }
 
@@ -163,7 +162,8 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	app := s.newApp()
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listener(ln) }()
-	s.log.Info("prober serving", "addr", ln.Addr().String(), "instance", s.inst, "providers", len(s.order))
+	s.log.Info("prober serving", "addr", ln.Addr().String(), "instance", s.inst,
+		"providers", len(s.routing().order), "routing_version", s.RoutingVersion())
 
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -216,7 +216,8 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 
 // runChecks waits for the fleet's buckets, runs the health view, waits
 // for it and the hold table to load, then runs one goroutine per check unit
-// and the settle loop until ctx ends.
+// of the routing in use (units.go; Apply adds and stops units later) and
+// the settle loop until ctx ends.
 func (s *Service) runChecks(ctx context.Context) {
 	select {
 	case <-s.member.Bound():
@@ -246,34 +247,9 @@ func (s *Service) runChecks(ctx context.Context) {
 			return
 		}
 	}
-	for _, u := range s.units(js, res.Leases) {
-		wg.Go(func() { s.runUnit(ctx, u) })
-	}
+	s.units.start(ctx, js, res.Leases)
+	defer s.units.wait() // before wg.Wait: the units end with ctx
 	wg.Go(func() { s.settleLoop(ctx) })
-}
-
-// units are the leases' worth of work: one per provider, or one per key
-// with health_check.per_key.
-func (s *Service) units(js jetstream.JetStream, kv jetstream.KeyValue) []*unit {
-	var out []*unit
-	mk := func(t *target, keyID string, discover bool) *unit {
-		key := "check." + t.name
-		if keyID != "" {
-			key += "." + keyID
-		}
-		return &unit{t: t, keyID: keyID, discover: discover && config.DefaultHealthPath(t.typ) != "",
-			lease: &lease{js: js, kv: kv, key: key, inst: s.inst, ttl: s.cfg.LeaseTTL}}
-	}
-	for _, t := range s.order {
-		if !t.spec.perKey {
-			out = append(out, mk(t, "", true))
-			continue
-		}
-		for i, k := range t.keys {
-			out = append(out, mk(t, k.ID, i == 0))
-		}
-	}
-	return out
 }
 
 func (s *Service) newApp() *fiber.App {
@@ -300,11 +276,16 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 
 // readyz answers 200 while NATS is connected and JetStream answers for the
 // switchyard_holds bucket (its stream has a leader), 503 with the reason
-// otherwise. It reads the result of a background probe: it never waits on
-// NATS.
+// otherwise, with the version of the routing configuration in use
+// (routing_version, 0 for the file). It reads the result of a background
+// probe: it never waits on NATS.
 func (s *Service) readyz(c *fiber.Ctx) error {
 	status, body := s.ready.State().Answer()
-	return c.Status(status).JSON(body)
+	out := fiber.Map{"routing_version": s.RoutingVersion()}
+	for k, v := range body {
+		out[k] = v
+	}
+	return c.Status(status).JSON(out)
 }
 
 // listHealth answers the health records as the prober sees them.

@@ -10,23 +10,40 @@ import (
 
 // secrets are the keys' current secrets where they differ from the
 // configuration: rotated through the admin API (switchyard_credentials)
-// or re-read from the file on SIGHUP. Checks and probes use the secret
-// the proxies use, so a probe never releases (or holds) a key on the
-// strength of a secret nobody sends any more.
+// or re-read from the file on SIGHUP, whichever came last. Checks and
+// probes use the secret the proxies use, so a probe never releases (or
+// holds) a key on the strength of a secret nobody sends any more. They are
+// kept by provider and key id, apart from the routing, so they outlive a
+// routing configuration applied at runtime.
 type secrets struct {
-	m sync.Map // provider + "/" + key id -> config.Secret
+	m sync.Map // provider + "/" + key id -> override
+}
+
+// override is a key's secret where it is not the configured one.
+type override struct {
+	secret config.Secret
+	// reloaded: re-read from the file on SIGHUP over the configured
+	// secret over; it applies while the configuration states over (a
+	// routing configuration that states another secret for the key is
+	// newer). A rotated secret applies whatever the configuration says.
+	reloaded bool
+	over     config.Secret
 }
 
 // of returns the secret to send for key of provider.
 func (s *secrets) of(provider string, key config.Key) config.Secret {
 	if v, ok := s.m.Load(provider + "/" + key.ID); ok {
-		return v.(config.Secret)
+		if o := v.(override); !o.reloaded || o.over.Reveal() == key.Value.Reveal() {
+			return o.secret
+		}
 	}
 	return key.Value
 }
 
 // runCredentials follows rotated secrets until ctx ends; ready is called
 // once the bucket's secrets have loaded (at once when rotation is off).
+// Rotations of keys the routing in use does not have are kept too: a
+// later routing configuration may add them.
 func (s *Service) runCredentials(ctx context.Context, ready func()) {
 	if len(s.credKey) == 0 {
 		ready()
@@ -35,14 +52,7 @@ func (s *Service) runCredentials(ctx context.Context, ready func()) {
 	log := s.log.With("component", "credentials")
 	err := credentials.Watch(ctx, s.member.Resources().Credentials, s.credKey,
 		func(provider, keyID string, secret config.Secret) {
-			t := s.targets[provider]
-			if t == nil {
-				return
-			}
-			if _, ok := t.keyByID(keyID); !ok {
-				return
-			}
-			s.secrets.m.Store(provider+"/"+keyID, secret)
+			s.secrets.m.Store(provider+"/"+keyID, override{secret: secret})
 			log.Info("key secret rotated", "provider", provider, "key_id", keyID, "fingerprint", secret.Fingerprint())
 		}, credentials.WithLog(log), credentials.WithConn(s.nc), credentials.WithReady(ready))
 	if err != nil {
@@ -52,10 +62,12 @@ func (s *Service) runCredentials(ctx context.Context, ready func()) {
 
 // ReloadSecrets applies the key secrets of a configuration re-read from
 // its file (SIGHUP): checks and probes use them at once. Other changes
-// need a restart; they are named in the returned warnings.
+// need a restart (or a routing configuration applied at runtime); they
+// are named in the returned warnings.
 func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings []string) {
+	rt := s.routing()
 	for _, p := range cfg.Providers {
-		t := s.targets[p.Name]
+		t := rt.targets[p.Name]
 		if t == nil {
 			warnings = append(warnings, "provider "+p.Name+" is new: restart the prober to check it")
 			continue
@@ -67,7 +79,7 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 				continue
 			}
 			if s.secrets.of(p.Name, cur).Reveal() != k.Value.Reveal() {
-				s.secrets.m.Store(p.Name+"/"+k.ID, k.Value)
+				s.secrets.m.Store(p.Name+"/"+k.ID, override{secret: k.Value, reloaded: true, over: cur.Value})
 				s.log.Info("key secret changed on reload", "provider", p.Name, "key_id", k.ID, "fingerprint", k.Value.Fingerprint())
 			}
 		}

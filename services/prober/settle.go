@@ -26,6 +26,7 @@ func (s *Service) settleLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
+		rt := s.routing()
 		for _, rec := range s.engine.Holds() {
 			mu.Lock()
 			busy := inflight[rec.ID]
@@ -33,9 +34,9 @@ func (s *Service) settleLoop(ctx context.Context) {
 			if busy || !due(rec, now) {
 				continue
 			}
-			tg := s.targets[rec.Scope.Provider]
+			tg := rt.targets[rec.Scope.Provider]
 			if tg == nil {
-				continue
+				continue // a provider the routing in use does not have
 			}
 			c, ok := s.cheapCheck(tg, rec)
 			if !ok {

@@ -1,7 +1,10 @@
 package prober
 
 import (
+	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +20,11 @@ type target struct {
 	keys    []config.Key      // by priority, highest first; empty for keyless providers
 	models  map[string]string // configured model name -> upstream name
 	spec    checkSpec
+	// conf is what decides where and how the target's checks and
+	// discoveries are sent: type, base URL, API version, headers and the
+	// check spec but its interval. A unit whose target keeps its conf and
+	// interval across a new routing configuration is unchanged.
+	conf string
 }
 
 // checkSpec is a provider's active check with the prober defaults applied.
@@ -35,7 +43,9 @@ type checkSpec struct {
 	perKey   bool
 }
 
-func buildTargets(cfg *config.Config) []*target {
+// buildTargets builds the targets of cfg's providers, with the checks'
+// defaults from pc.
+func buildTargets(cfg *config.Config, pc config.Prober) []*target {
 	var out []*target
 	for _, p := range cfg.Providers {
 		t := &target{
@@ -43,8 +53,9 @@ func buildTargets(cfg *config.Config) []*target {
 			typ:     p.Type,
 			adapter: provider.New(p.Type, p.BaseURL, p.APIVersion, p.Headers),
 			models:  map[string]string{},
-			spec:    specFor(cfg.Prober, p),
+			spec:    specFor(pc, p),
 		}
+		t.conf = confOf(p, t.spec)
 		t.keys = append(t.keys, p.Keys...)
 		sortKeys(t.keys)
 		for _, m := range p.Models {
@@ -57,6 +68,18 @@ func buildTargets(cfg *config.Config) []*target {
 		out = append(out, t)
 	}
 	return out
+}
+
+// confOf is target.conf.
+func confOf(p config.Provider, s checkSpec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "type=%q base=%q api=%q", p.Type, p.BaseURL, p.APIVersion)
+	for _, h := range slices.Sorted(maps.Keys(p.Headers)) {
+		fmt.Fprintf(&b, " header %q=%q", h, p.Headers[h])
+	}
+	fmt.Fprintf(&b, " check enabled=%t reason=%q %s %q url=%q body=%q expected=%v timeout=%s per_key=%t",
+		s.enabled, s.reason, s.method, s.path, s.url, s.body, s.expected, s.timeout, s.perKey)
+	return b.String()
 }
 
 func sortKeys(keys []config.Key) {

@@ -15,12 +15,16 @@ import (
 
 // unit is the work behind one lease: the checks of a provider (one check
 // with its best key) or of one key (health_check.per_key), and for one
-// unit per provider the model discovery.
+// unit per provider the model discovery. Only the unit's goroutine
+// (runUnit) touches it.
 type unit struct {
+	id    unitID
+	lease *lease
+
+	// t and discover are the unit's target and role in the routing in
+	// use, read from it at each wake.
 	t        *target
-	keyID    string // per-key unit; "" for a provider unit
 	discover bool
-	lease    *lease
 
 	owned         bool
 	next          time.Time // next check
@@ -29,10 +33,16 @@ type unit struct {
 }
 
 // runUnit takes and renews the unit's lease, and runs its checks and
-// discoveries while it owns it, until ctx ends.
+// discoveries while it owns it, until ctx ends. At each wake (at least
+// every third of the lease TTL) it reads its target from the routing in
+// use: an unchanged target changes nothing, a changed check is run at once
+// (see follow). On the way out it deletes the health records the routing
+// in use no longer writes (the unit was removed) and releases the lease.
 func (s *Service) runUnit(ctx context.Context, u *unit) {
 	defer func() {
-		u.lease.release(context.WithoutCancel(ctx))
+		bg := context.WithoutCancel(ctx)
+		s.retire(bg, u)
+		u.lease.release(bg)
 		if u.owned {
 			s.met.leases.Dec()
 		}
@@ -40,6 +50,14 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 	ttl := u.lease.ttl
 	for {
 		now := time.Now()
+		t, discover, ok := s.routing().unit(u.id)
+		if !ok {
+			// Removed by the routing just applied: Apply stops the unit.
+			<-ctx.Done()
+			return
+		}
+		prev, wasDiscoverer := u.t, u.discover
+		u.t, u.discover = t, discover
 		lapse, err := u.lease.acquire(ctx)
 		if ctx.Err() != nil {
 			return
@@ -50,6 +68,8 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 			s.met.leases.Inc()
 			s.log.Debug("check lease taken", "lease", u.lease.key)
 			s.takeOver(u, now)
+		case owned:
+			s.follow(u, prev, wasDiscoverer, now)
 		case !owned && u.owned:
 			s.met.leases.Dec()
 			s.log.Info("check lease lost", "lease", u.lease.key, "err", err)
@@ -73,13 +93,74 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 			wake = earliest(wake, lapse.Add(20*time.Millisecond))
 		}
 		d := max(time.Until(wake), 20*time.Millisecond)
-		t := time.NewTimer(d)
+		timer := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			return
-		case <-t.C:
+		case <-timer.C:
 		}
+	}
+}
+
+// follow adjusts the schedule of a unit this replica owns to a new routing
+// configuration's target: a target whose conf changed (where or how the
+// check is sent) is checked, and discovered, at once; a changed interval
+// counts from the last check; the unit that becomes its provider's
+// discoverer continues from the provider record's models_at. An unchanged
+// target changes nothing.
+func (s *Service) follow(u *unit, prev *target, wasDiscoverer bool, now time.Time) {
+	if prev == nil || prev == u.t {
+		return
+	}
+	switch {
+	case prev.conf != u.t.conf:
+		s.log.Info("check changed by the routing configuration", "provider", u.t.name, "key_id", u.id.keyID)
+		u.next, u.nextDiscovery = now, now
+		return
+	case prev.spec.interval != u.t.spec.interval && !u.rec.CheckedAt.IsZero():
+		u.next = u.rec.CheckedAt.Add(s.interval(u))
+	}
+	if u.discover && !wasDiscoverer {
+		u.nextDiscovery = now
+		if prov, ok := s.view.Snapshot().Get(u.t.name, ""); ok && !prov.ModelsAt.IsZero() {
+			u.nextDiscovery = prov.ModelsAt.Add(s.cfg.DiscoveryInterval)
+		}
+	}
+}
+
+// retire deletes, when the routing in use no longer writes them, the
+// health records of a stopped unit: its own (a key's, or its provider's)
+// and, for a removed per-key provider, the provider's aggregate. Only the
+// replica holding the unit's lease writes its records, so only it deletes
+// them: a unit whose lease is free takes it first (its owner died); one
+// another replica holds is left to that replica, which deletes the records
+// when it applies the same routing.
+func (s *Service) retire(ctx context.Context, u *unit) {
+	rt := s.routing()
+	ids := []string{}
+	if !rt.writes(u.id.provider, u.id.keyID) {
+		ids = append(ids, health.ID(u.id.provider, u.id.keyID))
+	}
+	if u.id.keyID != "" && !rt.writes(u.id.provider, "") {
+		ids = append(ids, health.ID(u.id.provider, ""))
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := u.lease.acquire(ctx); err != nil {
+		return
+	}
+	res := s.member.Resources()
+	for _, id := range ids {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := res.Health.Delete(dctx, id)
+		cancel()
+		if err != nil {
+			s.log.Warn("delete health record of a removed target", "id", id, "err", err)
+			continue
+		}
+		s.log.Info("health record of a removed target deleted", "id", id)
 	}
 }
 
@@ -95,7 +176,7 @@ func earliest(a, b time.Time) time.Time {
 // kept fleet-wide.
 func (s *Service) takeOver(u *unit, now time.Time) {
 	u.next, u.nextDiscovery = now, now
-	if rec, ok := s.view.Snapshot().Get(u.t.name, u.keyID); ok {
+	if rec, ok := s.view.Snapshot().Get(u.t.name, u.id.keyID); ok {
 		u.rec = rec
 		if !rec.CheckedAt.IsZero() {
 			u.next = rec.CheckedAt.Add(s.interval(u))
@@ -141,9 +222,9 @@ func (s *Service) checkKey(u *unit) (config.Key, bool) {
 		return config.Key{}, true
 	}
 	held := s.heldKeys(u.t.name)
-	if u.keyID != "" {
-		k, ok := u.t.keyByID(u.keyID)
-		return k, ok && !held[u.keyID]
+	if u.id.keyID != "" {
+		k, ok := u.t.keyByID(u.id.keyID)
+		return k, ok && !held[u.id.keyID]
 	}
 	for _, k := range u.t.keys {
 		if !held[k.ID] {
@@ -160,7 +241,7 @@ func (s *Service) runCheck(ctx context.Context, u *unit) {
 	spec := u.t.spec
 	if !spec.enabled {
 		if u.rec.Status != health.Unknown || u.rec.Reason != spec.reason {
-			s.write(ctx, u, health.Record{Provider: u.t.name, Key: u.keyID, Status: health.Unknown, Reason: spec.reason,
+			s.write(ctx, u, health.Record{Provider: u.t.name, Key: u.id.keyID, Status: health.Unknown, Reason: spec.reason,
 				CircuitState: health.CircuitClosed, CheckedAt: now, Models: u.rec.Models, ModelsAt: u.rec.ModelsAt})
 		}
 		u.next = now.Add(spec.interval)
@@ -254,7 +335,7 @@ func (s *Service) nextRecord(u *unit, r result, now time.Time) health.Record {
 	prev := u.rec
 	ok := r.ok
 	rec := health.Record{
-		Provider: u.t.name, Key: u.keyID, ActiveCheckOK: &ok,
+		Provider: u.t.name, Key: u.id.keyID, ActiveCheckOK: &ok,
 		Check:      &health.Check{Method: u.t.spec.method, Path: u.t.spec.path},
 		LastStatus: r.status, LastErrorCode: prev.LastErrorCode, LastErrorClass: prev.LastErrorClass,
 		CheckedAt: now.UTC(), Models: prev.Models, ModelsAt: prev.ModelsAt,
@@ -326,7 +407,7 @@ func (s *Service) write(ctx context.Context, u *unit, rec health.Record) {
 			s.log.Warn("publish health event", "err", err)
 		}
 	}
-	if u.keyID != "" {
+	if u.id.keyID != "" {
 		s.writeAggregate(ctx, u.t, rec)
 	}
 }
@@ -437,7 +518,7 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	s.met.discoveries.WithLabelValues(u.t.name, "ok").Inc()
 	u.nextDiscovery = now.Add(s.cfg.DiscoveryInterval)
 	var rec health.Record
-	if u.keyID == "" {
+	if u.id.keyID == "" {
 		rec = u.rec
 	} else {
 		rec, _ = s.view.Snapshot().Get(u.t.name, "")
@@ -447,7 +528,7 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	}
 	rec.Models, rec.ModelsAt, rec.CheckedBy = models, now.UTC(), s.inst
 	s.fillPassive(&rec, time.Now())
-	if u.keyID == "" {
+	if u.id.keyID == "" {
 		u.rec = rec
 	}
 	_ = s.put(ctx, rec)
