@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
@@ -55,6 +56,13 @@ type Service struct {
 	passiveOn      bool
 	retiredPassive atomic.Pointer[passiveCounters]
 	retiring       sync.WaitGroup // routings waiting to close their pools
+	// routes is the fleet's routing configuration (switchyard_config);
+	// routingLoaded is closed once its active version is known (applied,
+	// or none), routingFailed holds a version that could not be applied.
+	routes        *configstore.Store
+	routingLoaded chan struct{}
+	routingOnce   sync.Once
+	routingFailed atomic.Pointer[routingFailure]
 
 	inFlight atomic.Int64
 	closing  atomic.Bool // set when the upstream pools close
@@ -101,6 +109,8 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})
+	s.routingLoaded = make(chan struct{})
+	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
 	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
@@ -207,6 +217,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	if s.member.Conn() != nil { // the fleet's buckets: health and rotated secrets
 		wg.Go(func() { s.runHealth(engineCtx) })
 		wg.Go(func() { s.runCredentials(engineCtx) })
+		wg.Go(func() { s.followRouting(engineCtx) })
 		if s.passiveOn {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
@@ -243,7 +254,12 @@ func (s *Service) readiness() (int, fiber.Map) {
 		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
 	}
 	rt := s.rt.Load()
-	return fiber.StatusOK, fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
+	body := fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
+	if f := s.routingFailed.Load(); f != nil {
+		// still ready: it routes with the version before
+		body["routing_error"] = fiber.Map{"version": f.version, "error": f.err}
+	}
+	return fiber.StatusOK, body
 }
 
 // awaitFleet waits, before the proxy accepts connections, until its hold
@@ -263,18 +279,18 @@ func (s *Service) awaitFleet(ctx context.Context) {
 	start := time.Now()
 	t := time.NewTimer(s.cfg.Proxy.StartupWait)
 	defer t.Stop()
-	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded} {
+	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded, s.routingLoaded} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.log.Warn("the fleet's holds or rotated secrets did not load in time: serving from the configuration until they do",
+			s.log.Warn("the fleet's holds, rotated secrets or routing configuration did not load in time: serving from the configuration until they do",
 				"waited", s.cfg.Proxy.StartupWait)
 			return
 		}
 	}
-	s.log.Info("fleet holds and secrets loaded", "in", time.Since(start))
+	s.log.Info("fleet holds, secrets and routing configuration loaded", "in", time.Since(start), "routing_version", s.RoutingVersion())
 }
 
 func (s *Service) close() {

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -125,4 +131,123 @@ func TestApplyUnderLoad(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil || ready.Version != 3 {
 		t.Errorf("/readyz routing_version %d (%v), want 3", ready.Version, err)
 	}
+}
+
+// TestFleetFollowsRoutingVersions: a version of the routing configuration
+// activated in NATS reaches every proxy of a fleet, which switch to it
+// under load without failing a request; a version a proxy cannot load is
+// reported and the one in use stays.
+func TestFleetFollowsRoutingVersions(t *testing.T) {
+	t.Setenv("FOLLOW_KEY_A1", "key-a1")
+	t.Setenv("FOLLOW_KEY_B1", "key-b1")
+	t.Setenv("FOLLOW_CLIENT", clientSecret)
+	ff := newFleet(t, 3)
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	kv, err := jetstreamKV(t, nc, bus.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := configstore.New(nc, kv, nil)
+	doc := func(firstActive bool) []byte {
+		return []byte(fmt.Sprintf(`providers:
+  - name: fake-openai
+    type: openai
+    base_url: %s/v1
+    keys: [{id: a1, secret: env:FOLLOW_KEY_A1}]
+    models: [{name: demo-model}]
+  - name: fake-anthropic
+    type: anthropic
+    base_url: %s
+    keys: [{id: b1, secret: env:FOLLOW_KEY_B1}]
+    models: [{name: demo-claude, upstream: claude-upstream}]
+chains:
+  demo-chat:
+    steps:
+      - {target: fake-openai/demo-model, active: %v}
+      - {target: fake-anthropic/demo-claude}
+clients:
+  - {id: team, secret: env:FOLLOW_CLIENT, models: ["*"]}
+`, ff.openai.URL(), ff.anthropic.URL(), firstActive))
+	}
+
+	var ok, failed atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if ff.call(t, w%3, chatBody) == http.StatusOK {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return ok.Load() > 20 })
+
+	ctx := context.Background()
+	v1, err := store.Activate(ctx, doc(true), configstore.Meta{By: "test", Comment: "first"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitVersion := func(v uint64) {
+		t.Helper()
+		for _, p := range ff.proxies {
+			testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+				if p.RoutingVersion() == int(v) {
+					return nil
+				}
+				if f := p.routingFailed.Load(); f != nil {
+					return fmt.Errorf("version %d not applied: %s", f.version, f.err)
+				}
+				return fmt.Errorf("routing version %d, want %d", p.RoutingVersion(), v)
+			})
+		}
+	}
+	waitVersion(v1.Version)
+	v2, err := store.Activate(ctx, doc(false), configstore.Meta{By: "test", Comment: "step 1 off"}, v1.ActiveRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(v2.Version)
+	atOpenAI := ff.openai.CountCalls(nil)
+	atAnthropic := ff.anthropic.CountCalls(nil)
+	testkit.WaitFor(t, 5*time.Second, func() bool { return ff.anthropic.CountCalls(nil) > atAnthropic+30 })
+	if n := ff.openai.CountCalls(nil) - atOpenAI; n > 6 {
+		t.Errorf("%d calls to the switched-off step after every proxy applied the version", n)
+	}
+
+	// A version that loads nowhere (a secret no host has) is refused by
+	// every proxy, which keep routing with version 2 and say so.
+	bad := strings.Replace(string(doc(true)), "env:FOLLOW_KEY_A1", "env:FOLLOW_KEY_NOWHERE", 1)
+	v3, err := store.Activate(ctx, []byte(bad), configstore.Meta{By: "test"}, v2.ActiveRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ff.proxies {
+		testkit.WaitFor(t, 5*time.Second, func() bool {
+			f := p.routingFailed.Load()
+			return f != nil && f.version == v3.Version && strings.Contains(f.err, "FOLLOW_KEY_NOWHERE")
+		})
+		if p.RoutingVersion() != int(v2.Version) {
+			t.Errorf("a proxy switched to the version it could not load")
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d requests failed across the activations (%d served)", failed.Load(), ok.Load())
+	}
+	t.Logf("%d requests served across 3 activations on 3 proxies, %d failed", ok.Load(), failed.Load())
+}
+
+func jetstreamKV(t *testing.T, nc *nats.Conn, bucket string) (jetstream.KeyValue, error) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return js.KeyValue(context.Background(), bucket)
 }

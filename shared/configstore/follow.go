@@ -1,0 +1,128 @@
+package configstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"switchyard.dev/shared/config"
+)
+
+// FollowOptions configure Follow.
+type FollowOptions struct {
+	// Base is the process's configuration (its file and environment); a
+	// version applies over it (config.LoadOverlay). Required.
+	Base *config.Config
+	// Environ resolves the documents' env: secrets (nil: os.Environ()).
+	Environ []string
+	// Instance names the process as the importer of the first version.
+	Instance string
+	// Apply switches the process to cfg, the routing configuration of
+	// version. An error keeps the routing in use (and is reported through
+	// Failed).
+	Apply func(cfg *config.Config, version uint64) error
+	// Loaded is called once, when the process knows the fleet's routing
+	// configuration: the active version applied (or failed), or none
+	// active (the file's is in use).
+	Loaded func()
+	// Failed is called for a version the process could not load or apply
+	// (a document a newer release wrote, a secret this host lacks); nil
+	// when a later version applied.
+	Failed func(version uint64, err error)
+	Log    *slog.Logger
+}
+
+// Follow keeps a process on the fleet's active routing configuration
+// until ctx ends: once the store is bound it imports the routing part of
+// the process's file as version 1 when the fleet has none (the first
+// process of a fleet to start wins; the others use it), then applies the
+// active version and every version activated after it. A version that
+// does not load or apply is reported (Failed) and the routing in use
+// stays.
+func Follow(ctx context.Context, s *Store, o FollowOptions) error {
+	if o.Base == nil || o.Apply == nil {
+		return errors.New("configstore: follow: Base and Apply are required")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Environ == nil {
+		o.Environ = os.Environ()
+	}
+	var once sync.Once
+	loaded := func() {
+		once.Do(func() {
+			if o.Loaded != nil {
+				o.Loaded()
+			}
+		})
+	}
+	select {
+	case <-s.Bound():
+	case <-ctx.Done():
+		return nil
+	}
+	if o.Base.File != "" {
+		if err := importFile(ctx, s, o); err != nil {
+			o.Log.Warn("routing configuration not imported", "file", o.Base.File, "err", err)
+		}
+	}
+	if _, err := s.Active(ctx); errors.Is(err, ErrNoActive) {
+		o.Log.Info("no routing configuration in the fleet yet: routing from the file")
+		loaded()
+	}
+	applied := uint64(0)
+	return s.Watch(ctx, func(v Version) {
+		defer loaded()
+		if v.Version == applied {
+			return
+		}
+		name := fmt.Sprintf("config version %d", v.Version)
+		cfg, err := config.LoadOverlay(o.Base, o.Environ, []byte(v.Document), name)
+		if err == nil {
+			err = o.Apply(cfg, v.Version)
+		}
+		if err != nil {
+			o.Log.Error("routing configuration not applied: keeping the one in use", "version", v.Version, "err", err)
+			if o.Failed != nil {
+				o.Failed(v.Version, err)
+			}
+			return
+		}
+		applied = v.Version
+		for _, w := range cfg.Warnings {
+			o.Log.Warn(w, "version", v.Version)
+		}
+		if o.Failed != nil {
+			o.Failed(v.Version, nil)
+		}
+	})
+}
+
+// importFile imports the routing part of the process's file as the first
+// version when the fleet has none.
+func importFile(ctx context.Context, s *Store, o FollowOptions) error {
+	if _, err := s.Active(ctx); !errors.Is(err, ErrNoActive) {
+		return nil // a version is active (or the store does not answer: Watch waits)
+	}
+	doc, err := config.ExtractDocument(o.Base.File)
+	if err != nil {
+		return err
+	}
+	by := o.Instance
+	if by == "" {
+		by = "import"
+	}
+	v, err := s.Import(ctx, doc, Meta{By: by, Comment: "imported from " + o.Base.File})
+	switch {
+	case errors.Is(err, ErrExists):
+		return nil
+	case err != nil:
+		return err
+	}
+	o.Log.Info("routing configuration imported from the file", "version", v.Version, "file", o.Base.File)
+	return nil
+}
