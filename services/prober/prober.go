@@ -28,6 +28,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
@@ -65,6 +66,12 @@ type Service struct {
 	ready   *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 	credKey []byte         // credentials.encryption_key (nil: rotation off)
 	secrets secrets        // rotated or reloaded secrets
+	// base is the configuration the prober started with (file and
+	// environment); the fleet's routing versions apply over it. routes is
+	// the switchyard_config bucket, followed what /readyz says of it.
+	base    *config.Config
+	routes   *configstore.Store
+	followed *configstore.Tracker
 }
 
 // New builds a prober from a validated configuration.
@@ -106,6 +113,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		}},
 	}
 	s.rt.Store(rt)
+	s.base = cfg
+	s.followed = configstore.NewTracker()
+	s.routes = configstore.NewUnbound(deps.NATS, log.With("component", "routing"))
 	s.units = newUnitSet(s)
 	s.passive = newPassiveWindow(s.cfg.PassiveWindow, func(provider string) bool { return s.routing().targets[provider] != nil })
 	return s, nil
@@ -237,10 +247,21 @@ func (s *Service) runChecks(ctx context.Context) {
 	secretsLoaded := make(chan struct{})
 	var once sync.Once
 	wg.Go(func() { s.runCredentials(ctx, func() { once.Do(func() { close(secretsLoaded) }) }) })
+	// the fleet's routing configuration: the file's as version 1 when the
+	// fleet has none, then every version activated (configstore.Follow)
+	s.routes.Bind(res.Config)
+	wg.Go(func() {
+		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Instance: s.inst,
+			Log: s.log.With("component", "routing"),
+			Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }})
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("routing configuration not followed", "err", err)
+		}
+	})
 	// Schedules start from what the fleet recorded, checks skip the keys it
 	// holds and send the secrets the proxies send: the tables and the
 	// rotated secrets load first.
-	for _, synced := range []<-chan struct{}{s.view.Synced(), s.member.Synced(), secretsLoaded} {
+	for _, synced := range []<-chan struct{}{s.view.Synced(), s.member.Synced(), secretsLoaded, s.followed.Loaded()} {
 		select {
 		case <-synced:
 		case <-ctx.Done():
@@ -282,6 +303,9 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 func (s *Service) readyz(c *fiber.Ctx) error {
 	status, body := s.ready.State().Answer()
 	out := fiber.Map{"routing_version": s.RoutingVersion()}
+	if f := s.followed.Failure(); f != nil {
+		out["routing_error"] = f
+	}
 	for k, v := range body {
 		out[k] = v
 	}

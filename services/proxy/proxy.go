@@ -57,12 +57,10 @@ type Service struct {
 	retiredPassive atomic.Pointer[passiveCounters]
 	retiring       sync.WaitGroup // routings waiting to close their pools
 	// routes is the fleet's routing configuration (switchyard_config);
-	// routingLoaded is closed once its active version is known (applied,
-	// or none), routingFailed holds a version that could not be applied.
-	routes        *configstore.Store
-	routingLoaded chan struct{}
-	routingOnce   sync.Once
-	routingFailed atomic.Pointer[routingFailure]
+	// routing says whether its active version is known and one this proxy
+	// could not apply.
+	routes  *configstore.Store
+	routing *configstore.Tracker
 
 	inFlight atomic.Int64
 	closing  atomic.Bool // set when the upstream pools close
@@ -109,7 +107,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})
-	s.routingLoaded = make(chan struct{})
+	s.routing = configstore.NewTracker()
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
@@ -255,9 +253,8 @@ func (s *Service) readiness() (int, fiber.Map) {
 	}
 	rt := s.rt.Load()
 	body := fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
-	if f := s.routingFailed.Load(); f != nil {
-		// still ready: it routes with the version before
-		body["routing_error"] = fiber.Map{"version": f.version, "error": f.err}
+	if f := s.routing.Failure(); f != nil {
+		body["routing_error"] = f // still ready: it routes with the version before
 	}
 	return fiber.StatusOK, body
 }
@@ -279,7 +276,7 @@ func (s *Service) awaitFleet(ctx context.Context) {
 	start := time.Now()
 	t := time.NewTimer(s.cfg.Proxy.StartupWait)
 	defer t.Stop()
-	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded, s.routingLoaded} {
+	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded, s.routing.Loaded()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -166,39 +166,23 @@ func (s *Service) setHealth(snap *health.Snapshot) {
 // the file's).
 func (s *Service) RoutingVersion() int { return s.rt.Load().version }
 
-// routingFailure is a version of the fleet's routing configuration this
-// proxy could not apply (reported by /readyz until a later one applies).
-type routingFailure struct {
-	version uint64
-	err     string
-}
-
 // followRouting keeps the proxy on the fleet's active routing
 // configuration (switchyard_config): it imports the file's routing as the
 // first version when the fleet has none, then applies each version
-// activated. routingLoaded is closed once the fleet's version is known.
+// activated (configstore.Follow).
 func (s *Service) followRouting(ctx context.Context) {
 	select {
 	case <-s.member.Bound():
 	case <-ctx.Done():
-		s.routingOnce.Do(func() { close(s.routingLoaded) })
+		s.routing.Stop()
 		return
 	}
 	s.routes.Bind(s.member.Resources().Config)
-	err := configstore.Follow(ctx, s.routes, configstore.FollowOptions{
-		Base: s.cfg, Instance: s.member.Instance, Log: s.log.With("component", "routing"),
-		Apply:  func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) },
-		Loaded: func() { s.routingOnce.Do(func() { close(s.routingLoaded) }) },
-		Failed: func(v uint64, err error) {
-			if err == nil {
-				s.routingFailed.Store(nil)
-				return
-			}
-			s.routingFailed.Store(&routingFailure{version: v, err: err.Error()})
-		},
-	})
+	err := s.routing.Follow(ctx, s.routes, configstore.FollowOptions{
+		Base: s.cfg, Instance: s.member.Instance, Log: s.log.With("component", "routing"), Apply: s.applyVersion})
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("routing configuration not followed", "err", err)
 	}
-	s.routingOnce.Do(func() { close(s.routingLoaded) })
 }
+
+func (s *Service) applyVersion(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }

@@ -199,8 +199,8 @@ clients:
 				if p.RoutingVersion() == int(v) {
 					return nil
 				}
-				if f := p.routingFailed.Load(); f != nil {
-					return fmt.Errorf("version %d not applied: %s", f.version, f.err)
+				if f := p.routing.Failure(); f != nil {
+					return fmt.Errorf("version %d not applied: %s", f.Version, f.Error)
 				}
 				return fmt.Errorf("routing version %d, want %d", p.RoutingVersion(), v)
 			})
@@ -228,8 +228,8 @@ clients:
 	}
 	for _, p := range ff.proxies {
 		testkit.WaitFor(t, 5*time.Second, func() bool {
-			f := p.routingFailed.Load()
-			return f != nil && f.version == v3.Version && strings.Contains(f.err, "FOLLOW_KEY_NOWHERE")
+			f := p.routing.Failure()
+			return f != nil && f.Version == v3.Version && strings.Contains(f.Error, "FOLLOW_KEY_NOWHERE")
 		})
 		if p.RoutingVersion() != int(v2.Version) {
 			t.Errorf("a proxy switched to the version it could not load")

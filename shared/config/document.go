@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -88,6 +90,66 @@ func LoadOverlay(base *Config, environ []string, doc []byte, docName string) (*C
 		return nil, err
 	}
 	return load(base.File, environ, &document{raw: raw, name: docName, base: base})
+}
+
+// SameRouting reports whether two configurations route the same way:
+// their routing keys are equal (secrets compared by fingerprint).
+func SameRouting(a, b *Config) bool {
+	ja, errA := canonicalRouting(a)
+	jb, errB := canonicalRouting(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// canonicalRouting is the routing part of c as JSON, empty lists and maps
+// written as absent (a file's "chains: {}" and no chains route alike).
+func canonicalRouting(c *Config) ([]byte, error) {
+	j, err := json.Marshal(routingOf(c))
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(j, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(dropEmpty(v))
+}
+
+func dropEmpty(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e = dropEmpty(e); e == nil {
+				delete(x, k)
+			} else {
+				x[k] = e
+			}
+		}
+		if len(x) == 0 {
+			return nil
+		}
+	case []any:
+		for i := range x {
+			x[i] = dropEmpty(x[i])
+		}
+		if len(x) == 0 {
+			return nil
+		}
+	}
+	return v
+}
+
+// routingOf is the routing part of c, for comparisons.
+func routingOf(c *Config) any {
+	return struct {
+		Providers  []Provider
+		Aliases    map[string]string
+		Chains     map[string]Chain
+		Clients    []ClientKey
+		Plans      map[string]Plan
+		Prices     []Price
+		TripOn     map[string]TripRule
+		Resilience Resilience
+	}{c.Providers, c.Aliases, c.Chains, c.Clients, c.Plans, c.Prices, c.TripOn, c.Resilience}
 }
 
 // document is a routing document for load.

@@ -95,6 +95,13 @@ func TestExtractDocument(t *testing.T) {
 	if len(b.Providers) != len(a.Providers) || b.Providers[0].Name != a.Providers[0].Name || b.Aliases["fast"] != a.Aliases["fast"] {
 		t.Errorf("from the document %+v, from the file %+v", b.Providers, a.Providers)
 	}
+	if !SameRouting(a, b) {
+		t.Error("the document does not route like the file")
+	}
+	c, _ := Load(path, []string{"OPENAI_KEY=sk-another-secret"})
+	if SameRouting(a, c) {
+		t.Error("another secret routes the same")
+	}
 }
 
 // TestLoadOverlay: a new routing document over a loaded configuration

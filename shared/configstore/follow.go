@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"switchyard.dev/shared/config"
 )
@@ -112,6 +113,13 @@ func importFile(ctx context.Context, s *Store, o FollowOptions) error {
 	if err != nil {
 		return err
 	}
+	// Only what the process routes with: a configuration changed after it
+	// was read from its file (in code, say) is not its file's.
+	if cfg, err := config.LoadOverlay(o.Base, o.Environ, doc, "the file's routing"); err != nil {
+		return err
+	} else if !config.SameRouting(cfg, o.Base) {
+		return errors.New("the configuration in use is not the file's (changed after loading): not imported")
+	}
 	by := o.Instance
 	if by == "" {
 		by = "import"
@@ -125,4 +133,50 @@ func importFile(ctx context.Context, s *Store, o FollowOptions) error {
 	}
 	o.Log.Info("routing configuration imported from the file", "version", v.Version, "file", o.Base.File)
 	return nil
+}
+
+// Tracker is what a service reports about the fleet's routing
+// configuration (its /readyz): whether the active version is known yet,
+// and a version it could not apply.
+type Tracker struct {
+	loaded chan struct{}
+	once   sync.Once
+	failed atomic.Pointer[Failure]
+}
+
+// Failure is a version a process could not apply.
+type Failure struct {
+	Version uint64 `json:"version"`
+	Error   string `json:"error"`
+}
+
+// NewTracker returns a Tracker whose Loaded is open until Follow knows the
+// fleet's version.
+func NewTracker() *Tracker { return &Tracker{loaded: make(chan struct{})} }
+
+// Loaded is closed once the fleet's active version is known (applied,
+// refused, or none), or Follow ended.
+func (t *Tracker) Loaded() <-chan struct{} { return t.loaded }
+
+// Failure is the last version the process could not apply, nil when the
+// last version applied.
+func (t *Tracker) Failure() *Failure { return t.failed.Load() }
+
+// Stop closes Loaded for a process that will not follow (it stopped
+// before NATS answered).
+func (t *Tracker) Stop() { t.once.Do(func() { close(t.loaded) }) }
+
+// Follow runs Follow with the Tracker's hooks (o's Loaded and Failed are
+// replaced) and closes Loaded when it returns.
+func (t *Tracker) Follow(ctx context.Context, s *Store, o FollowOptions) error {
+	defer t.Stop()
+	o.Loaded = t.Stop
+	o.Failed = func(v uint64, err error) {
+		if err == nil {
+			t.failed.Store(nil)
+			return
+		}
+		t.failed.Store(&Failure{Version: v, Error: err.Error()})
+	}
+	return Follow(ctx, s, o)
 }
