@@ -69,7 +69,7 @@ type Service struct {
 	// base is the configuration the prober started with (file and
 	// environment); the fleet's routing versions apply over it. routes is
 	// the switchyard_config bucket, followed what /readyz says of it.
-	base    *config.Config
+	base     *config.Config
 	routes   *configstore.Store
 	followed *configstore.Tracker
 }
@@ -252,7 +252,7 @@ func (s *Service) runChecks(ctx context.Context) {
 	s.routes.Bind(res.Config)
 	wg.Go(func() {
 		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Instance: s.inst,
-			Log: s.log.With("component", "routing"),
+			Log:   s.log.With("component", "routing"),
 			Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }})
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("routing configuration not followed", "err", err)
