@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -380,7 +381,11 @@ func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usage
 			sum.truncatedBy = "max_scanned"
 			break
 		}
-		sum.add(m.Data())
+		// a message holds the records of one batch of a proxy that share
+		// a subject, one JSON record per line
+		for line := range bytes.Lines(m.Data()) {
+			sum.add(bytes.TrimSuffix(line, []byte("\n")))
+		}
 		if md.Sequence.Stream == last || md.NumPending == 0 {
 			break
 		}

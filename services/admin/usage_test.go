@@ -17,9 +17,10 @@ import (
 	"switchyard.dev/shared/usage"
 )
 
-// publishUsage publishes records to SWITCHYARD_USAGE as a proxy does (on
-// usage.Subject, the request id as the message id) and waits for each to
-// be stored.
+// publishUsage publishes records to SWITCHYARD_USAGE as a proxy does: a
+// batch's records that share a subject (usage.Subject) in one message, one
+// JSON record per line, the message id naming the first record and the
+// count; it waits for each message to be stored.
 func (e *env) publishUsage(recs ...usage.Record) {
 	e.t.Helper()
 	js, err := jetstream.New(e.pnc)
@@ -28,13 +29,33 @@ func (e *env) publishUsage(recs ...usage.Record) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
+	type msg struct {
+		subject, first string
+		data           []byte
+		n              int
+	}
+	var msgs []*msg
+	bySubject := map[string]*msg{}
 	for _, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if _, err := js.Publish(ctx, usage.Subject(r.Provider, r.ClientID), b, jetstream.WithMsgID(r.RequestID)); err != nil {
-			e.t.Fatalf("publish usage record %s: %v", r.RequestID, err)
+		subject := usage.Subject(r.Provider, r.ClientID)
+		m := bySubject[subject]
+		if m == nil {
+			m = &msg{subject: subject, first: r.RequestID}
+			bySubject[subject] = m
+			msgs = append(msgs, m)
+		} else {
+			m.data = append(m.data, '\n')
+		}
+		m.data = append(m.data, b...)
+		m.n++
+	}
+	for _, m := range msgs {
+		if _, err := js.Publish(ctx, m.subject, m.data, jetstream.WithMsgID(fmt.Sprintf("%s+%d", m.first, m.n))); err != nil {
+			e.t.Fatalf("publish usage records on %s: %v", m.subject, err)
 		}
 	}
 }
@@ -102,7 +123,7 @@ func TestUsageReport(t *testing.T) {
 	// here end now (the default "to"), since the read stops at records
 	// stored after "to".
 	base := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
-	e.publishUsage(
+	batch := []usage.Record{
 		rec("r1", base.Add(10*time.Minute), func(r *usage.Record) { r.Tokens.CachedInput = 20 }),
 		rec("r2", base.Add(20*time.Minute), func(r *usage.Record) {
 			r.KeyID, r.CostUSD, r.LatencyMS = "secondary", cost(0.002), 200
@@ -128,9 +149,11 @@ func TestUsageReport(t *testing.T) {
 		}),
 		// outside the default range (24 h) and of every query below
 		rec("old", base.Add(-30*time.Hour), func(r *usage.Record) { r.CostUSD = cost(1) }),
-	)
-	// the same request id again within the duplicate window: stored once
-	e.publishUsage(rec("r1", base.Add(10*time.Minute)))
+	}
+	e.publishUsage(batch...)
+	// the same batch again (a proxy publishing it again after a lost
+	// acknowledgement) within the duplicate window: stored once
+	e.publishUsage(batch...)
 	from := url.QueryEscape(base.Format(time.RFC3339))
 
 	t.Run("by provider", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -109,12 +110,20 @@ type usagePublisher struct {
 	js    jetstream.JetStream
 	log   *slog.Logger
 	queue chan *usage.Record // pointers: a full buffer of 100,000 values would hold 30 MiB
+	// unsent are messages not acknowledged when the publisher stopped,
+	// for the drain (the run goroutine's own).
+	unsent []usageMsg
 
 	published, dropped prometheus.Counter
 }
 
-// usageBatch is how many records are in flight to JetStream at once.
-const usageBatch = 256
+// usageBatch is how many records one round of publishing sends at most
+// (as a message per provider and client); usageLinger how long the
+// publisher lets a batch gather before sending it.
+const (
+	usageBatch  = 256
+	usageLinger = 100 * time.Millisecond
+)
 
 func newUsagePublisher(nc *nats.Conn, buffer int, reg *prometheus.Registry, log *slog.Logger) *usagePublisher {
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(usageBatch),
@@ -160,8 +169,24 @@ func (p *usagePublisher) run(ctx context.Context, bound <-chan struct{}) {
 			p.drain(bound)
 			return
 		case rec := <-p.queue:
-			batch = p.fill(append(batch[:0], rec))
+			batch = append(batch[:0], rec)
 		}
+		// Let a batch gather (usageLinger, or a full batch): one wake-up
+		// and one round of acknowledgements for many records keeps the
+		// publisher off the CPU the requests need.
+		linger := time.NewTimer(usageLinger)
+	gather:
+		for len(batch) < usageBatch {
+			select {
+			case rec := <-p.queue:
+				batch = append(batch, rec)
+			case <-linger.C:
+				break gather
+			case <-ctx.Done():
+				break gather
+			}
+		}
+		linger.Stop()
 		p.deliver(ctx, batch)
 	}
 }
@@ -179,26 +204,70 @@ func (p *usagePublisher) fill(batch []*usage.Record) []*usage.Record {
 	return batch
 }
 
-// deliver publishes batch until every record is acknowledged or ctx ends,
-// backing off while NATS does not answer.
+// usageMsg is one message of the usage stream: the records of a batch
+// that share a subject (provider and client), one JSON record per line.
+// Its id (the stream's duplicate detection) names its first record and
+// how many it holds, so a message published again is stored once.
+type usageMsg struct {
+	subject, id string
+	data        []byte
+	records     int
+}
+
+// maxUsageMsg bounds a message's size, well under NATS's default maximum
+// payload (1 MiB).
+const maxUsageMsg = 256 << 10
+
+// pack encodes batch as messages, one per subject (more when one would
+// exceed maxUsageMsg), records in their order.
+func (p *usagePublisher) pack(batch []*usage.Record) []usageMsg {
+	var msgs []usageMsg
+	open := map[string]int{} // subject -> index of its message being filled
+	for _, rec := range batch {
+		data, err := json.Marshal(rec)
+		if err != nil {
+			p.log.Error("encode usage record", "request_id", rec.RequestID, "err", err)
+			continue
+		}
+		subject := usage.Subject(rec.Provider, rec.ClientID)
+		i, ok := open[subject]
+		if !ok || len(msgs[i].data)+len(data) >= maxUsageMsg {
+			msgs = append(msgs, usageMsg{subject: subject, id: rec.RequestID})
+			i = len(msgs) - 1
+			open[subject] = i
+		}
+		m := &msgs[i]
+		if m.records > 0 {
+			m.data = append(m.data, '\n')
+		}
+		m.data = append(m.data, data...)
+		m.records++
+	}
+	for i := range msgs {
+		msgs[i].id += "+" + strconv.Itoa(msgs[i].records)
+	}
+	return msgs
+}
+
+// deliver publishes batch until every message is acknowledged or ctx
+// ends (what is left then goes to the drain), backing off while NATS does
+// not answer.
 func (p *usagePublisher) deliver(ctx context.Context, batch []*usage.Record) {
+	msgs := p.pack(batch)
 	wait := 100 * time.Millisecond
-	for len(batch) > 0 {
-		left := p.publish(ctx, batch)
+	for len(msgs) > 0 {
+		left := p.send(ctx, msgs)
 		if len(left) == 0 {
 			return
 		}
-		if len(left) == len(batch) && wait == 100*time.Millisecond {
+		if len(left) == len(msgs) && wait == 100*time.Millisecond {
 			p.log.Warn("usage records not acknowledged by the stream; keeping them and retrying",
-				"records", len(left), "queued", len(p.queue), "nats_connected", p.nc.IsConnected())
+				"records", countRecords(left), "queued", len(p.queue), "nats_connected", p.nc.IsConnected())
 		}
-		batch = left
+		msgs = left
 		select {
 		case <-ctx.Done():
-			// back to the queue for the drain (or dropped when it is full)
-			for _, rec := range batch {
-				p.add(rec)
-			}
+			p.unsent = append(p.unsent, msgs...)
 			return
 		case <-time.After(wait):
 		}
@@ -206,40 +275,45 @@ func (p *usagePublisher) deliver(ctx context.Context, batch []*usage.Record) {
 	}
 }
 
-// publish sends batch asynchronously and waits for the acknowledgements; it
-// returns the records that were not acknowledged (compacted into batch).
-func (p *usagePublisher) publish(ctx context.Context, batch []*usage.Record) []*usage.Record {
-	futures := make([]jetstream.PubAckFuture, len(batch))
-	for i, rec := range batch {
-		data, err := json.Marshal(rec)
-		if err != nil {
-			p.log.Error("encode usage record", "request_id", rec.RequestID, "err", err)
-			continue
-		}
-		msg := &nats.Msg{Subject: usage.Subject(rec.Provider, rec.ClientID), Data: data}
-		if f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.RequestID)); err == nil {
+func countRecords(msgs []usageMsg) int {
+	n := 0
+	for _, m := range msgs {
+		n += m.records
+	}
+	return n
+}
+
+// send publishes msgs asynchronously and waits for the acknowledgements;
+// it returns the messages that were not acknowledged (compacted into
+// msgs).
+func (p *usagePublisher) send(ctx context.Context, msgs []usageMsg) []usageMsg {
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i := range msgs {
+		msg := &nats.Msg{Subject: msgs[i].subject, Data: msgs[i].data}
+		if f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(msgs[i].id)); err == nil {
 			futures[i] = f
 		}
 	}
-	left := batch[:0]
+	left := msgs[:0]
 	for i, f := range futures {
 		if f == nil {
-			left = append(left, batch[i])
+			left = append(left, msgs[i])
 			continue
 		}
 		select {
 		case <-f.Ok():
-			p.published.Inc()
+			p.published.Add(float64(msgs[i].records))
 		case <-f.Err():
-			left = append(left, batch[i])
+			left = append(left, msgs[i])
 		case <-ctx.Done():
-			left = append(left, batch[i])
+			left = append(left, msgs[i])
 		}
 	}
 	return left
 }
 
-// drain publishes what is queued for up to two seconds after shutdown.
+// drain publishes what is left and queued for up to two seconds after
+// shutdown.
 func (p *usagePublisher) drain(bound <-chan struct{}) {
 	select {
 	case <-bound:
@@ -251,12 +325,19 @@ func (p *usagePublisher) drain(bound <-chan struct{}) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	batch := make([]*usage.Record, 0, usageBatch)
-	for len(p.queue) > 0 && ctx.Err() == nil {
-		batch = p.fill(batch[:0])
-		if left := p.publish(ctx, batch); len(left) > 0 {
-			p.log.Warn("usage records lost at shutdown", "records", len(left)+len(p.queue))
+	msgs := p.unsent
+	p.unsent = nil
+	for {
+		if len(msgs) == 0 {
+			if len(p.queue) == 0 {
+				return
+			}
+			msgs = p.pack(p.fill(make([]*usage.Record, 0, usageBatch)))
+		}
+		if left := p.send(ctx, msgs); len(left) > 0 || ctx.Err() != nil {
+			p.log.Warn("usage records lost at shutdown", "records", countRecords(left)+len(p.queue))
 			return
 		}
+		msgs = nil
 	}
 }

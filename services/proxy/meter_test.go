@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,39 +71,35 @@ func readUsage(t *testing.T, js jetstream.JetStream, n int) []usage.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		s, err := js.Stream(ctx, bus.StreamUsage)
-		if err != nil {
-			return err
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs != uint64(n) {
-			return fmt.Errorf("%d usage records, want %d", info.State.Msgs, n)
-		}
-		return nil
-	})
 	c, err := js.OrderedConsumer(ctx, bus.StreamUsage, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A message holds the records of a batch that share a subject, one
+	// JSON record per line.
 	var out []usage.Record
 	for len(out) < n {
-		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		msg, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
 		if err != nil {
-			t.Fatalf("read usage record %d: %v", len(out)+1, err)
+			t.Fatalf("read usage record %d of %d: %v", len(out)+1, n, err)
 		}
-		var rec usage.Record
-		if err := json.Unmarshal(msg.Data(), &rec); err != nil {
-			t.Fatalf("usage record %s: %v", msg.Data(), err)
+		for line := range bytes.Lines(msg.Data()) {
+			var rec usage.Record
+			if err := json.Unmarshal(line, &rec); err != nil {
+				t.Fatalf("usage record %s: %v", line, err)
+			}
+			if want := usage.Subject(rec.Provider, rec.ClientID); msg.Subject() != want {
+				t.Errorf("record on %s, want %s", msg.Subject(), want)
+			}
+			out = append(out, rec)
 		}
-		if want := usage.Subject(rec.Provider, rec.ClientID); msg.Subject() != want {
-			t.Errorf("record on %s, want %s", msg.Subject(), want)
-		}
-		out = append(out, rec)
 	}
+	if len(out) != n {
+		t.Fatalf("%d usage records, want %d", len(out), n)
+	}
+	// a batch groups its records by subject: back in the order the
+	// requests ended
+	slices.SortFunc(out, func(a, b usage.Record) int { return a.At.Compare(b.At) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -241,8 +242,8 @@ metering:
 			rec.Class != "" || rec.Provider != "upstream" || (rec.KeyID != "k1" && rec.KeyID != "k2") {
 			t.Errorf("usage record %s: %+v", rec.RequestID, rec)
 		}
-		if r.subject != "switchyard.usage.upstream.team" || r.msgID != rec.RequestID {
-			t.Errorf("usage record %s on %q with message id %q", rec.RequestID, r.subject, r.msgID)
+		if r.subject != "switchyard.usage.upstream.team" || !strings.HasPrefix(r.msgID, "req_") || !strings.Contains(r.msgID, "+") {
+			t.Errorf("usage record %s on %q in a message of id %q (want <first request id>+<records>)", rec.RequestID, r.subject, r.msgID)
 		}
 	}
 	if len(records) != admitted || len(seen) != admitted {
@@ -267,8 +268,9 @@ metering:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.CachedInfo().State.Msgs; n != uint64(admitted) {
-		t.Errorf("after the proxies stopped the usage stream holds %d records, want %d", n, admitted)
+	if all := readUsage(ctx, t, js, admitted); len(all) != admitted {
+		t.Errorf("after the proxies stopped the usage stream holds %d records (in %d messages), want %d",
+			len(all), info.CachedInfo().State.Msgs, admitted)
 	}
 	reqs, instances := fleetRequests(ctx, t, js, "team")
 	t.Logf("switchyard_limits: %d requests over %d instances", reqs, len(instances))
@@ -307,7 +309,8 @@ func checkRateLimited(t *testing.T, what string, h http.Header, body []byte) int
 	return ra
 }
 
-// usageMsg is one usage record as read from the stream.
+// usageMsg is one usage record as read from the stream, with its
+// message's subject and id.
 type usageMsg struct {
 	subject, msgID string
 	rec            usage.Record
@@ -332,11 +335,15 @@ func readUsage(ctx context.Context, t *testing.T, js jetstream.JetStream, want i
 			return err
 		}
 		for m := range batch.Messages() {
-			u := usageMsg{subject: m.Subject(), msgID: m.Headers().Get(nats.MsgIdHdr)}
-			if err := json.Unmarshal(m.Data(), &u.rec); err != nil {
-				t.Fatalf("usage record on %s: %v: %s", m.Subject(), err, m.Data())
+			// a message holds the records of a batch that share a
+			// subject, one JSON record per line
+			for line := range bytes.Lines(m.Data()) {
+				u := usageMsg{subject: m.Subject(), msgID: m.Headers().Get(nats.MsgIdHdr)}
+				if err := json.Unmarshal(line, &u.rec); err != nil {
+					t.Fatalf("usage record on %s: %v: %s", m.Subject(), err, line)
+				}
+				out = append(out, u)
 			}
-			out = append(out, u)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return err
