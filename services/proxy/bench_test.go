@@ -11,6 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/testkit"
 )
 
 const benchCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
@@ -55,6 +57,20 @@ func startBenchUpstream(b *testing.B) string {
 // proxy's latency and allocations per request, plus the client's and the
 // upstream's share, which do not change between proxy versions.
 func BenchmarkProxyChat(b *testing.B) {
+	benchProxyChat(b, false)
+}
+
+// BenchmarkProxyChatMetering is BenchmarkProxyChat on a proxy with NATS,
+// metering off (off) and on with the client on a plan with every limit
+// set and the model priced (metered): what metering and plan limits add
+// to a request (the usage records are published to a real embedded
+// server, in the same process).
+func BenchmarkProxyChatMetering(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchProxyChat(b, true) })
+	b.Run("metered", func(b *testing.B) { benchProxyChat(b, true, true) })
+}
+
+func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 	for _, bc := range []struct {
 		name string
 		body string
@@ -76,7 +92,20 @@ func BenchmarkProxyChat(b *testing.B) {
 			}}
 			cfg.Aliases = map[string]string{"bench": "up/bench-model"}
 			cfg.Clients = []config.ClientKey{{ID: "bench", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
-			svc, err := New(cfg, Deps{})
+			var deps Deps
+			if withNATS {
+				ns := startNATS(b, b.TempDir(), "127.0.0.1:0")
+				b.Cleanup(func() { natsembed.Stop(ns) })
+				deps.NATS, _ = testkit.ConnectNATS(b, ns.ClientURL())
+				cfg.Metering.Enabled = bptr(len(metered) > 0 && metered[0])
+			}
+			if len(metered) > 0 && metered[0] {
+				cfg.Plans = map[string]config.Plan{"bench": {RequestsPerMinute: 1e9, TokensPerMinute: 1e12, ConcurrentRequests: 1e6,
+					Budget: config.Budget{Day: 1e9, Week: 1e9, Month: 1e9}}}
+				cfg.Clients[0].Plan = "bench"
+				cfg.Prices = []config.Price{{Provider: "up", Model: "bench-model", Input: fptr(2.5), Output: fptr(10)}}
+			}
+			svc, err := New(cfg, deps)
 			if err != nil {
 				b.Fatal(err)
 			}

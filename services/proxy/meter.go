@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strconv"
 	"time"
@@ -163,6 +162,8 @@ func (p *usagePublisher) run(ctx context.Context, bound <-chan struct{}) {
 		return
 	}
 	batch := make([]*usage.Record, 0, usageBatch)
+	linger := time.NewTimer(usageLinger)
+	linger.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -171,23 +172,24 @@ func (p *usagePublisher) run(ctx context.Context, bound <-chan struct{}) {
 		case rec := <-p.queue:
 			batch = append(batch[:0], rec)
 		}
-		// Let a batch gather (usageLinger, or a full batch): one wake-up
-		// and one round of acknowledgements for many records keeps the
-		// publisher off the CPU the requests need.
-		linger := time.NewTimer(usageLinger)
-	gather:
-		for len(batch) < usageBatch {
-			select {
-			case rec := <-p.queue:
-				batch = append(batch, rec)
-			case <-linger.C:
-				break gather
-			case <-ctx.Done():
-				break gather
-			}
+		// Let records gather for usageLinger without taking them one by
+		// one (a receiver waiting on the queue would be woken by every
+		// request: a context switch per request), then send all that
+		// came, a batch at a time.
+		linger.Reset(usageLinger)
+		select {
+		case <-linger.C:
+		case <-ctx.Done():
+			linger.Stop()
 		}
-		linger.Stop()
-		p.deliver(ctx, batch)
+		for {
+			batch = p.fill(batch)
+			p.deliver(ctx, batch)
+			if len(p.queue) == 0 || ctx.Err() != nil {
+				break
+			}
+			batch = batch[:0]
+		}
 	}
 }
 
@@ -224,15 +226,10 @@ func (p *usagePublisher) pack(batch []*usage.Record) []usageMsg {
 	var msgs []usageMsg
 	open := map[string]int{} // subject -> index of its message being filled
 	for _, rec := range batch {
-		data, err := json.Marshal(rec)
-		if err != nil {
-			p.log.Error("encode usage record", "request_id", rec.RequestID, "err", err)
-			continue
-		}
 		subject := usage.Subject(rec.Provider, rec.ClientID)
 		i, ok := open[subject]
-		if !ok || len(msgs[i].data)+len(data) >= maxUsageMsg {
-			msgs = append(msgs, usageMsg{subject: subject, id: rec.RequestID})
+		if !ok || len(msgs[i].data) >= maxUsageMsg-4096 { // a record is well under 4 KiB
+			msgs = append(msgs, usageMsg{subject: subject, id: rec.RequestID, data: make([]byte, 0, 4096)})
 			i = len(msgs) - 1
 			open[subject] = i
 		}
@@ -240,7 +237,7 @@ func (p *usagePublisher) pack(batch []*usage.Record) []usageMsg {
 		if m.records > 0 {
 			m.data = append(m.data, '\n')
 		}
-		m.data = append(m.data, data...)
+		m.data = rec.AppendJSON(m.data)
 		m.records++
 	}
 	for i := range msgs {

@@ -1,6 +1,11 @@
 package usage
 
-import "time"
+import (
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
 
 // SchemaVersion is the version of Record's JSON form, its "v". A change
 // that removes or redefines a field raises it; adding a field does not.
@@ -116,4 +121,123 @@ func subjectToken(s string) string {
 // tokenByte reports whether c stands for itself in a subject token.
 func tokenByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// AppendJSON appends r's JSON form to dst: the same document as
+// encoding/json writes for Record (field order and names, null for an
+// unknown cost, RFC 3339 time with nanoseconds), without reflection, for
+// the publisher that encodes one record per request.
+func (r *Record) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(r.V), 10)
+	dst = appendStringField(dst, "request_id", r.RequestID)
+	dst = append(dst, `,"at":"`...)
+	dst = r.At.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	dst = appendStringField(dst, "client_id", r.ClientID)
+	dst = appendStringField(dst, "plan", r.Plan)
+	dst = appendStringField(dst, "client_type", r.ClientType)
+	dst = appendStringField(dst, "endpoint", r.Endpoint)
+	dst = appendStringField(dst, "model_requested", r.ModelRequested)
+	dst = appendStringField(dst, "provider", r.Provider)
+	dst = appendStringField(dst, "provider_type", r.ProviderType)
+	dst = appendStringField(dst, "model", r.Model)
+	dst = appendStringField(dst, "key_id", r.KeyID)
+	dst = append(dst, `,"attempts":`...)
+	dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = appendStringField(dst, "class", r.Class)
+	dst = append(dst, `,"tokens":{"input":`...)
+	dst = strconv.AppendInt(dst, r.Tokens.Input, 10)
+	dst = append(dst, `,"output":`...)
+	dst = strconv.AppendInt(dst, r.Tokens.Output, 10)
+	dst = append(dst, `,"cached_input":`...)
+	dst = strconv.AppendInt(dst, r.Tokens.CachedInput, 10)
+	dst = append(dst, `,"cache_write":`...)
+	dst = strconv.AppendInt(dst, r.Tokens.CacheWrite, 10)
+	dst = append(dst, `,"reasoning":`...)
+	dst = strconv.AppendInt(dst, r.Tokens.Reasoning, 10)
+	dst = append(dst, `},"tokens_estimated":`...)
+	dst = strconv.AppendBool(dst, r.TokensEstimated)
+	dst = append(dst, `,"cost_usd":`...)
+	if r.CostUSD == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendFloat(dst, *r.CostUSD)
+	}
+	dst = append(dst, `,"latency_ms":`...)
+	dst = appendFloat(dst, r.LatencyMS)
+	dst = append(dst, `,"ttft_ms":`...)
+	dst = appendFloat(dst, r.TTFTMS)
+	dst = append(dst, `,"stream":`...)
+	dst = strconv.AppendBool(dst, r.Stream)
+	dst = append(dst, `,"stream_completed":`...)
+	dst = strconv.AppendBool(dst, r.StreamCompleted)
+	dst = append(dst, `,"cancelled":`...)
+	dst = strconv.AppendBool(dst, r.Cancelled)
+	return append(dst, '}')
+}
+
+func appendStringField(dst []byte, name, v string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':')
+	return appendJSONString(dst, v)
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced (as encoding/json
+// does), everything else as it is.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// appendFloat appends f as encoding/json writes a float64.
+func appendFloat(dst []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(dst, '0') // encoding/json refuses these; a record never holds one
+	}
+	abs := math.Abs(f)
+	fmt := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		fmt = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, fmt, -1, 64)
+	if fmt == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
 }

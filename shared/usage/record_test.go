@@ -230,3 +230,41 @@ func FuzzSubject(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendJSON: AppendJSON writes what encoding/json writes for a
+// Record, byte for byte.
+func TestAppendJSON(t *testing.T) {
+	c, tiny := 0.0153, 1.5e-9
+	recs := []Record{
+		{},
+		{V: 1, RequestID: "req_1", At: time.Date(2026, 11, 30, 12, 31, 2, 114000000, time.UTC), ClientID: "team-a", Plan: "pro",
+			ClientType: "claude-code", Endpoint: "/v1/messages", ModelRequested: "claude-sonnet", Provider: "anthropic-main",
+			ProviderType: "anthropic", Model: "claude-sonnet-4-20250514", KeyID: "k2", Attempts: 1, Status: 200,
+			Tokens: Tokens{Input: 1840, Output: 412, CachedInput: 12000, CacheWrite: 3, Reasoning: 9}, CostUSD: &c,
+			LatencyMS: 5231.4, TTFTMS: 812.7, Stream: true, StreamCompleted: true},
+		{V: 1, RequestID: "caller's \"id\" <x> & \\ \u2028 é \x01", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)),
+			ModelRequested: "openrouter/auto:free\xff", Class: "credential_rejected", Status: 401, CostUSD: &tiny, LatencyMS: 1e22, Cancelled: true},
+	}
+	for i, r := range recs {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("record %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func BenchmarkAppendJSON(b *testing.B) {
+	c := 0.0153
+	r := Record{V: 1, RequestID: "req_3f0c9a2b6d1e4f5a6b7c8d9e", At: time.Now(), ClientID: "team-a", Plan: "pro",
+		ClientType: "claude-code", Endpoint: "/v1/messages", ModelRequested: "claude-sonnet", Provider: "anthropic-main",
+		ProviderType: "anthropic", Model: "claude-sonnet-4-20250514", KeyID: "k2", Attempts: 1, Status: 200,
+		Tokens: Tokens{Input: 1840, Output: 412, CachedInput: 12000}, CostUSD: &c, LatencyMS: 5231.4, TTFTMS: 812.7}
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = r.AppendJSON(buf[:0])
+	}
+}
