@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -22,6 +24,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
@@ -49,11 +52,29 @@ type Deps struct {
 	// UsageMaxScan bounds the records one usage report reads; 0 means
 	// DefaultUsageMaxScan.
 	UsageMaxScan int
+	// Environ resolves the env: secrets of the fleet's routing documents
+	// (the versions it applies, and the documents it validates before
+	// writing them); nil means os.Environ().
+	Environ []string
 }
 
 // Service is one admin instance.
 type Service struct {
-	cfg    *config.Config
+	// cfg is the configuration the service started with: its process
+	// settings (listen address, tokens, limits, credentials, metering)
+	// hold for its life; its routing configuration is the file's, in use
+	// until the fleet's active version applies (rt).
+	cfg     *config.Config
+	environ []string
+	// rt is the routing configuration in use (routing.go): the file's at
+	// start, then every version of the fleet's activated (Apply). routes
+	// is the switchyard_config bucket, followed what /readyz says of it.
+	rt        atomic.Pointer[routing]
+	routes    *configstore.Store
+	followed  *configstore.Tracker
+	applyMu   sync.Mutex
+	appliedCh chan struct{} // closed (and replaced) by each Apply
+
 	log    *slog.Logger
 	nc     *nats.Conn
 	member *fleet.Member
@@ -66,10 +87,8 @@ type Service struct {
 	ready  *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 	usage  usageReader    // bounds of /admin/usage
 	// quota follows the fleet's plan consumption on switchyard_limits
-	// (it admits nothing) and writes budget resets; plans are the
-	// configured plans' limits as it reads them.
+	// (it admits nothing) and writes budget resets.
 	quota *quota.Limiter
-	plans map[string]*quota.Limits
 
 	rotMu   sync.Mutex
 	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
@@ -88,28 +107,36 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := fleet.New(cfg, fleet.Options{Service: "admin", NATS: deps.NATS, Log: log})
+	s := &Service{
+		cfg: cfg, environ: deps.Environ, log: log, nc: deps.NATS,
+		auth:      newAuthenticator(cfg.Admin.Tokens),
+		hb:        deps.Heartbeat,
+		rotated:   map[string]credentials.Record{},
+		stop:      make(chan struct{}),
+		health:    health.NewView(nil),
+		usage:     newUsageReader(deps.UsageMaxScan),
+		appliedCh: make(chan struct{}),
+		followed:  configstore.NewTracker(),
+	}
+	if s.environ == nil {
+		s.environ = os.Environ()
+	}
+	s.rt.Store(newRouting(cfg, 0))
+	m, err := fleet.New(cfg, fleet.Options{Service: "admin", NATS: deps.NATS, Log: log, Fingerprint: s.fingerprint})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	s := &Service{
-		cfg: cfg, log: log, nc: deps.NATS, member: m, engine: m.Engine,
-		auth:    newAuthenticator(cfg.Admin.Tokens),
-		hb:      deps.Heartbeat,
-		rotated: map[string]credentials.Record{},
-		stop:    make(chan struct{}),
-		health:  health.NewView(nil),
-		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
-		usage:   newUsageReader(deps.UsageMaxScan),
-	}
+	s.member, s.engine = m, m.Engine
+	s.ready = bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{})
+	s.routes = configstore.NewUnbound(deps.NATS, log.With("component", "routing"),
+		configstore.WithValidate(func(doc []byte, name string) error {
+			_, err := s.validateDocument(doc, name)
+			return err
+		}))
 	s.quota, err = quota.New(quota.Options{Instance: m.Instance, Conn: deps.NATS,
 		Interval: cfg.Metering.LimitsInterval, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
-	}
-	s.plans = make(map[string]*quota.Limits, len(cfg.Plans))
-	for name, p := range cfg.Plans {
-		s.plans[name] = quota.LimitsOf(name, p)
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
@@ -149,6 +176,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.watchHealth(bg) })
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
 		wg.Go(func() { s.runLimits(bg) })
+		wg.Go(func() { s.followRouting(bg) })
+	} else {
+		s.followed.Stop() // no fleet: the file's routing configuration
 	}
 	defer func() {
 		cancelBG()
@@ -221,6 +251,18 @@ func (s *Service) newApp() *fiber.App {
 	api.Get("/clients/:id", read, s.getClient)
 	api.Post("/clients/:id/budget/reset", op, s.resetBudget)
 	api.Get("/plans", read, s.listPlans)
+	api.Get("/config", read, s.getConfig)
+	api.Get("/config/routing", read, s.routingInUse)
+	api.Get("/config/versions", read, s.listVersions)
+	api.Get("/config/versions/:n", read, s.getVersion)
+	api.Get("/config/diff", read, s.diffVersions)
+	api.Post("/config/preview", op, s.preview)
+	api.Post("/config/activate", op, s.activate)
+	api.Post("/config/rollback", op, s.rollback)
+	api.Post("/config/chains/:chain/steps/:i", op, s.setStep)
+	api.Patch("/config/providers/:name/keys/:id", op, s.setKeyFields)
+	api.Post("/config/providers/:name/keys", op, s.addKey)
+	api.Put("/config/providers/:name/trip_on", op, s.setTripRules)
 	api.Use(func(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusNotFound, "not_found", "no route "+c.Method()+" "+c.Path())
 	})
@@ -239,10 +281,28 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 }
 
 // readyz answers 200 while NATS is connected and JetStream answers for the
-// switchyard_holds bucket (its stream has a leader), 503 with the reason
-// otherwise. It reads the result of a background probe: it never waits on
-// NATS.
+// switchyard_holds bucket (its stream has a leader) and the fleet's
+// routing configuration has loaded, 503 with the reason otherwise; with
+// the version of the routing configuration in use (routing_version, 0 for
+// the file's) and the last version this instance could not apply
+// (routing_error), as the proxy and the prober report them. It reads the
+// result of a background probe: it never waits on NATS.
 func (s *Service) readyz(c *fiber.Ctx) error {
 	status, body := s.ready.State().Answer()
-	return c.Status(status).JSON(body)
+	out := fiber.Map{"routing_version": s.RoutingVersion()}
+	if f := s.followed.Failure(); f != nil {
+		out["routing_error"] = f
+	}
+	for k, v := range body {
+		out[k] = v
+	}
+	select {
+	case <-s.followed.Loaded():
+	default:
+		if status == fiber.StatusOK {
+			status = fiber.StatusServiceUnavailable
+			out["status"], out["reason"] = "not ready", "the fleet's routing configuration has not loaded yet"
+		}
+	}
+	return c.Status(status).JSON(out)
 }

@@ -48,9 +48,10 @@ func (s *Service) classifyOne(raw []byte) (failure.WireResult, error) {
 	if err != nil {
 		return failure.WireResult{}, err
 	}
+	cfg := s.routing().cfg
 	name := in.Provider
-	if p := s.cfg.Provider(name); p != nil {
+	if p := cfg.Provider(name); p != nil {
 		in.Provider = p.Type
 	}
-	return s.cfg.Classifier().Classify(in, name).Wire(), nil
+	return cfg.Classifier().Classify(in, name).Wire(), nil
 }

@@ -108,13 +108,13 @@ type resetView struct {
 	At time.Time `json:"at"`
 }
 
-// client builds the view of configured client key ck.
-func (s *Service) client(ck *config.ClientKey) clientView {
+// client builds the view of client key ck of routing rt.
+func (s *Service) client(rt *routing, ck *config.ClientKey) clientView {
 	var plan config.Plan
-	if p := s.cfg.Plan(ck.Plan); p != nil {
+	if p := rt.cfg.Plan(ck.Plan); p != nil {
 		plan = *p
 	}
-	u := s.quota.SnapshotWith(ck.ID, s.plans[ck.Plan])
+	u := s.quota.SnapshotWith(ck.ID, rt.plans[ck.Plan])
 	v := clientView{ID: ck.ID, Plan: ck.Plan, Limits: limitsOf(plan), Usage: clientUsage{
 		RequestsPerMinute: u.Requests, TokensPerMinute: u.Tokens, InFlight: u.InFlight,
 		Day: u.Day, Week: u.Week, Month: u.Month,
@@ -125,11 +125,11 @@ func (s *Service) client(ck *config.ClientKey) clientView {
 	return v
 }
 
-// clientKey is the configured client key id, or nil.
-func (s *Service) clientKey(id string) *config.ClientKey {
-	for i := range s.cfg.Clients {
-		if s.cfg.Clients[i].ID == id {
-			return &s.cfg.Clients[i]
+// clientKey is client key id of routing rt, or nil.
+func (rt *routing) clientKey(id string) *config.ClientKey {
+	for i := range rt.cfg.Clients {
+		if rt.cfg.Clients[i].ID == id {
+			return &rt.cfg.Clients[i]
 		}
 	}
 	return nil
@@ -139,9 +139,10 @@ func (s *Service) clientKey(id string) *config.ClientKey {
 // configuration order. It answers from memory; "nats" says whether the
 // limiter follows the bucket (false: the figures may be stale or empty).
 func (s *Service) listClients(c *fiber.Ctx) error {
-	out := make([]clientView, 0, len(s.cfg.Clients))
-	for i := range s.cfg.Clients {
-		out = append(out, s.client(&s.cfg.Clients[i]))
+	rt := s.routing()
+	out := make([]clientView, 0, len(rt.cfg.Clients))
+	for i := range rt.cfg.Clients {
+		out = append(out, s.client(rt, &rt.cfg.Clients[i]))
 	}
 	return c.JSON(fiber.Map{"clients": out, "nats": s.natsUp() && s.limitsBound(),
 		"role": tokenRole(c), "instance": s.member.Instance, "generated_at": time.Now().UTC()})
@@ -149,11 +150,12 @@ func (s *Service) listClients(c *fiber.Ctx) error {
 
 // getClient: GET /admin/clients/{id}
 func (s *Service) getClient(c *fiber.Ctx) error {
-	ck := s.clientKey(c.Params("id"))
+	rt := s.routing()
+	ck := rt.clientKey(c.Params("id"))
 	if ck == nil {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no client key "+c.Params("id"))
 	}
-	return c.JSON(s.client(ck))
+	return c.JSON(s.client(rt, ck))
 }
 
 // resetBudget: POST /admin/clients/{id}/budget/reset: the client's spend
@@ -163,12 +165,13 @@ func (s *Service) getClient(c *fiber.Ctx) error {
 // 409 no budget to reset; 503 when NATS is not reachable (nothing was
 // written).
 func (s *Service) resetBudget(c *fiber.Ctx) error {
-	ck := s.clientKey(c.Params("id"))
+	rt := s.routing()
+	ck := rt.clientKey(c.Params("id"))
 	if ck == nil {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no client key "+c.Params("id"))
 	}
 	id := ck.ID // the configuration's string: fiber's is not safe to keep
-	before := s.client(ck)
+	before := s.client(rt, ck)
 	if ck.Plan == "" {
 		return apiError(c, fiber.StatusConflict, codeNoBudget, "client key "+id+" has no plan: it has no budget to reset")
 	}
@@ -189,7 +192,7 @@ func (s *Service) resetBudget(c *fiber.Ctx) error {
 		}
 		return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, msg)
 	}
-	after := s.client(ck)
+	after := s.client(rt, ck)
 	s.member.Emit(hold.Event{Kind: hold.EventBudget, Outcome: "reset", Source: hold.SourceAdmin,
 		Client: id, Plan: ck.Plan,
 		Reason: fmt.Sprintf("budgets of plan %q reset by %s (spend was %s)", ck.Plan, by, spendSummary(before))})
@@ -241,21 +244,22 @@ type planUsage struct {
 
 // listPlans: GET /admin/plans: every configured plan, sorted by name.
 func (s *Service) listPlans(c *fiber.Ctx) error {
-	names := make([]string, 0, len(s.cfg.Plans))
-	for n := range s.cfg.Plans {
+	rt := s.routing()
+	names := make([]string, 0, len(rt.cfg.Plans))
+	for n := range rt.cfg.Plans {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	out := make([]planView, 0, len(names))
 	for _, n := range names {
-		p := s.cfg.Plans[n]
+		p := rt.cfg.Plans[n]
 		v := planView{Name: n, Limits: limitsOf(p), Models: append([]string{}, p.Models...), Clients: []string{}}
-		for i := range s.cfg.Clients {
-			ck := &s.cfg.Clients[i]
+		for i := range rt.cfg.Clients {
+			ck := &rt.cfg.Clients[i]
 			if ck.Plan != n {
 				continue
 			}
-			cv := s.client(ck)
+			cv := s.client(rt, ck)
 			v.Clients = append(v.Clients, ck.ID)
 			u := &v.Usage
 			u.RequestsPerMinute += cv.Usage.RequestsPerMinute

@@ -26,6 +26,10 @@ const (
 	codeInternal        = "internal"
 	codeBusy            = "busy"
 	codeNoBudget        = "no_budget"
+	// the routing configuration's writes
+	codeInvalidConfig    = "invalid_config"
+	codeConflict         = "conflict"
+	codeUnsupportedMedia = "unsupported_media_type"
 )
 
 func natsDown(c *fiber.Ctx) error {

@@ -14,13 +14,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/hold"
 )
 
 var eventKinds = []string{
 	string(hold.EventHold), string(hold.EventRelease), string(hold.EventTrip),
 	string(hold.EventProbe), string(hold.EventHealth), string(hold.EventCredential),
-	string(hold.EventBudget),
+	string(hold.EventBudget), configstore.EventKind,
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

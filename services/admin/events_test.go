@@ -77,7 +77,13 @@ func TestEvents(t *testing.T) {
 	t.Run("replay since", func(t *testing.T) {
 		next, stop := e.stream("?since=10m")
 		defer stop()
+		// the import of the file's routing configuration at the fleet's
+		// first start, then the hold
 		name, ev := next()
+		if name != "config" || ev.Source != "import" {
+			t.Fatalf("got %s %+v, want the config event of the import", name, ev)
+		}
+		name, ev = next()
 		if name != "hold" || ev.HoldID != "openai.primary" || ev.Class.String() != "credential_rejected" {
 			t.Fatalf("got %s %+v", name, ev)
 		}

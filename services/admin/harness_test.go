@@ -74,6 +74,15 @@ providers:
       breaker: {enabled: false}
 `
 
+// testEnviron is the environment of the test configurations: the
+// admin service resolves the routing documents' env: secrets from it too
+// (Deps.Environ).
+var testEnviron = []string{
+	"T_OP=" + opToken, "T_READ=" + readToken, "T_CLIENT=" + clientKey, "T_CRED=" + credKeyHex,
+	"T_K1=sk-old-primary", "T_K2=sk-old-secondary", "T_K3=sk-third",
+	"T_CA=" + planClientKeyA, "T_CB=" + planClientKeyB,
+}
+
 func loadConfig(t *testing.T, natsURL string, withKey bool) *config.Config {
 	t.Helper()
 	return loadConfigEdit(t, natsURL, withKey, nil)
@@ -93,11 +102,7 @@ func loadConfigEdit(t *testing.T, natsURL string, withKey bool, edit func(string
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, []string{
-		"T_OP=" + opToken, "T_READ=" + readToken, "T_CLIENT=" + clientKey, "T_CRED=" + credKeyHex,
-		"T_K1=sk-old-primary", "T_K2=sk-old-secondary",
-		"T_CA=" + planClientKeyA, "T_CB=" + planClientKeyB,
-	})
+	cfg, err := config.Load(path, testEnviron)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +157,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	}
 
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
-	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan})
+	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +198,11 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		if !e.svc.natsUp() || e.proxy.Resources() == nil {
 			return fmt.Errorf("not bound yet")
+		}
+		select {
+		case <-e.svc.followed.Loaded():
+		default:
+			return fmt.Errorf("routing configuration not loaded yet")
 		}
 		return nil
 	})

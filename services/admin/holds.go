@@ -245,7 +245,7 @@ func (s *Service) pinHold(c *fiber.Ctx) error {
 }
 
 func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time, error) {
-	p := s.cfg.Provider(req.Provider)
+	p := s.routing().cfg.Provider(req.Provider)
 	if req.Provider == "" {
 		return hold.Scope{}, time.Time{}, errors.New("provider is required")
 	}

@@ -102,7 +102,7 @@ func hasBreaker(set *hold.Settings) bool {
 	return set.Breaker.Enabled && set.Breaker.ConsecutiveFailures > 0
 }
 
-func (s *Service) resilience(p *config.Provider) resilienceView {
+func (s *Service) resilience(rt *routing, p *config.Provider) resilienceView {
 	set := s.engine.Policy().For(p.Name)
 	var v resilienceView
 	v.Ladders = map[string]ladderView{}
@@ -132,12 +132,18 @@ func (s *Service) resilience(p *config.Provider) resilienceView {
 		}
 	}
 	v.AllHeldPolicy = set.AllHeld
-	rules, src := s.cfg.TripRules, "global"
+	rules, src := rt.cfg.TripRules, "global"
 	if p.TripRules != nil {
 		rules, src = p.TripRules, "provider"
 	}
 	v.TripOnSource = src
-	v.TripOn = []ruleView{}
+	v.TripOn = ruleViews(rules)
+	return v
+}
+
+// ruleViews shows compiled trip_on rules.
+func ruleViews(rules []failure.Rule) []ruleView {
+	out := []ruleView{}
 	for _, r := range rules {
 		rv := ruleView{Name: r.Name, Class: r.Class.String()}
 		if r.Match != nil {
@@ -146,9 +152,9 @@ func (s *Service) resilience(p *config.Provider) resilienceView {
 		if r.TTL > 0 {
 			rv.TTL = r.TTL.String()
 		}
-		v.TripOn = append(v.TripOn, rv)
+		out = append(out, rv)
 	}
-	return v
+	return out
 }
 
 // status builds the status of every configured provider.
@@ -173,12 +179,13 @@ func (s *Service) status() []providerStatus {
 	}
 	s.rotMu.Unlock()
 
-	out := make([]providerStatus, 0, len(s.cfg.Providers))
-	for i := range s.cfg.Providers {
-		p := &s.cfg.Providers[i]
+	rt := s.routing()
+	out := make([]providerStatus, 0, len(rt.cfg.Providers))
+	for i := range rt.cfg.Providers {
+		p := &rt.cfg.Providers[i]
 		ps := providerStatus{Name: p.Name, Type: p.Type, Holds: []holdView{}, Keys: []keyStatus{}}
 		ps.Health, ps.HealthReason = healthOf(p.Name, "")
-		ps.Resilience = s.resilience(p)
+		ps.Resilience = s.resilience(rt, p)
 		ps.CircuitState = "disabled"
 		if ps.Resilience.Breaker.Enabled {
 			ps.CircuitState = "closed"
@@ -275,7 +282,7 @@ func (s *Service) providersStatus(c *fiber.Ctx) error {
 // no breaker; 503 when a release was not queued (the answer names what was
 // released or queued before it).
 func (s *Service) resetProvider(c *fiber.Ctx) error {
-	p := s.cfg.Provider(c.Params("name"))
+	p := s.routing().cfg.Provider(c.Params("name"))
 	if p == nil {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+c.Params("name"))
 	}
@@ -332,7 +339,7 @@ const maxSecret = 8 << 10
 // it within a second), releases the key's holds and publishes a
 // credential event. The answer never contains the secret.
 func (s *Service) rotateKey(c *fiber.Ctx) error {
-	p := s.cfg.Provider(c.Params("name"))
+	p := s.routing().cfg.Provider(c.Params("name"))
 	if p == nil {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "unknown provider "+c.Params("name"))
 	}

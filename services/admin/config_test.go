@@ -1,0 +1,602 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/servicetest"
+	"switchyard.dev/shared/testkit"
+)
+
+// chainYAML adds a chain of two steps to testYAML.
+func chainYAML(y string) string {
+	return y + `chains:
+  default:
+    steps:
+      - {target: openai/gpt-4o}
+      - {target: local/llama}
+`
+}
+
+// startConfigEnv is a test fleet whose file has a chain; the admin
+// service imports its routing as version 1.
+func startConfigEnv(t *testing.T) *env {
+	t.Helper()
+	e := startEnvWith(t, envOptions{withKey: true, edit: chainYAML})
+	e.waitRouting(1)
+	return e
+}
+
+// docV2 is a routing document: openai gets a third key (weight 5), the
+// chain loses its second step, the global trip rule goes.
+const docV2 = `providers:
+  - name: openai
+    type: openai
+    base_url: http://127.0.0.1:1/v1
+    keys:
+      - {id: primary, secret: env:T_K1}
+      - {id: secondary, secret: env:T_K2}
+      - {id: third, secret: env:T_K3, weight: 5}
+    models: [{name: gpt-4o}, {name: gpt-4.1}]
+  - name: local
+    type: vllm
+    base_url: http://127.0.0.1:1/v1
+    models: [{name: llama}]
+chains:
+  default:
+    steps:
+      - {target: openai/gpt-4o}
+clients:
+  - {id: app, secret: env:T_CLIENT, models: ["*"]}
+`
+
+// docBadType has a provider of an unknown type.
+const docBadType = `providers:
+  - name: openai
+    type: openai-ng
+    base_url: http://127.0.0.1:1/v1
+    keys: [{id: primary, secret: env:T_K1}]
+    models: [{name: gpt-4o}]
+`
+
+// waitRouting polls /readyz until the admin service routes with version.
+func (e *env) waitRouting(version int) {
+	e.t.Helper()
+	testkit.CheckFor(e.t, testTimeout, 10*time.Millisecond, func() error {
+		a, err := servicetest.Get(e.base + "/readyz")
+		if err != nil {
+			return err
+		}
+		if got, _ := a.Body["routing_version"].(float64); int(got) != version || a.Status != 200 {
+			return fmt.Errorf("readyz %d %v", a.Status, a.Body)
+		}
+		return nil
+	})
+}
+
+// doRaw sends body with a content type.
+func (e *env) doRaw(method, path, token, contentType, body string) reply {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: raw, header: resp.Header}
+	r.body = decodeObject(raw)
+	return r
+}
+
+// configKV is the switchyard_config bucket, read on the stand-in proxy's
+// connection.
+func (e *env) configKV() jetstream.KeyValue {
+	e.t.Helper()
+	js, err := jetstream.New(e.pnc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bus.BucketConfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv
+}
+
+// bucketKeys lists the bucket's keys with their last revision.
+func (e *env) bucketKeys() map[string]uint64 {
+	e.t.Helper()
+	kv := e.configKV()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, k := range keys {
+		ent, err := kv.Get(ctx, k)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out[k] = ent.Revision()
+	}
+	return out
+}
+
+func num(v any) uint64 {
+	f, _ := v.(float64)
+	return uint64(f)
+}
+
+func obj(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// TestConfigImportedAndShown: the admin service imports its file's
+// routing as version 1 when the fleet has none, routes with it, and
+// shows it.
+func TestConfigImportedAndShown(t *testing.T) {
+	e := startConfigEnv(t)
+	r := e.do("GET", "/admin/config", readToken, nil)
+	r.expect(t, 200, "")
+	if num(r.body["version"]) != 1 || r.body["source"] != "import" || r.body["active"] != true ||
+		num(r.body["active_revision"]) == 0 || num(r.body["applied_version"]) != 1 || r.body["by"] != e.svc.member.Instance {
+		t.Fatalf("GET /admin/config = %s", r.raw)
+	}
+	doc, _ := r.body["document"].(string)
+	if !strings.Contains(doc, "env:T_K1") || !strings.Contains(doc, "chains:") || strings.Contains(doc, "tokens") {
+		t.Errorf("document:\n%s", doc)
+	}
+	for _, secret := range []string{"sk-old-primary", "sk-old-secondary", clientKey, opToken} {
+		if strings.Contains(string(r.raw), secret) {
+			t.Errorf("GET /admin/config shows a secret")
+		}
+	}
+	r = e.do("GET", "/admin/config/versions", readToken, nil)
+	r.expect(t, 200, "")
+	if vs := list(r.body["versions"]); len(vs) != 1 || obj(vs[0])["document"] != nil || num(r.body["active_version"]) != 1 {
+		t.Errorf("versions = %s", r.raw)
+	}
+	r = e.do("GET", "/admin/config/routing", readToken, nil)
+	r.expect(t, 200, "")
+	chains := list(r.body["chains"])
+	if num(r.body["version"]) != 1 || len(chains) != 1 || len(list(obj(chains[0])["steps"])) != 2 {
+		t.Errorf("routing = %s", r.raw)
+	}
+	e.do("GET", "/admin/config/versions/9", readToken, nil).expect(t, 404, codeNotFound)
+	e.do("GET", "/admin/config/versions/x", readToken, nil).expect(t, 400, codeBadRequest)
+	e.do("GET", "/admin/config/diff?from=x", readToken, nil).expect(t, 400, codeBadRequest)
+}
+
+// TestConfigPreviewActivateRollback: the operator workflow end to end:
+// an invalid document is refused with the loader's messages and never
+// written; a valid one previews as a diff, activates, reaches a stand-in
+// follower and this instance; a stale base is a 409; the same document
+// again changes nothing; a rollback restores version 1 as a new version.
+func TestConfigPreviewActivateRollback(t *testing.T) {
+	e := startConfigEnv(t)
+	follower := e.follow()
+
+	// an invalid document: the loader's messages, nothing written
+	before := e.bucketKeys()
+	r := e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", docBadType)
+	r.expect(t, 200, "")
+	errs := list(r.body["errors"])
+	if r.body["valid"] != false || len(errs) == 0 || !strings.Contains(fmt.Sprint(errs), `candidate: providers[0].type: unknown type "openai-ng"`) {
+		t.Fatalf("preview of an invalid document = %s", r.raw)
+	}
+	r = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docBadType, "comment": "try"})
+	r.expect(t, 400, codeInvalidConfig)
+	if msg := fmt.Sprint(obj(r.body["error"])["errors"]); !strings.Contains(msg, "unknown type") {
+		t.Errorf("activate invalid: %s", r.raw)
+	}
+	e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", "nats: {url: nats://x}\n").expect(t, 200, "")
+	if after := e.bucketKeys(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the bucket changed: %v -> %v", before, after)
+	}
+	e.do("GET", "/admin/config", readToken, nil).expect(t, 200, "")
+
+	// preview a valid document: its diff against version 1 and the base
+	r = e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", docV2)
+	r.expect(t, 200, "")
+	diff := obj(r.body["diff"])
+	if r.body["valid"] != true || len(list(r.body["errors"])) != 0 || num(r.body["active_version"]) != 1 || num(r.body["base"]) == 0 {
+		t.Fatalf("preview = %s", r.raw)
+	}
+	paths := fmt.Sprint(list(diff["changes"]))
+	for _, p := range []string{"providers.openai.keys.third", "chains.default.steps[1]", "trip_on.global-rule"} {
+		if !strings.Contains(paths, p) {
+			t.Errorf("diff lacks %s: %s", p, paths)
+		}
+	}
+	base := num(r.body["base"])
+
+	// activate it, based on what was previewed
+	r = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2, "comment": "third key", "base": base})
+	r.expect(t, 200, "")
+	v := obj(r.body["version"])
+	if r.body["changed"] != true || r.body["applied"] != true || num(v["version"]) != 2 || v["source"] != "activate" ||
+		v["by"] != "oncall" || v["comment"] != "third key" || num(v["replaces"]) != 1 {
+		t.Fatalf("activate = %s", r.raw)
+	}
+	follower.waitFor(t, 2, func(cfg *config.Config) error {
+		if p := cfg.Provider("openai"); p == nil || len(p.Keys) != 3 {
+			return fmt.Errorf("openai keys: %+v", p)
+		}
+		return nil
+	})
+	// this instance shows version 2
+	st := e.do("GET", "/admin/providers/status", readToken, nil)
+	if !strings.Contains(string(st.raw), `"id":"third"`) || strings.Contains(string(st.raw), "global-rule") {
+		t.Errorf("status after the activation: %s", st.raw)
+	}
+	e.waitRouting(2)
+
+	// a second activation based on version 1's revision loses: 409
+	r = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2 + "aliases: {fast: openai/gpt-4o}\n", "base": base})
+	r.expect(t, 409, codeConflict)
+	// the same document again: nothing to do
+	r = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2})
+	r.expect(t, 200, "")
+	if r.body["changed"] != false || num(obj(r.body["version"])["version"]) != 2 {
+		t.Errorf("activate unchanged = %s", r.raw)
+	}
+
+	// rollback to version 1: a new version 3 from version 1
+	e.do("POST", "/admin/config/rollback", opToken, map[string]any{"version": 9}).expect(t, 404, codeNotFound)
+	e.do("POST", "/admin/config/rollback", opToken, map[string]any{}).expect(t, 400, codeBadRequest)
+	r = e.do("POST", "/admin/config/rollback", opToken, map[string]any{"version": 1, "comment": "back"})
+	r.expect(t, 200, "")
+	v = obj(r.body["version"])
+	if num(v["version"]) != 3 || v["source"] != "rollback" || num(v["from_version"]) != 1 || r.body["applied"] != true {
+		t.Fatalf("rollback = %s", r.raw)
+	}
+	follower.waitFor(t, 3, func(cfg *config.Config) error {
+		if p := cfg.Provider("openai"); p == nil || len(p.Keys) != 2 {
+			return fmt.Errorf("openai keys: %+v", p)
+		}
+		return nil
+	})
+
+	// history, newest first; one version with its document; diffs
+	r = e.do("GET", "/admin/config/versions", readToken, nil)
+	var got []string
+	for _, x := range list(r.body["versions"]) {
+		got = append(got, fmt.Sprintf("%v:%v:%v", num(obj(x)["version"]), obj(x)["source"], obj(x)["active"]))
+	}
+	if strings.Join(got, " ") != "3:rollback:true 2:activate:false 1:import:false" {
+		t.Errorf("history %v", got)
+	}
+	r = e.do("GET", "/admin/config/versions/2", readToken, nil)
+	if r.body["document"] != docV2 || r.body["active"] != false {
+		t.Errorf("version 2 = %s", r.raw)
+	}
+	r = e.do("GET", "/admin/config/diff", readToken, nil) // the active one against its predecessor
+	r.expect(t, 200, "")
+	if num(r.body["from"]) != 2 || num(r.body["to"]) != 3 || !strings.Contains(string(r.raw), `"op":"removed","path":"providers.openai.keys.third"`) {
+		t.Errorf("diff = %s", r.raw)
+	}
+	r = e.do("GET", "/admin/config/diff?from=1&to=3", readToken, nil)
+	if len(list(r.body["changes"])) != 0 {
+		t.Errorf("diff 1..3 = %s", r.raw)
+	}
+	r = e.do("GET", "/admin/config/diff?from=0&to=1", readToken, nil)
+	if num(r.body["removed"]) != 0 || num(r.body["added"]) == 0 {
+		t.Errorf("diff 0..1 = %s", r.raw)
+	}
+
+	// every write was a config event
+	next, stop := e.stream("?kind=config&since=10m")
+	defer stop()
+	var sources []string
+	for range 3 {
+		name, ev := next()
+		if name != "config" {
+			t.Fatalf("event %s", name)
+		}
+		sources = append(sources, ev.Source)
+	}
+	if strings.Join(sources, " ") != "import activate rollback" {
+		t.Errorf("config events %v", sources)
+	}
+}
+
+// TestConfigConcurrentActivations: two operators activate different
+// documents based on the same revision at once: one wins, the other gets
+// 409 and its document never becomes active.
+func TestConfigConcurrentActivations(t *testing.T) {
+	e := startConfigEnv(t)
+	base := num(e.do("GET", "/admin/config", readToken, nil).body["active_revision"])
+	docs := []string{docV2, docV2 + "aliases: {fast: openai/gpt-4o}\n"}
+	replies := make([]reply, len(docs))
+	var wg sync.WaitGroup
+	for i, d := range docs {
+		wg.Go(func() {
+			replies[i] = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": d, "base": base})
+		})
+	}
+	wg.Wait()
+	won, lost := -1, -1
+	for i, r := range replies {
+		switch {
+		case r.status == 200:
+			won = i
+		case r.status == 409 && r.errCode() == codeConflict:
+			lost = i
+		default:
+			t.Fatalf("activation %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if won < 0 || lost < 0 {
+		t.Fatalf("want one 200 and one 409: %d %s / %d %s", replies[0].status, replies[0].raw, replies[1].status, replies[1].raw)
+	}
+	active := e.do("GET", "/admin/config", readToken, nil)
+	if active.body["document"] != docs[won] {
+		t.Errorf("active document is not the winner's: %s", active.raw)
+	}
+	// the loser's version is not listed (its number stays taken)
+	for _, x := range list(e.do("GET", "/admin/config/versions", readToken, nil).body["versions"]) {
+		if num(obj(x)["version"]) != 1 && num(obj(x)["version"]) != num(obj(replies[won].body["version"])["version"]) {
+			t.Errorf("a version of the losing activation is listed: %v", x)
+		}
+	}
+}
+
+// TestConfigEdits: the small edits, each a new version through
+// Store.Edit, shown at once by this instance.
+func TestConfigEdits(t *testing.T) {
+	e := startConfigEnv(t)
+	step := func(active bool) reply {
+		return e.do("POST", "/admin/config/chains/default/steps/1", opToken, map[string]any{"active": active, "comment": "drain local"})
+	}
+	r := step(false)
+	r.expect(t, 200, "")
+	v := obj(r.body["version"])
+	if num(v["version"]) != 2 || v["source"] != "edit" || num(v["from_version"]) != 1 || v["edit"] != "chains.default.steps[1].active: true -> false" {
+		t.Fatalf("step off = %s", r.raw)
+	}
+	rv := e.do("GET", "/admin/config/routing", readToken, nil)
+	steps := list(obj(list(rv.body["chains"])[0])["steps"])
+	if num(rv.body["version"]) != 2 || obj(steps[1])["active"] != false || obj(steps[0])["active"] != true {
+		t.Errorf("routing after the step edit: %s", rv.raw)
+	}
+	if r := step(false); r.status != 200 || r.body["changed"] != false {
+		t.Errorf("step off again: %d %s", r.status, r.raw)
+	}
+	if r := step(true); num(obj(r.body["version"])["version"]) != 3 {
+		t.Errorf("step on: %s", r.raw)
+	}
+
+	// keys: weight and priority; a new key by reference only
+	r = e.do("PATCH", "/admin/config/providers/openai/keys/secondary", opToken, map[string]any{"weight": 4, "priority": 1})
+	r.expect(t, 200, "")
+	st := e.do("GET", "/admin/providers/status", readToken, nil)
+	if !strings.Contains(string(st.raw), `"id":"secondary","fingerprint":"`) || !strings.Contains(string(st.raw), `"priority":1,"weight":4`) {
+		t.Errorf("status after the key edit: %s", st.raw)
+	}
+	const plain = "sk-live-do-not-echo-0123"
+	r = e.do("POST", "/admin/config/providers/openai/keys", opToken, map[string]any{"id": "third", "secret": plain})
+	r.expect(t, 400, codeBadRequest)
+	if strings.Contains(string(r.raw), plain) {
+		t.Fatalf("the answer echoes the plain secret: %s", r.raw)
+	}
+	r = e.do("POST", "/admin/config/providers/openai/keys", opToken, map[string]any{"id": "third", "secret": "env:T_UNSET_ON_ADMIN"})
+	r.expect(t, 400, codeInvalidConfig)
+	if !strings.Contains(string(r.raw), "T_UNSET_ON_ADMIN is not set") {
+		t.Errorf("unresolvable secret: %s", r.raw)
+	}
+	r = e.do("POST", "/admin/config/providers/openai/keys", opToken, map[string]any{"id": "third", "secret": "env:T_K3", "weight": 2})
+	r.expect(t, 200, "")
+	if !strings.Contains(fmt.Sprint(obj(r.body["version"])["edit"]), "added providers.openai.keys.third") {
+		t.Errorf("add key = %s", r.raw)
+	}
+	e.do("POST", "/admin/config/providers/openai/keys", opToken, map[string]any{"id": "third", "secret": "env:T_K3"}).expect(t, 400, codeInvalidConfig)
+
+	// trip rules
+	r = e.do("PUT", "/admin/config/providers/local/trip_on", opToken, map[string]any{"rules": map[string]any{
+		"gpu-oom": map[string]any{"match": "CUDA out of memory", "class": "transient", "ttl": "1m"}}})
+	r.expect(t, 200, "")
+	st = e.do("GET", "/admin/providers/status", readToken, nil)
+	if !strings.Contains(string(st.raw), "CUDA out of memory") {
+		t.Errorf("status after the trip_on edit: %s", st.raw)
+	}
+	e.do("PUT", "/admin/config/providers/local/trip_on", opToken, map[string]any{"rules": map[string]any{
+		"bad": map[string]any{"match": "x", "class": "no-such-class"}}}).expect(t, 400, codeInvalidConfig)
+	e.do("PUT", "/admin/config/providers/local/trip_on", opToken, map[string]any{}).expect(t, 400, codeBadRequest)
+
+	// unknown names: 404 in the admin error format
+	for _, tt := range []struct {
+		name, method, path string
+		body               any
+	}{
+		{"chain", "POST", "/admin/config/chains/nope/steps/0", map[string]any{"active": false}},
+		{"step", "POST", "/admin/config/chains/default/steps/7", map[string]any{"active": false}},
+		{"provider of a key", "PATCH", "/admin/config/providers/nope/keys/primary", map[string]any{"weight": 1}},
+		{"key", "PATCH", "/admin/config/providers/openai/keys/nope", map[string]any{"weight": 1}},
+		{"provider of a new key", "POST", "/admin/config/providers/nope/keys", map[string]any{"id": "k", "secret": "env:T_K3"}},
+		{"provider of trip rules", "PUT", "/admin/config/providers/nope/trip_on", map[string]any{"rules": nil}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { e.do(tt.method, tt.path, opToken, tt.body).expect(t, 404, codeNotFound) })
+	}
+	e.do("POST", "/admin/config/chains/default/steps/x", opToken, map[string]any{"active": false}).expect(t, 400, codeBadRequest)
+	e.do("POST", "/admin/config/chains/default/steps/0", opToken, map[string]any{}).expect(t, 400, codeBadRequest)
+	e.do("PATCH", "/admin/config/providers/openai/keys/primary", opToken, map[string]any{"enabled": false}).expect(t, 400, codeBadRequest)
+
+	// a stale base: 409
+	e.do("POST", "/admin/config/chains/default/steps/1", opToken, map[string]any{"active": false, "base": 1}).expect(t, 409, codeConflict)
+
+	r = e.do("GET", "/admin/config/versions", readToken, nil)
+	if n := len(list(r.body["versions"])); n != 6 {
+		t.Errorf("%d versions after 5 edits and the import: %s", n, r.raw)
+	}
+}
+
+// TestConfigAuth: reads need a token, writes (and the preview) an
+// operator token.
+func TestConfigAuth(t *testing.T) {
+	e := startConfigEnv(t)
+	reads := []string{"/admin/config", "/admin/config/routing", "/admin/config/versions", "/admin/config/versions/1", "/admin/config/diff"}
+	for _, p := range reads {
+		e.do("GET", p, "", nil).expect(t, 401, codeUnauthorized)
+		e.do("GET", p, readToken, nil).expect(t, 200, "")
+	}
+	writes := []struct{ method, path string }{
+		{"POST", "/admin/config/preview"}, {"POST", "/admin/config/activate"}, {"POST", "/admin/config/rollback"},
+		{"POST", "/admin/config/chains/default/steps/1"}, {"PATCH", "/admin/config/providers/openai/keys/primary"},
+		{"POST", "/admin/config/providers/openai/keys"}, {"PUT", "/admin/config/providers/openai/trip_on"},
+	}
+	for _, w := range writes {
+		e.do(w.method, w.path, "", map[string]any{}).expect(t, 401, codeUnauthorized)
+		e.do(w.method, w.path, readToken, map[string]any{"active": false}).expect(t, 403, codeForbidden)
+	}
+	if n := len(list(e.do("GET", "/admin/config/versions", readToken, nil).body["versions"])); n != 1 {
+		t.Errorf("%d versions after refused writes", n)
+	}
+	// the preview takes documents only
+	e.doRaw("POST", "/admin/config/preview", opToken, "application/x-www-form-urlencoded", docV2).expect(t, 415, codeUnsupportedMedia)
+	e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", "  ").expect(t, 400, codeBadRequest)
+	r := e.doRaw("POST", "/admin/config/preview", opToken, "application/json", `{"providers":[]}`)
+	if r.status != 200 || r.body["valid"] != true {
+		t.Errorf("JSON preview: %d %s", r.status, r.raw)
+	}
+}
+
+// TestConfigWritesWithoutNATS: with NATS gone the writes answer 503 and
+// nothing lands once it is back.
+func TestConfigWritesWithoutNATS(t *testing.T) {
+	e := startEnvWith(t, envOptions{withKey: true, fileStore: true, edit: chainYAML})
+	e.waitRouting(1)
+	stopServer(e)
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		if e.svc.natsUp() {
+			return fmt.Errorf("still connected")
+		}
+		return nil
+	})
+	e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2}).expect(t, 503, codeNATSUnavailable)
+	e.do("POST", "/admin/config/chains/default/steps/1", opToken, map[string]any{"active": false}).expect(t, 503, codeNATSUnavailable)
+	e.do("GET", "/admin/config", readToken, nil).expect(t, 503, codeNATSUnavailable)
+	// an invalid document is still refused for what it is
+	e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docBadType}).expect(t, 400, codeInvalidConfig)
+	restartServer(e)
+	testkit.CheckFor(t, testTimeout, 20*time.Millisecond, func() error {
+		r := e.do("GET", "/admin/config", readToken, nil)
+		if r.status != 200 {
+			return fmt.Errorf("%d %s", r.status, r.raw)
+		}
+		if num(r.body["version"]) != 1 {
+			return fmt.Errorf("a refused write landed: %s", r.raw)
+		}
+		return nil
+	})
+}
+
+// follower is a stand-in service following the fleet's routing
+// configuration on its own connection (configstore.Follow), as a proxy
+// does.
+type follower struct {
+	mu      sync.Mutex
+	applied map[uint64]*config.Config
+}
+
+func (e *env) follow() *follower {
+	e.t.Helper()
+	f := &follower{applied: map[uint64]*config.Config{}}
+	st := configstore.New(e.pnc, e.configKV(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = configstore.Follow(ctx, st, configstore.FollowOptions{Base: e.cfg, Environ: testEnviron,
+			Apply: func(cfg *config.Config, v uint64) error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.applied[v] = cfg
+				return nil
+			}})
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return f
+}
+
+// waitFor waits until the follower applied version, then checks it.
+func (f *follower) waitFor(t *testing.T, version uint64, check func(*config.Config) error) {
+	t.Helper()
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		f.mu.Lock()
+		cfg := f.applied[version]
+		f.mu.Unlock()
+		if cfg == nil {
+			return fmt.Errorf("version %d not applied", version)
+		}
+		return check(cfg)
+	})
+}
+
+func decodeObject(raw []byte) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+// TestConfigOpenAPI: the document describes every field of the
+// configuration routes' answers and bodies, and no other.
+func TestConfigOpenAPI(t *testing.T) {
+	full := configVersion{ActiveRevision: 3, Document: "providers: []\n"}
+	fail := &configstore.Failure{Version: 4, Error: "x"}
+	rv := routingView{RoutingError: fail}
+	step := false
+	for schema, v := range map[string]any{
+		"ConfigVersion":    full,
+		"ActiveConfig":     activeConfig{configVersion: full, RoutingError: fail},
+		"RoutingFailure":   fail,
+		"ConfigDiff":       configDiff{},
+		"Changes":          configstore.Changes{},
+		"Change":           configstore.Change{Before: 1, After: 2},
+		"Preview":          previewAnswer{},
+		"ConfigWrite":      configWrite{},
+		"ActivateRequest":  activateRequest{Document: []byte(`"x"`)},
+		"RollbackRequest":  rollbackRequest{},
+		"StepRequest":      stepRequest{Active: &step},
+		"KeyFieldsRequest": keyFieldsRequest{},
+		"AddKeyRequest":    addKeyRequest{},
+		"TripRulesRequest": tripRulesRequest{Rules: []byte(`{}`)},
+		"RoutingView":      rv,
+		"ChainView":        chainView{},
+		"StepView":         stepView{},
+		"ProviderConfig":   providerConfig{},
+		"KeyConfig":        keyConfigView{},
+		"TripRule":         tripRuleView{TTL: "1m"},
+	} {
+		checkSchema(t, schema, v)
+	}
+}
