@@ -56,7 +56,14 @@ func buildTargets(cfg *config.Config, pc config.Prober) []*target {
 			spec:    specFor(pc, p),
 		}
 		t.conf = confOf(p, t.spec)
-		t.keys = append(t.keys, p.Keys...)
+		for _, k := range p.Keys {
+			if k.IsEnabled() { // a key switched off is not checked
+				t.keys = append(t.keys, k)
+			}
+		}
+		if len(p.Keys) > 0 && len(t.keys) == 0 { // not a keyless server: nothing to check with
+			t.spec.enabled, t.spec.reason = false, "every key is switched off (keys[].enabled: false)"
+		}
 		sortKeys(t.keys)
 		for _, m := range p.Models {
 			up := m.Upstream

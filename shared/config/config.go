@@ -202,10 +202,17 @@ type Key struct {
 	Secret   SecretRef `koanf:"secret"`
 	Priority int       `koanf:"priority"`
 	Weight   int       `koanf:"weight"`
+	// Enabled false takes the key out of rotation (and out of the
+	// prober's checks) without removing it; unset means enabled.
+	Enabled *bool `koanf:"enabled"`
 
 	// Value is the resolved secret, filled in by Load.
 	Value Secret `koanf:"-"`
 }
+
+// IsEnabled reports whether the key takes traffic (enabled unless set
+// false).
+func (k Key) IsEnabled() bool { return k.Enabled == nil || *k.Enabled }
 
 // Model is one model a provider serves.
 type Model struct {

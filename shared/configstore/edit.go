@@ -20,15 +20,14 @@ import (
 // or ErrInvalid naming the bad argument. Store.Edit applies them to the
 // active version.
 
-// KeyFields are the fields of a provider key SetKeyField changes.
-// config.Key has no enabled flag: a key is switched off by removing it
-// (or by a hold), not by an edit here.
+// KeyFields are the integer fields of a provider key SetKeyField changes;
+// "enabled" (a boolean) is changed too.
 var KeyFields = []string{"priority", "weight"}
 
 // keyFieldsAll are the fields a key may have (config.Key), tripFields
 // those of a trip rule (config.TripRule), in the order they are written.
 var (
-	keyFieldsAll = []string{"id", "secret", "priority", "weight"}
+	keyFieldsAll = []string{"id", "secret", "priority", "weight", "enabled"}
 	tripFields   = []string{"match", "class", "ttl"}
 )
 
@@ -74,16 +73,22 @@ func SetStepActive(doc []byte, chain string, step int, active bool) ([]byte, err
 // provider to value, an integer (an int, or a float or string holding
 // one).
 func SetKeyField(doc []byte, provider, keyID, field string, value any) ([]byte, error) {
-	if !slices.Contains(KeyFields, field) {
-		if field == "enabled" || field == "disabled" {
-			return nil, fmt.Errorf("%w: keys have no %s flag in this configuration (settable: %s)", ErrInvalid, field,
-				strings.Join(KeyFields, ", "))
+	var text, tag string
+	switch {
+	case field == "enabled":
+		b, ok := value.(bool)
+		if !ok {
+			return nil, fmt.Errorf("%w: providers.%s.keys.%s.enabled: want true or false, got %v", ErrInvalid, provider, keyID, value)
 		}
-		return nil, fmt.Errorf("%w: key field %q cannot be edited (settable: %s)", ErrInvalid, field, strings.Join(KeyFields, ", "))
-	}
-	n, err := integer(value)
-	if err != nil {
-		return nil, fmt.Errorf("%w: providers.%s.keys.%s.%s: %w", ErrInvalid, provider, keyID, field, err)
+		text, tag = strconv.FormatBool(b), "!!bool"
+	case slices.Contains(KeyFields, field):
+		n, err := integer(value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: providers.%s.keys.%s.%s: %w", ErrInvalid, provider, keyID, field, err)
+		}
+		text, tag = strconv.FormatInt(n, 10), "!!int"
+	default:
+		return nil, fmt.Errorf("%w: key field %q cannot be edited (settable: %s, enabled)", ErrInvalid, field, strings.Join(KeyFields, ", "))
 	}
 	e, err := parseEditable(doc)
 	if err != nil {
@@ -108,10 +113,10 @@ func SetKeyField(doc []byte, provider, keyID, field string, value any) ([]byte, 
 	if k == nil {
 		return nil, fmt.Errorf("%w: provider %q has no key %q (keys: %s)", ErrNotFound, provider, keyID, list(ids))
 	}
-	if cur := mapGet(k, field); cur != nil && cur.Value == strconv.FormatInt(n, 10) {
+	if cur := mapGet(k, field); cur != nil && cur.Value == text || cur == nil && field == "enabled" && text == "true" {
 		return doc, nil
 	}
-	mapSet(k, field, scalar("!!int", strconv.FormatInt(n, 10)))
+	mapSet(k, field, scalar(tag, text))
 	return e.encode()
 }
 
@@ -145,6 +150,13 @@ func AddKey(doc []byte, provider string, key map[string]any) ([]byte, error) {
 			}
 			mapSet(node, f, scalar("!!int", strconv.FormatInt(n, 10)))
 		}
+	}
+	if v, ok := key["enabled"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return nil, fmt.Errorf("%w: %s.enabled: want true or false, got %v", ErrInvalid, at, v)
+		}
+		mapSet(node, "enabled", scalar("!!bool", strconv.FormatBool(b)))
 	}
 	e, err := parseEditable(doc)
 	if err != nil {

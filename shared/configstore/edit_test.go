@@ -63,10 +63,13 @@ func TestEdits(t *testing.T) {
 			return SetKeyField(d, "openai", "k2", "priority", float64(2))
 		}, pairs: []string{"        secret: env:OPENAI_K2\n", "        secret: env:OPENAI_K2\n        priority: 2\n"}},
 		{name: "key weight unchanged", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "weight", "1") }, same: true},
-		{name: "key enabled flag does not exist", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "enabled", false) },
-			wantErr: ErrInvalid, errText: "keys have no enabled flag"},
+		{name: "key switched off", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "enabled", false) },
+			pairs: []string{"        weight: 1\n", "        weight: 1\n        enabled: false\n"}},
+		{name: "key already on", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k2", "enabled", true) }, same: true},
+		{name: "key enabled not a boolean", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "enabled", "no") },
+			wantErr: ErrInvalid, errText: "providers.openai.keys.k1.enabled: want true or false"},
 		{name: "key field not settable", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "secret", "env:X") },
-			wantErr: ErrInvalid, errText: `key field "secret" cannot be edited (settable: priority, weight)`},
+			wantErr: ErrInvalid, errText: `key field "secret" cannot be edited (settable: priority, weight, enabled)`},
 		{name: "key weight not a number", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "openai", "k1", "weight", 1.5) },
 			wantErr: ErrInvalid, errText: "providers.openai.keys.k1.weight: want an integer"},
 		{name: "no such provider", edit: func(d []byte) ([]byte, error) { return SetKeyField(d, "groq", "k1", "weight", 1) },
@@ -86,8 +89,11 @@ func TestEdits(t *testing.T) {
 			return AddKey(d, "openai", map[string]any{"secret": "env:X"})
 		}, wantErr: ErrInvalid, errText: "needs an id"},
 		{name: "add key with an unknown field", edit: func(d []byte) ([]byte, error) {
-			return AddKey(d, "openai", map[string]any{"id": "k3", "secret": "env:X", "enabled": true})
-		}, wantErr: ErrInvalid, errText: `unknown field "enabled"`},
+			return AddKey(d, "openai", map[string]any{"id": "k3", "secret": "env:X", "colour": "red"})
+		}, wantErr: ErrInvalid, errText: `unknown field "colour"`},
+		{name: "add key switched off", edit: func(d []byte) ([]byte, error) {
+			return AddKey(d, "openai", map[string]any{"id": "k3", "secret": "env:OPENAI_K3", "enabled": false})
+		}, pairs: []string{"        secret: env:OPENAI_K2\n", "        secret: env:OPENAI_K2\n      - id: k3\n        secret: env:OPENAI_K3\n        enabled: false\n"}},
 		{name: "add key to a missing provider", edit: func(d []byte) ([]byte, error) {
 			return AddKey(d, "groq", map[string]any{"id": "g1", "secret": "env:GROQ"})
 		}, wantErr: ErrNotFound, errText: `provider "groq"`},

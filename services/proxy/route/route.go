@@ -320,6 +320,9 @@ func newProvider(index int, pc config.Provider) (*Provider, error) {
 		keys = []config.Key{{ID: KeylessID, Weight: 1}}
 	}
 	for _, kc := range keys {
+		if !kc.IsEnabled() {
+			continue // switched off: never picked (a provider with none is never usable)
+		}
 		w := kc.Weight
 		if w < 1 {
 			w = 1

@@ -226,3 +226,28 @@ type NoHolds struct{}
 
 // Admit implements Admitter.
 func (NoHolds) Admit(string, string, string) hold.Admission { return hold.Admit }
+
+// TestDisabledKeys: a key switched off (keys[].enabled: false) is never
+// picked; a provider whose keys are all off serves nothing.
+func TestDisabledKeys(t *testing.T) {
+	cfg := testConfig()
+	cfg.Providers[0].Keys[1].Enabled = ptr(false) // hi1
+	for i := range cfg.Providers[1].Keys {
+		cfg.Providers[1].Keys[i].Enabled = ptr(false)
+	}
+	tab, err := Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if k := pick(tab.Providers[0], "gpt-4.1", NoHolds{}, 0); k == nil || k.ID != "hi2" {
+			t.Fatalf("picked %v, want hi2 (hi1 is off, low is lower)", k)
+		}
+	}
+	if tab.Key("oa", "hi1") != nil {
+		t.Error("a key switched off is in the table")
+	}
+	if k := pick(tab.Providers[1], "claude", NoHolds{}, 0); k != nil {
+		t.Errorf("a provider with every key off picked %s", k.ID)
+	}
+}
