@@ -69,16 +69,27 @@ type apiError struct {
 	Status int
 	Code   string `json:"code"`
 	Msg    string `json:"message"`
+	// Errors are the configuration loader's messages (invalid_config).
+	Errors []string `json:"errors"`
 }
 
 func (e *apiError) Error() string {
+	if len(e.Errors) > 0 {
+		return fmt.Sprintf("admin API: %d %s: the document is not a valid routing configuration:\n  %s",
+			e.Status, e.Code, strings.Join(e.Errors, "\n  "))
+	}
 	return fmt.Sprintf("admin API: %d %s: %s", e.Status, e.Code, e.Msg)
 }
 
 // call sends one request to the admin API and returns the body of a 2xx
 // answer.
 func (a *adminFlags) call(ctx context.Context, method, path string, body io.Reader) ([]byte, error) {
-	resp, err := a.open(ctx, method, path, body)
+	return a.callAs(ctx, method, path, "application/json", body)
+}
+
+// callAs is call with a body of content type ct.
+func (a *adminFlags) callAs(ctx context.Context, method, path, ct string, body io.Reader) ([]byte, error) {
+	resp, err := a.openAs(ctx, method, path, ct, body)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +98,10 @@ func (a *adminFlags) call(ctx context.Context, method, path string, body io.Read
 }
 
 func (a *adminFlags) open(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	return a.openAs(ctx, method, path, "application/json", body)
+}
+
+func (a *adminFlags) openAs(ctx context.Context, method, path, ct string, body io.Reader) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.url, "/")+path, body)
 	if err != nil {
 		return nil, err
@@ -95,7 +110,7 @@ func (a *adminFlags) open(ctx context.Context, method, path string, body io.Read
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ct)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -340,7 +355,7 @@ func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	fs.SetOutput(stderr)
 	var a adminFlags
 	a.register(fs)
-	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential, budget")
+	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential, budget, config")
 	prov := fs.String("provider", "", "comma-separated provider names")
 	since := fs.String("since", "", "replay from the events stream first: a duration (10m) or an RFC 3339 time")
 	limit := fs.Int("n", 0, "stop after N events (0: follow until interrupted)")
@@ -422,6 +437,12 @@ func printEvent(tw *tabwriter.Writer, stdout io.Writer, asJSON bool, kind, data 
 		Reason  string `json:"reason"`
 		Client  string `json:"client"`
 		Plan    string `json:"plan"`
+		// config events
+		Version uint64 `json:"version"`
+		Source  string `json:"source"`
+		By      string `json:"by"`
+		Comment string `json:"comment"`
+		Edit    string `json:"edit"`
 	}
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return fmt.Errorf("events tail: decode: %w", err)
@@ -438,6 +459,10 @@ func printEvent(tw *tabwriter.Writer, stdout io.Writer, asJSON bool, kind, data 
 	class := ev.Class
 	if class == "unrecognised" && kind == "credential" || kind == "budget" {
 		class = ""
+	}
+	if kind == "config" { // a config event names the version activated
+		target, ev.Outcome = fmt.Sprintf("version %d", ev.Version), ev.Source
+		ev.Reason = strings.TrimSpace("by " + ev.By + " " + strings.TrimSpace(ev.Edit+" "+ev.Comment))
 	}
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("15:04:05.000"), kind, target, dash(class), dash(ev.Outcome), ev.Reason)
 	return tw.Flush()

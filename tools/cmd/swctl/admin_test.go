@@ -38,6 +38,10 @@ func startFleet(t *testing.T) *testFleet {
 	return startFleetWith(t, "")
 }
 
+// fleetEnviron is the test fleet's environment: the secrets of its
+// configuration and of the routing documents the tests activate.
+var fleetEnviron = []string{"T_OP=op-secret", "T_RO=ro-secret", "T_K=sk-x", "T_K2=sk-y", "T_CA=client-a-secret", "T_CB=client-b-secret"}
+
 // startFleetWith is startFleet with extra top-level configuration (YAML)
 // appended; secrets env:T_CA and env:T_CB are set for client keys.
 func startFleetWith(t *testing.T, extraYAML string) *testFleet {
@@ -57,18 +61,18 @@ providers:
   - name: openai
     type: openai
     keys: [{id: primary, secret: env:T_K}]
-    models: [{name: gpt-4o}]
+    models: [{name: gpt-4o}, {name: gpt-4o-mini}]
 `, ns.ClientURL()) + extraYAML
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, []string{"T_OP=op-secret", "T_RO=ro-secret", "T_K=sk-x", "T_CA=client-a-secret", "T_CB=client-b-secret"})
+	cfg, err := config.Load(path, fleetEnviron)
 	if err != nil {
 		t.Fatal(err)
 	}
 	anc, _ := nats.Connect(ns.ClientURL())
 	pnc, _ := nats.Connect(ns.ClientURL())
-	svc, err := admin.New(cfg, admin.Deps{NATS: anc})
+	svc, err := admin.New(cfg, admin.Deps{NATS: anc, Environ: fleetEnviron})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +175,11 @@ func TestAdminVerbs(t *testing.T) {
 		t.Fatalf("release: %v %s", err, out)
 	}
 
-	out, _, err = swctl("events", "tail", "-since", "10m", "-n", "2")
-	if err != nil || !strings.Contains(out, "hold") || !strings.Contains(out, "release") || !strings.Contains(out, "openai/primary") {
+	// the import of the file's routing configuration at the fleet's first
+	// start, the hold, its release
+	out, _, err = swctl("events", "tail", "-since", "10m", "-n", "3")
+	if err != nil || !strings.Contains(out, "config  version 1  -  import  by admin-") || !strings.Contains(out, "hold") ||
+		!strings.Contains(out, "release") || !strings.Contains(out, "openai/primary") {
 		t.Fatalf("events tail: %v\n%s", err, out)
 	}
 	out, _, err = swctl("events", "tail", "-since", "10m", "-kind", "release", "-n", "1", "--json")

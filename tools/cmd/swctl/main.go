@@ -8,6 +8,9 @@
 //	swctl usage                     requests, tokens, cost and latency by client, model, ...
 //	swctl clients [CLIENT]          client keys: consumption against their plans' limits
 //	swctl budget reset CLIENT       reset a client key's budgets, fleet-wide
+//	swctl config show|history|diff  the fleet's routing configuration, its versions and their changes
+//	swctl config preview|activate|import|rollback FILE|N   validate and activate routing documents
+//	swctl config step CHAIN I on|off, config key PROVIDER ID --weight W   small edits
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
@@ -56,6 +59,7 @@ func commands() []command {
 		{name: "usage", usage: "[--from -24h] [--to T] [--by client,model] [--interval hour] [--client C] ...: usage sums", run: runUsage},
 		{name: "clients", usage: "[CLIENT]: client keys, their plans and consumption against the limits", run: runClients},
 		{name: "budget", usage: "reset CLIENT: the client key's day, week and month spend from 0 again (operator)", run: runBudget},
+		{name: "config", usage: "show|history|diff|preview|activate|import|rollback|step|key: the fleet's routing configuration", run: runConfig},
 	}
 }
 
