@@ -42,6 +42,10 @@ const ShutdownTimeout = 10 * time.Second
 type Deps struct {
 	Log  *slog.Logger
 	NATS *nats.Conn // nil: the service serves HTTP but checks nothing and never reports ready
+	// Environ resolves the env: secrets of the fleet's routing versions
+	// (the environment the configuration was loaded with); nil:
+	// os.Environ().
+	Environ []string
 }
 
 // Service is one prober instance.
@@ -72,6 +76,7 @@ type Service struct {
 	base     *config.Config
 	routes   *configstore.Store
 	followed *configstore.Tracker
+	environ  []string
 }
 
 // New builds a prober from a validated configuration.
@@ -115,6 +120,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.rt.Store(rt)
 	s.base = cfg
 	s.followed = configstore.NewTracker()
+	s.environ = deps.Environ
 	s.routes = configstore.NewUnbound(deps.NATS, log.With("component", "routing"))
 	s.units = newUnitSet(s)
 	s.passive = newPassiveWindow(s.cfg.PassiveWindow, func(provider string) bool { return s.routing().targets[provider] != nil })
@@ -251,7 +257,7 @@ func (s *Service) runChecks(ctx context.Context) {
 	// fleet has none, then every version activated (configstore.Follow)
 	s.routes.Bind(res.Config)
 	wg.Go(func() {
-		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Instance: s.inst,
+		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Environ: s.environ, Instance: s.inst,
 			Log:   s.log.With("component", "routing"),
 			Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }})
 		if err != nil && ctx.Err() == nil {

@@ -32,6 +32,10 @@ type Deps struct {
 	// NATS may be nil: the proxy never needs NATS to serve. Its hold
 	// engine then keeps holds in memory.
 	NATS *nats.Conn
+	// Environ resolves the env: secrets of the fleet's routing versions
+	// (the environment the configuration was loaded with); nil:
+	// os.Environ().
+	Environ []string
 }
 
 // Service is one proxy instance.
@@ -61,6 +65,7 @@ type Service struct {
 	// could not apply.
 	routes  *configstore.Store
 	routing *configstore.Tracker
+	environ []string
 
 	inFlight atomic.Int64
 	closing  atomic.Bool // set when the upstream pools close
@@ -108,6 +113,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})
 	s.routing = configstore.NewTracker()
+	s.environ = deps.Environ
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
