@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -165,6 +166,9 @@ type routingView struct {
 	Providers    []providerConfig     `json:"providers"`
 	// TripOn are the global trip_on rules, by name.
 	TripOn []tripRuleView `json:"trip_on"`
+	// Role is the role of the token that asked (the dashboard shows its
+	// switches and forms to operators).
+	Role string `json:"role"`
 }
 
 type chainView struct {
@@ -212,11 +216,23 @@ func tripRuleViews(rules map[string]config.TripRule) []tripRuleView {
 		r := rules[name]
 		v := tripRuleView{Name: name, Match: r.Match, Class: r.Class}
 		if r.TTL > 0 {
-			v.TTL = r.TTL.String()
+			v.TTL = shortDuration(r.TTL)
 		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// shortDuration writes d without its zero tails: 2h, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // view builds the routing view of rt.
@@ -247,5 +263,6 @@ func (rt *routing) view() routingView {
 func (s *Service) routingInUse(c *fiber.Ctx) error {
 	v := s.routing().view()
 	v.RoutingError = s.followed.Failure()
+	v.Role = tokenRole(c)
 	return c.JSON(v)
 }

@@ -7,9 +7,11 @@
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem(KEY) || "";
   let streamAbort = null;
+  let session = 0; // counts sign-ins: an event stream of an earlier one stops
   let refreshTimer = null;
   let usage = null; // the Usage page (usage.js)
   let clients = null; // the Clients page (clients.js)
+  let config = null; // the Configuration page (config.js)
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -23,18 +25,24 @@
     return e;
   }
 
-  async function api(method, path, body) {
+  // api calls the admin API: body is sent as JSON, or as it is with
+  // content type type. An error answer throws an Error with its message,
+  // code and (invalid_config) errors.
+  async function api(method, path, body, type) {
     const opts = { method, headers: { Authorization: "Bearer " + token } };
     if (body !== undefined) {
-      opts.headers["Content-Type"] = "application/json";
-      opts.body = JSON.stringify(body);
+      opts.headers["Content-Type"] = type || "application/json";
+      opts.body = type ? body : JSON.stringify(body);
     }
     const r = await fetch(path, opts);
     if (r.status === 401) { logout("token rejected"); throw new Error("unauthorized"); }
     if (!r.ok) {
-      let msg = r.status + "";
-      try { msg = (await r.json()).error.message; } catch (_) {}
-      throw new Error(msg);
+      let msg = r.status + "", detail = {};
+      try { detail = (await r.json()).error || {}; msg = detail.message || msg; } catch (_) {}
+      const e = new Error(msg);
+      e.code = detail.code;
+      e.errors = detail.errors;
+      throw e;
     }
     return r.status === 204 ? null : r.json();
   }
@@ -46,20 +54,27 @@
 
   function logout(msg) {
     sessionStorage.removeItem(KEY); token = "";
+    session++;
     if (streamAbort) streamAbort.abort();
+    // what the token showed goes with it (the next sign-in replays the
+    // last 10 minutes of events)
+    $("events").replaceChildren(); $("providers").replaceChildren(); $("error").textContent = "";
     if (usage) usage.hide();
     if (clients) clients.forget();
+    if (config) config.forget();
     showLogin(msg);
   }
 
   // route shows the page the location's hash names: #usage, #clients,
-  // else the fleet
+  // #config, else the fleet
   function route() {
-    const page = location.hash === "#usage" ? "usage" : location.hash === "#clients" ? "clients" : "fleet";
+    const pages = { "#usage": "usage", "#clients": "clients", "#config": "config" };
+    const page = pages[location.hash] || "fleet";
     $("fleet-page").hidden = page !== "fleet";
-    for (const p of ["fleet", "usage", "clients"]) $("tab-" + p).classList.toggle("on", p === page);
+    for (const p of ["fleet", "usage", "clients", "config"]) $("tab-" + p).classList.toggle("on", p === page);
     if (page === "usage") usage.show(); else usage.hide();
     if (page === "clients") clients.show(); else clients.hide();
+    if (page === "config") config.show(); else config.hide();
   }
 
   const labels = { healthy: "Healthy", degraded: "Degraded", circuit_open: "Circuit Open", recovering: "Recovering", offline: "Offline" };
@@ -140,8 +155,10 @@
     let ev = {};
     try { ev = JSON.parse(data); } catch (_) {}
     const sc = ev.scope || {};
-    // a budget event names a client key and its plan, others a target
+    // a budget event names a client key and its plan, a config event the
+    // version activated, others a target
     const what = kind === "budget" ? [ev.client, ev.plan, ev.period].filter(Boolean).join(" · ")
+      : kind === "config" ? "version " + ev.version + " (" + ev.source + ") by " + ev.by + (ev.edit ? ": " + ev.edit : "") + (ev.comment ? " — " + ev.comment : "")
       : [sc.provider, sc.key, sc.model].filter(Boolean).join("/");
     const line = (ev.at ? new Date(ev.at).toLocaleTimeString() : "") + "  " + kind + "  " + what +
       (ev.class && ev.class !== "unrecognised" ? "  " + ev.class : "") + (ev.outcome ? "  " + ev.outcome : "") +
@@ -152,9 +169,10 @@
   }
 
   async function follow() {
+    const mine = session;
     let lastId = "";
     for (;;) {
-      if (!token) return;
+      if (!token || mine !== session) return;
       streamAbort = new AbortController();
       try {
         const headers = { Authorization: "Bearer " + token };
@@ -172,6 +190,7 @@
           buf += value;
           let i;
           while ((i = buf.indexOf("\n\n")) >= 0) {
+            if (mine !== session) return;
             const block = buf.slice(0, i); buf = buf.slice(i + 2);
             let kind = "message", data = "", id = "";
             for (const line of block.split("\n")) {
@@ -180,12 +199,13 @@
               else if (line.startsWith("id: ")) id = line.slice(4);
             }
             if (id) lastId = id;
-            if (data && kind !== "error") { addEvent(kind, data); soon(); clients.onEvent(kind); }
+            if (data && kind !== "error") { addEvent(kind, data); soon(); clients.onEvent(kind); config.onEvent(kind); }
           }
         }
       } catch (e) {
-        if (e.name === "AbortError" && !token) return;
+        if (e.name === "AbortError" && (!token || mine !== session)) return;
       }
+      if (mine !== session) return;
       $("live").className = "live off"; $("live").textContent = "reconnecting";
       await new Promise((res) => setTimeout(res, 2000));
     }
@@ -206,6 +226,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     usage = window.SwitchyardUsage({ api, el, $ });
     clients = window.SwitchyardClients({ api, el, $ });
+    config = window.SwitchyardConfig({ api, el, $ });
     window.addEventListener("hashchange", () => { if (token) route(); });
     $("login-form").addEventListener("submit", (e) => {
       e.preventDefault();
