@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"switchyard.dev/services/admin"
@@ -19,6 +20,7 @@ import (
 	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/logging"
 	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/tools/fakeprovider"
@@ -129,15 +131,24 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 		}()
 	}
 
-	px, err := proxy.New(cfg, proxy.Deps{Log: log.With("service", "proxy"), NATS: conns["proxy"]})
+	if embedded != nil {
+		// Its own embedded server: this process is the whole fleet, and
+		// its file is the routing configuration (an edit since the last
+		// start is activated, as a new version).
+		if err := syncRouting(ctx, conns["admin"], cfg, environ, log); err != nil {
+			log.Warn("routing configuration not synced with the file", "err", err)
+		}
+	}
+
+	px, err := proxy.New(cfg, proxy.Deps{Log: log.With("service", "proxy"), NATS: conns["proxy"], Environ: environ})
 	if err != nil {
 		return err
 	}
-	pr, err := prober.New(cfg, prober.Deps{Log: log.With("service", "prober"), NATS: conns["prober"]})
+	pr, err := prober.New(cfg, prober.Deps{Log: log.With("service", "prober"), NATS: conns["prober"], Environ: environ})
 	if err != nil {
 		return err
 	}
-	ad, err := admin.New(cfg, admin.Deps{Log: log.With("service", "admin"), NATS: conns["admin"]})
+	ad, err := admin.New(cfg, admin.Deps{Log: log.With("service", "admin"), NATS: conns["admin"], Environ: environ})
 	if err != nil {
 		return err
 	}
@@ -248,4 +259,48 @@ func startFake(f fakeSpec, cfg *config.Config, log *slog.Logger) (*fakeprovider.
 		}
 	}
 	return fakeprovider.Start(opts) // logs "fake provider listening" with its URL
+}
+
+// syncRouting activates the routing part of cfg's file as a new version of
+// the fleet's routing configuration when it differs from the active one
+// (the all-in-one launcher with its own embedded NATS server: the file is
+// the fleet's). With no version active the services import it themselves.
+func syncRouting(ctx context.Context, nc *nats.Conn, cfg *config.Config, environ []string, log *slog.Logger) error {
+	if cfg.File == "" {
+		return nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := bus.WaitForJetStream(sctx, js); err != nil {
+		return err
+	}
+	res, err := bus.Setup(sctx, js, bus.SetupOptionsFrom(cfg))
+	if err != nil {
+		return err
+	}
+	store := configstore.New(nc, res.Config, log.With("component", "routing"))
+	active, err := store.Active(sctx)
+	if errors.Is(err, configstore.ErrNoActive) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur, err := config.LoadOverlay(cfg, environ, []byte(active.Document), "the active version"); err == nil && config.SameRouting(cur, cfg) {
+		return nil
+	}
+	doc, err := config.ExtractDocument(cfg.File)
+	if err != nil {
+		return err
+	}
+	v, err := store.Activate(sctx, doc, configstore.Meta{By: "switchyard", Comment: "the file " + cfg.File + " changed since the last start"}, active.ActiveRevision)
+	if err != nil {
+		return err
+	}
+	log.Info("routing configuration of the file activated", "version", v.Version, "replaces", active.Version, "file", cfg.File)
+	return nil
 }

@@ -204,3 +204,53 @@ func TestLaunchFailsOnBusyPort(t *testing.T) {
 		t.Fatalf("launch error = %v, want one naming prober.listen", err)
 	}
 }
+
+// TestLaunchSyncsTheFile: the all-in-one launcher's embedded server keeps
+// the routing configuration between starts; the file's routing is
+// imported on the first start, and an edit of the file is activated as a
+// new version on the next.
+func TestLaunchSyncsTheFile(t *testing.T) {
+	a := addrs{proxy: testkit.FreeAddr(t), prober: testkit.FreeAddr(t), admin: testkit.FreeAddr(t)}
+	path := writeConfig(t, false, a)
+	environ := []string{"TEST_PROVIDER_KEY=sk-test-secret-value"}
+	start := func() string {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs testkit.SyncBuffer
+		done := make(chan error, 1)
+		go func() { done <- launch(ctx, options{configPath: path}, environ, &logs) }()
+		testkit.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+			resp, err := http.Get("http://" + a.admin + "/readyz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if !strings.Contains(logs.String(), "routing configuration applied") {
+				return errors.New("no routing version applied yet")
+			}
+			return nil
+		})
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("launch: %v", err)
+		}
+		return logs.String()
+	}
+	if out := start(); !strings.Contains(out, "routing configuration imported from the file") {
+		t.Errorf("first start: the file's routing was not imported:\n%s", out)
+	}
+	if out := start(); strings.Contains(out, "routing configuration of the file activated") {
+		t.Error("an unchanged file was activated again")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, "aliases:\n  quick: fake-openai/demo-model\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := start(); !strings.Contains(out, "routing configuration of the file activated") {
+		t.Errorf("an edited file was not activated:\n%s", out)
+	}
+}
