@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.yaml.in/yaml/v3"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
@@ -55,8 +56,50 @@ func versionView(v configstore.Version, active bool) configVersion {
 	return configVersion{
 		Version: v.Version, By: v.By, At: v.At, Comment: v.Comment, Source: string(v.Source),
 		FromVersion: v.FromVersion, Replaces: v.Replaces, Edit: v.Edit, SHA256: v.SHA256,
-		Active: active, ActiveRevision: v.ActiveRevision, Document: v.Document,
+		Active: active, ActiveRevision: v.ActiveRevision, Document: maskInlineSecrets(v.Document),
 	}
+}
+
+// maskInlineSecrets returns doc with the value of every secret field
+// that is not a reference (env:NAME, file:PATH) replaced by [redacted].
+// The writes refuse such documents (the loader does); one put in the
+// bucket by hand is still never shown.
+func maskInlineSecrets(doc string) string {
+	if !strings.Contains(doc, "secret") {
+		return doc
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &root); err != nil {
+		return doc // not a mapping of anything: no secret field to find
+	}
+	masked := false
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "secret" && v.Kind == yaml.ScalarNode && v.Value != "" && !isSecretRef(v.Value) {
+					v.Value, v.Tag, v.Style = "[redacted]", "!!str", 0
+					masked = true
+					continue
+				}
+				walk(v)
+			}
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&root)
+	if !masked {
+		return doc
+	}
+	out, err := yaml.Marshal(&root)
+	if err != nil {
+		return "[redacted: the document has an inline secret]"
+	}
+	return string(out)
 }
 
 // activeConfig is GET /admin/config: the active version with its

@@ -103,7 +103,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(b.ctx, chromedp.Click(css(`#tab-config`))); err != nil {
 		t.Fatal(err)
 	}
-	p := b.configPage(`page.dataset.state === "ready" && page.dataset.version === "1" && !document.querySelector("#config-history td.diff span.none")`)
+	p := b.configPage(`page.dataset.state === "ready" && page.dataset.version === "1" && page.dataset.applied === "1" && !document.querySelector("#config-history td.diff span.none")`)
 	if !strings.Contains(p.Active, "Version 1") || !strings.Contains(p.Active, "import") || !strings.Contains(p.Active, "applied here") {
 		t.Errorf("active version card: %q", p.Active)
 	}
@@ -128,7 +128,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(b.ctx, chromedp.Click(css(`input.step-switch[data-chain="default"][data-step="1"]`))); err != nil {
 		t.Fatal(err)
 	}
-	p = b.configPage(`page.dataset.version === "2" && row("default", 1).dataset.state === "off"`)
+	p = b.configPage(`page.dataset.version === "2" && page.dataset.applied === "2" && row("default", 1).dataset.state === "off"`)
 	if s := p.Steps["default/1"]; s.Switch != "off" || p.Steps["default/0"].Switch != "on" {
 		t.Errorf("switches after the edit: %+v", p.Steps)
 	}
@@ -177,7 +177,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(b.ctx, chromedp.Click(css(`#config-confirm-activate`))); err != nil {
 		t.Fatal(err)
 	}
-	p = b.configPage(`page.dataset.version === "3" && result.dataset.state === "activated"`)
+	p = b.configPage(`page.dataset.version === "3" && page.dataset.applied === "3" && result.dataset.state === "activated"`)
 	if !strings.Contains(p.Result, "Version 3 is active (replaces 2)") || !strings.Contains(p.Active, "third key from the page") {
 		t.Errorf("after the activation: result %q, active %q", p.Result, p.Active)
 	}
@@ -206,7 +206,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = b.configPage(`page.dataset.state === "ready" && page.dataset.version === "3"`)
+	p = b.configPage(`page.dataset.state === "ready" && page.dataset.version === "3" && page.dataset.applied === "3"`)
 	// the event feed (Fleet page) has each activation once, though the
 	// page was signed out and in again
 	feed := `[...document.querySelectorAll('#events li[data-kind="config"]')].map((li) => li.innerText).join("\n")`

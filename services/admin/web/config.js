@@ -15,6 +15,7 @@ window.SwitchyardConfig = function (deps) {
   let confirmingActivate = false;
   let confirmingRollback = 0;
   const diffs = new Map(); // version -> its changes against the one it replaced
+  let catchUp = null; // the timer of a reload until the active version is applied here
 
   function when(t) {
     const d = new Date(t);
@@ -360,7 +361,15 @@ window.SwitchyardConfig = function (deps) {
     render();
     page.dataset.state = "ready";
     page.dataset.version = last.active ? String(last.active.version) : "0";
+    page.dataset.applied = String(last.routing.version);
     loadDiffs(my);
+    // a version activated a moment ago may not be applied here yet: look
+    // again shortly (unless this instance could not apply it)
+    const a = last.active, rt = last.routing;
+    if (a && rt.version < a.version && !(rt.routing_error && rt.routing_error.version >= a.version)) {
+      clearTimeout(catchUp);
+      catchUp = setTimeout(() => { if (shown && my === seq) load(); }, 300);
+    }
   }
 
   function show() {
@@ -373,6 +382,7 @@ window.SwitchyardConfig = function (deps) {
   function hide() {
     shown = false;
     $("config-page").hidden = true;
+    clearTimeout(catchUp);
     seq++; // a load still out is not shown
     confirmingRollback = 0;
   }
