@@ -139,8 +139,8 @@ func (s *Service) getConfig(c *fiber.Ctx) error {
 	return c.JSON(activeConfig{configVersion: versionView(v, true), AppliedVersion: s.RoutingVersion(), RoutingError: s.followed.Failure()})
 }
 
-// activeVersion is the number of the active version, 0 when there is
-// none.
+// activeVersion is the active version, the zero Version (number 0) when
+// there is none.
 func (s *Service) activeVersion(ctx context.Context) (configstore.Version, error) {
 	v, err := s.routes.Active(ctx)
 	if errors.Is(err, configstore.ErrNoActive) {
@@ -456,29 +456,39 @@ func (s *Service) setStep(c *fiber.Ctx) error {
 type keyFieldsRequest struct {
 	Priority *int `json:"priority"`
 	Weight   *int `json:"weight"`
+	// Enabled false takes the key out of rotation (and out of the
+	// prober's checks) without removing it.
+	Enabled *bool `json:"enabled"`
 	writeMeta
 }
 
 // setKeyFields: PATCH /admin/config/providers/{name}/keys/{id}
-// {"priority":1,"weight":3}
+// {"priority":1,"weight":3,"enabled":false}
 func (s *Service) setKeyFields(c *fiber.Ctx) error {
 	provider, id := strings.Clone(c.Params("name")), strings.Clone(c.Params("id"))
 	var req keyFieldsRequest
 	if err := decodeBody(c.Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
-	if req.Priority == nil && req.Weight == nil {
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "give priority, weight or both (keys have no other field to edit here)")
+	if req.Priority == nil && req.Weight == nil && req.Enabled == nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "give priority, weight, enabled or several (a key's secret changes through PUT /admin/providers/{name}/keys/{id})")
+	}
+	fields := []struct {
+		name string
+		v    any
+		set  bool
+	}{
+		{"priority", deref(req.Priority), req.Priority != nil},
+		{"weight", deref(req.Weight), req.Weight != nil},
+		{"enabled", req.Enabled != nil && *req.Enabled, req.Enabled != nil},
 	}
 	return s.edit(c, req.writeMeta, func(doc []byte) ([]byte, error) {
 		var err error
-		if req.Priority != nil {
-			if doc, err = configstore.SetKeyField(doc, provider, id, "priority", *req.Priority); err != nil {
-				return nil, err
+		for _, f := range fields {
+			if !f.set {
+				continue
 			}
-		}
-		if req.Weight != nil {
-			if doc, err = configstore.SetKeyField(doc, provider, id, "weight", *req.Weight); err != nil {
+			if doc, err = configstore.SetKeyField(doc, provider, id, f.name, f.v); err != nil {
 				return nil, err
 			}
 		}
@@ -492,7 +502,15 @@ type addKeyRequest struct {
 	Secret   string `json:"secret"`
 	Priority *int   `json:"priority"`
 	Weight   *int   `json:"weight"`
+	Enabled  *bool  `json:"enabled"`
 	writeMeta
+}
+
+func deref(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // isSecretRef reports whether s is a secret reference (env:NAME,
@@ -521,6 +539,9 @@ func (s *Service) addKey(c *fiber.Ctx) error {
 	}
 	if req.Weight != nil {
 		key["weight"] = *req.Weight
+	}
+	if req.Enabled != nil {
+		key["enabled"] = *req.Enabled
 	}
 	return s.edit(c, req.writeMeta, func(doc []byte) ([]byte, error) {
 		return configstore.AddKey(doc, provider, key)

@@ -21,7 +21,7 @@ type configPage struct {
 		State  string `json:"state"`
 		Switch string `json:"switch"`
 	} `json:"steps"`
-	// Keys: "<provider>/<key>" -> "priority weight"
+	// Keys: "<provider>/<key>" -> "on|off priority weight"
 	Keys map[string]string `json:"keys"`
 	// Trip: the trip rules table's text
 	Trip string `json:"trip"`
@@ -47,7 +47,7 @@ const readConfigPage = `(() => {
     })),
     keys: Object.fromEntries(q("#config-keys tr.key").map((tr) => {
       const v = (f) => { const i = tr.querySelector("input.key-" + f); return i ? i.value : tr.querySelector("td." + f).innerText };
-      return [tr.dataset.provider + "/" + tr.dataset.key, v("priority") + " " + v("weight")];
+      return [tr.dataset.provider + "/" + tr.dataset.key, (tr.dataset.enabled === "true" ? "on " : "off ") + v("priority") + " " + v("weight")];
     })),
     trip: txt("#config-trip"),
     history: q("#config-history tr.version").map((tr) => tr.dataset.version + " " + tr.children[3].innerText + ": " +
@@ -85,8 +85,9 @@ func (b *browser) configPage(cond string) configPage {
 // Chromium: the imported version 1 with its chain, keys and trip rules;
 // an operator switches a chain step off (a new version, the switch off);
 // an invalid document's preview shows the loader's message; a valid one
-// shows its changes and is activated after a confirmation; a read token
-// sees no switch and no editor. With DASHBOARD_CONFIG_SCREENSHOT set (a
+// shows its changes and is activated after a confirmation; a key is
+// switched off (it stays listed, off); a read token sees no switch and no
+// editor. With DASHBOARD_CONFIG_SCREENSHOT set (a
 // PNG path) it saves a screenshot of the page with a previewed document
 // waiting for its confirmation.
 func TestConfigDashboardInBrowser(t *testing.T) {
@@ -110,7 +111,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if s := p.Steps["default/1"]; s.State != "on" || s.Switch != "on" {
 		t.Errorf("step 1 before: %+v", s)
 	}
-	if p.Keys["openai/primary"] != "0 1" || p.Keys["openai/secondary"] != "0 1" || !p.Editor {
+	if p.Keys["openai/primary"] != "on 0 1" || p.Keys["openai/secondary"] != "on 0 1" || !p.Editor {
 		t.Errorf("keys %v, editor %v", p.Keys, p.Editor)
 	}
 	if !strings.Contains(p.Trip, "org-suspended") || !strings.Contains(p.Trip, "global-rule") {
@@ -181,7 +182,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(p.Result, "Version 3 is active (replaces 2)") || !strings.Contains(p.Active, "third key from the page") {
 		t.Errorf("after the activation: result %q, active %q", p.Result, p.Active)
 	}
-	if p.Keys["openai/third"] != "0 5" {
+	if p.Keys["openai/third"] != "on 0 5" {
 		t.Errorf("keys after the activation: %v", p.Keys)
 	}
 	r := e.do("GET", "/admin/config", readToken, nil)
@@ -196,6 +197,14 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if strings.Join(p.Rollback, ",") != "2,1" {
 		t.Errorf("roll back buttons for %v", p.Rollback)
 	}
+	// switch a key off from the page: version 4; it stays listed, off
+	if err := chromedp.Do(b.ctx, chromedp.Click(css(`input.key-switch[data-provider="openai"][data-key="secondary"]`))); err != nil {
+		t.Fatal(err)
+	}
+	p = b.configPage(`page.dataset.version === "4" && page.dataset.applied === "4" && document.querySelector('#config-keys tr.key[data-key="secondary"]').dataset.enabled === "false"`)
+	if p.Keys["openai/secondary"] != "off 0 1" || p.Keys["openai/primary"] != "on 0 1" || !strings.Contains(p.Active, "providers.openai.keys.secondary.enabled") {
+		t.Errorf("after switching a key off: keys %v, active %q", p.Keys, p.Active)
+	}
 	if marker, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`window.__noReload === true`)); err != nil || !marker {
 		t.Errorf("the page reloaded (marker %v, %v)", marker, err)
 	}
@@ -206,19 +215,20 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = b.configPage(`page.dataset.state === "ready" && page.dataset.version === "3" && page.dataset.applied === "3"`)
+	p = b.configPage(`page.dataset.state === "ready" && page.dataset.version === "4" && page.dataset.applied === "4"`)
 	// the event feed (Fleet page) has each activation once, though the
 	// page was signed out and in again
 	feed := `[...document.querySelectorAll('#events li[data-kind="config"]')].map((li) => li.innerText).join("\n")`
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](feed+`.split("\n").length >= 3`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](feed+`.split("\n").length >= 4`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("config events in the feed: %v", err)
 	}
-	if txt, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](feed)); err != nil || strings.Count(txt, "\n") != 2 ||
+	if txt, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](feed)); err != nil || strings.Count(txt, "\n") != 3 ||
 		!strings.Contains(txt, "version 3 (activate) by oncall — third key from the page") ||
 		!strings.Contains(txt, "version 2 (edit) by oncall: chains.default.steps[1].active: true -> false") {
 		t.Errorf("config events in the feed (%v):\n%s", err, txt)
 	}
-	if p.Editor || len(p.Rollback) != 0 || p.Steps["default/0"].Switch != "" || p.Steps["default/0"].State != "on" || p.Keys["openai/third"] != "0 5" {
+	if p.Editor || len(p.Rollback) != 0 || p.Steps["default/0"].Switch != "" || p.Steps["default/0"].State != "on" || p.Keys["openai/third"] != "on 0 5" ||
+		p.Keys["openai/secondary"] != "off 0 1" {
 		t.Errorf("read token: editor %v, rollbacks %v, steps %+v, keys %v", p.Editor, p.Rollback, p.Steps, p.Keys)
 	}
 }

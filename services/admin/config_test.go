@@ -403,6 +403,16 @@ func TestConfigEdits(t *testing.T) {
 	if !strings.Contains(string(st.raw), `"id":"secondary","fingerprint":"`) || !strings.Contains(string(st.raw), `"priority":1,"weight":4`) {
 		t.Errorf("status after the key edit: %s", st.raw)
 	}
+	// switch a key off: it stays configured
+	r = e.do("PATCH", "/admin/config/providers/openai/keys/primary", opToken, map[string]any{"enabled": false})
+	r.expect(t, 200, "")
+	if ed := obj(r.body["version"])["edit"]; ed != "added providers.openai.keys.primary.enabled" {
+		t.Errorf("key off: edit %q", ed)
+	}
+	rv = e.do("GET", "/admin/config/routing", readToken, nil)
+	if !strings.Contains(string(rv.raw), `{"id":"primary","priority":0,"weight":1,"enabled":false}`) {
+		t.Errorf("routing after the key was switched off: %s", rv.raw)
+	}
 	const plain = "sk-live-do-not-echo-0123"
 	r = e.do("POST", "/admin/config/providers/openai/keys", opToken, map[string]any{"id": "third", "secret": plain})
 	r.expect(t, 400, codeBadRequest)
@@ -449,14 +459,14 @@ func TestConfigEdits(t *testing.T) {
 	}
 	e.do("POST", "/admin/config/chains/default/steps/x", opToken, map[string]any{"active": false}).expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/config/chains/default/steps/0", opToken, map[string]any{}).expect(t, 400, codeBadRequest)
-	e.do("PATCH", "/admin/config/providers/openai/keys/primary", opToken, map[string]any{"enabled": false}).expect(t, 400, codeBadRequest)
+	e.do("PATCH", "/admin/config/providers/openai/keys/primary", opToken, map[string]any{"disabled": true}).expect(t, 400, codeBadRequest)
 
 	// a stale base: 409
 	e.do("POST", "/admin/config/chains/default/steps/1", opToken, map[string]any{"active": false, "base": 1}).expect(t, 409, codeConflict)
 
 	r = e.do("GET", "/admin/config/versions", readToken, nil)
-	if n := len(list(r.body["versions"])); n != 6 {
-		t.Errorf("%d versions after 5 edits and the import: %s", n, r.raw)
+	if n := len(list(r.body["versions"])); n != 7 {
+		t.Errorf("%d versions after 6 edits and the import: %s", n, r.raw)
 	}
 }
 

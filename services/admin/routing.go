@@ -200,6 +200,9 @@ type keyConfigView struct {
 	ID       string `json:"id"`
 	Priority int    `json:"priority"`
 	Weight   int    `json:"weight"`
+	// Enabled false: the key stays configured but takes no traffic and is
+	// not checked.
+	Enabled bool `json:"enabled"`
 }
 
 // tripRuleView is a trip_on rule as configured.
@@ -252,7 +255,7 @@ func (rt *routing) view() routingView {
 			pc.TripOn, pc.TripOnSource = tripRuleViews(p.TripOn), "provider"
 		}
 		for _, k := range p.Keys {
-			pc.Keys = append(pc.Keys, keyConfigView{ID: k.ID, Priority: k.Priority, Weight: k.Weight})
+			pc.Keys = append(pc.Keys, keyConfigView{ID: k.ID, Priority: k.Priority, Weight: k.Weight, Enabled: k.IsEnabled()})
 		}
 		v.Providers = append(v.Providers, pc)
 	}

@@ -106,14 +106,14 @@ window.SwitchyardConfig = function (deps) {
     await load();
   }
 
-  // ---- keys: weight and priority, editable by operators ----
+  // ---- keys: on/off, priority and weight, editable by operators ----
   function keysView(operator) {
     const provs = last.routing.providers.filter((p) => p.keys.length);
     if (!provs.length) return el("p", { class: "none empty", text: "No provider has keys." });
     return el("div", {}, ...provs.map((p) => el("div", { class: "card keys", "data-provider": p.name },
       el("div", { class: "head" }, el("span", { class: "name", text: p.name }), el("span", { class: "meta", text: p.type })),
       el("table", { class: "keys" },
-        el("thead", {}, el("tr", {}, ...["key", "priority", "weight", ""].map((h) => el("th", { text: h })))),
+        el("thead", {}, el("tr", {}, ...["key", "on", "priority", "weight", ""].map((h) => el("th", { text: h })))),
         el("tbody", {}, ...p.keys.map((k) => keyRow(p.name, k, operator)))))));
   }
 
@@ -124,11 +124,33 @@ window.SwitchyardConfig = function (deps) {
         "aria-label": field + " of " + provider + "/" + k.id });
       return el("td", { class: "num " + field }, input);
     };
-    const row = el("tr", { class: "key", "data-provider": provider, "data-key": k.id },
-      el("td", { class: "id", text: k.id }), cell("priority"), cell("weight"));
+    let on;
+    if (operator) {
+      on = el("input", { type: "checkbox", class: "switch key-switch", "data-provider": provider, "data-key": k.id,
+        "aria-label": provider + "/" + k.id + " takes traffic", onchange: (e) => setKeyEnabled(provider, k.id, e.target) });
+      on.checked = k.enabled;
+    } else {
+      on = el("span", { class: "pill step-" + (k.enabled ? "on" : "off"), text: k.enabled ? "on" : "off" });
+    }
+    const row = el("tr", { class: "key" + (k.enabled ? "" : " disabled"), "data-provider": provider, "data-key": k.id,
+      "data-enabled": String(k.enabled) },
+      el("td", { class: "id", text: k.id }), el("td", { class: "enabled" }, on), cell("priority"), cell("weight"));
     row.append(el("td", { class: "action" }, operator ? el("button", { class: "save-key", text: "Save",
       onclick: () => saveKey(provider, k, row) }) : null));
     return row;
+  }
+
+  async function setKeyEnabled(provider, id, box) {
+    box.disabled = true;
+    try {
+      const r = await api("PATCH", "/admin/config/providers/" + encodeURIComponent(provider) + "/keys/" + encodeURIComponent(id),
+        { enabled: box.checked, base: last.active ? last.active.active_revision : 0 });
+      note(saved(r));
+    } catch (e) {
+      box.checked = !box.checked;
+      $("config-error").textContent = provider + "/" + id + ": " + e.message;
+    }
+    await load();
   }
 
   async function saveKey(provider, k, row) {

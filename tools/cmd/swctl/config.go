@@ -34,8 +34,8 @@ const configUsage = `usage: swctl config <verb> [flags]
   import FILE [-m COMMENT]          activate the routing part of a full configuration file
   rollback N [-m COMMENT]           make version N's document active again (a new version)
   step CHAIN I on|off [-m COMMENT]  switch step I (from 0) of a chain on or off
-  key PROVIDER ID [--weight W] [--priority P] [-m COMMENT]
-                                    change a key's weight and/or priority
+  key PROVIDER ID [--weight W] [--priority P] [--enabled true|false] [-m COMMENT]
+                                    change a key's weight, priority, or switch it off/on
 
 FILE is YAML or JSON ("-": standard input). Every write needs an operator token and
 makes a new version every proxy, the prober and the admin service apply at once.`
@@ -109,6 +109,14 @@ func runConfig(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	fs.Uint64Var(&c.base, "base", 0, "the active revision the write is based on (0: the one it reads; activate: the preview's)")
 	fs.Func("weight", "key: the new weight", func(v string) error { return intFlag(v, &c.weight) })
 	fs.Func("priority", "key: the new priority", func(v string) error { return intFlag(v, &c.priority) })
+	fs.Func("enabled", "key: false takes it out of rotation (it stays configured), true puts it back", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		c.enabled = &b
+		return nil
+	})
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -134,6 +142,7 @@ type configCmd struct {
 	comment          string
 	base             uint64
 	weight, priority *int
+	enabled          *bool
 	stdin            io.Reader
 	stdout, stderr   io.Writer
 }
@@ -469,11 +478,11 @@ func configStep(ctx context.Context, c *configCmd) error {
 }
 
 func configKey(ctx context.Context, c *configCmd) error {
-	if err := c.args(2, 2, "PROVIDER ID --weight W and/or --priority P"); err != nil {
+	if err := c.args(2, 2, "PROVIDER ID with --weight W, --priority P and/or --enabled true|false"); err != nil {
 		return err
 	}
-	if c.weight == nil && c.priority == nil {
-		return fmt.Errorf("%s: give --weight, --priority or both", c.name)
+	if c.weight == nil && c.priority == nil && c.enabled == nil {
+		return fmt.Errorf("%s: give --weight, --priority, --enabled or several", c.name)
 	}
 	body := map[string]any{"comment": c.comment, "base": c.base}
 	if c.weight != nil {
@@ -481,6 +490,9 @@ func configKey(ctx context.Context, c *configCmd) error {
 	}
 	if c.priority != nil {
 		body["priority"] = *c.priority
+	}
+	if c.enabled != nil {
+		body["enabled"] = *c.enabled
 	}
 	path := "/admin/config/providers/" + url.PathEscape(c.pos[0]) + "/keys/" + url.PathEscape(c.pos[1])
 	return c.write(ctx, "PATCH", path, body)

@@ -134,13 +134,17 @@ func TestConfigVerbs(t *testing.T) {
 	wants("key", out, "version 4 active (edit of version 3: ")
 	out = run("config", "diff", "3", "4")
 	wants("diff of the key edit", out, "~ providers.openai.keys.second.weight: 2 -> 5", "+ providers.openai.keys.second.priority: 1")
+	out = run("config", "key", "openai", "second", "--enabled", "false", "-m", "suspected leak")
+	wants("key off", out, "version 5 active (edit of version 4: added providers.openai.keys.second.enabled")
+	out = run("config", "key", "openai", "second", "--enabled=false")
+	wants("key off again", out, "unchanged: version 5 is active")
 
 	// rollback, import
 	out = run("config", "rollback", "1", "-m", "back to the file")
-	wants("rollback", out, "version 5 active (rollback to version 1, replaces 4)")
+	wants("rollback", out, "version 6 active (rollback to version 1, replaces 5)")
 	full := writeFile(t, "gateway.yaml", fmt.Sprintf("nats: {url: nats://127.0.0.1:1}\nadmin: {listen: 127.0.0.1:0}\n%s", routingV2))
 	out = run("config", "import", full)
-	wants("import", out, "version 6 active (activate, replaces 5)")
+	wants("import", out, "version 7 active (activate, replaces 6)")
 	out = run("config", "show")
 	wants("show after import", out, "# comment: imported from gateway.yaml", "second")
 	if strings.Contains(out, "nats:") || strings.Contains(out, "listen") {
@@ -149,10 +153,10 @@ func TestConfigVerbs(t *testing.T) {
 	out = run("config", "show", "2")
 	wants("show 2", out, "# version 2\n", "# comment: second key")
 	out = run("config", "history")
-	for _, line := range []string{"6        *", "5", "rollback (from 1)", "edit (from 3)", "drain mini", "activate", "import"} {
+	for _, line := range []string{"7        *", "6", "rollback (from 1)", "edit (from 3)", "drain mini", "suspected leak", "activate", "import"} {
 		wants("history", out, line)
 	}
-	if n := strings.Count(out, "\n"); n != 7 {
+	if n := strings.Count(out, "\n"); n != 8 {
 		t.Errorf("history has %d lines:\n%s", n, out)
 	}
 	out = run("config", "history", "--json")
@@ -173,6 +177,7 @@ func TestConfigVerbs(t *testing.T) {
 		{"unknown version", []string{"config", "rollback", "99"}, "404 not_found"},
 		{"stale base", []string{"config", "rollback", "2", "-base", "1"}, "409 conflict"},
 		{"key without a field", []string{"config", "key", "openai", "primary"}, "give --weight"},
+		{"enabled neither true nor false", []string{"config", "key", "openai", "primary", "--enabled", "maybe"}, "want true or false"},
 		{"step neither on nor off", []string{"config", "step", "default", "0", "maybe"}, "want on or off"},
 		{"unknown verb", []string{"config", "frobnicate"}, "unknown verb"},
 		{"missing file", []string{"config", "activate", filepath.Join(t.TempDir(), "none.yaml")}, "no such file"},
@@ -184,7 +189,7 @@ func TestConfigVerbs(t *testing.T) {
 			}
 		})
 	}
-	if v := f.routingVersion(t); v != 6 {
-		t.Errorf("after the refusals the admin service routes with version %d, want 6", v)
+	if v := f.routingVersion(t); v != 7 {
+		t.Errorf("after the refusals the admin service routes with version %d, want 7", v)
 	}
 }

@@ -10,7 +10,7 @@
 //	swctl budget reset CLIENT       reset a client key's budgets, fleet-wide
 //	swctl config show|history|diff  the fleet's routing configuration, its versions and their changes
 //	swctl config preview|activate|import|rollback FILE|N   validate and activate routing documents
-//	swctl config step CHAIN I on|off, config key PROVIDER ID --weight W   small edits
+//	swctl config step CHAIN I on|off, config key PROVIDER ID --weight W --enabled false   small edits
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
