@@ -13,6 +13,7 @@ import (
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
+	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // RoutableKeys are the top-level keys of the routing configuration: what
@@ -170,23 +171,35 @@ func (d *document) merge(k *koanf.Koanf) error {
 }
 
 // ExtractDocument returns the routing configuration of the YAML file at
-// path (its RoutableKeys, as written: secrets stay references) as a YAML
-// document: what is imported as the first version of the fleet's routing
-// configuration.
+// path (its RoutableKeys, as written: in the file's order, with its
+// comments; secrets stay references) as a YAML document: what is imported
+// as the first version of the fleet's routing configuration.
 func ExtractDocument(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	raw, err := yaml.Parser().Unmarshal(b)
-	if err != nil {
+	var root yaml3.Node
+	if err := yaml3.Unmarshal(b, &root); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	out := map[string]any{}
-	for _, key := range RoutableKeys {
-		if v, ok := raw[key]; ok {
-			out[key] = v
+	out := &yaml3.Node{Kind: yaml3.MappingNode}
+	if len(root.Content) == 1 && root.Content[0].Kind == yaml3.MappingNode {
+		m := root.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if slices.Contains(RoutableKeys, m.Content[i].Value) {
+				out.Content = append(out.Content, m.Content[i], m.Content[i+1])
+			}
 		}
 	}
-	return yaml.Parser().Marshal(out)
+	var buf bytes.Buffer
+	enc := yaml3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(out); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -124,7 +125,7 @@ func importFile(ctx context.Context, s *Store, o FollowOptions) error {
 	if by == "" {
 		by = "import"
 	}
-	v, err := s.Import(ctx, doc, Meta{By: by, Comment: "imported from " + o.Base.File})
+	v, err := s.Import(ctx, doc, Meta{By: by, Comment: "imported from the file " + filepath.Base(o.Base.File)})
 	switch {
 	case errors.Is(err, ErrExists):
 		return nil
