@@ -317,14 +317,24 @@ func (s *Service) preview(c *fiber.Ctx) error {
 	if err != nil {
 		return s.configError(c, err)
 	}
+	// the gateway's own fields (the health checks' path and method) stay
+	// when the candidate omits them, as activate keeps them
+	doc, kept, err := configstore.KeepRuntimeFields([]byte(active.Document), doc)
+	if err != nil {
+		return bodyError(c, err)
+	}
 	ans := previewAnswer{Errors: []string{}, Warnings: []string{}, ActiveVersion: active.Version, Base: active.ActiveRevision,
 		Unchanged: active.Version != 0 && active.SHA256 == configstore.Sum(doc)}
+
 	cfg, err := s.validateDocument(doc, "candidate")
 	if err != nil {
 		ans.Errors = problems(err)
 	} else {
 		ans.Valid = true
 		ans.Warnings = warnings(cfg)
+	}
+	for _, k := range kept {
+		ans.Warnings = append(ans.Warnings, k+" kept from version "+strconv.FormatUint(active.Version, 10)+" (the candidate does not set it)")
 	}
 	if ch, err := configstore.Diff([]byte(active.Document), doc); err == nil {
 		ans.Diff = &ch
@@ -384,6 +394,13 @@ func (s *Service) activate(c *fiber.Ctx) error {
 		return invalidConfig(c, problems(err))
 	}
 	return s.write(c, func(ctx context.Context, meta configstore.Meta) (configstore.Version, error) {
+		// the gateway's own fields (the health checks' path and method)
+		// stay when the document omits them (a file re-imported)
+		if active, err := s.routes.Active(ctx); err == nil {
+			if kept, _, err := configstore.KeepRuntimeFields([]byte(active.Document), doc); err == nil {
+				doc = kept
+			}
+		}
 		return s.routes.Activate(ctx, doc, meta, req.Base)
 	}, req.writeMeta)
 }

@@ -641,3 +641,23 @@ func TestConfigNeverShowsInlineSecrets(t *testing.T) {
 		t.Errorf("the hand-put version became active: %s", r.raw)
 	}
 }
+
+// TestConfigKeepsRuntimeFields: a document without the health checks' path
+// and method (a file re-imported) keeps the active version's; preview says
+// so.
+func TestConfigKeepsRuntimeFields(t *testing.T) {
+	e := startConfigEnv(t)
+	withPath := strings.Replace(docV2, "  - name: local\n    type: vllm\n", "  - name: local\n    type: vllm\n    health_check: {path: /health, method: GET}\n", 1)
+	e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": withPath, "comment": "a path"}).expect(t, 200, "")
+	r := e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", docV2)
+	r.expect(t, 200, "")
+	if w := fmt.Sprint(list(r.body["warnings"])); !strings.Contains(w, "providers.local.health_check.path kept") {
+		t.Errorf("preview warnings %s", w)
+	}
+	e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2 + "aliases: {fast: openai/gpt-4o}\n", "comment": "re-import"}).expect(t, 200, "")
+	r = e.do("GET", "/admin/config", readToken, nil)
+	r.expect(t, 200, "")
+	if doc, _ := r.body["document"].(string); !strings.Contains(doc, "path: /health") || !strings.Contains(doc, "method: GET") || !strings.Contains(doc, "fast:") {
+		t.Errorf("the active document lost the runtime fields (or the change):\n%s", doc)
+	}
+}
