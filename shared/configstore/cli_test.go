@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,37 +14,10 @@ import (
 	"switchyard.dev/shared/testkit"
 )
 
-// natsCLI finds the nats CLI: on PATH, or where go install puts it.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p
-	}
-	var dirs []string
-	if d := os.Getenv("GOBIN"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if d := os.Getenv("GOPATH"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "bin"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, "go", "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "nats")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	testkit.MissingTool(t, "nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with "+
-		"`go install github.com/nats-io/natscli/nats@v0.5.0` (.ci/run does) to run this test")
-	return ""
-}
-
 // TestNatsCLI: the commands the package documentation shows operators
 // print what it says against a running Switchyard.
 func TestNatsCLI(t *testing.T) {
-	bin := natsCLI(t)
+	bin := testkit.NatsCLI(t)
 	s := startServer(t)
 	n := join(t, s.ClientURL())
 	ctx := ctxFor(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/redact"
 )
 
@@ -606,42 +607,18 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("configstore: %s: %w", op, ctx.Err())
 	}
-	if unavailable(err) {
+	if bus.Unavailable(err) {
 		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 	}
 	return fmt.Errorf("configstore: %s: %w", op, err)
-}
-
-// unavailable reports whether err means NATS or JetStream did not answer
-// (as opposed to answering no).
-func unavailable(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
-		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
-		nats.ErrDisconnected, nats.ErrJetStreamNotEnabled, nats.ErrBadSubscription,
-		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code >= 500
 }
 
 // isLost reports whether err is a lost compare-and-set or create: the key
 // exists, or is not at the expected revision (10071, or 10164 on
 // replicated streams).
 func isLost(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		bus.WrongLastSequence(err)
 }
 
 func mustJSON(v any) []byte {

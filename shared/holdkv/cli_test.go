@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,46 +14,10 @@ import (
 	"switchyard.dev/shared/testkit"
 )
 
-// natsCLI finds the nats CLI: on PATH, or where go install puts it.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p
-	}
-	var dirs []string
-	if d := os.Getenv("GOBIN"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if d := os.Getenv("GOPATH"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "bin"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, "go", "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "nats")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	testkit.MissingTool(t, "nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with "+
-		"`go install github.com/nats-io/natscli/nats@v0.5.0` (.ci/run does) to run this test")
-	return ""
-}
-
-// cli runs the nats CLI against url with a private config dir.
-func cli(ctx context.Context, t *testing.T, bin, url string, args ...string) *exec.Cmd {
-	t.Helper()
-	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--server", url}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
-	return cmd
-}
-
 // TestNatsCLI: what the README's NATS contracts show operators is what the nats CLI
 // prints against a running Switchyard.
 func TestNatsCLI(t *testing.T) {
-	bin := natsCLI(t)
+	bin := testkit.NatsCLI(t)
 	s := startServer(t, "127.0.0.1:0", t.TempDir())
 	n := setup(t, s.ClientURL(), bus.SetupOptions{})
 	url := s.ClientURL()
@@ -71,7 +32,7 @@ func TestNatsCLI(t *testing.T) {
 	id := rec.Scope.ID()
 
 	t.Run("kv ls", func(t *testing.T) {
-		out, err := cli(ctx, t, bin, url, "kv", "ls", "--names").CombinedOutput()
+		out, err := testkit.NatsCLICommand(ctx, t, bin, url, "kv", "ls", "--names").CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
@@ -80,7 +41,7 @@ func TestNatsCLI(t *testing.T) {
 				t.Errorf("nats kv ls does not list %s:\n%s", b, out)
 			}
 		}
-		out, err = cli(ctx, t, bin, url, "kv", "ls", bus.BucketHolds).CombinedOutput()
+		out, err = testkit.NatsCLICommand(ctx, t, bin, url, "kv", "ls", bus.BucketHolds).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), id) {
 			t.Errorf("nats kv ls %s does not list %s: %v\n%s", bus.BucketHolds, id, err, out)
 		}
@@ -88,7 +49,7 @@ func TestNatsCLI(t *testing.T) {
 	})
 
 	t.Run("kv get", func(t *testing.T) {
-		out, err := cli(ctx, t, bin, url, "kv", "get", bus.BucketHolds, id, "--raw").Output()
+		out, err := testkit.NatsCLICommand(ctx, t, bin, url, "kv", "get", bus.BucketHolds, id, "--raw").Output()
 		if err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
@@ -134,7 +95,7 @@ func TestNatsCLI(t *testing.T) {
 // after it starts); it returns what the CLI printed.
 func subOne(ctx context.Context, t *testing.T, bin, url, subject string, publish func()) string {
 	t.Helper()
-	cmd := cli(ctx, t, bin, url, "sub", subject, "--count", "1")
+	cmd := testkit.NatsCLICommand(ctx, t, bin, url, "sub", subject, "--count", "1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

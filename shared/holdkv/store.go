@@ -191,7 +191,7 @@ func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) 
 	switch {
 	case err == nil:
 		return rev, nil
-	case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err):
+	case errors.Is(err, jetstream.ErrKeyExists) || bus.WrongLastSequence(err):
 		return 0, fmt.Errorf("%w: %s", hold.ErrExists, key)
 	}
 	return 0, s.fail(ctx, "create", key, err)
@@ -229,7 +229,7 @@ func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl tim
 	switch {
 	case err == nil:
 		return newRev, nil
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err):
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || bus.WrongLastSequence(err):
 		return 0, fmt.Errorf("%w: update %s at revision %d", hold.ErrConflict, key, rev)
 	}
 	return 0, s.fail(ctx, "update", key, err)
@@ -260,7 +260,7 @@ func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || bus.WrongLastSequence(err) {
 		if _, gerr := b.kv.Get(octx, id); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("%w: delete %s", hold.ErrNotFound, id)
 		}
@@ -294,36 +294,8 @@ func (s *Store) fail(ctx context.Context, op, key string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("holdkv: %s %s: %w", op, key, ctx.Err())
 	}
-	if unavailable(err) {
+	if bus.Unavailable(err) {
 		return fmt.Errorf("%w: %s %s: %w", hold.ErrUnavailable, op, key, err)
 	}
 	return fmt.Errorf("holdkv: %s %s: %w", op, key, err)
-}
-
-// unavailable reports whether err means NATS or JetStream did not answer
-// (as opposed to answering no).
-func unavailable(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
-		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
-		nats.ErrDisconnected, nats.ErrJetStreamNotEnabled, nats.ErrBadSubscription,
-		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code >= 500
-}
-
-// isWrongLastSeq reports whether err is JetStream's "wrong last sequence"
-// (10071, or 10164 on replicated streams): a lost compare-and-set.
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,38 +15,10 @@ import (
 	"switchyard.dev/shared/testkit"
 )
 
-// natsCLI finds the nats CLI: on PATH, or where go install puts it.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p
-	}
-	for _, d := range []string{os.Getenv("GOBIN"), filepath.Join(os.Getenv("GOPATH"), "bin")} {
-		if p := filepath.Join(d, "nats"); d != "" {
-			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-				return p
-			}
-		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if p := filepath.Join(home, "go", "bin", "nats"); fileExists(p) {
-			return p
-		}
-	}
-	testkit.MissingTool(t, "nats CLI not found on PATH or in $GOBIN/$GOPATH/bin; install it with "+
-		"`go install github.com/nats-io/natscli/nats@v0.5.0` to run this test")
-	return ""
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
-}
-
 // TestNatsCLI: what the package doc shows operators is what
 // `nats kv ls switchyard_limits` lists against a running fleet.
 func TestNatsCLI(t *testing.T) {
-	bin := natsCLI(t)
+	bin := testkit.NatsCLI(t)
 	clk := newClock(start)
 	s := startServer(t)
 	a := startMember(t, s.ClientURL(), "proxy-host1-4f2a1c", clk, memberOpts{})
