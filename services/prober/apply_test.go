@@ -414,3 +414,10 @@ providers:
 		t.Fatal(err)
 	}
 }
+
+// count is the number of units running (for the tests).
+func (us *unitSet) count() int {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	return len(us.running)
+}

@@ -122,10 +122,3 @@ func (us *unitSet) reconcileLocked() {
 		}
 	}
 }
-
-// count is the number of units running.
-func (us *unitSet) count() int {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	return len(us.running)
-}
