@@ -87,6 +87,24 @@ func (a *adminFlags) call(ctx context.Context, method, path string, body io.Read
 	return a.callAs(ctx, method, path, "application/json", body)
 }
 
+// fetch sends one request and decodes its answer into v, or, with
+// --json, prints the answer as it came (then v is left alone and done is
+// true). what names the command in a decoding error.
+func (a *adminFlags) fetch(ctx context.Context, stdout io.Writer, what, method, path string, v any) (done bool, err error) {
+	b, err := a.call(ctx, method, path, nil)
+	if err != nil {
+		return false, err
+	}
+	if a.json {
+		_, err := stdout.Write(b)
+		return true, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s: decode: %w", what, err)
+	}
+	return false, nil
+}
+
 // callAs is call with a body of content type ct.
 func (a *adminFlags) callAs(ctx context.Context, method, path, ct string, body io.Reader) ([]byte, error) {
 	resp, err := a.openAs(ctx, method, path, ct, body)
@@ -199,20 +217,12 @@ func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	b, err := a.call(ctx, "GET", path, nil)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		_, err := stdout.Write(b)
-		return err
-	}
 	var res struct {
 		Holds []holdRow `json:"holds"`
 		NATS  bool      `json:"nats"`
 	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("holds ls: decode: %w", err)
+	if done, err := a.fetch(ctx, stdout, "holds ls", "GET", path, &res); done || err != nil {
+		return err
 	}
 	if !res.NATS {
 		fmt.Fprintln(stderr, "warning: the admin service does not reach NATS; the list may be stale")
@@ -300,19 +310,11 @@ func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	if len(pos) > 0 {
 		return fmt.Errorf("providers status: unexpected argument %q", pos[0])
 	}
-	b, err := a.call(ctx, "GET", "/admin/providers/status", nil)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		_, err := stdout.Write(b)
-		return err
-	}
 	var res struct {
 		Providers []providerRow `json:"providers"`
 	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("providers status: decode: %w", err)
+	if done, err := a.fetch(ctx, stdout, "providers status", "GET", "/admin/providers/status", &res); done || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tTYPE\tSTATUS\tCIRCUIT\tHEALTH\tKEY\tFINGERPRINT\tHOLDS")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -67,27 +66,20 @@ func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if len(pos) == 1 {
 		path += "/" + url.PathEscape(pos[0])
 	}
-	b, err := a.call(ctx, "GET", path, nil)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		_, err := stdout.Write(b)
-		return err
-	}
 	var res struct {
 		Clients []clientRow `json:"clients"`
 		NATS    *bool       `json:"nats"`
 	}
+	var one clientRow
+	into := any(&res)
 	if len(pos) == 1 {
-		var one clientRow
-		err = json.Unmarshal(b, &one)
-		res.Clients = []clientRow{one}
-	} else {
-		err = json.Unmarshal(b, &res)
+		into = &one
 	}
-	if err != nil {
-		return fmt.Errorf("clients: decode: %w", err)
+	if done, err := a.fetch(ctx, stdout, "clients", "GET", path, into); done || err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		res.Clients = []clientRow{one}
 	}
 	if res.NATS != nil && !*res.NATS {
 		fmt.Fprintln(stderr, "warning: the admin service does not follow the switchyard_limits bucket (NATS unreachable): the figures may be stale")
@@ -159,17 +151,9 @@ func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	if len(pos) != 1 {
 		return errors.New("budget reset: want exactly one client key id (see swctl clients)")
 	}
-	b, err := a.call(ctx, "POST", "/admin/clients/"+url.PathEscape(pos[0])+"/budget/reset", nil)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		_, err := stdout.Write(b)
-		return err
-	}
 	var c clientRow
-	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("budget reset: decode: %w", err)
+	if done, err := a.fetch(ctx, stdout, "budget reset", "POST", "/admin/clients/"+url.PathEscape(pos[0])+"/budget/reset", &c); done || err != nil {
+		return err
 	}
 	by := ""
 	if c.Usage.Reset != nil {

@@ -158,18 +158,7 @@ func (c *configCmd) args(min, max int, what string) error {
 // get asks the admin API and decodes its answer into v, or prints it
 // as it came with --json (then v is left alone and done is true).
 func (c *configCmd) get(ctx context.Context, path string, v any) (done bool, err error) {
-	b, err := c.a.call(ctx, "GET", path, nil)
-	if err != nil {
-		return false, err
-	}
-	if c.a.json {
-		_, err := c.stdout.Write(b)
-		return true, err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("%s: decode: %w", c.name, err)
-	}
-	return false, nil
+	return c.a.fetch(ctx, c.stdout, c.name, "GET", path, v)
 }
 
 func configShow(ctx context.Context, c *configCmd) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -82,17 +81,9 @@ func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	b, err := a.call(ctx, "GET", path, nil)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		_, err := stdout.Write(b)
-		return err
-	}
 	var res usageAnswer
-	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("usage: decode: %w", err)
+	if done, err := a.fetch(ctx, stdout, "usage", "GET", path, &res); done || err != nil {
+		return err
 	}
 	if res.Truncated {
 		fmt.Fprintf(stderr, "warning: truncated (%s) after %d records: the sums cover the start of the range only\n", res.TruncatedBy, res.Scanned)
