@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -38,13 +38,7 @@ func testLog() *slog.Logger {
 }
 
 func startServer(tb testing.TB) *server.Server {
-	tb.Helper()
-	s, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir()})
-	if err != nil {
-		tb.Fatalf("natsembed.Start: %v", err)
-	}
-	tb.Cleanup(func() { natsembed.Stop(s) })
-	return s
+	return natstest.Start(tb, "127.0.0.1:0", "")
 }
 
 // node is one instance: its own connection, buckets and Store.

@@ -19,7 +19,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -40,13 +40,7 @@ func testLog() *slog.Logger {
 }
 
 func startServer(tb testing.TB, listen, dir string) *server.Server {
-	tb.Helper()
-	s, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: dir})
-	if err != nil {
-		tb.Fatalf("natsembed.Start: %v", err)
-	}
-	tb.Cleanup(func() { natsembed.Stop(s) })
-	return s
+	return natstest.Start(tb, listen, dir)
 }
 
 // node is one client of the bucket: its own connection, JetStream context

@@ -19,6 +19,7 @@ import (
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -45,13 +46,7 @@ func testLog() *slog.Logger {
 const bucket = "kvwatch_test"
 
 func startServer(tb testing.TB, listen, dir string) *server.Server {
-	tb.Helper()
-	s, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: dir})
-	if err != nil {
-		tb.Fatalf("natsembed.Start: %v", err)
-	}
-	tb.Cleanup(func() { natsembed.Stop(s) })
-	return s
+	return natstest.Start(tb, listen, dir)
 }
 
 // client is one connection (as the services open it) and its bucket.

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -56,13 +56,7 @@ func (c *clock) untilDayEnd() float64 { return c.dayEnds().Sub(c.Now()).Seconds(
 var start = time.Date(2025, 1, 15, 12, 0, 30, 0, time.UTC)
 
 func startServer(tb testing.TB) *server.Server {
-	tb.Helper()
-	s, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir()})
-	if err != nil {
-		tb.Fatalf("natsembed.Start: %v", err)
-	}
-	tb.Cleanup(func() { natsembed.Stop(s) })
-	return s
+	return natstest.Start(tb, "127.0.0.1:0", "")
 }
 
 // bucket connects to url and sets up the Switchyard resources as a service
