@@ -72,8 +72,7 @@ type request struct {
 	// request reached routing (only those are metered), the caller's
 	// client type, what served it, its tokens and timings.
 	client      *clientKey
-	ticket      quota.Ticket // admitted by the plan's limits (ticketed)
-	ticketed    bool
+	ticket      quota.Ticket // admitted by the plan's limits (the zero Ticket: none)
 	routed      bool
 	clientType  string
 	keyID       string // of the target that served
@@ -238,8 +237,8 @@ func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
 	if r.routed {
 		rec := r.usageRecord(status)
-		r.done(rec)
-		r.s.meter.observe(rec)
+		r.done(&rec)
+		r.s.meter.observe(&rec)
 	}
 }
 
@@ -247,8 +246,8 @@ func (r *request) record(status int) {
 // (the provider's, else estimated: input from the body's size, output from
 // the answer's), their cost at the price table's prices (unknown: nil) and
 // its timings.
-func (r *request) usageRecord(status int) *usage.Record {
-	rec := &usage.Record{
+func (r *request) usageRecord(status int) usage.Record {
+	rec := usage.Record{
 		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.clientType,
 		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.attempts, Status: status,
 		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.ttft.Microseconds()) / 1000,

@@ -77,13 +77,18 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	if r.client == nil || r.client.plan == "" {
 		return true, nil
 	}
-	t, ref := pl.lim.Admit(r.client.id, r.rt.plans[r.client.plan], pl.estimate(r.rt.prices, steps, r.body))
+	lim := r.rt.plans[r.client.plan]
+	est := 0.0
+	if lim != nil && lim.Budget != (config.Budget{}) {
+		est = pl.estimate(r.rt.prices, steps, r.body) // scans the body: only for a plan with a budget
+	}
+	t, ref := pl.lim.Admit(r.client.id, lim, est)
 	if ref != nil {
 		r.class = classLimited
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))
 		return false, sendError(c, r.ep.format, fiber.StatusTooManyRequests, string(ref.Code), ref.Message)
 	}
-	r.ticket, r.ticketed = t, true
+	r.ticket = t
 	return true, nil
 }
 
@@ -115,16 +120,14 @@ func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []b
 	return 0
 }
 
-// done ends an admitted request in the limiter with what it consumed.
+// done ends an admitted request in the limiter with what it consumed
+// (nothing for a request the limiter did not admit: the zero Ticket).
 func (r *request) done(rec *usage.Record) {
-	if !r.ticketed {
-		return
-	}
-	r.ticketed = false
 	tokens := rec.Tokens.TotalInput() + rec.Tokens.TotalOutput()
 	cost, known := 0.0, rec.CostUSD != nil
 	if known {
 		cost = *rec.CostUSD
 	}
 	r.s.limits.lim.Done(r.ticket, tokens, cost, known)
+	r.ticket = quota.Ticket{}
 }

@@ -141,11 +141,13 @@ func newUsagePublisher(nc *nats.Conn, buffer int, reg *prometheus.Registry, log 
 	return p
 }
 
-// add queues a record (it must not be changed after), or drops it when
-// the queue is full. It never blocks.
+// add queues a copy of the record, or drops it when the queue is full.
+// It never blocks. (The copy is the record's one allocation: a proxy
+// that does not publish builds its records on the stack.)
 func (p *usagePublisher) add(rec *usage.Record) {
+	c := *rec
 	select {
-	case p.queue <- rec:
+	case p.queue <- &c:
 	default:
 		p.dropped.Inc()
 	}
