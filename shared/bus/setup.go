@@ -59,7 +59,8 @@ const (
 	// DefaultUsageMaxAge is how long the usage stream keeps a record.
 	DefaultUsageMaxAge = 30 * 24 * time.Hour
 	// UsageDuplicateWindow is how long the usage stream remembers a
-	// record's id (its request id), so a record published again after a
+	// message's id (<first request id>+<records>: a proxy's batch of the
+	// records that share a subject), so a batch published again after a
 	// lost acknowledgement is stored once.
 	UsageDuplicateWindow = 10 * time.Minute
 	// LimitMarkerTTL is how long the TTL buckets keep the marker left by an
