@@ -394,14 +394,7 @@ func (s *Service) activate(c *fiber.Ctx) error {
 		return invalidConfig(c, problems(err))
 	}
 	return s.write(c, func(ctx context.Context, meta configstore.Meta) (configstore.Version, error) {
-		// the gateway's own fields (the health checks' path and method)
-		// stay when the document omits them (a file re-imported)
-		if active, err := s.routes.Active(ctx); err == nil {
-			if kept, _, err := configstore.KeepRuntimeFields([]byte(active.Document), doc); err == nil {
-				doc = kept
-			}
-		}
-		return s.routes.Activate(ctx, doc, meta, req.Base)
+		return s.routes.Activate(ctx, doc, meta, req.Base) // keeps the gateway's own fields (KeepRuntimeFields)
 	}, req.writeMeta)
 }
 

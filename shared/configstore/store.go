@@ -270,6 +270,9 @@ func (s *Store) Import(ctx context.Context, doc []byte, meta Meta) (Version, err
 // activation makes it fail rather than be overwritten); with no active
 // version, base 0 creates the pointer.
 //
+// The health checks' path and method of the active version's providers
+// are kept where doc omits them (KeepRuntimeFields).
+//
 // It returns the new version (ActiveRevision set), or ErrConflict when the
 // pointer is not (or no longer) at base — the version written for it is
 // removed again —, ErrUnchanged when doc is the active document, ErrInvalid
@@ -285,6 +288,13 @@ func (s *Store) Activate(ctx context.Context, doc []byte, meta Meta, base uint64
 	cur, err := s.based(ctx, kv, base)
 	if err != nil {
 		return Version{}, err
+	}
+	if cur.ok && cur.err == nil {
+		// the gateway's own fields stay when doc omits them (a file
+		// re-imported): KeepRuntimeFields
+		if kept, _, err := KeepRuntimeFields([]byte(cur.version.Document), doc); err == nil {
+			doc = kept
+		}
 	}
 	return s.commit(ctx, kv, doc, meta, SourceActivate, 0, cur)
 }
