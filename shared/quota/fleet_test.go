@@ -119,7 +119,7 @@ func TestFleetTokensPerMinute(t *testing.T) {
 	}
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, func() error {
 		for _, m := range ms {
-			if _, r := m.Admit("team-a", lim, 0); r == nil || r.Limit != "tokens_per_minute" {
+			if r := probe(m.Limiter, "team-a", lim); r == nil || r.Limit != "tokens_per_minute" {
 				return fmt.Errorf("%s: refusal %v, want tokens_per_minute", m.Instance(), r)
 			}
 		}
@@ -169,7 +169,7 @@ func TestFleetConcurrency(t *testing.T) {
 	}
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, inFlight(int64(len(tickets))))
 	for _, m := range ms {
-		if _, r := m.Admit("team-a", lim, 0); r == nil || r.Code != ConcurrencyLimited {
+		if r := probe(m.Limiter, "team-a", lim); r == nil || r.Code != ConcurrencyLimited {
 			t.Fatalf("%s: %v, want concurrency_limited", m.Instance(), r)
 		} else if want := `concurrent_requests limit of plan "pro" (2) reached`; r.Message != want {
 			t.Errorf("message %q, want %q", r.Message, want)
@@ -291,7 +291,7 @@ func TestFleetBudget(t *testing.T) {
 	wg.Wait()
 	testkit.CheckFor(t, promptly, 2*time.Millisecond, func() error {
 		for _, m := range ms {
-			if _, r := m.Admit("team-a", lim, 0); r == nil || r.Code != BudgetExhausted {
+			if r := probe(m.Limiter, "team-a", lim); r == nil || r.Code != BudgetExhausted {
 				return fmt.Errorf("%s: %v, want budget_exhausted", m.Instance(), r)
 			}
 		}
@@ -379,7 +379,7 @@ func TestFleetBudget(t *testing.T) {
 	spend(ms[2], 0.80)
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, func() error {
 		for _, m := range ms {
-			if _, r := m.Admit("team-a", lim, 0); r == nil || r.Code != BudgetExhausted {
+			if r := probe(m.Limiter, "team-a", lim); r == nil || r.Code != BudgetExhausted {
 				return fmt.Errorf("%s: %v, want budget_exhausted", m.Instance(), r)
 			}
 		}

@@ -117,3 +117,13 @@ func startMember(tb testing.TB, url, instance string, clk *clock, mo memberOpts)
 	testkit.WaitFor(tb, 10*time.Second, l.loaded.Load)
 	return &member{Limiter: l, kv: kv, stop: stop}
 }
+
+// probe asks l to admit client as a request would and hands an admitted
+// ticket straight back, so a poll that is admitted leaves nothing in flight.
+func probe(l *Limiter, client string, lim *Limits) *Refusal {
+	tk, r := l.Admit(client, lim, 0)
+	if r == nil {
+		l.Done(tk, 0, 0, false)
+	}
+	return r
+}
