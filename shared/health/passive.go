@@ -32,6 +32,26 @@ func PassiveSubject(provider string) string { return PassivePrefix + "." + provi
 type PassiveCounts struct {
 	Success uint64 `json:"success"`
 	Failure uint64 `json:"failure"`
+	// LatencyMSSum sums the latency (ms) of the successful attempts: the
+	// time from sending to the upstream's response headers (a stream's
+	// first byte). LatencyMSSum / Success is their average.
+	LatencyMSSum float64 `json:"latency_ms_sum,omitempty"`
+}
+
+// AvgLatencyMS is the average latency of the successful attempts (0 when
+// none).
+func (c PassiveCounts) AvgLatencyMS() float64 {
+	if c.Success == 0 {
+		return 0
+	}
+	return c.LatencyMSSum / float64(c.Success)
+}
+
+// Add adds o to c.
+func (c *PassiveCounts) Add(o PassiveCounts) {
+	c.Success += o.Success
+	c.Failure += o.Failure
+	c.LatencyMSSum += o.LatencyMSSum
 }
 
 // IsZero reports whether no attempt is counted.
@@ -51,6 +71,11 @@ type PassiveReport struct {
 	// Keys are the deltas by key id ("none" for a keyless provider). Keys
 	// without attempts in the interval are left out.
 	Keys map[string]PassiveCounts `json:"keys"`
+	// Models are the same attempts by model (the configuration's model
+	// name), across the provider's keys; models without attempts are left
+	// out. Proxies fold them into their latency averages (least_latency
+	// routing), the prober into its records' passive_latency_by_model.
+	Models map[string]PassiveCounts `json:"models,omitempty"`
 }
 
 // ErrPassiveReport marks a passive report that cannot be used.
