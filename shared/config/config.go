@@ -300,6 +300,9 @@ type Breaker struct {
 	// ("503", or a class such as "5xx"); transport errors and timeouts
 	// always count.
 	FailureOnStatuses []string `koanf:"failure_on_statuses"`
+	// SuccessThreshold is how many consecutive successful probes release a
+	// breaker hold (0: inherit; the default is 1).
+	SuccessThreshold int `koanf:"success_threshold"`
 }
 
 // TripRule is one operator trip_on rule: a regex tried case-insensitively

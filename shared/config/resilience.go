@@ -81,6 +81,9 @@ func (v *validator) resilience(prefix string, r Resilience) {
 	if b.Cooldown < 0 {
 		v.add(prefix+".breaker.cooldown", "must be >= 0, got %s", b.Cooldown)
 	}
+	if b.SuccessThreshold < 0 || b.SuccessThreshold > 100 {
+		v.add(prefix+".breaker.success_threshold", "must be from 1 to 100 (0 or unset: inherit), got %d", b.SuccessThreshold)
+	}
 	if b.MaxCooldown < 0 {
 		v.add(prefix+".breaker.max_cooldown", "must be >= 0, got %s", b.MaxCooldown)
 	}
