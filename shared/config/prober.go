@@ -46,6 +46,14 @@ type Prober struct {
 	// PassiveWindow is the sliding window over which the passive counts
 	// of health records (caller attempts reported by proxies) are summed.
 	PassiveWindow time.Duration `koanf:"passive_window"`
+	// PassiveDegradedFailures and PassiveDegradedRatio are the passive
+	// rule: a target whose active check alone says healthy (or unknown)
+	// is recorded degraded while at least PassiveDegradedFailures of the
+	// real requests proxies reported in the passive window failed, and at
+	// least PassiveDegradedRatio (above 0, at most 1) of them.
+	// PassiveDegradedFailures 0 turns the rule off.
+	PassiveDegradedFailures int     `koanf:"passive_degraded_failures"`
+	PassiveDegradedRatio    float64 `koanf:"passive_degraded_ratio"`
 }
 
 // Defaults of the prober section.
@@ -62,6 +70,9 @@ func defaultProber() Prober {
 		DiscoveryInterval: time.Hour,
 		DiscoveryRetry:    time.Minute,
 		PassiveWindow:     5 * time.Minute,
+
+		PassiveDegradedFailures: 3,
+		PassiveDegradedRatio:    0.5,
 	}
 }
 
@@ -115,6 +126,12 @@ func (v *validator) prober() {
 	}
 	if p.DegradedLatency < 0 {
 		v.add("prober.degraded_latency", "must be >= 0, got %s", p.DegradedLatency)
+	}
+	if p.PassiveDegradedFailures < 0 {
+		v.add("prober.passive_degraded_failures", "must be >= 0 (0 turns the passive rule off), got %d", p.PassiveDegradedFailures)
+	}
+	if !(p.PassiveDegradedRatio > 0 && p.PassiveDegradedRatio <= 1) {
+		v.add("prober.passive_degraded_ratio", "must be above 0 and at most 1, got %v", p.PassiveDegradedRatio)
 	}
 }
 
