@@ -36,7 +36,12 @@ const (
 	// Healthy: the last check passed.
 	Healthy Status = "healthy"
 	// Degraded: the last check failed but fewer than unhealthy_after in a
-	// row, or it passed slower than degraded_latency.
+	// row, or it passed slower than degraded_latency, or the active check
+	// alone says healthy (or unknown) but the real requests proxies
+	// reported in the passive window failed too often
+	// (prober.passive_degraded_failures and passive_degraded_ratio;
+	// PassiveDegraded is set then). Degraded is advice: routing prefers
+	// other targets, Offline stays false.
 	Degraded Status = "degraded"
 	// Unhealthy: unhealthy_after or more checks in a row failed.
 	Unhealthy Status = "unhealthy"
@@ -105,8 +110,25 @@ type Record struct {
 	PassiveFailure uint64 `json:"passive_failure"`
 	// PassiveByKey breaks a provider record's passive counts down by key
 	// id (keys without attempts in the window are left out).
-	PassiveByKey        map[string]PassiveCounts `json:"passive_by_key,omitempty"`
-	ConsecutiveFailures int                      `json:"consecutive_failures"`
+	PassiveByKey map[string]PassiveCounts `json:"passive_by_key,omitempty"`
+	// PassiveLatencyMS is the average latency (ms, to the upstream's
+	// response headers) of the successful caller attempts in the passive
+	// window: a provider record over all its keys, a key record its own
+	// (0 when none succeeded).
+	PassiveLatencyMS float64 `json:"passive_latency_ms"`
+	// PassiveLatencyByModel is, on provider records, the same average by
+	// model (the configuration's model name); models without a successful
+	// attempt in the window are left out.
+	PassiveLatencyByModel map[string]float64 `json:"passive_latency_by_model,omitempty"`
+	// PassiveDegraded reports that Status is degraded by the passive rule:
+	// the active check alone says healthy (or there is none: unknown), but
+	// at least prober.passive_degraded_failures of the real requests in
+	// the window failed, and at least prober.passive_degraded_ratio of
+	// them. Reason says so ("passive: 4 of 6 real requests failed in the
+	// last 5m0s"). It clears by itself once the window no longer meets
+	// the rule.
+	PassiveDegraded     bool `json:"passive_degraded,omitempty"`
+	ConsecutiveFailures int  `json:"consecutive_failures"`
 	// AvgLatencyMS is an exponentially weighted average (alpha 0.3) of
 	// check latencies.
 	AvgLatencyMS float64 `json:"avg_latency_ms"`
@@ -125,6 +147,9 @@ type Record struct {
 	ModelsAt time.Time `json:"models_at,omitzero"`
 	// CheckedBy is the instance id of the prober that wrote the record.
 	CheckedBy string `json:"checked_by"`
+	// UpdatedAt is when the record was last written, by any write (a
+	// check, a passive refresh, a discovery), in UTC. Store.Put sets it.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 
 	// Revision is the bucket revision of the value (not serialised).
 	Revision uint64 `json:"-"`

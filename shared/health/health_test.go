@@ -213,3 +213,54 @@ func TestViewResumesAfterRestart(t *testing.T) {
 		t.Error("the record from before the restart is gone from the view")
 	}
 }
+
+// TestPutStampsUpdatedAt: every write of a record stamps updated_at (UTC),
+// whatever the record carried, and the passive latency fields go through
+// the bucket.
+func TestPutStampsUpdatedAt(t *testing.T) {
+	_, res := setup(t)
+	st := NewStore(res.Health)
+	ctx := context.Background()
+	stale := time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600))
+	before := time.Now().UTC()
+	rec := Record{Provider: "p1", Status: Degraded, UpdatedAt: stale, PassiveLatencyMS: 120.5,
+		PassiveLatencyByModel: map[string]float64{"m1": 100, "m2": 141}, PassiveDegraded: true}
+	if _, err := st.Put(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, "p1._")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UTC()
+	if got.UpdatedAt.Before(before) || got.UpdatedAt.After(after) || got.UpdatedAt.Location() != time.UTC {
+		t.Fatalf("updated_at = %v, want UTC between %v and %v", got.UpdatedAt, before, after)
+	}
+	if got.PassiveLatencyMS != 120.5 || fmt.Sprint(got.PassiveLatencyByModel) != "map[m1:100 m2:141]" || !got.PassiveDegraded {
+		t.Fatalf("passive fields %+v", got)
+	}
+	first := got.UpdatedAt
+	if _, err := st.Put(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.Get(ctx, "p1._")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.UpdatedAt.Before(first) || again.Revision <= got.Revision {
+		t.Fatalf("second write: updated_at %v (first %v), revision %d (first %d)", again.UpdatedAt, first, again.Revision, got.Revision)
+	}
+	e, err := res.Health.Get(ctx, "p1._")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(e.Value(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"updated_at", "passive_latency_ms", "passive_latency_by_model", "passive_degraded"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, e.Value())
+		}
+	}
+}

@@ -32,13 +32,14 @@ type Store struct {
 // NewStore returns a Store on kv.
 func NewStore(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
 
-// Put writes rec under its id (ID(rec.Provider, rec.Key) when empty) and
-// returns the new revision.
+// Put writes rec under its id (ID(rec.Provider, rec.Key) when empty),
+// stamped with UpdatedAt (now, UTC), and returns the new revision.
 func (s *Store) Put(ctx context.Context, rec Record) (uint64, error) {
 	if rec.ID == "" {
 		rec.ID = ID(rec.Provider, rec.Key)
 	}
 	rec.Version = SchemaVersion
+	rec.UpdatedAt = time.Now().UTC()
 	rec.Reason = redact.String(rec.Reason)
 	data, err := json.Marshal(rec)
 	if err != nil {
