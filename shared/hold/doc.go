@@ -51,6 +51,7 @@
 //
 //	held(r, until) --now >= until--> due --one lease (CAS)--> probing
 //	probing --serves-->             released (ramp; record expires at RampUntil)
+//	probing --serves, a trip hold short of success_threshold--> held(r, now), probe_successes+1
 //	probing --same class-->         held(r+1)
 //	probing --transient (5xx, net)-> held(r)
 //	probing --other failure-->      released ("settled"), the new failure held on its own scope
@@ -115,7 +116,12 @@
 // (default 5) it trips: the trip becomes a hold of the provider (or
 // provider+model), class transient, source breaker, cooldown 30 s, then one
 // probe like any hold; a failing probe doubles the cooldown up to
-// max_cooldown. The hold's lifecycle replaces gobreaker's half-open timer:
+// max_cooldown. With breaker.success_threshold N above 1 (default 1) the
+// trip hold is released by the Nth consecutive successful probe only: each
+// earlier success keeps it held, counted in Record.ProbeSuccesses, and due
+// again at once (probe event outcome counted), so the next probe, the
+// prober's or a caller's, re-checks it; a failed probe resets the count
+// and climbs the ladder. The hold's lifecycle replaces gobreaker's half-open timer:
 // when the hold is released, the breaker starts over closed.
 // BreakerStates reports closed, open (the trip hold waits) or half-open
 // (due, or its probe is out).
@@ -124,7 +130,7 @@
 //
 // Only the instance whose write won emits, so each transition is published
 // once fleet-wide: hold (a new hold; breaker trips also emit trip), probe
-// with Outcome released, escalated, same_rung or settled, and release with
+// with Outcome released, escalated, same_rung, settled or counted, and release with
 // Outcome probe, admin or credential (the Release source).
 //
 // # Configuration
@@ -134,7 +140,7 @@
 // (zero or unset: inherit). Keys: resilience.ladder.<class>.base/.ceiling,
 // stated_wait_floor, jitter, ramp.start_share, ramp.duration, probe.lease,
 // breaker.{enabled, scope, consecutive_failures, cooldown, max_cooldown,
-// failure_on_statuses}, all_held_policy (for the proxy: fail_fast or
+// failure_on_statuses, success_threshold}, all_held_policy (for the proxy: fail_fast or
 // try_soft; Engine.AdmitSoft lets a target held only by soft holds take
 // one request at a time fleet-wide, as an early probe of those holds).
 // trip_on rules are compiled by config.Load; Config.Classifier applies

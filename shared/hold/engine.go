@@ -547,20 +547,21 @@ func (e *Engine) adoptGone(in *intent) {
 
 func (e *Engine) event(kind EventKind, rec Record, outcome string) Event {
 	return Event{
-		Version:     EventSchemaVersion,
-		Kind:        kind,
-		HoldID:      rec.ID,
-		Scope:       rec.Scope,
-		Class:       rec.Class,
-		Rung:        rec.Rung,
-		Until:       rec.Until,
-		Reason:      rec.Reason,
-		Code:        rec.Code,
-		Fingerprint: rec.Fingerprint,
-		Outcome:     outcome,
-		Source:      rec.Source,
-		RecordedBy:  e.inst,
-		At:          e.clock.Now(),
+		Version:        EventSchemaVersion,
+		Kind:           kind,
+		HoldID:         rec.ID,
+		Scope:          rec.Scope,
+		Class:          rec.Class,
+		Rung:           rec.Rung,
+		Until:          rec.Until,
+		Reason:         rec.Reason,
+		Code:           rec.Code,
+		Fingerprint:    rec.Fingerprint,
+		Outcome:        outcome,
+		Source:         rec.Source,
+		ProbeSuccesses: rec.ProbeSuccesses,
+		RecordedBy:     e.inst,
+		At:             e.clock.Now(),
 	}
 }
 

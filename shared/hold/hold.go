@@ -184,6 +184,12 @@ type Record struct {
 	ReleasedBy    string `json:"released_by,omitempty"`
 	ReleaseSource string `json:"release_source,omitempty"`
 	Probe         *Probe `json:"probe,omitempty"`
+	// ProbeSuccesses counts the consecutive successful probes of a trip
+	// hold (class transient, source breaker) so far, while
+	// breaker.success_threshold asks for more than one: the hold stays
+	// held, due again at once, until the count reaches the threshold. A
+	// failed probe resets it; a release clears it.
+	ProbeSuccesses int `json:"probe_successes,omitempty"`
 
 	// Revision is the store's revision of this value (not serialised).
 	Revision uint64 `json:"-"`
@@ -301,12 +307,15 @@ type Event struct {
 	Reason      string        `json:"reason,omitempty"`
 	Code        string        `json:"code,omitempty"`
 	Fingerprint string        `json:"fingerprint,omitempty"`
-	// Outcome of a probe (released, escalated, same_rung, settled) or of a
-	// release (probe, admin, credential, expired).
-	Outcome    string    `json:"outcome,omitempty"`
-	Source     string    `json:"source,omitempty"`
-	RecordedBy string    `json:"recorded_by"`
-	At         time.Time `json:"at"`
+	// Outcome of a probe (released, escalated, same_rung, settled,
+	// counted) or of a release (probe, admin, credential, expired).
+	Outcome string `json:"outcome,omitempty"`
+	// ProbeSuccesses is the hold record's count of consecutive successful
+	// probes (a trip hold that needs breaker.success_threshold of them).
+	ProbeSuccesses int       `json:"probe_successes,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	RecordedBy     string    `json:"recorded_by"`
+	At             time.Time `json:"at"`
 
 	// Budget events: the client key id, its plan, the period (day, week
 	// or month) and its id (d20261130, w2026W49, m202611), the spend and

@@ -27,6 +27,9 @@ const (
 	ProbeEscalated = "escalated"
 	ProbeSameRung  = "same_rung"
 	ProbeSettled   = "settled"
+	// ProbeCounted: a successful probe of a trip hold that needs more of
+	// them (breaker.success_threshold): the hold stays, due again at once.
+	ProbeCounted = "counted"
 )
 
 // errPending: the hold is not in the store yet, so it cannot be leased.
@@ -198,11 +201,19 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	switch {
 	case out.Cancelled:
 		rec.State = StateHeld // give the lease back: due again at once
+	case out.OK && isTrip(rec) && rec.ProbeSuccesses+1 < set.Breaker.SuccessThreshold:
+		// not yet the last success the breaker asks for: still held, due
+		// again at once for the next probe
+		rec.State = StateHeld
+		rec.ProbeSuccesses++
+		rec.Until = now
+		ev = append(ev, e.event(EventProbe, rec, ProbeCounted))
 	case out.OK:
 		e.release(&rec, now, set, "probe")
 		ttl = set.RampDuration
 		ev = append(ev, e.event(EventProbe, rec, ProbeReleased), e.event(EventRelease, rec, "probe"))
 	default:
+		rec.ProbeSuccesses = 0
 		switch failure.ProbeSettlement(rec.Class, res.Class) {
 		case failure.Escalate:
 			rec.State = StateHeld
@@ -244,10 +255,16 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	}
 }
 
+// isTrip reports whether rec is a tripped circuit breaker's hold (class
+// transient, source breaker): the holds breaker.success_threshold applies
+// to.
+func isTrip(rec Record) bool { return rec.Class == failure.Transient && rec.Source == SourceBreaker }
+
 // release turns rec into a released record ramping from now, released by
 // this instance for source (probe, admin, credential, expired).
 func (e *Engine) release(rec *Record, now time.Time, set *Settings, source string) {
 	rec.State = StateReleased
+	rec.ProbeSuccesses = 0
 	rec.ReleasedBy = e.inst
 	rec.ReleaseSource = source
 	rec.Probe = nil

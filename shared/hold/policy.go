@@ -33,6 +33,11 @@ type BreakerPolicy struct {
 	// FailureOnStatuses: transient failures with these statuses count
 	// (status 0, a transport error or local timeout, always counts).
 	FailureOnStatuses []StatusRange
+	// SuccessThreshold is how many consecutive successful probes release
+	// a trip hold (breaker.success_threshold; 1 or less: the first). A
+	// success before the last keeps the hold, counted in its record's
+	// ProbeSuccesses, and makes it due again at once.
+	SuccessThreshold int
 }
 
 // Settings is the policy for one provider (or the global one).
@@ -94,6 +99,7 @@ func DefaultSettings() Settings {
 			Cooldown:            30 * time.Second,
 			MaxCooldown:         5 * time.Minute,
 			FailureOnStatuses:   []StatusRange{{500, 599}, {408, 408}},
+			SuccessThreshold:    1,
 		},
 		AllHeld:       config.AllHeldTrySoft,
 		CorrelateKeys: 2,
@@ -262,6 +268,9 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 	}
 	if b.MaxCooldown > 0 {
 		s.Breaker.MaxCooldown = b.MaxCooldown
+	}
+	if b.SuccessThreshold > 0 {
+		s.Breaker.SuccessThreshold = b.SuccessThreshold
 	}
 	if s.Breaker.MaxCooldown < s.Breaker.Cooldown {
 		errs = append(errs, fmt.Errorf("%s: %s.breaker.max_cooldown: %s is below cooldown %s (after defaults and global values)", src, at, s.Breaker.MaxCooldown, s.Breaker.Cooldown))
