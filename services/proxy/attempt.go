@@ -125,7 +125,8 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		return r.fail(t, &attemptError{err: transportError(err, timeout, callerDeadline)})
 	}
 	status := resp.StatusCode()
-	s.metrics.upstreamLatency(t.step.Provider.Name, time.Since(sent))
+	r.latency = time.Since(sent)
+	s.metrics.upstreamLatency(t.step.Provider.Name, r.latency)
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
 		return r.startStream(t, resp, sent)
 	}

@@ -16,7 +16,10 @@ import (
 type clientKey struct {
 	id   string
 	plan string // "" for none
-	own  modelSet
+	// region the key's requests prefer (or require) when they name none
+	region         string
+	regionRequired bool
+	own            modelSet
 	// planModels is nil when the plan does not restrict models.
 	planModels *modelSet
 }
@@ -55,7 +58,7 @@ func newClientKeys(cfg *config.Config) *clientKeys {
 	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models)}
+		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models), region: c.Region, regionRequired: c.RegionRequired}
 		if p := cfg.Plan(c.Plan); p != nil && len(p.Models) > 0 {
 			ms := newModelSet(p.Models)
 			k.planModels = &ms

@@ -21,6 +21,7 @@ const (
 	codeRequestTooLarge    = "request_too_large"
 	codeOverloaded         = "gateway_overloaded"
 	codeNoTarget           = "no_available_target"
+	codeNoMatchingTarget   = "no_matching_target"
 	codeAllFailed          = "all_providers_failed"
 	codeProviderError      = "provider_error"
 	codeStreamIncomplete   = "stream_incomplete"

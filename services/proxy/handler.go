@@ -87,6 +87,15 @@ type request struct {
 	streamDone  bool // the stream reached its terminal event
 	cancelled   bool // the caller hung up
 
+	// Selection: what routing knows of the request, and the walk over
+	// its route's candidates.
+	route *route.Route
+	sel   route.Request
+	cur   route.Cursor
+	// latency is the current attempt's time to the upstream's response
+	// headers (0: none yet).
+	latency time.Duration
+
 	attempts int
 	last     *attemptError // the last failure, for the final error message
 	// gone is set when the caller closed its connection while the request
@@ -151,13 +160,14 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, berr.code, berr.msg)}
 	}
 	r.model, r.stream = model, stream
-	steps, ok := r.rt.table.Resolve(model)
+	rte, ok := r.rt.table.Resolve(model)
 	if !ok {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
 			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
 	}
 	r.resolved = s.metrics.modelLabel(model)
+	steps := rte.Steps
 	if kind, ok := wrongKind(steps, ep.op); !ok {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
@@ -180,7 +190,8 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: err}
 	}
 	r.deadline = s.deadline(c, r.started)
-	return r.run(c, steps)
+	r.selection(c, rte)
+	return r.run(c, rte)
 }
 
 // wrongKind reports whether some step of a model can serve op: a chat
@@ -360,7 +371,7 @@ type outcome struct {
 // (503), or try the targets held only by soft holds (a tripped breaker, a
 // rate limit) in declared order, so that bookkeeping never makes things
 // worse than having no breaker.
-func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
+func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	r.estIn = int64(len(r.body) / 4)
@@ -370,18 +381,18 @@ func (r *request) run(c *fiber.Ctx, steps []route.Step) outcome {
 		}
 	}
 	p := pass{gate: r.s.engine}
-	if out, done := r.pass(c, steps, &p); done {
+	if out, done := r.pass(c, rte, &p); done {
 		return out
 	}
 	if r.attempts == 0 && p.denied && p.unsupported == nil && !r.expired() &&
 		r.s.engine.Policy().Global.AllHeld == config.AllHeldTrySoft {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
-		if out, done := r.pass(c, steps, &p); done {
+		if out, done := r.pass(c, rte, &p); done {
 			return out
 		}
 	}
-	return r.exhausted(c, steps, &p)
+	return r.exhausted(c, rte, &p)
 }
 
 // pass is the state of one walk over the steps.
@@ -393,15 +404,18 @@ type pass struct {
 	unsupported error
 }
 
-// pass walks the steps once. done reports that a response was produced.
-func (r *request) pass(c *fiber.Ctx, steps []route.Step, p *pass) (outcome, bool) {
+// pass walks the route's candidates once, in its policy's order. done
+// reports that a response was produced.
+func (r *request) pass(c *fiber.Ctx, rte *route.Route, p *pass) (outcome, bool) {
 	s := r.s
 	maxAttempts := s.cfg.Limits.MaxAttempts
+	cur := &r.cur
+	rte.Start(cur, &r.sel)
 steps:
-	for i := range steps {
-		step := &steps[i]
-		if !step.Usable() || !step.Provider.Adapter.Supports(r.ep.op) {
-			continue
+	for {
+		step, _ := cur.Next()
+		if step == nil {
+			break
 		}
 		body, err := r.bodyFor(step)
 		if err != nil {
@@ -409,15 +423,17 @@ steps:
 			continue
 		}
 		var tried uint64
+		r.keyHash(c, step.Provider)
 	keys:
 		for {
-			key, adm := step.Provider.Pick(step.Model, p.gate, tried)
+			key, adm := step.Provider.Pick(step.Model, p.gate, tried, &r.sel)
 			if key == nil {
 				if len(step.Provider.Keys) > bits(tried) {
 					p.denied = true
 				}
 				continue steps
 			}
+			cur.Progress()
 			p.candidates++
 			tried |= 1 << uint(key.Index())
 			t := target{step: step, key: key}
@@ -435,6 +451,7 @@ steps:
 						// The target answered; the passive count waits for
 						// the stream's end (a stream cut mid-way fails it).
 						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true})
+						r.observeLatency(step, key)
 					} else {
 						r.report(step, key, probe, hold.Outcome{OK: true})
 					}
@@ -479,25 +496,37 @@ steps:
 }
 
 // report gives one attempt's outcome to the hold engine and to the
-// passive counters (one call per attempt).
+// passive counters (one call per attempt); a success's latency also feeds
+// the target's and the key's averages.
 func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
 	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
-	r.rt.passive.count(step.Provider.Index, key.Index(), out)
+	if out.OK {
+		r.observeLatency(step, key)
+	}
+	r.rt.passive.count(step, key.Index(), out, r.latency)
 }
 
 // exhausted answers a request no target served.
-func (r *request) exhausted(c *fiber.Ctx, steps []route.Step, p *pass) outcome {
+func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	switch {
 	case r.attempts == 0 && p.unsupported != nil:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
 	case r.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
+	case r.attempts == 0 && !p.denied && r.unfit(rte):
+		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))
+		r.logger().Warn("no target fits the request", "model", r.model, "rejected", r.rejections(rte))
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeNoMatchingTarget, msg)}
 	case r.attempts == 0:
 		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
 		if p.denied {
 			msg = fmt.Sprintf("every target of `%s` is held out of rotation", r.model)
 		}
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(r.s.retryAfter(steps)))
+		if why := r.rejections(rte); why != "" {
+			msg += "; rejected: " + why
+			r.logger().Warn("no target available", "model", r.model, "rejected", why)
+		}
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(r.s.retryAfter(rte.Steps)))
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 
+	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/health"
 )
 
@@ -29,4 +30,24 @@ func (s *Service) runHealth(ctx context.Context) {
 	// on leader elections of the bucket and when it stalls or closes; the
 	// fleet member owns the connection.
 	_ = view.Run(ctx, res.Health, s.member.Conn(), s.log.With("component", "health"))
+}
+
+// healthOf reads a provider's health from the records: offline (unhealthy
+// or its circuit open), healthy, degraded, or unknown (no record, or no
+// check).
+func healthOf(snap *health.Snapshot) func(provider string) route.Health {
+	return func(provider string) route.Health {
+		rec, ok := snap.Get(provider, "")
+		switch {
+		case !ok:
+			return route.HealthUnknown
+		case rec.Offline():
+			return route.HealthOffline
+		case rec.Status == health.Healthy:
+			return route.HealthHealthy
+		case rec.Status == health.Degraded:
+			return route.HealthDegraded
+		}
+		return route.HealthUnknown
+	}
 }

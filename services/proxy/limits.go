@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"sync"
 
@@ -37,10 +38,15 @@ func newPlanLimits(cfg *config.Config, instance string, nc *nats.Conn,
 	lim, err := quota.New(quota.Options{
 		Instance: instance, Conn: nc, Interval: cfg.Metering.LimitsInterval, Log: log,
 		OnExhausted: func(x quota.Exhaustion) {
-			emit(hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
+			ev := hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
 				Client: x.Client, Plan: x.Plan, Period: x.Period, PeriodID: x.PeriodID,
 				SpendUSD: x.SpendUSD, BudgetUSD: x.BudgetUSD, Until: x.Ends,
-				Reason: fmt.Sprintf("%s budget of plan %q exhausted", x.Period, x.Plan)})
+				Reason: fmt.Sprintf("%s budget of plan %q exhausted", x.Period, x.Plan)}
+			if p, ok := strings.CutPrefix(x.Client, ProviderBudgetPrefix); ok {
+				ev.Scope, ev.Plan = hold.Scope{Kind: hold.ScopeProvider, Provider: p}, ""
+				ev.Reason = fmt.Sprintf("%s budget of provider %s exhausted", x.Period, p)
+			}
+			emit(ev)
 		},
 	})
 	if err != nil {
@@ -130,4 +136,7 @@ func (r *request) done(rec *usage.Record) {
 	}
 	r.s.limits.lim.Done(r.ticket, tokens, cost, known)
 	r.ticket = quota.Ticket{}
+	if known && rec.Provider != "" {
+		r.rt.budgets.charge(rec.Provider, tokens, cost)
+	}
 }

@@ -24,11 +24,14 @@ type passiveProvider struct {
 	name    string
 	subject string
 	keys    []passiveKey // by route.Key.Index
+	models  []passiveKey // by route.Step.ModelIndex
 }
 
+// passiveKey counts one key's (or one model's) attempts: latency sums the
+// successful ones' latency in microseconds.
 type passiveKey struct {
-	id               string
-	success, failure atomic.Uint64
+	id                          string
+	success, failure, latencyUS atomic.Uint64
 }
 
 func newPassiveCounters(t *route.Table) *passiveCounters {
@@ -45,6 +48,20 @@ func newPassiveCounters(t *route.Table) *passiveCounters {
 			pp.keys[k.Index()].id = k.ID
 		}
 	}
+	for _, n := range t.Names {
+		rt, _ := t.Resolve(n.ID)
+		for i := range rt.Steps {
+			st := &rt.Steps[i]
+			if st.Provider == nil {
+				continue
+			}
+			pp := &pc.providers[st.Provider.Index]
+			for len(pp.models) <= st.ModelIndex {
+				pp.models = append(pp.models, passiveKey{})
+			}
+			pp.models[st.ModelIndex].id = st.Model
+		}
+	}
 	return pc
 }
 
@@ -53,16 +70,22 @@ func newPassiveCounters(t *route.Table) *passiveCounters {
 // out of time, not for a request the provider refused for what it asked
 // (request_rejected), not for an answer the classifier did not recognise.
 // A nil receiver (reports off) counts nothing.
-func (pc *passiveCounters) count(providerIndex, keyIndex int, out hold.Outcome) {
+func (pc *passiveCounters) count(step *route.Step, keyIndex int, out hold.Outcome, latency time.Duration) {
 	if pc == nil {
 		return
 	}
-	k := &pc.providers[providerIndex].keys[keyIndex]
+	p := &pc.providers[step.Provider.Index]
+	k, m := &p.keys[keyIndex], &p.models[step.ModelIndex]
 	switch {
 	case out.OK:
+		us := uint64(max(latency.Microseconds(), 0))
 		k.success.Add(1)
+		k.latencyUS.Add(us)
+		m.success.Add(1)
+		m.latencyUS.Add(us)
 	case countsAgainstTarget(out):
 		k.failure.Add(1)
+		m.failure.Add(1)
 	}
 }
 
@@ -86,24 +109,13 @@ type publisher interface {
 func (pc *passiveCounters) flush(pub publisher, instance string, now time.Time, interval time.Duration) (sent, dropped int) {
 	for i := range pc.providers {
 		p := &pc.providers[i]
-		var keys map[string]health.PassiveCounts
-		for j := range p.keys {
-			k := &p.keys[j]
-			c := health.PassiveCounts{Success: k.success.Swap(0), Failure: k.failure.Swap(0)}
-			if c.IsZero() {
-				continue
-			}
-			if keys == nil {
-				keys = make(map[string]health.PassiveCounts, len(p.keys))
-			}
-			keys[k.id] = c
-		}
+		keys, models := takeCounts(p.keys), takeCounts(p.models)
 		if keys == nil {
 			continue
 		}
 		data, err := json.Marshal(health.PassiveReport{
 			Version: health.PassiveVersion, Provider: p.name, Instance: instance,
-			At: now.UTC(), IntervalMS: interval.Milliseconds(), Keys: keys,
+			At: now.UTC(), IntervalMS: interval.Milliseconds(), Keys: keys, Models: models,
 		})
 		if err != nil || !pub.IsConnected() || pub.Publish(p.subject, data) != nil {
 			dropped++
@@ -112,6 +124,25 @@ func (pc *passiveCounters) flush(pub publisher, instance string, now time.Time, 
 		sent++
 	}
 	return sent, dropped
+}
+
+// takeCounts takes the counts since the previous flush, by id (nil when
+// none).
+func takeCounts(ks []passiveKey) map[string]health.PassiveCounts {
+	var out map[string]health.PassiveCounts
+	for j := range ks {
+		k := &ks[j]
+		c := health.PassiveCounts{Success: k.success.Swap(0), Failure: k.failure.Swap(0),
+			LatencyMSSum: float64(k.latencyUS.Swap(0)) / 1000}
+		if c.IsZero() || k.id == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]health.PassiveCounts, len(ks))
+		}
+		out[k.id] = c
+	}
+	return out
 }
 
 // runPassive publishes the passive counters every

@@ -21,28 +21,33 @@ import (
 func passiveTable(t testing.TB) *route.Table {
 	t.Helper()
 	oa, an := startFakes(t)
-	table, err := route.Build(baseConfig(oa, an))
+	table, err := route.Build(baseConfig(oa, an), route.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return table
 }
 
-// keyIndex finds a key of a provider in the table.
-func keyIndex(t testing.TB, table *route.Table, provider, keyID string) (int, int) {
+// keyIndex finds a key of a provider in the table, with the step of the
+// provider's first model.
+func keyIndex(t testing.TB, table *route.Table, provider, keyID string) (*route.Step, int) {
 	t.Helper()
 	for _, p := range table.Providers {
 		if p.Name != provider {
 			continue
 		}
-		for _, k := range p.Keys {
-			if k.ID == keyID {
-				return p.Index, k.Index()
+		for _, n := range table.Names {
+			if rt, _ := table.Resolve(n.ID); n.OwnedBy == provider && rt.Kind == "model" {
+				for _, k := range p.Keys {
+					if k.ID == keyID {
+						return &rt.Steps[0], k.Index()
+					}
+				}
 			}
 		}
 	}
 	t.Fatalf("no key %s/%s", provider, keyID)
-	return 0, 0
+	return nil, 0
 }
 
 func TestPassiveCount(t *testing.T) {
@@ -69,15 +74,15 @@ func TestPassiveCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pc := newPassiveCounters(table)
-			pc.count(pi, ki, tt.out)
-			k := &pc.providers[pi].keys[ki]
+			pc.count(pi, ki, tt.out, 0)
+			k := &pc.providers[pi.Provider.Index].keys[ki]
 			if k.id != "a2" || k.success.Load() != tt.success || k.failure.Load() != tt.failure {
 				t.Fatalf("key %s: success %d failure %d, want %d %d", k.id, k.success.Load(), k.failure.Load(), tt.success, tt.failure)
 			}
 		})
 	}
 	var off *passiveCounters
-	off.count(pi, ki, hold.Outcome{OK: true}) // reports off: a no-op
+	off.count(pi, ki, hold.Outcome{OK: true}, 0) // reports off: a no-op
 }
 
 // fakePublisher records what flush publishes.
@@ -103,10 +108,10 @@ func TestPassiveFlush(t *testing.T) {
 	a1p, a1 := keyIndex(t, table, "fake-openai", "a1")
 	_, a2 := keyIndex(t, table, "fake-openai", "a2")
 	for range 3 {
-		pc.count(a1p, a1, hold.Outcome{Result: failure.Result{Class: failure.Transient}})
+		pc.count(a1p, a1, hold.Outcome{Result: failure.Result{Class: failure.Transient}}, 0)
 	}
 	for range 5 {
-		pc.count(a1p, a2, hold.Outcome{OK: true})
+		pc.count(a1p, a2, hold.Outcome{OK: true}, 40*time.Millisecond)
 	}
 	pub := &fakePublisher{connected: true}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -120,10 +125,14 @@ func TestPassiveFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]health.PassiveCounts{"a1": {Failure: 3}, "a2": {Success: 5}}
+	want := map[string]health.PassiveCounts{"a1": {Failure: 3}, "a2": {Success: 5, LatencyMSSum: 200}}
 	if rep.Provider != "fake-openai" || rep.Instance != "proxy-test" || rep.IntervalMS != 10000 || !rep.At.Equal(now) ||
 		len(rep.Keys) != 2 || rep.Keys["a1"] != want["a1"] || rep.Keys["a2"] != want["a2"] {
 		t.Fatalf("report %s", pub.msgs[0].Data)
+	}
+	// The same attempts by model, with the average latency of the successes.
+	if m := rep.Models[a1p.Model]; len(rep.Models) != 1 || m.Success != 5 || m.Failure != 3 || m.AvgLatencyMS() != 40 {
+		t.Fatalf("models of the report %s", pub.msgs[0].Data)
 	}
 
 	// Nothing new: nothing published.
@@ -132,13 +141,13 @@ func TestPassiveFlush(t *testing.T) {
 	}
 
 	// NATS down: the report is dropped and its counts are not carried over.
-	pc.count(a1p, a2, hold.Outcome{OK: true})
+	pc.count(a1p, a2, hold.Outcome{OK: true}, 0)
 	down := &fakePublisher{}
 	if sent, dropped := pc.flush(down, "proxy-test", now, time.Second); sent != 0 || dropped != 1 {
 		t.Fatalf("flush while down: sent %d dropped %d", sent, dropped)
 	}
 	failing := &fakePublisher{connected: true, err: errors.New("nats: connection closed")}
-	pc.count(a1p, a2, hold.Outcome{OK: true})
+	pc.count(a1p, a2, hold.Outcome{OK: true}, 0)
 	if sent, dropped := pc.flush(failing, "proxy-test", now, time.Second); sent != 0 || dropped != 1 {
 		t.Fatalf("flush with a failing publish: sent %d dropped %d", sent, dropped)
 	}
@@ -154,8 +163,8 @@ func TestPassiveCountAllocs(t *testing.T) {
 	pi, ki := keyIndex(t, table, "fake-anthropic", "b2")
 	out := hold.Outcome{Result: failure.Result{Class: failure.Transient}, Status: 503}
 	if n := testing.AllocsPerRun(1000, func() {
-		pc.count(pi, ki, hold.Outcome{OK: true})
-		pc.count(pi, ki, out)
+		pc.count(pi, ki, hold.Outcome{OK: true}, 0)
+		pc.count(pi, ki, out, 0)
 	}); n != 0 {
 		t.Fatalf("count allocates %.1f times per call", n)
 	}
@@ -169,7 +178,7 @@ func BenchmarkPassiveCount(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			pc.count(pi, ki, out)
+			pc.count(pi, ki, out, 0)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/fleet"
@@ -78,10 +79,13 @@ type Service struct {
 	metrics       *proxyMetrics
 	meter         *meter
 	limits        *planLimits
-	started       time.Time
-	baseCtx       context.Context
-	stop          context.CancelFunc
-	app           *fiber.App
+	// latency keeps the targets' and keys' latency averages across
+	// routing versions.
+	latency *route.LatencyBook
+	started time.Time
+	baseCtx context.Context
+	stop    context.CancelFunc
+	app     *fiber.App
 }
 
 // New builds a proxy from a validated configuration.
@@ -104,6 +108,10 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s.member, s.engine = m, m.Engine
 	s.passiveOn = deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0
+	s.latency = route.NewLatencyBook()
+	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	rt, err := s.newRouting(cfg, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -117,9 +125,6 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
-	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
 	s.app = s.newApp()
 	return s, nil
 }

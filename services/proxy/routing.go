@@ -32,6 +32,9 @@ type routing struct {
 	modelsBody [2][]byte        // by provider.Format of the caller
 	plans      map[string]*quota.Limits
 	prices     *usage.Table
+	// budgets are the providers' budgets (nil: no provider has one).
+	budgets      *providerBudgets
+	latencyAlpha float64
 
 	// active counts the requests that started on this routing and have
 	// not finished; a retired routing closes its own connection pools
@@ -44,13 +47,17 @@ type routing struct {
 // change; secrets rotated through the admin API replace the configured
 // ones, as they do on the routing in use.
 func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*routing, error) {
-	table, err := route.Build(cfg)
+	prices := usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))
+	table, err := route.Build(cfg, route.Options{Latency: s.latency, Prices: prices})
 	if err != nil {
 		return nil, fmt.Errorf("build routes: %w", err)
 	}
 	rt := &routing{cfg: cfg, version: version, table: table, clients: newClientKeys(cfg),
-		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{},
-		prices: usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))}
+		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{}, prices: prices,
+		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
+	if rt.latencyAlpha == 0 {
+		rt.latencyAlpha = config.DefaultLatencyAlpha
+	}
 	for name, p := range cfg.Plans {
 		rt.plans[name] = quota.LimitsOf(name, p)
 	}
@@ -72,7 +79,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		rt.passive = newPassiveCounters(table)
 	}
 	if snap := s.health.Load(); snap != nil {
-		table.SetHealth(snap.Offline, snap.KeyUnhealthy)
+		table.SetHealth(healthOf(snap), snap.KeyUnhealthy)
 	}
 	rt.modelsBody = s.modelLists(table.Names)
 	return rt, nil
@@ -159,7 +166,7 @@ func (s *Service) setHealth(snap *health.Snapshot) {
 	s.health.Store(snap)
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.rt.Load().table.SetHealth(snap.Offline, snap.KeyUnhealthy)
+	s.rt.Load().table.SetHealth(healthOf(snap), snap.KeyUnhealthy)
 }
 
 // RoutingVersion is the version of the routing configuration in use (0:

@@ -251,7 +251,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		}
 	}
 	status := http.StatusOK
-	pi, ki := rl.t.step.Provider.Index, rl.t.key.Index()
+	st, ki := rl.t.step, rl.t.key.Index()
 	r.estOut = int64(events) // about a token per content event
 	r.streamDone = rl.done && !rl.upErr
 	switch {
@@ -262,14 +262,14 @@ func (rl *relay) run(w *bufio.Writer) {
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
 		if rl.upErr && !rl.done { // the upstream's own error event ended it
-			r.rt.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}})
+			r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
 		} else {
-			r.rt.passive.count(pi, ki, hold.Outcome{OK: true})
+			r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency)
 		}
 	default:
 		status = http.StatusBadGateway
 		// Cut before its terminal event: the target failed this request.
-		r.rt.passive.count(pi, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}})
+		r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}}, 0)
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
 			msg += ": " + rl.errorText(readErr)

@@ -39,6 +39,9 @@ type Config struct {
 	Metering Metering        `koanf:"metering"`
 	Plans    map[string]Plan `koanf:"plans"`
 	Prices   []Price         `koanf:"prices"`
+	// Routing is how targets are chosen where the configuration leaves a
+	// choice (plain model names, chains without a strategy of their own).
+	Routing Routing `koanf:"routing"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -182,8 +185,24 @@ type Provider struct {
 	Headers map[string]string `koanf:"headers"`
 	// APIVersion is Azure's api-version or Anthropic's anthropic-version.
 	APIVersion string `koanf:"api_version"`
-	// Selection among keys of equal priority: round_robin or weighted.
-	Selection   string      `koanf:"selection"`
+	// Selection among keys of equal priority: round_robin, weighted or
+	// least_latency.
+	Selection string `koanf:"selection"`
+	// HashOn makes weighted selection sticky: the key is chosen by a
+	// stable hash of a request attribute (client, user, header:<Name>)
+	// instead of smooth weighted round robin.
+	HashOn string `koanf:"hash_on"`
+	// PriorityOrder is highest_first (the default: a larger priority is
+	// tried first) or lowest_first (priority 1 before 2).
+	PriorityOrder string `koanf:"priority_order"`
+	// Region is where the provider serves from (eu, us-east, ...), for
+	// region routing; "" is no region.
+	Region string `koanf:"region"`
+	// Budget caps the provider's spend (USD per day, week, month,
+	// fleet-wide): a provider over it is skipped, and budget_aware
+	// routing skips it when the request's estimated cost exceeds what is
+	// left.
+	Budget      Budget      `koanf:"budget"`
 	Timeouts    Timeouts    `koanf:"timeouts"`
 	Resilience  Resilience  `koanf:"resilience"`
 	HealthCheck HealthCheck `koanf:"health_check"`
@@ -222,6 +241,13 @@ type Model struct {
 	Upstream string `koanf:"upstream"`
 	// Kind is chat or embedding.
 	Kind string `koanf:"kind"`
+	// Capabilities the model has (tools, vision, audio, json_schema,
+	// reasoning); unset: unknown (capability routing gives it the
+	// benefit of the doubt unless fail_closed).
+	Capabilities []string `koanf:"capabilities"`
+	// ContextWindow and MaxOutput are in tokens (0: unknown).
+	ContextWindow int `koanf:"context_window"`
+	MaxOutput     int `koanf:"max_output"`
 }
 
 // Resilience is the failure handling: the hold ladder, stated waits,
@@ -332,6 +358,17 @@ type HealthCheck struct {
 // Chain is a virtual model: an ordered list of steps.
 type Chain struct {
 	Steps []ChainStep `koanf:"steps"`
+	// Strategy orders the steps (routing.strategy when unset).
+	Strategy string `koanf:"strategy"`
+	// HashOn makes the weighted strategy sticky (routing.hash_on when
+	// unset).
+	HashOn string `koanf:"hash_on"`
+	// Region is the region the region_affinity strategy prefers when the
+	// request names none.
+	Region string `koanf:"region"`
+	// FailClosed rejects steps of unknown health or missing metadata
+	// (routing.fail_closed when unset).
+	FailClosed *bool `koanf:"fail_closed"`
 }
 
 // ChainStep is one step of a chain, a provider/model target. An inactive
@@ -339,6 +376,8 @@ type Chain struct {
 type ChainStep struct {
 	Target string `koanf:"target"` // provider/model
 	Active *bool  `koanf:"active"`
+	// Weight is the step's share under the weighted strategy (default 1).
+	Weight int `koanf:"weight"`
 
 	// Unavailable is set by Load when the step's provider is an optional
 	// provider that was skipped (see Config.Skipped). The step keeps its
@@ -361,6 +400,10 @@ type ClientKey struct {
 	// Plan names the plan (plans.<name>) whose limits the key's requests
 	// count against; "" for none.
 	Plan string `koanf:"plan"`
+	// Region is the region the key's requests prefer (or, with
+	// RegionRequired, must be served in) when they name none.
+	Region         string `koanf:"region"`
+	RegionRequired bool   `koanf:"region_required"`
 
 	// Value is the resolved secret, filled in by Load.
 	Value Secret `koanf:"-"`

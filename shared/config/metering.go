@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -117,15 +118,23 @@ func (v *validator) plans() {
 				v.add(at+"."+key, "must be >= 0 (0: no limit), got %d", val)
 			}
 		}
-		for key, val := range map[string]float64{"day": p.Budget.Day, "week": p.Budget.Week, "month": p.Budget.Month} {
-			if val < 0 {
-				v.add(at+".budget."+key, "must be >= 0 (0: no budget), got %g", val)
-			}
-		}
+		v.budget(at+".budget", p.Budget)
 	}
 	for i, cl := range v.cfg.Clients {
 		if cl.Plan != "" && v.cfg.Plan(cl.Plan) == nil {
 			v.add(fmt.Sprintf("clients[%d].plan", i), "no plan named %q (plans: %s)", cl.Plan, joinOrNone(names))
+		}
+	}
+}
+
+// budget checks a budget's amounts (USD, 0: none).
+func (v *validator) budget(at string, b Budget) {
+	for _, f := range [...]struct {
+		key string
+		val float64
+	}{{"day", b.Day}, {"week", b.Week}, {"month", b.Month}} {
+		if f.val < 0 || math.IsNaN(f.val) || math.IsInf(f.val, 0) {
+			v.add(at+"."+f.key, "must be >= 0 (0: no budget), got %g", f.val)
 		}
 	}
 }

@@ -85,6 +85,7 @@ func (c *Config) Validate() error {
 	v.providers()
 	v.aliases()
 	v.chains()
+	v.routing()
 	v.clients()
 	v.plans()
 	v.prices()
@@ -302,9 +303,7 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 	if p.Type == "azure" && p.APIVersion == "" {
 		v.add(at+".api_version", "must be set for type azure")
 	}
-	if p.Selection != "" {
-		v.oneOf(at+".selection", p.Selection, SelectionRoundRobin, SelectionWeighted)
-	}
+	v.providerRouting(at, p)
 
 	if len(p.Keys) == 0 && known && !keysOptional(p.Type) {
 		v.add(at+".keys", "must list at least one key (only vllm and ollama may have none)")

@@ -336,6 +336,70 @@ func (l *Limiter) Done(t Ticket, tokens int64, costUSD float64, costKnown bool) 
 	}
 }
 
+// Charge counts spend and tokens against id without an admission: for a
+// budget that is not a caller's, such as a provider's (the proxy charges
+// "_provider_<name>" with what each request served there cost). lim is
+// kept like Admit keeps it: an exhausted period is recorded fleet-wide.
+func (l *Limiter) Charge(id string, lim *Limits, tokens int64, costUSD float64) {
+	c := l.client(id)
+	now := l.now()
+	p := l.periodsAt(now)
+	m, _ := minuteOf(now)
+	c.mu.Lock()
+	c.roll(m, p)
+	c.lim = lim
+	if tokens > 0 {
+		c.cur.tok += tokens
+	}
+	claim := false
+	if costUSD > 0 && !math.IsInf(costUSD, 0) && !math.IsNaN(costUSD) {
+		for i := range c.spend {
+			c.spend[i].usd += costUSD
+		}
+		claim = c.needsClaim(p)
+	}
+	c.mu.Unlock()
+	if claim {
+		l.poke()
+	}
+}
+
+// Remaining is what is left (USD, never below 0) of the tightest budget
+// period of id under lim, fleet-wide as this instance sees it; false when
+// lim has no budget. An exhausted period leaves 0. It reads memory only.
+func (l *Limiter) Remaining(id string, lim *Limits) (float64, bool) {
+	if lim == nil || lim.Budget == (config.Budget{}) {
+		return 0, false
+	}
+	left := math.Inf(1)
+	c := (*l.clients.Load())[id]
+	if c == nil {
+		for i := range 3 {
+			if b := lim.budget(i); b > 0 {
+				left = min(left, b)
+			}
+		}
+		return left, true
+	}
+	now := l.now()
+	p := l.periodsAt(now)
+	m, _ := minuteOf(now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roll(m, p)
+	for i := range 3 {
+		b := lim.budget(i)
+		if b <= 0 {
+			continue
+		}
+		if c.exhausted(i, p) {
+			return 0, true
+		}
+		left = min(left, max(b-c.spendOf(i, p), 0))
+	}
+	return left, true
+}
+
 // poke wakes the report loop (an exhausted key to record).
 func (l *Limiter) poke() {
 	select {

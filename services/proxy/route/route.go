@@ -1,8 +1,11 @@
-// Package route turns a requested model name into an ordered list of
-// provider targets, and chooses a key for each: highest priority first,
-// round-robin or weighted among keys of equal priority, skipping what the
+// Package route turns a requested model name into a route (its steps, each a
+// provider and a model, and the policy that orders them), walks a request's
+// candidates in the policy's order (select.go), and chooses a key for each
+// step: by priority, then round robin, weighted (smooth or by a sticky
+// hash) or least latency among keys of equal priority, skipping what the
 // hold engine says is held. Everything is computed when the configuration is
-// loaded; a lookup is a map read and a few atomic adds, with no allocation.
+// loaded; a lookup is a map read and a few atomic loads and adds, with no
+// allocation.
 package route
 
 import (
@@ -14,6 +17,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/usage"
 )
 
 // Admitter answers "may a request use this target now?" from memory: the
@@ -32,9 +36,11 @@ type Key struct {
 	ID       string
 	Priority int
 	Weight   int
-	secret   atomic.Pointer[config.Secret]
-	gen      atomic.Uint64 // bumped by every secret change
-	index    int
+	// Latency is the key's observed latency (all models).
+	Latency *Latency
+	secret  atomic.Pointer[config.Secret]
+	gen     atomic.Uint64 // bumped by every secret change
+	index   int
 }
 
 // Secret returns the credential for the upstream request header.
@@ -83,13 +89,35 @@ type Provider struct {
 	Adapter *provider.Adapter
 	// Index is the provider's position in the configuration.
 	Index int
-	// Keys are ordered by priority, highest first.
-	Keys   []*Key
-	groups []*group
+	// Region is where the provider serves from ("" none).
+	Region string
+	// Budgeted says the provider has a budget (Request.Budget reads it).
+	Budgeted bool
+	// HashOn is the attribute its weighted key selection hashes ("": smooth
+	// weighted round robin); Request.KeyHash carries the request's.
+	HashOn string
+	// Keys are ordered by priority (highest first, or lowest first with
+	// priority_order lowest_first).
+	Keys      []*Key
+	groups    []*group
+	selection keySelection
 	// sick has the bit of each key whose own health checks fail (by
 	// index): Pick tries them after the others.
-	sick atomic.Uint64
+	sick   atomic.Uint64
+	health atomic.Uint32 // a Health
 }
+
+// Health is the provider's health as last applied (SetHealth).
+func (p *Provider) Health() Health { return Health(p.health.Load()) }
+
+type keySelection uint8
+
+const (
+	selectRoundRobin keySelection = iota
+	selectWeighted                // smooth weighted round robin
+	selectHash                    // weighted, by the request's hash
+	selectLeastLatency
+)
 
 type group struct {
 	wheel []uint8 // key indices, repeated by weight for weighted selection
@@ -103,8 +131,40 @@ type Step struct {
 	// sent to the provider.
 	Model    string
 	Upstream string
-	Kind     string // chat or embedding
-	Active   bool
+	// ModelIndex is the model's position in its provider's models.
+	ModelIndex int
+	Kind       string // chat or embedding
+	Active     bool
+	// Weight is the step's share under the weighted strategy.
+	Weight int
+	// Caps are the model's capabilities (capsKnown: declared);
+	// ContextWindow and MaxOutput its limits in tokens (0: unknown).
+	Caps          Caps
+	capsKnown     bool
+	ContextWindow int64
+	MaxOutput     int64
+	// Latency is the model's observed latency on the provider.
+	Latency *Latency
+	price   usage.Price
+	priced  bool
+}
+
+// Route is what a model name resolves to: its steps and the policy that
+// orders them. Aliases share their target's route.
+type Route struct {
+	// Name is the id it was built for: chain:<name>, provider/model or a
+	// plain model name.
+	Name string
+	// Kind is chain, model (one provider/model) or plain (a model name
+	// several providers may serve).
+	Kind   string
+	Steps  []Step
+	Policy Policy
+
+	wheel        []uint8 // step indices by weight (weighted strategy)
+	next         atomic.Uint32
+	explore      atomic.Uint32
+	exploreEvery uint32 // 0: never explore
 }
 
 // Usable reports whether the step takes traffic.
@@ -112,13 +172,22 @@ func (s *Step) Usable() bool { return s.Active && s.Provider != nil }
 
 // Table resolves model names. It is immutable once built.
 type Table struct {
-	byName    map[string][]Step
+	byName    map[string]*Route
 	Providers []*Provider
 	// Names are the model ids the gateway serves, for GET /v1/models, in a
 	// stable order.
 	Names []ModelName
 
-	health atomic.Pointer[healthState] // nil: no health applied
+	visible atomic.Pointer[[]ModelName] // nil: all of Names
+}
+
+// Options are what Build takes besides the configuration.
+type Options struct {
+	// Latency keeps the latency averages across tables (nil: a new book).
+	Latency *LatencyBook
+	// Prices are the price table least_cost and budget_aware read (nil:
+	// no step is priced).
+	Prices *usage.Table
 }
 
 // ModelName is one id listed by GET /v1/models.
@@ -129,21 +198,35 @@ type ModelName struct {
 }
 
 // Build computes the table from a validated configuration.
-func Build(cfg *config.Config) (*Table, error) {
-	t := &Table{byName: map[string][]Step{}}
+func Build(cfg *config.Config, o Options) (*Table, error) {
+	if o.Latency == nil {
+		o.Latency = NewLatencyBook()
+	}
+	t := &Table{byName: map[string]*Route{}}
 	byProvider := map[string]*Provider{}
-	models := map[string]map[string]config.Model{}
+	models := map[string]map[string]int{} // model index by provider and name
 	for i, pc := range cfg.Providers {
-		p, err := newProvider(i, pc)
+		p, err := newProvider(i, pc, o.Latency)
 		if err != nil {
 			return nil, err
 		}
 		t.Providers = append(t.Providers, p)
 		byProvider[p.Name] = p
-		models[p.Name] = map[string]config.Model{}
-		for _, m := range pc.Models {
-			models[p.Name][m.Name] = m
+		models[p.Name] = map[string]int{}
+		for j, m := range pc.Models {
+			models[p.Name][m.Name] = j
 		}
+	}
+	newStep := func(p *Provider, j int, active bool) Step {
+		m := cfg.Providers[p.Index].Models[j]
+		st := Step{Provider: p, ModelIndex: j, Model: m.Name, Upstream: upstreamName(m), Kind: kindOf(m), Active: active, Weight: 1,
+			Caps: ParseCaps(m.Capabilities), capsKnown: m.Capabilities != nil,
+			ContextWindow: int64(m.ContextWindow), MaxOutput: int64(m.MaxOutput),
+			Latency: o.Latency.Model(p.Name, m.Name)}
+		if o.Prices != nil {
+			st.price, st.priced = o.Prices.Lookup(p.Name, p.Adapter.Type(), st.Upstream)
+		}
+		return st
 	}
 	stepFor := func(target string, active bool) (Step, error) {
 		pname, mname, ok := strings.Cut(target, "/")
@@ -154,67 +237,110 @@ func Build(cfg *config.Config) (*Table, error) {
 		if p == nil {
 			// A provider skipped at load (optional, no key set): the step
 			// keeps its place and takes no traffic.
-			return Step{Model: mname, Upstream: mname}, nil
+			return Step{Model: mname, Upstream: mname, Weight: 1}, nil
 		}
-		m, ok := models[pname][mname]
+		j, ok := models[pname][mname]
 		if !ok {
 			return Step{}, fmt.Errorf("target %q: provider %s has no model %q", target, pname, mname)
 		}
-		return Step{Provider: p, Model: m.Name, Upstream: upstreamName(m), Kind: kindOf(m), Active: active}, nil
+		return newStep(p, j, active), nil
+	}
+	explore := uint32(0)
+	if share := cfg.Routing.ExploreShare(); share > 0 {
+		explore = uint32(max(2, min(1<<20, int(1/share+0.5))))
+	}
+	defaultPolicy, _ := policyOf(cfg.Routing.Strategy, cfg.Routing.HashOn, "", cfg.Routing.FailClosed)
+	newRoute := func(name, kind string, steps []Step, pol Policy) (*Route, error) {
+		if len(steps) > config.MaxSteps {
+			return nil, fmt.Errorf("%s: %d targets, at most %d", name, len(steps), config.MaxSteps)
+		}
+		rt := &Route{Name: name, Kind: kind, Steps: steps, Policy: pol, exploreEvery: explore}
+		if pol.Strategy == Weighted {
+			rt.wheel = stepWheel(steps)
+		}
+		return rt, nil
 	}
 
 	// provider/model, and plain model names in configuration order.
 	var plain []string
+	plainSteps := map[string][]Step{}
 	for i, pc := range cfg.Providers {
 		p := t.Providers[i]
-		for _, m := range pc.Models {
-			st := Step{Provider: p, Model: m.Name, Upstream: upstreamName(m), Kind: kindOf(m), Active: true}
+		for j, m := range pc.Models {
+			st := newStep(p, j, true)
 			id := p.Name + "/" + m.Name
-			t.byName[id] = []Step{st}
+			single := defaultPolicy
+			single.Strategy = Priority // one step: nothing to order
+			rt, _ := newRoute(id, "model", []Step{st}, single)
+			t.byName[id] = rt
 			t.Names = append(t.Names, ModelName{ID: id, OwnedBy: p.Name, Kind: st.Kind})
-			if _, seen := t.byName[m.Name]; !seen {
+			if _, seen := plainSteps[m.Name]; !seen {
 				plain = append(plain, m.Name)
 			}
-			t.byName[m.Name] = append(t.byName[m.Name], st)
+			plainSteps[m.Name] = append(plainSteps[m.Name], st)
 		}
 	}
 	for _, name := range plain {
-		steps := t.byName[name]
+		steps := plainSteps[name]
+		rt, err := newRoute(name, "plain", steps, defaultPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("model %w", err)
+		}
+		t.byName[name] = rt
 		t.Names = append(t.Names, ModelName{ID: name, OwnedBy: steps[0].Provider.Name, Kind: steps[0].Kind})
 	}
 
 	// Chains: "chain:<name>", and the bare name when nothing else has it.
 	chainNames := sortedKeys(cfg.Chains)
 	for _, name := range chainNames {
+		cc := cfg.Chains[name]
 		var steps []Step
-		for i, sc := range cfg.Chains[name].Steps {
+		for i, sc := range cc.Steps {
 			st, err := stepFor(sc.Target, sc.IsActive())
 			if err != nil {
 				return nil, fmt.Errorf("chains.%s.steps[%d]: %w", name, i, err)
 			}
+			if sc.Weight > 0 {
+				st.Weight = sc.Weight
+			}
 			steps = append(steps, st)
 		}
-		t.byName["chain:"+name] = steps
+		strategy, hashOn := cc.Strategy, cc.HashOn
+		if strategy == "" {
+			strategy = cfg.Routing.Strategy
+		}
+		if hashOn == "" {
+			hashOn = cfg.Routing.HashOn
+		}
+		pol, ok := policyOf(strategy, hashOn, cc.Region, cc.IsFailClosed(cfg.Routing.FailClosed))
+		if !ok {
+			return nil, fmt.Errorf("chains.%s.strategy: unknown strategy %q", name, strategy)
+		}
+		rt, err := newRoute("chain:"+name, "chain", steps, pol)
+		if err != nil {
+			return nil, fmt.Errorf("chains.%s: %w", name, err)
+		}
+		t.byName["chain:"+name] = rt
 		t.Names = append(t.Names, ModelName{ID: "chain:" + name, OwnedBy: "switchyard", Kind: chainKind(steps)})
 	}
 
 	// Aliases point at a chain or a provider/model (or another name).
 	for _, alias := range sortedKeys(cfg.Aliases) {
 		target := cfg.Aliases[alias]
-		steps, ok := t.byName[target]
+		rt, ok := t.byName[target]
 		if !ok {
 			if !strings.HasPrefix(target, "chain:") && strings.Contains(target, "/") {
 				st, err := stepFor(target, true)
 				if err != nil {
 					return nil, fmt.Errorf("aliases.%s: %w", alias, err)
 				}
-				steps = []Step{st}
+				rt, _ = newRoute(target, "model", []Step{st}, Policy{FailClosed: cfg.Routing.FailClosed})
 			} else {
 				return nil, fmt.Errorf("aliases.%s: unknown target %q", alias, target)
 			}
 		}
-		t.byName[alias] = steps
-		t.Names = append(t.Names, ModelName{ID: alias, OwnedBy: "switchyard", Kind: chainKind(steps)})
+		t.byName[alias] = rt
+		t.Names = append(t.Names, ModelName{ID: alias, OwnedBy: "switchyard", Kind: chainKind(rt.Steps)})
 	}
 	for _, name := range chainNames {
 		if _, taken := t.byName[name]; !taken {
@@ -239,51 +365,60 @@ func (t *Table) Key(provider, keyID string) *Key {
 	return nil
 }
 
-// Resolve returns the steps for a requested model name, in order.
-func (t *Table) Resolve(name string) ([]Step, bool) {
-	if h := t.health.Load(); h != nil {
-		if steps, ok := h.byName[name]; ok {
-			return steps, true
-		}
-	}
-	steps, ok := t.byName[name]
-	return steps, ok
+// Resolve returns the route of a requested model name.
+func (t *Table) Resolve(name string) (*Route, bool) {
+	rt, ok := t.byName[name]
+	return rt, ok
 }
 
-// ResolveBytes is Resolve for a name still in the request body; it does not
-// allocate.
-func (t *Table) ResolveBytes(name []byte) ([]Step, bool) {
-	if h := t.health.Load(); h != nil {
-		if steps, ok := h.byName[string(name)]; ok {
-			return steps, true
-		}
-	}
-	steps, ok := t.byName[string(name)]
-	return steps, ok
+// policyOf builds a policy from config values (ok false: unknown
+// strategy).
+func policyOf(strategy, hashOn, region string, failClosed bool) (Policy, bool) {
+	s, ok := ParseStrategy(strategy)
+	return Policy{Strategy: s, HashOn: hashOn, Region: region, FailClosed: failClosed}, ok
 }
 
-// Pick chooses a key of p for model: the highest priority group first,
-// rotating (by weight) within it, skipping keys in tried and keys the
+// stepWheel is the weighted strategy's wheel: step indices repeated by
+// weight, interleaved (smooth weighted round robin).
+func stepWheel(steps []Step) []uint8 {
+	w := make([]int, len(steps))
+	for i := range steps {
+		w[i] = max(steps[i].Weight, 1)
+	}
+	return smoothWheel(w, 0)
+}
+
+// Pick chooses a key of p for model: the first priority group first,
+// then within it by the provider's selection (round robin, weighted, by the
+// request's hash, least latency), skipping keys in tried and keys the
 // admitter denies. It returns nil when no key is left, and whether the key
-// was admitted as the one probe of a due hold.
+// was admitted as the one probe of a due hold. req may be nil.
 //
 // Keys whose own health checks fail (see SetHealth) are tried only after
 // every other key; the admitter still decides on each of them.
-func (p *Provider) Pick(model string, gate Admitter, tried uint64) (*Key, hold.Admission) {
+func (p *Provider) Pick(model string, gate Admitter, tried uint64, req *Request) (*Key, hold.Admission) {
 	sick := p.sick.Load()
-	if k, a := p.pick(model, gate, tried|sick); k != nil || sick&^tried == 0 {
+	if k, a := p.pick(model, gate, tried|sick, req); k != nil || sick&^tried == 0 {
 		return k, a
 	}
-	return p.pick(model, gate, tried|^sick)
+	return p.pick(model, gate, tried|^sick, req)
 }
 
 // pick is Pick over the keys whose bit is not in skip. A key the ramp
 // deferred is chosen when no other key admits.
-func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Admission) {
+func (p *Provider) pick(model string, gate Admitter, skip uint64, req *Request) (*Key, hold.Admission) {
 	var deferred *Key
 	for _, g := range p.groups {
 		n := uint32(len(g.wheel))
-		start := g.next.Add(1) - 1
+		var start uint32
+		switch {
+		case p.selection == selectLeastLatency:
+			start = p.fastest(g, skip)
+		case p.selection == selectHash && req != nil && req.KeyHashed:
+			start = uint32(req.KeyHash % uint64(n))
+		default:
+			start = g.next.Add(1) - 1
+		}
 		for i := uint32(0); i < n; i++ {
 			k := p.Keys[g.wheel[(start+i)%n]]
 			if skip&(1<<uint(k.index)) != 0 {
@@ -306,14 +441,32 @@ func (p *Provider) pick(model string, gate Admitter, skip uint64) (*Key, hold.Ad
 	return nil, hold.Deny
 }
 
-func newProvider(index int, pc config.Provider) (*Provider, error) {
+// fastest is the wheel position of the group's key with the lowest
+// latency (a key never measured first), among keys not in skip.
+func (p *Provider) fastest(g *group, skip uint64) uint32 {
+	best, bestMS := uint32(0), -1.0
+	for i, ki := range g.wheel {
+		if skip&(1<<ki) != 0 {
+			continue
+		}
+		ms, _ := p.Keys[ki].Latency.MS()
+		if bestMS < 0 || ms < bestMS {
+			best, bestMS = uint32(i), ms
+		}
+	}
+	return best
+}
+
+func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, error) {
 	if len(pc.Keys) > MaxKeys {
 		return nil, fmt.Errorf("providers[%s].keys: %d keys, at most %d", pc.Name, len(pc.Keys), MaxKeys)
 	}
 	p := &Provider{
-		Name:    pc.Name,
-		Index:   index,
-		Adapter: provider.New(pc.Type, pc.BaseURL, pc.APIVersion, pc.Headers),
+		Name:     pc.Name,
+		Index:    index,
+		Region:   pc.Region,
+		Budgeted: pc.Budget != (config.Budget{}),
+		Adapter:  provider.New(pc.Type, pc.BaseURL, pc.APIVersion, pc.Headers),
 	}
 	keys := pc.Keys
 	if len(keys) == 0 { // keyless servers (vLLM, Ollama)
@@ -327,13 +480,25 @@ func newProvider(index int, pc config.Provider) (*Provider, error) {
 		if w < 1 {
 			w = 1
 		}
-		k := &Key{ID: kc.ID, Priority: kc.Priority, Weight: w}
+		k := &Key{ID: kc.ID, Priority: kc.Priority, Weight: w, Latency: book.Key(pc.Name, kc.ID)}
 		secret := kc.Value
 		k.secret.Store(&secret)
 		p.Keys = append(p.Keys, k)
 	}
-	sort.SliceStable(p.Keys, func(i, j int) bool { return p.Keys[i].Priority > p.Keys[j].Priority })
-	weighted := pc.Selection == "weighted"
+	if pc.PriorityOrder == config.PriorityLowestFirst {
+		sort.SliceStable(p.Keys, func(i, j int) bool { return p.Keys[i].Priority < p.Keys[j].Priority })
+	} else {
+		sort.SliceStable(p.Keys, func(i, j int) bool { return p.Keys[i].Priority > p.Keys[j].Priority })
+	}
+	weighted := pc.Selection == config.SelectionWeighted
+	switch {
+	case weighted && pc.HashOn != "":
+		p.selection, p.HashOn = selectHash, pc.HashOn
+	case weighted:
+		p.selection = selectWeighted
+	case pc.Selection == config.SelectionLeastLatency:
+		p.selection = selectLeastLatency
+	}
 	for i := 0; i < len(p.Keys); {
 		j := i
 		for j < len(p.Keys) && p.Keys[j].Priority == p.Keys[i].Priority {
@@ -360,15 +525,25 @@ func newGroup(keys []*Key, first int, weighted bool) *group {
 		return g
 	}
 	weights := make([]int, len(keys))
-	total, d := 0, 0
 	for i, k := range keys {
 		weights[i] = k.Weight
-		total += k.Weight
 	}
-	if total > maxWheel { // keep the wheel small; proportions stay close
+	g.wheel = smoothWheel(weights, first)
+	return g
+}
+
+// smoothWheel lays out indices first+i repeated by weights[i], interleaved
+// (smooth weighted round robin), reduced by the weights' gcd and to at most
+// about maxWheel slots.
+func smoothWheel(weights []int, first int) []uint8 {
+	total, d := 0, 0
+	for _, w := range weights {
+		total += w
+	}
+	if sum := total; sum > maxWheel { // keep the wheel small; proportions stay close
 		total = 0
 		for i := range weights {
-			weights[i] = max(1, weights[i]*maxWheel/sum(keys))
+			weights[i] = max(1, weights[i]*maxWheel/sum)
 			total += weights[i]
 		}
 	}
@@ -376,30 +551,23 @@ func newGroup(keys []*Key, first int, weighted bool) *group {
 		d = gcd(d, w)
 	}
 	total /= d
-	current := make([]int, len(keys))
+	var wheel []uint8
+	current := make([]int, len(weights))
 	for n := 0; n < total; n++ {
 		best := 0
-		for i := range keys {
+		for i := range weights {
 			current[i] += weights[i]
 			if current[i] > current[best] {
 				best = i
 			}
 		}
 		current[best] -= total * d
-		g.wheel = append(g.wheel, uint8(first+best))
+		wheel = append(wheel, uint8(first+best))
 	}
-	return g
+	return wheel
 }
 
 const maxWheel = 1024
-
-func sum(keys []*Key) int {
-	s := 0
-	for _, k := range keys {
-		s += k.Weight
-	}
-	return s
-}
 
 func gcd(a, b int) int {
 	for b != 0 {
@@ -438,4 +606,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ResolveBytes is Resolve for a name still in the request body; it does not
+// allocate.
+func (t *Table) ResolveBytes(name []byte) (*Route, bool) {
+	rt, ok := t.byName[string(name)]
+	return rt, ok
 }

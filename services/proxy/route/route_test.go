@@ -42,7 +42,7 @@ func testConfig() *config.Config {
 func ptr(b bool) *bool { return &b }
 
 func TestResolve(t *testing.T) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +61,11 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			steps, ok := tab.Resolve(tt.model)
+			rt, ok := tab.Resolve(tt.model)
 			if !ok {
 				t.Fatal("not resolved")
 			}
+			steps := rt.Steps
 			if len(steps) != len(tt.want) {
 				t.Fatalf("%d steps, want %d", len(steps), len(tt.want))
 			}
@@ -82,8 +83,8 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
-	if steps, _ := tab.Resolve("fast"); steps[0].Upstream != "claude-sonnet-4-5" {
-		t.Errorf("upstream name %q", steps[0].Upstream)
+	if rt, _ := tab.Resolve("fast"); rt.Steps[0].Upstream != "claude-sonnet-4-5" {
+		t.Errorf("upstream name %q", rt.Steps[0].Upstream)
 	}
 	if _, ok := tab.Resolve("nope"); ok {
 		t.Error("unknown model resolved")
@@ -100,12 +101,12 @@ func (h heldKeys) Admit(_, key, _ string) hold.Admission {
 }
 
 func pick(p *Provider, model string, gate Admitter, tried uint64) *Key {
-	k, _ := p.Pick(model, gate, tried)
+	k, _ := p.Pick(model, gate, tried, nil)
 	return k
 }
 
 func TestPickPriorityAndRoundRobin(t *testing.T) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestPickPriorityAndRoundRobin(t *testing.T) {
 }
 
 func TestPickWeighted(t *testing.T) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,13 +175,13 @@ func TestPickWeighted(t *testing.T) {
 func TestBuildErrors(t *testing.T) {
 	cfg := testConfig()
 	cfg.Aliases["bad"] = "oa/missing"
-	if _, err := Build(cfg); err == nil {
+	if _, err := Build(cfg, Options{}); err == nil {
 		t.Error("alias to an unknown model accepted")
 	}
 }
 
 func BenchmarkResolve(b *testing.B) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func BenchmarkResolve(b *testing.B) {
 }
 
 func BenchmarkPick(b *testing.B) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func BenchmarkPick(b *testing.B) {
 }
 
 func BenchmarkPickParallel(b *testing.B) {
-	tab, err := Build(testConfig())
+	tab, err := Build(testConfig(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestDisabledKeys(t *testing.T) {
 	for i := range cfg.Providers[1].Keys {
 		cfg.Providers[1].Keys[i].Enabled = ptr(false)
 	}
-	tab, err := Build(cfg)
+	tab, err := Build(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

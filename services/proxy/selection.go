@@ -1,0 +1,136 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// selection fills what routing knows of the request (route.Request): the
+// operation, the capabilities and output its body asks for, its estimated
+// prompt, the hash its route's policy sticks on, its region (a header, else
+// its client key's setting) and the providers' budgets.
+func (r *request) selection(c *fiber.Ctx, rte *route.Route) {
+	r.route = rte
+	sel := &r.sel
+	sel.Op = r.ep.op
+	sel.InputTokens = int64(len(r.body) / 4)
+	if r.ep.op == provider.OpChat {
+		sel.Needs, sel.MaxOutput = route.Needs(r.body)
+	}
+	if rte.Policy.Strategy == route.Weighted && rte.Policy.HashOn != "" {
+		sel.Hash, sel.Hashed = r.hashOf(c, rte.Policy.HashOn)
+	}
+	rc := &r.rt.cfg.Routing
+	if v := c.Get(headerOr(rc.RegionHeader, config.DefaultRegionHeader)); v != "" {
+		sel.Region = strings.ToLower(strings.TrimSpace(v)) // a copy: it outlives the header buffer
+		sel.RegionRequired = strings.EqualFold(c.Get(headerOr(rc.RegionRequiredHeader, config.DefaultRegionRequiredHeader)), "true")
+	} else if r.client != nil && r.client.region != "" {
+		sel.Region, sel.RegionRequired = r.client.region, r.client.regionRequired
+	}
+	if r.rt.budgets != nil {
+		sel.Budget = r.rt.budgets.remaining
+	}
+}
+
+// keyHash sets the request's key hash for p's weighted key selection
+// (when p hashes its keys).
+func (r *request) keyHash(c *fiber.Ctx, p *route.Provider) {
+	if p.HashOn != "" {
+		r.sel.KeyHash, r.sel.KeyHashed = r.hashOf(c, p.HashOn)
+	}
+}
+
+// hashOf is the hash of the attribute on names (client, user,
+// header:<Name>); false when the request has none (weighted selection then
+// rotates).
+func (r *request) hashOf(c *fiber.Ctx, on string) (uint64, bool) {
+	var v string
+	switch {
+	case on == "client":
+		if r.client != nil {
+			v = r.client.id
+		}
+	case on == "user":
+		v, _ = jsonfield.String(r.body, "user")
+		if v == "" { // Anthropic: metadata.user_id
+			if md, _, _, ok := jsonfield.Find(r.body, "metadata"); ok {
+				v, _ = jsonfield.String(md, "user_id")
+			}
+		}
+	case strings.HasPrefix(on, "header:"):
+		v = c.Get(on[len("header:"):])
+	}
+	if v == "" {
+		return 0, false
+	}
+	return route.Hash(v), true
+}
+
+func headerOr(h, def string) string {
+	if h == "" {
+		return def
+	}
+	return h
+}
+
+// observeLatency folds the attempt's latency into its target's and its
+// key's averages.
+func (r *request) observeLatency(step *route.Step, key *route.Key) {
+	if r.latency <= 0 {
+		return
+	}
+	ms, now := float64(r.latency.Microseconds())/1000, time.Now().UnixNano()
+	alpha := r.rt.latencyAlpha
+	step.Latency.Observe(ms, alpha, now)
+	key.Latency.Observe(ms, alpha, now)
+}
+
+// unfit reports whether the route's steps were all rejected for what the
+// request asks (a capability, a context window, a region it requires):
+// the caller's request, not the gateway's state, is why nothing serves it.
+func (r *request) unfit(rte *route.Route) bool {
+	n := 0
+	for i := range rte.Steps {
+		switch r.cur.Reason(i) {
+		case route.ReasonCapability, route.ReasonContext, route.ReasonRegion:
+			n++
+		case route.ReasonInactive, route.ReasonUnavailable, route.ReasonUnsupported:
+		default:
+			return false
+		}
+	}
+	return n > 0
+}
+
+// rejections lists the steps the request's selection rejected and why
+// ("" when none was).
+func (r *request) rejections(rte *route.Route) string {
+	var b strings.Builder
+	for i := range rte.Steps {
+		why := r.cur.Reason(i)
+		if why == route.Candidate || why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		st := &rte.Steps[i]
+		fmt.Fprintf(&b, "%s/%s (%s", st.Provider.Name, st.Model, why)
+		switch why {
+		case route.ReasonCapability:
+			fmt.Fprintf(&b, ": needs %s", strings.Join((r.sel.Needs&^st.Caps).Names(), ", "))
+		case route.ReasonRegion:
+			fmt.Fprintf(&b, ": in %q, required %q", st.Provider.Region, r.sel.Region)
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
