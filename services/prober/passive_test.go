@@ -149,11 +149,57 @@ providers:
 		total         health.PassiveCounts
 		byKey         string
 	}{
-		{"p1", "", health.PassiveCounts{Success: 7, Failure: 4}, "map[k1:{0 4} k2:{7 0}]"},
-		{"p2", "", health.PassiveCounts{Success: 2, Failure: 4}, "map[k1:{2 1} k2:{0 3}]"},
+		{"p1", "", health.PassiveCounts{Success: 7, Failure: 4}, "map[k1:{0 4 0} k2:{7 0 0}]"},
+		{"p2", "", health.PassiveCounts{Success: 2, Failure: 4}, "map[k1:{2 1 0} k2:{0 3 0}]"},
 		{"p2", "k1", health.PassiveCounts{Success: 2, Failure: 1}, "map[]"},
 		{"p2", "k2", health.PassiveCounts{Failure: 3}, "map[]"},
 	} {
 		testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, want(c.provider, c.key, c.total, c.byKey))
+	}
+}
+
+// TestPassiveWindowLatencyAndModels: the window keeps the latency sums of
+// the successful attempts by key and by model as they slide, so the
+// averages are those of the window; models without a name are ignored
+// and at most maxPassiveModels are kept.
+func TestPassiveWindowLatencyAndModels(t *testing.T) {
+	w := newPassiveWindow(5*time.Minute, knownNames("p1")) // steps of 10 s
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	r := report("p1", map[string]health.PassiveCounts{"k1": {Success: 2, Failure: 1, LatencyMSSum: 200}})
+	r.Models = map[string]health.PassiveCounts{"m1": {Success: 2, LatencyMSSum: 200}, "m2": {Failure: 1}, "": {Success: 9}}
+	w.add(t0, r)
+	r = report("p1", map[string]health.PassiveCounts{"k1": {Success: 1, LatencyMSSum: 400}, "k2": {Success: 1, LatencyMSSum: 50}})
+	r.Models = map[string]health.PassiveCounts{"m1": {Success: 2, LatencyMSSum: 450}}
+	w.add(t0.Add(3*time.Minute), r)
+
+	total, byKey := w.counts(t0.Add(4*time.Minute), "p1")
+	if total != (health.PassiveCounts{Success: 4, Failure: 1, LatencyMSSum: 650}) || total.AvgLatencyMS() != 162.5 {
+		t.Fatalf("total %+v", total)
+	}
+	if byKey["k1"].AvgLatencyMS() != 200 || byKey["k2"].AvgLatencyMS() != 50 {
+		t.Fatalf("by key %+v", byKey)
+	}
+	if got := fmt.Sprint(w.models(t0.Add(4*time.Minute), "p1")); got != "map[m1:{4 0 650} m2:{0 1 0}]" {
+		t.Fatalf("models %s", got)
+	}
+	// the first report slides out: its latencies go with it
+	if got := fmt.Sprint(w.models(t0.Add(5*time.Minute+10*time.Second), "p1")); got != "map[m1:{2 0 450}]" {
+		t.Fatalf("models after the slide %s", got)
+	}
+	if total, _ := w.counts(t0.Add(5*time.Minute+10*time.Second), "p1"); total.AvgLatencyMS() != 225 {
+		t.Fatalf("total after the slide %+v", total)
+	}
+	if w.models(t0, "p9") != nil {
+		t.Fatal("models of an unknown provider")
+	}
+
+	many := report("p1", nil)
+	many.Models = map[string]health.PassiveCounts{}
+	for i := range maxPassiveModels + 10 {
+		many.Models[fmt.Sprintf("x%d", i)] = health.PassiveCounts{Success: 1}
+	}
+	w.add(t0, many)
+	if n := len(w.models(t0, "p1")); n != maxPassiveModels {
+		t.Fatalf("%d models kept, want %d", n, maxPassiveModels)
 	}
 }

@@ -240,7 +240,9 @@ func (s *Service) runCheck(ctx context.Context, u *unit) {
 	now := time.Now()
 	spec := u.t.spec
 	if !spec.enabled {
-		if u.rec.Status != health.Unknown || u.rec.Reason != spec.reason {
+		active := u.rec
+		unpassive(&active, spec)
+		if active.Status != health.Unknown || active.Reason != spec.reason {
 			s.write(ctx, u, health.Record{Provider: u.t.name, Key: u.id.keyID, Status: health.Unknown, Reason: spec.reason,
 				CircuitState: health.CircuitClosed, CheckedAt: now, Models: u.rec.Models, ModelsAt: u.rec.ModelsAt})
 		}
@@ -310,7 +312,11 @@ func (s *Service) providerHold(provider string) (hold.Record, bool) {
 
 // releaseProviderHold releases a live transient (breaker) hold of the
 // provider after a passing check: a due one through its probe lease (one
-// probe fleet-wide), and one the prober's own checks tripped at once.
+// probe fleet-wide: with breaker.success_threshold above 1 the pass
+// counts as one of the successes the hold needs), and one the prober's
+// own checks tripped at once, unless success_threshold asks for more
+// than one success (then that hold waits out its cooldown and is probed
+// like any).
 func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 	rec, ok := s.providerHold(t.name)
 	if !ok || !live(rec) || rec.Class != failure.Transient {
@@ -323,7 +329,8 @@ func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 		s.met.probes.WithLabelValues(rec.Class.String(), "ok").Inc()
 		return
 	}
-	if rec.State == hold.StateHeld && strings.HasPrefix(rec.RecordedBy, "prober-") {
+	if rec.State == hold.StateHeld && strings.HasPrefix(rec.RecordedBy, "prober-") &&
+		s.engine.Policy().For(t.name).Breaker.SuccessThreshold <= 1 {
 		if err := s.engine.Release(ctx, rec.ID, hold.SourceProber); err != nil {
 			s.log.Warn("release provider hold", "hold", rec.ID, "err", err)
 		}
@@ -388,7 +395,7 @@ func (s *Service) circuit(rec *health.Record) {
 // the provider's record.
 func (s *Service) write(ctx context.Context, u *unit, rec health.Record) {
 	rec.CheckedBy = s.inst
-	s.fillPassive(&rec, time.Now())
+	s.fillPassive(&rec, time.Now(), u.t.spec)
 	prev := u.rec.Status
 	if prev == "" {
 		if old, ok := s.view.Snapshot().Get(rec.Provider, rec.Key); ok {
@@ -408,7 +415,7 @@ func (s *Service) write(ctx context.Context, u *unit, rec health.Record) {
 		}
 	}
 	if u.id.keyID != "" {
-		s.writeAggregate(ctx, u.t, rec)
+		s.writeAggregate(ctx, u.t, &rec, nil)
 	}
 }
 
@@ -424,29 +431,75 @@ func (s *Service) put(ctx context.Context, rec health.Record) error {
 	return nil
 }
 
+// discovered is what a discovery found: the provider's models and when.
+type discovered struct {
+	models []string
+	at     time.Time
+}
+
 // writeAggregate writes the provider record of a per-key provider from its
 // keys' records: healthy when a key is healthy, unhealthy when every key
-// checked is, degraded otherwise.
-func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Record) {
+// checked is, degraded otherwise; then the passive rule over the
+// provider's real requests. fresh is the key record just written (nil:
+// the view's records only); disc, when set, replaces the record's models.
+// With no key checked yet the record is the stored one (or a new unknown
+// one), with the discovery's models. A status change publishes a health
+// event.
+func (s *Service) writeAggregate(ctx context.Context, t *target, fresh *health.Record, disc *discovered) {
 	snap := s.view.Snapshot()
 	prov, _ := snap.Get(t.name, "")
-	agg := health.Record{Provider: t.name, Check: fresh.Check, Models: prov.Models, ModelsAt: prov.ModelsAt,
-		CheckedAt: fresh.CheckedAt, CheckedBy: s.inst}
-	s.fillPassive(&agg, time.Now())
+	agg, ok := s.aggregate(t, snap, prov, fresh)
+	if !ok {
+		if disc == nil {
+			return
+		}
+		agg = prov
+		if agg.Provider == "" {
+			agg = health.Record{Provider: t.name, Status: health.Unknown, Reason: notChecked, CircuitState: health.CircuitClosed}
+		}
+	}
+	if disc != nil {
+		agg.Models, agg.ModelsAt = disc.models, disc.at.UTC()
+	}
+	agg.CheckedBy = s.inst
+	s.fillPassive(&agg, time.Now(), t.spec)
+	prev := prov.Status
+	if prev == "" {
+		prev = health.Unknown
+	}
+	if err := s.put(ctx, agg); err == nil && agg.Status != prev {
+		s.log.Info("health changed", "provider", agg.Provider, "status", agg.Status, "previous", prev, "reason", agg.Reason)
+		if err := health.Publish(s.nc, health.EventFor(agg, prev, time.Now())); err != nil {
+			s.log.Warn("publish health event", "err", err)
+		}
+	}
+}
+
+// aggregate is the provider record of a per-key provider from its keys'
+// records in snap (fresh, when set, in place of its key's), before the
+// passive rule. ok is false when no key has been checked yet.
+func (s *Service) aggregate(t *target, snap *health.Snapshot, prov health.Record, fresh *health.Record) (health.Record, bool) {
+	agg := health.Record{Provider: t.name, Models: prov.Models, ModelsAt: prov.ModelsAt, CheckedAt: prov.CheckedAt}
+	if fresh != nil {
+		agg.Check, agg.CheckedAt = fresh.Check, fresh.CheckedAt
+	}
 	var healthy, unhealthy, n int
 	var lat float64
 	anyOK := false
 	agg.ConsecutiveFailures = -1
 	for _, k := range t.keys {
 		kr, ok := snap.Get(t.name, k.ID)
-		if k.ID == fresh.Key {
-			kr, ok = fresh, true
+		if fresh != nil && k.ID == fresh.Key {
+			kr, ok = *fresh, true
 		}
 		if !ok || kr.ActiveCheckOK == nil {
 			continue
 		}
 		n++
 		lat += kr.AvgLatencyMS
+		if agg.Check == nil {
+			agg.Check = kr.Check
+		}
 		switch kr.Status {
 		case health.Healthy:
 			healthy++
@@ -455,7 +508,7 @@ func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Re
 		}
 		if *kr.ActiveCheckOK {
 			anyOK = true
-		} else if agg.LastErrorCode == "" || kr.Key == fresh.Key {
+		} else if agg.LastErrorCode == "" || (fresh != nil && kr.Key == fresh.Key) {
 			agg.LastErrorCode, agg.LastErrorClass, agg.LastStatus = kr.LastErrorCode, kr.LastErrorClass, kr.LastStatus
 		}
 		if agg.ConsecutiveFailures < 0 || kr.ConsecutiveFailures < agg.ConsecutiveFailures {
@@ -463,7 +516,7 @@ func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Re
 		}
 	}
 	if n == 0 {
-		return
+		return health.Record{}, false
 	}
 	agg.ActiveCheckOK = &anyOK
 	agg.AvgLatencyMS = lat / float64(n)
@@ -477,13 +530,7 @@ func (s *Service) writeAggregate(ctx context.Context, t *target, fresh health.Re
 	}
 	agg.Reason = fmt.Sprintf("%d of %d checked keys healthy", healthy, n)
 	s.circuit(&agg)
-	prev := prov.Status
-	if prev == "" {
-		prev = health.Unknown
-	}
-	if err := s.put(ctx, agg); err == nil && agg.Status != prev {
-		_ = health.Publish(s.nc, health.EventFor(agg, prev, time.Now()))
-	}
+	return agg, true
 }
 
 // discoverModels lists the provider's models and records them in its
@@ -517,20 +564,19 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	}
 	s.met.discoveries.WithLabelValues(u.t.name, "ok").Inc()
 	u.nextDiscovery = now.Add(s.cfg.DiscoveryInterval)
-	var rec health.Record
 	if u.id.keyID == "" {
-		rec = u.rec
+		rec := u.rec
+		if rec.Provider == "" {
+			rec = health.Record{Provider: u.t.name, Status: health.Unknown, Reason: notChecked, CircuitState: health.CircuitClosed}
+		}
+		rec.Models, rec.ModelsAt = models, now.UTC()
+		s.write(ctx, u, rec)
 	} else {
-		rec, _ = s.view.Snapshot().Get(u.t.name, "")
+		var fresh *health.Record
+		if u.rec.Provider != "" {
+			fresh = &u.rec
+		}
+		s.writeAggregate(ctx, u.t, fresh, &discovered{models: models, at: now})
 	}
-	if rec.Provider == "" {
-		rec = health.Record{Provider: u.t.name, Status: health.Unknown, Reason: "not checked yet", CircuitState: health.CircuitClosed}
-	}
-	rec.Models, rec.ModelsAt, rec.CheckedBy = models, now.UTC(), s.inst
-	s.fillPassive(&rec, time.Now())
-	if u.id.keyID == "" {
-		u.rec = rec
-	}
-	_ = s.put(ctx, rec)
 	s.log.Info("models discovered", "provider", u.t.name, "count", len(models))
 }
