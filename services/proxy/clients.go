@@ -52,10 +52,11 @@ func newModelSet(list []string) modelSet {
 type clientKeys struct {
 	required bool
 	byHash   map[[32]byte]*clientKey
+	byID     map[string]*clientKey // for route explanations
 }
 
 func newClientKeys(cfg *config.Config) *clientKeys {
-	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}}
+	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
 		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models), region: c.Region, regionRequired: c.RegionRequired}
@@ -64,6 +65,7 @@ func newClientKeys(cfg *config.Config) *clientKeys {
 			k.planModels = &ms
 		}
 		ck.byHash[sha256.Sum256([]byte(c.Value.Reveal()))] = k
+		ck.byID[c.ID] = k
 	}
 	return ck
 }

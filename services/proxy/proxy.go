@@ -230,6 +230,8 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		if s.passiveOn {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
+		wg.Go(func() { s.runLatency(engineCtx) })
+		wg.Go(func() { s.runExplain(engineCtx) })
 		if s.meter.pub != nil {
 			wg.Go(func() { s.meter.pub.run(engineCtx, s.member.Bound()) })
 		}

@@ -164,6 +164,7 @@ func (rt *routing) release() {
 // and keeps them for the next one.
 func (s *Service) setHealth(snap *health.Snapshot) {
 	s.health.Store(snap)
+	seedLatency(s.latency, snap)
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.rt.Load().table.SetHealth(healthOf(snap), snap.KeyUnhealthy)

@@ -5,19 +5,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
 
+// headers reads request headers (*fiber.Ctx; an explanation's map).
+type headers interface {
+	Get(key string, defaultValue ...string) string
+}
+
 // selection fills what routing knows of the request (route.Request): the
 // operation, the capabilities and output its body asks for, its estimated
 // prompt, the hash its route's policy sticks on, its region (a header, else
 // its client key's setting) and the providers' budgets.
-func (r *request) selection(c *fiber.Ctx, rte *route.Route) {
+func (r *request) selection(c headers, rte *route.Route) {
 	r.route = rte
 	sel := &r.sel
 	sel.Op = r.ep.op
@@ -42,7 +45,7 @@ func (r *request) selection(c *fiber.Ctx, rte *route.Route) {
 
 // keyHash sets the request's key hash for p's weighted key selection
 // (when p hashes its keys).
-func (r *request) keyHash(c *fiber.Ctx, p *route.Provider) {
+func (r *request) keyHash(c headers, p *route.Provider) {
 	if p.HashOn != "" {
 		r.sel.KeyHash, r.sel.KeyHashed = r.hashOf(c, p.HashOn)
 	}
@@ -51,7 +54,7 @@ func (r *request) keyHash(c *fiber.Ctx, p *route.Provider) {
 // hashOf is the hash of the attribute on names (client, user,
 // header:<Name>); false when the request has none (weighted selection then
 // rotates).
-func (r *request) hashOf(c *fiber.Ctx, on string) (uint64, bool) {
+func (r *request) hashOf(c headers, on string) (uint64, bool) {
 	var v string
 	switch {
 	case on == "client":

@@ -67,3 +67,7 @@ func (t *Table) VisibleNames() []ModelName {
 	}
 	return t.Names
 }
+
+// KeyUnhealthy reports whether k's own checks fail (it is tried after the
+// provider's other keys).
+func (p *Provider) KeyUnhealthy(k *Key) bool { return p.sick.Load()&(1<<uint(k.index)) != 0 }
