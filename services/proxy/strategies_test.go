@@ -231,7 +231,9 @@ func TestFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e struct{ Error struct{ Message, Code string } }
+	var e struct {
+		Error struct{ Message, Code string }
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
 	if resp.StatusCode != 503 || e.Error.Code != codeNoTarget || !strings.Contains(e.Error.Message, "pa/m (health_unknown)") {
@@ -275,7 +277,9 @@ func TestRegionRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e struct{ Error struct{ Message, Code string } }
+	var e struct {
+		Error struct{ Message, Code string }
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
 	if resp.StatusCode != 400 || e.Error.Code != codeNoMatchingTarget || !strings.Contains(e.Error.Message, `wrong_region: in "us", required "ap"`) {
