@@ -193,9 +193,13 @@ func TestPassiveCountsReachHealthRecords(t *testing.T) {
 		}
 		a1, a2 := rec.PassiveByKey["a1"], rec.PassiveByKey["a2"]
 		if rec.PassiveSuccess != requests || rec.PassiveFailure != a1Failed ||
-			a1 != (health.PassiveCounts{Failure: a1Failed}) || a2 != (health.PassiveCounts{Success: requests}) {
+			a1 != (health.PassiveCounts{Failure: a1Failed}) || a2.Success != requests || a2.Failure != 0 {
 			return fmt.Errorf("passive_success %d passive_failure %d by key %v; want %d successes (a2), %d failures (a1)",
 				rec.PassiveSuccess, rec.PassiveFailure, rec.PassiveByKey, requests, a1Failed)
+		}
+		// the successes' latency: summed by key, averaged in the record
+		if a2.LatencyMSSum <= 0 || rec.PassiveLatencyMS <= 0 {
+			return fmt.Errorf("latency: a2 sum %v, passive_latency_ms %v; want both > 0", a2.LatencyMSSum, rec.PassiveLatencyMS)
 		}
 		return nil
 	})
