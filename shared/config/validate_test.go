@@ -87,7 +87,7 @@ func TestValidationErrors(t *testing.T) {
     type: openai
     selection: random
     keys: [{id: k, secret: env:OPENAI_KEY}]
-    models: [{name: m}]`, nil, `providers[1].selection: unknown value "random" (want one of: round_robin, weighted)`},
+    models: [{name: m}]`, nil, `providers[1].selection: unknown value "random" (want one of: round_robin, weighted, least_latency)`},
 		{"no models", `
   - name: two
     type: openai
@@ -171,6 +171,43 @@ func TestValidationErrors(t *testing.T) {
 		{"price provider type", "\nprices:\n  - {provider_type: opnai, model: m, input: 1}", nil, `prices[0].provider_type: unknown value "opnai" ` + types},
 		{"price provider and type", "\nprices:\n  - {provider: openai, provider_type: openai, model: m, input: 1}", nil, `prices[0].provider_type: give provider or provider_type, not both`},
 		{"metering interval", "\nmetering:\n  limits_interval: 1ms", nil, `metering.limits_interval: must be >= 10ms, got 1ms`},
+		{"routing strategy", "\nrouting:\n  strategy: fastest", nil, `routing.strategy: unknown value "fastest" (want one of: priority, weighted, least_latency, least_cost, health_aware, budget_aware, region_affinity, capability_aware)`},
+		{"routing hash_on", "\nrouting:\n  hash_on: session", nil, `routing.hash_on: unknown value "session" (want client, user or header:<Name>)`},
+		{"routing hash header", "\nrouting:\n  hash_on: 'header:X Session'", nil, `routing.hash_on: "header:X Session": want header:<Name> with a valid header name`},
+		{"routing explore", "\nrouting:\n  explore: 0.9", nil, `routing.explore: must be from 0 to 0.5, got 0.9`},
+		{"routing alpha", "\nrouting:\n  latency_alpha: 2", nil, `routing.latency_alpha: must be above 0 and at most 1`},
+		{"chain strategy", "\nchains:\n  c:\n    strategy: cheapest\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.strategy: unknown value "cheapest"`},
+		{"chain step weight", "\nchains:\n  c:\n    steps:\n      - {target: openai/gpt-4o-mini, weight: -2}", nil, `chains.c.steps[0].weight: must be >= 1 (unset: 1), got -2`},
+		{"chain region", "\nchains:\n  c:\n    region: EU West\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.region: "EU West" must match`},
+		{"client region required", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], region_required: true}", nil, `clients[0].region_required: is true but clients[0].region is not set`},
+		{"provider region", `
+  - name: two
+    type: openai
+    region: Europe/Paris
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].region: "Europe/Paris" must match`},
+		{"provider budget", `
+  - name: two
+    type: openai
+    budget: {day: -1}
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].budget.day: must be >= 0 (0: no budget), got -1`},
+		{"provider priority order", `
+  - name: two
+    type: openai
+    priority_order: ascending
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m}]`, nil, `providers[1].priority_order: unknown value "ascending" (want one of: highest_first, lowest_first)`},
+		{"model capability", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m, capabilities: [tools, telepathy]}]`, nil, `providers[1].models[0].capabilities[1]: unknown capability "telepathy" (want one of: tools, vision, audio, json_schema, reasoning)`},
+		{"model context window", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: m, context_window: -5}]`, nil, `providers[1].models[0].context_window: must be >= 0, got -5`},
 		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},
 	}
 	for _, tt := range tests {
