@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/health"
@@ -201,5 +202,41 @@ func TestPassiveWindowLatencyAndModels(t *testing.T) {
 	w.add(t0, many)
 	if n := len(w.models(t0, "p1")); n != maxPassiveModels {
 		t.Fatalf("%d models kept, want %d", n, maxPassiveModels)
+	}
+}
+
+// TestPassiveRuleBounds: the rule needs both the failure count and the
+// ratio, applies only over a healthy or unknown active status, and a
+// configuration built in code gets the default ratio.
+func TestPassiveRuleBounds(t *testing.T) {
+	s := &Service{cfg: withDefaults(config.Prober{PassiveDegradedFailures: 3})}
+	if s.cfg.PassiveDegradedRatio != 0.5 {
+		t.Fatalf("ratio %v, want the default 0.5", s.cfg.PassiveDegradedRatio)
+	}
+	for _, tt := range []struct {
+		status           health.Status
+		success, failure uint64
+		degraded         bool
+	}{
+		{health.Healthy, 3, 3, true},   // 3 of 6: both met exactly
+		{health.Healthy, 0, 2, false},  // 2 failures: under the count
+		{health.Healthy, 4, 3, false},  // 3 of 7: under the ratio
+		{health.Unknown, 1, 9, true},   // no check: the rule decides
+		{health.Degraded, 0, 9, false}, // a failed (or slow) check decides
+		{health.Unhealthy, 0, 9, false},
+	} {
+		rec := health.Record{Status: tt.status, PassiveSuccess: tt.success, PassiveFailure: tt.failure}
+		s.passiveRule(&rec)
+		if got := rec.PassiveDegraded && rec.Status == health.Degraded; got != tt.degraded {
+			t.Errorf("%s %d/%d: degraded by the rule %v, want %v (%+v)", tt.status, tt.failure, tt.success+tt.failure, got, tt.degraded, rec)
+		}
+		if tt.degraded && rec.Reason != fmt.Sprintf("passive: %d of %d real requests failed in the last 5m0s", tt.failure, tt.success+tt.failure) {
+			t.Errorf("reason %q", rec.Reason)
+		}
+	}
+	s.cfg.PassiveDegradedFailures = 0
+	rec := health.Record{Status: health.Healthy, PassiveFailure: 100}
+	if s.passiveRule(&rec); rec.Status != health.Healthy {
+		t.Fatal("the rule applied while off")
 	}
 }

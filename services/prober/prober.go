@@ -147,6 +147,9 @@ func withDefaults(p config.Prober) config.Prober {
 	if p.UnhealthyAfter < 1 {
 		p.UnhealthyAfter = d.UnhealthyAfter
 	}
+	if p.PassiveDegradedRatio <= 0 || p.PassiveDegradedRatio > 1 {
+		p.PassiveDegradedRatio = d.PassiveDegradedRatio
+	}
 	if p.Listen == "" {
 		p.Listen = d.Listen
 	}
