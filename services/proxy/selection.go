@@ -25,7 +25,7 @@ func (r *request) selection(c headers, rte *route.Route) {
 	sel := &r.sel
 	sel.Op = r.ep.op
 	sel.InputTokens = int64(len(r.body) / 4)
-	if r.ep.op == provider.OpChat {
+	if r.ep.op == provider.OpChat && rte.ReadsBody {
 		sel.Needs, sel.MaxOutput = route.Needs(r.body)
 	}
 	if rte.Policy.Strategy == route.Weighted && rte.Policy.HashOn != "" {

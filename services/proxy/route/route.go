@@ -161,6 +161,11 @@ type Route struct {
 	Steps  []Step
 	Policy Policy
 
+	// ReadsBody says selection depends on what the body asks (a step
+	// declares capabilities or limits, the strategy estimates cost, or the
+	// route fails closed): only then is the body scanned for Needs.
+	ReadsBody bool
+
 	wheel        []uint8 // step indices by weight (weighted strategy)
 	next         atomic.Uint32
 	explore      atomic.Uint32
@@ -254,7 +259,13 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 		if len(steps) > config.MaxSteps {
 			return nil, fmt.Errorf("%s: %d targets, at most %d", name, len(steps), config.MaxSteps)
 		}
-		rt := &Route{Name: name, Kind: kind, Steps: steps, Policy: pol, exploreEvery: explore}
+		rt := &Route{Name: name, Kind: kind, Steps: steps, Policy: pol, exploreEvery: explore,
+			ReadsBody: pol.FailClosed || pol.Strategy == LeastCost || pol.Strategy == BudgetAware}
+		for i := range steps {
+			st := &steps[i]
+			rt.ReadsBody = rt.ReadsBody || st.capsKnown || st.ContextWindow > 0 || st.MaxOutput > 0 ||
+				(st.Provider != nil && st.Provider.Budgeted)
+		}
 		if pol.Strategy == Weighted {
 			rt.wheel = stepWheel(steps)
 		}
