@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
@@ -363,4 +365,93 @@ func TestProviderBudget(t *testing.T) {
 		t.Fatalf("after the budget: rejected %+v", x.Rejected)
 	}
 	t.Logf("pa served %d requests before its $0.0005 day budget ran out", onPA)
+}
+
+// TestExplainOverNATS: the proxies answer route explanations on
+// switchyard.route.explain in their queue group, from memory: a held key is
+// shown held with its hold id, an image request's rejected steps carry
+// their reasons, bad requests get errors, nothing is sent upstream and no
+// probe is taken. The nats CLI's request gets the same answer.
+func TestExplainOverNATS(t *testing.T) {
+	ff := newFleet(t, 2, func(c *config.Config) {
+		c.Providers[0].Models[0].Capabilities = []string{"tools"}
+		c.Providers[1].Region = "eu"
+	})
+	ctx := context.Background()
+	sc := hold.Scope{Kind: hold.ScopeKey, Provider: "fake-openai", Key: "a1"}
+	if err := ff.proxies[0].engine.Pin(ctx, sc, time.Now().Add(time.Hour), "test"); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	ask := func(q bus.ExplainRequest) bus.ExplainReply {
+		t.Helper()
+		data, _ := json.Marshal(q)
+		m, err := nc.Request(bus.ExplainSubject, data, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep bus.ExplainReply
+		if err := json.Unmarshal(m.Data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		for range 4 { // whichever proxy answers knows the hold
+			rep := ask(bus.ExplainRequest{V: 1, Model: "demo-chat", Client: "team"})
+			var x route.Explanation
+			if rep.Error != nil || json.Unmarshal(rep.Explanation, &x) != nil {
+				return fmt.Errorf("reply %+v", rep)
+			}
+			if len(x.Candidates) != 2 || x.Candidates[0].Target != "fake-openai/demo-model" || len(x.Candidates[0].Keys) != 2 {
+				return fmt.Errorf("candidates %+v", x.Candidates)
+			}
+			k := x.Candidates[0].Keys[0]
+			if k.ID != "a1" || k.State != route.KeyHeld || k.HoldID != sc.ID() || x.Candidates[0].Keys[1].State != route.KeyAvailable {
+				return fmt.Errorf("keys %+v", x.Candidates[0].Keys)
+			}
+		}
+		return nil
+	})
+
+	rep := ask(bus.ExplainRequest{V: 1, Model: "demo-chat", Body: json.RawMessage(fmt.Sprintf(imageBody, "demo-chat")),
+		Headers: map[string]string{"x-switchyard-region": "eu"}})
+	var x route.Explanation
+	if err := json.Unmarshal(rep.Explanation, &x); err != nil || rep.Error != nil {
+		t.Fatalf("image explanation %+v", rep)
+	}
+	if len(x.Candidates) != 1 || x.Candidates[0].Provider != "fake-anthropic" || x.Region != "eu" ||
+		len(x.Rejected) != 1 || x.Rejected[0].Reason != "lacks_capability" || x.Rejected[0].Detail != "lacks vision" ||
+		len(x.Needs) != 1 || x.Needs[0] != "vision" {
+		t.Fatalf("image explanation %s", rep.Explanation)
+	}
+
+	for _, tt := range []struct {
+		q      bus.ExplainRequest
+		status int
+		code   string
+	}{
+		{bus.ExplainRequest{V: 1, Model: "nope"}, 404, codeModelNotFound},
+		{bus.ExplainRequest{V: 1}, 400, "invalid_request"},
+		{bus.ExplainRequest{V: 2, Model: "demo-chat"}, 400, "invalid_request"},
+		{bus.ExplainRequest{V: 1, Model: "demo-chat", Client: "ghost"}, 404, "client_not_found"},
+		{bus.ExplainRequest{V: 1, Model: "demo-chat", Body: json.RawMessage(`[1]`)}, 400, "invalid_request"},
+		{bus.ExplainRequest{V: 1, Model: "demo-chat", Endpoint: "images"}, 400, "invalid_request"},
+	} {
+		if rep := ask(tt.q); rep.Error == nil || rep.Error.Status != tt.status || rep.Error.Code != tt.code {
+			t.Errorf("%+v: %+v", tt.q, rep.Error)
+		}
+	}
+	if n := len(ff.openai.Calls()) + len(ff.anthropic.Calls()); n != 0 {
+		t.Fatalf("explanations sent %d upstream calls", n)
+	}
+
+	cli := testkit.NatsCLI(t)
+	out, err := testkit.NatsCLICommand(ctx, t, cli, ff.ns.ClientURL(), "request", bus.ExplainSubject, `{"v":1,"model":"demo-chat"}`, "--raw").Output()
+	if err != nil {
+		t.Fatalf("nats request: %v", err)
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Error != nil || !strings.Contains(string(rep.Explanation), `"strategy":"priority"`) {
+		t.Fatalf("nats request answered %s", out)
+	}
 }
