@@ -56,6 +56,9 @@ type Deps struct {
 	// (the versions it applies, and the documents it validates before
 	// writing them); nil means os.Environ().
 	Environ []string
+	// ExplainTimeout bounds the wait for a proxy's route explanation
+	// (POST /admin/route/explain); 0 means DefaultExplainTimeout.
+	ExplainTimeout time.Duration
 }
 
 // Service is one admin instance.
@@ -83,9 +86,11 @@ type Service struct {
 	box    *credentials.Box // nil: rotation is off
 	met    *metrics
 	hb     time.Duration
-	health *health.View   // the prober's health records
-	ready  *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
-	usage  usageReader    // bounds of /admin/usage
+	// explainTimeout bounds the wait for a proxy's route explanation.
+	explainTimeout time.Duration
+	health         *health.View   // the prober's health records
+	ready          *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
+	usage          usageReader    // bounds of /admin/usage
 	// quota follows the fleet's plan consumption on switchyard_limits
 	// (it admits nothing) and writes budget resets.
 	quota *quota.Limiter
@@ -109,14 +114,15 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, environ: deps.Environ, log: log, nc: deps.NATS,
-		auth:      newAuthenticator(cfg.Admin.Tokens),
-		hb:        deps.Heartbeat,
-		rotated:   map[string]credentials.Record{},
-		stop:      make(chan struct{}),
-		health:    health.NewView(nil),
-		usage:     newUsageReader(deps.UsageMaxScan),
-		appliedCh: make(chan struct{}),
-		followed:  configstore.NewTracker(),
+		auth:           newAuthenticator(cfg.Admin.Tokens),
+		hb:             deps.Heartbeat,
+		explainTimeout: deps.ExplainTimeout,
+		rotated:        map[string]credentials.Record{},
+		stop:           make(chan struct{}),
+		health:         health.NewView(nil),
+		usage:          newUsageReader(deps.UsageMaxScan),
+		appliedCh:      make(chan struct{}),
+		followed:       configstore.NewTracker(),
 	}
 	if s.environ == nil {
 		s.environ = os.Environ()
@@ -140,6 +146,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	if s.hb <= 0 {
 		s.hb = DefaultHeartbeat
+	}
+	if s.explainTimeout <= 0 {
+		s.explainTimeout = DefaultExplainTimeout
 	}
 	if len(cfg.Credentials.Key) > 0 {
 		if s.box, err = credentials.NewBox(cfg.Credentials.Key); err != nil {
@@ -246,6 +255,7 @@ func (s *Service) newApp() *fiber.App {
 	api.Put("/providers/:name/keys/:id", op, s.rotateKey)
 	api.Get("/events", read, s.events)
 	api.Post("/classify", read, s.classify)
+	api.Post("/route/explain", read, s.explainRoute)
 	api.Get("/usage", read, s.usageReport)
 	api.Get("/clients", read, s.listClients)
 	api.Get("/clients/:id", read, s.getClient)

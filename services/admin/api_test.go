@@ -39,6 +39,7 @@ func TestAuth(t *testing.T) {
 		{name: "client key cannot rotate", method: "PUT", path: "/admin/providers/openai/keys/primary", header: "Bearer " + clientKey, status: 401, code: codeUnauthorized},
 		{name: "events without token", method: "GET", path: "/admin/events", status: 401, code: codeUnauthorized},
 		{name: "classify without token", method: "POST", path: "/admin/classify", status: 401, code: codeUnauthorized},
+		{name: "route explain without token", method: "POST", path: "/admin/route/explain", status: 401, code: codeUnauthorized},
 		{name: "openapi is public", method: "GET", path: "/admin/openapi.json", status: 200},
 		{name: "unknown admin route", method: "GET", path: "/admin/nope", header: "Bearer " + readToken, status: 404, code: codeNotFound},
 		{name: "metrics", method: "GET", path: "/metrics", status: 200},
@@ -99,7 +100,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	paths, _ := r.body["paths"].(map[string]any)
 	for _, p := range []string{"/admin/holds", "/admin/holds/{id}", "/admin/providers/status", "/admin/providers/{name}/reset",
 		"/admin/providers/{name}/keys/{id}", "/admin/events", "/admin/classify", "/admin/usage", "/admin/clients", "/admin/clients/{id}",
-		"/admin/clients/{id}/budget/reset", "/admin/plans", "/metrics",
+		"/admin/clients/{id}/budget/reset", "/admin/plans", "/metrics", "/admin/route/explain",
 		"/admin/config", "/admin/config/routing", "/admin/config/versions", "/admin/config/versions/{n}", "/admin/config/diff",
 		"/admin/config/preview", "/admin/config/activate", "/admin/config/rollback", "/admin/config/chains/{chain}/steps/{i}",
 		"/admin/config/providers/{name}/keys/{id}", "/admin/config/providers/{name}/keys", "/admin/config/providers/{name}/trip_on"} {

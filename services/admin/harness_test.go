@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -139,6 +140,9 @@ type envOptions struct {
 	usageMaxScan int
 	// edit changes testYAML before it is loaded (plansYAML adds plans).
 	edit func(string) string
+	// explainTimeout is Deps.ExplainTimeout; log is Deps.Log.
+	explainTimeout time.Duration
+	log            *slog.Logger
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
@@ -157,7 +161,8 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	}
 
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
-	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron})
+	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron,
+		ExplainTimeout: o.explainTimeout, Log: o.log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@
 //	swctl config show|history|diff  the fleet's routing configuration, its versions and their changes
 //	swctl config preview|activate|import|rollback FILE|N   validate and activate routing documents
 //	swctl config step CHAIN I on|off, config key PROVIDER ID --weight W --enabled false   small edits
+//	swctl route explain MODEL [--client ID] [--body FILE|-] [--header K=V]   how a proxy would route a request
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
@@ -60,6 +61,7 @@ func commands() []command {
 		{name: "clients", usage: "[CLIENT]: client keys, their plans and consumption against the limits", run: runClients},
 		{name: "budget", usage: "reset CLIENT: the client key's day, week and month spend from 0 again (operator)", run: runBudget},
 		{name: "config", usage: "show|history|diff|preview|activate|import|rollback|step|key: the fleet's routing configuration", run: runConfig},
+		{name: "route", usage: "explain MODEL [--client ID] [--body FILE|-] [--header K=V] [--endpoint E]: how a proxy would route a request now", run: runRoute},
 	}
 }
 
