@@ -235,3 +235,33 @@ func skipValue(b []byte, i int) int {
 		return i
 	}
 }
+
+// Each calls fn with the raw value of each element of the JSON array arr,
+// in order, and reports whether arr is an array. It does not allocate (fn
+// may, but a func literal that does not escape stays on the stack).
+func Each(arr []byte, fn func(elem []byte)) bool {
+	i := skipWS(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return false
+	}
+	i++
+	for {
+		i = skipWS(arr, i)
+		if i >= len(arr) {
+			return false
+		}
+		switch arr[i] {
+		case ']':
+			return true
+		case ',':
+			i++
+			continue
+		}
+		end := skipValue(arr, i)
+		if end < 0 {
+			return false
+		}
+		fn(arr[i:end])
+		i = end
+	}
+}

@@ -10,10 +10,8 @@ import (
 // Needs reads what a chat request body asks of a model: tools, images or
 // documents (vision), audio, a response schema, reasoning; and the output
 // it allows (max_completion_tokens or max_tokens; 0 when unset). It reads
-// both the OpenAI chat and the Anthropic messages shapes, without
-// allocating: part types are found as keys of the raw JSON (a "type" inside
-// a string is escaped, so every unescaped "type" followed by a colon is a
-// key).
+// both the OpenAI chat and the Anthropic messages shapes (content parts of
+// each message, and of Anthropic tool results), without allocating.
 func Needs(body []byte) (needs Caps, maxOutput int64) {
 	if v, _, _, ok := jsonfield.Find(body, "tools"); ok && nonEmptyArray(v) {
 		needs |= CapTools
@@ -22,7 +20,7 @@ func Needs(body []byte) (needs Caps, maxOutput int64) {
 	}
 	for _, key := range [...]string{"response_format", "output_format"} {
 		if v, _, _, ok := jsonfield.Find(body, key); ok {
-			if t, _ := jsonfield.String(v, "type"); t == "json_schema" {
+			if typeIs(v, `"json_schema"`) {
 				needs |= CapJSONSchema
 			}
 		}
@@ -32,7 +30,7 @@ func Needs(body []byte) (needs Caps, maxOutput int64) {
 	} else if v, _, _, ok := jsonfield.Find(body, "reasoning"); ok && len(v) > 0 && v[0] == '{' {
 		needs |= CapReasoning
 	} else if v, _, _, ok := jsonfield.Find(body, "thinking"); ok {
-		if t, _ := jsonfield.String(v, "type"); t == "enabled" || t == "adaptive" {
+		if typeIs(v, `"enabled"`) || typeIs(v, `"adaptive"`) {
 			needs |= CapReasoning
 		}
 	}
@@ -52,44 +50,48 @@ func Needs(body []byte) (needs Caps, maxOutput int64) {
 	return needs, 0
 }
 
-var typeKey = []byte(`"type"`)
-
-// partNeeds scans messages for content part types that need a capability.
-func partNeeds(msgs []byte) Caps {
-	var c Caps
-	for i := 0; ; {
-		j := bytes.Index(msgs[i:], typeKey)
-		if j < 0 {
-			return c
-		}
-		i += j + len(typeKey)
-		k := skipSpace(msgs, i)
-		if k >= len(msgs) || msgs[k] != ':' {
-			continue
-		}
-		k = skipSpace(msgs, k+1)
-		if k >= len(msgs) || msgs[k] != '"' {
-			continue
-		}
-		end := bytes.IndexByte(msgs[k+1:], '"')
-		if end < 0 {
-			return c
-		}
-		switch string(msgs[k+1 : k+1+end]) {
-		case "image_url", "image", "input_image", "document", "file":
-			c |= CapVision
-		case "input_audio", "audio":
-			c |= CapAudio
-		}
-		i = k + 1 + end
-	}
+// typeIs reports whether the object obj's "type" is the JSON string want
+// (quoted, as written: types are plain ASCII).
+func typeIs(obj []byte, want string) bool {
+	t, _, _, ok := jsonfield.Find(obj, "type")
+	return ok && string(t) == want
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+// partNeeds reads the content part types of messages: an array of
+// messages whose content is a string or an array of parts (an Anthropic
+// tool_result part carries parts of its own).
+func partNeeds(msgs []byte) Caps {
+	var c Caps
+	jsonfield.Each(msgs, func(msg []byte) {
+		content, _, _, ok := jsonfield.Find(msg, "content")
+		if !ok {
+			return
+		}
+		jsonfield.Each(content, func(part []byte) {
+			c |= partCaps(part)
+			if typeIs(part, `"tool_result"`) {
+				if inner, _, _, ok := jsonfield.Find(part, "content"); ok {
+					jsonfield.Each(inner, func(p []byte) { c |= partCaps(p) })
+				}
+			}
+		})
+	})
+	return c
+}
+
+// partCaps is what one content part needs.
+func partCaps(part []byte) Caps {
+	t, _, _, ok := jsonfield.Find(part, "type")
+	if !ok {
+		return 0
 	}
-	return i
+	switch string(t) {
+	case `"image_url"`, `"image"`, `"input_image"`, `"document"`, `"file"`, `"input_file"`:
+		return CapVision
+	case `"input_audio"`, `"audio"`:
+		return CapAudio
+	}
+	return 0
 }
 
 func nonEmptyArray(v []byte) bool {

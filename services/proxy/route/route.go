@@ -418,13 +418,14 @@ func (p *Provider) Pick(model string, gate Admitter, tried uint64, req *Request)
 // pick is Pick over the keys whose bit is not in skip. A key the ramp
 // deferred is chosen when no other key admits.
 func (p *Provider) pick(model string, gate Admitter, skip uint64, req *Request) (*Key, hold.Admission) {
+	if p.selection == selectLeastLatency {
+		return p.pickFastest(model, gate, skip)
+	}
 	var deferred *Key
 	for _, g := range p.groups {
 		n := uint32(len(g.wheel))
 		var start uint32
 		switch {
-		case p.selection == selectLeastLatency:
-			start = p.fastest(g, skip)
 		case p.selection == selectHash && req != nil && req.KeyHashed:
 			start = uint32(req.KeyHash % uint64(n))
 		default:
@@ -452,20 +453,42 @@ func (p *Provider) pick(model string, gate Admitter, skip uint64, req *Request) 
 	return nil, hold.Deny
 }
 
-// fastest is the wheel position of the group's key with the lowest
-// latency (a key never measured first), among keys not in skip.
-func (p *Provider) fastest(g *group, skip uint64) uint32 {
-	best, bestMS := uint32(0), -1.0
-	for i, ki := range g.wheel {
-		if skip&(1<<ki) != 0 {
-			continue
-		}
-		ms, _ := p.Keys[ki].Latency.MS()
-		if bestMS < 0 || ms < bestMS {
-			best, bestMS = uint32(i), ms
+// pickFastest is pick for least_latency selection: group by group, the
+// keys in order of their latency (a key never measured first), the first
+// the admitter admits; a key the ramp deferred only when none admits.
+func (p *Provider) pickFastest(model string, gate Admitter, skip uint64) (*Key, hold.Admission) {
+	var deferred *Key
+	for _, g := range p.groups {
+		for {
+			best, bestMS := -1, 0.0
+			for _, ki := range g.wheel {
+				if skip&(1<<ki) != 0 {
+					continue
+				}
+				if ms, _ := p.Keys[ki].Latency.MS(); best < 0 || ms < bestMS {
+					best, bestMS = int(ki), ms
+				}
+			}
+			if best < 0 {
+				break
+			}
+			skip |= 1 << best
+			k := p.Keys[best]
+			switch a := gate.Admit(p.Name, k.HoldKey(), model); a {
+			case hold.Deny:
+			case hold.Deferred:
+				if deferred == nil {
+					deferred = k
+				}
+			default:
+				return k, a
+			}
 		}
 	}
-	return best
+	if deferred != nil {
+		return deferred, hold.Admit
+	}
+	return nil, hold.Deny
 }
 
 func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, error) {

@@ -444,9 +444,10 @@ func (c *Cursor) stalest() int8 {
 }
 
 // weightedFirst is the weighted strategy's first step: by the request's
-// hash on the weight wheel (sticky), else the wheel's next slot (smooth
-// weighted round robin); a slot whose step is not eligible passes to the
-// next slot, so only the conversations of a step that left move.
+// hash on the weight wheel (sticky: a slot whose step is not eligible
+// passes to the next slot, so only the conversations of a step that left
+// move), else the wheel's next slot (smooth weighted round robin: slots of
+// steps not eligible are used up, so the others share by their weights).
 func (rt *Route) weightedFirst(eligible, preferred uint64, req *Request) int8 {
 	if preferred&eligible != 0 {
 		eligible &= preferred
@@ -455,14 +456,17 @@ func (rt *Route) weightedFirst(eligible, preferred uint64, req *Request) int8 {
 	if n == 0 {
 		return -1
 	}
-	var pos uint64
 	if req.Hashed {
-		pos = req.Hash % n
-	} else {
-		pos = uint64(rt.next.Add(1)-1) % n
+		pos := req.Hash % n
+		for i := uint64(0); i < n; i++ {
+			if s := rt.wheel[(pos+i)%n]; eligible&(1<<s) != 0 {
+				return int8(s)
+			}
+		}
+		return -1
 	}
-	for i := uint64(0); i < n; i++ {
-		if s := rt.wheel[(pos+i)%n]; eligible&(1<<s) != 0 {
+	for range n {
+		if s := rt.wheel[uint64(rt.next.Add(1)-1)%n]; eligible&(1<<s) != 0 {
 			return int8(s)
 		}
 	}
