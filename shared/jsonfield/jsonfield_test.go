@@ -2,6 +2,7 @@ package jsonfield
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -111,5 +112,34 @@ func BenchmarkSetString(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		dst = SetString(dst[:0], obj, "model", "gpt-4o-2024-08-06")
+	}
+}
+
+func TestEach(t *testing.T) {
+	tests := []struct {
+		in    string
+		want  []string
+		array bool
+	}{
+		{`[]`, nil, true},
+		{` [ 1 , "a,b" , {"x":[1,2]} , [3] , null ] `, []string{`1`, `"a,b"`, `{"x":[1,2]}`, `[3]`, `null`}, true},
+		{`["]\"["]`, []string{`"]\"["`}, true},
+		{`{"a":1}`, nil, false},
+		{`[1,`, []string{`1`}, false},
+		{``, nil, false},
+	}
+	for _, tt := range tests {
+		var got []string
+		array := Each([]byte(tt.in), func(e []byte) { got = append(got, string(e)) })
+		if array != tt.array || !slices.Equal(got, tt.want) {
+			t.Errorf("Each(%s) = %q, %v; want %q, %v", tt.in, got, array, tt.want, tt.array)
+		}
+	}
+	body := []byte(`[{"type":"text"},{"type":"image_url"}]`)
+	if n := testing.AllocsPerRun(100, func() {
+		c := 0
+		Each(body, func([]byte) { c++ })
+	}); n != 0 {
+		t.Fatalf("Each allocates %v times", n)
 	}
 }
