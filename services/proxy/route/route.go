@@ -436,21 +436,12 @@ func (p *Provider) pick(model string, gate Admitter, skip uint64, req *Request) 
 			if skip&(1<<uint(k.index)) != 0 {
 				continue
 			}
-			switch a := gate.Admit(p.Name, k.HoldKey(), model); a {
-			case hold.Deny:
-			case hold.Deferred:
-				if deferred == nil {
-					deferred = k
-				}
-			default:
+			if a, ok := p.ask(gate, k, model, &deferred); ok {
 				return k, a
 			}
 		}
 	}
-	if deferred != nil {
-		return deferred, hold.Admit
-	}
-	return nil, hold.Deny
+	return lastResort(deferred)
 }
 
 // pickFastest is pick for least_latency selection: group by group, the
@@ -474,17 +465,32 @@ func (p *Provider) pickFastest(model string, gate Admitter, skip uint64) (*Key, 
 			}
 			skip |= 1 << best
 			k := p.Keys[best]
-			switch a := gate.Admit(p.Name, k.HoldKey(), model); a {
-			case hold.Deny:
-			case hold.Deferred:
-				if deferred == nil {
-					deferred = k
-				}
-			default:
+			if a, ok := p.ask(gate, k, model, &deferred); ok {
 				return k, a
 			}
 		}
 	}
+	return lastResort(deferred)
+}
+
+// ask asks the gate about k: ok when k may be used now; a key the ramp
+// deferred is noted in deferred (the first one).
+func (p *Provider) ask(gate Admitter, k *Key, model string, deferred **Key) (hold.Admission, bool) {
+	switch a := gate.Admit(p.Name, k.HoldKey(), model); a {
+	case hold.Deny:
+	case hold.Deferred:
+		if *deferred == nil {
+			*deferred = k
+		}
+	default:
+		return a, true
+	}
+	return hold.Deny, false
+}
+
+// lastResort is a pick's answer when no key admitted: the key the ramp
+// deferred, else none.
+func lastResort(deferred *Key) (*Key, hold.Admission) {
 	if deferred != nil {
 		return deferred, hold.Admit
 	}
