@@ -320,20 +320,30 @@ func (l *Limiter) Done(t Ticket, tokens int64, costUSD float64, costKnown bool) 
 	if c.inflight > 0 {
 		c.inflight--
 	}
+	if !costKnown {
+		costUSD = 0
+	}
+	claim := c.consume(p, tokens, costUSD)
+	c.mu.Unlock()
+	if claim {
+		l.poke()
+	}
+}
+
+// consume counts tokens in the current minute and a cost in every budget
+// period (a cost that is not a positive number counts nothing); it reports
+// whether an exhausted period is now to be claimed. c.mu is held.
+func (c *client) consume(p *periods, tokens int64, costUSD float64) (claim bool) {
 	if tokens > 0 {
 		c.cur.tok += tokens
 	}
-	claim := false
-	if costKnown && costUSD > 0 && !math.IsInf(costUSD, 0) {
+	if costUSD > 0 && !math.IsInf(costUSD, 0) {
 		for i := range c.spend {
 			c.spend[i].usd += costUSD
 		}
 		claim = c.needsClaim(p)
 	}
-	c.mu.Unlock()
-	if claim {
-		l.poke()
-	}
+	return claim
 }
 
 // Charge counts spend and tokens against id without an admission: for a
@@ -348,16 +358,7 @@ func (l *Limiter) Charge(id string, lim *Limits, tokens int64, costUSD float64) 
 	c.mu.Lock()
 	c.roll(m, p)
 	c.lim = lim
-	if tokens > 0 {
-		c.cur.tok += tokens
-	}
-	claim := false
-	if costUSD > 0 && !math.IsInf(costUSD, 0) && !math.IsNaN(costUSD) {
-		for i := range c.spend {
-			c.spend[i].usd += costUSD
-		}
-		claim = c.needsClaim(p)
-	}
+	claim := c.consume(p, tokens, costUSD)
 	c.mu.Unlock()
 	if claim {
 		l.poke()

@@ -12,44 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"switchyard.dev/services/proxy/route"
 )
 
 // explainAnswer is the answer of POST /admin/route/explain: a proxy's
 // route.Explanation.
 type explainAnswer struct {
-	Instance       string `json:"instance"`
-	RoutingVersion int    `json:"routing_version"`
-	Explanation    struct {
-		Model                string        `json:"model"`
-		Route                string        `json:"route"`
-		Kind                 string        `json:"kind"`
-		Strategy             string        `json:"strategy"`
-		HashOn               string        `json:"hash_on"`
-		FailClosed           bool          `json:"fail_closed"`
-		Needs                []string      `json:"needs"`
-		EstimatedInputTokens int64         `json:"estimated_input_tokens"`
-		MaxOutputTokens      int64         `json:"max_output_tokens"`
-		Region               string        `json:"region"`
-		RegionRequired       bool          `json:"region_required"`
-		Candidates           []explainStep `json:"candidates"`
-		Rejected             []explainStep `json:"rejected"`
-	} `json:"explanation"`
-}
-
-// explainStep is one step of an explanation (route.Choice).
-type explainStep struct {
-	Step             int      `json:"step"`
-	Target           string   `json:"target"`
-	Health           string   `json:"health"`
-	LatencyMS        *float64 `json:"latency_ms"`
-	EstimatedCostUSD *float64 `json:"estimated_cost_usd"`
-	Reason           string   `json:"reason"`
-	Detail           string   `json:"detail"`
-	Fallback         bool     `json:"fallback"`
-	Keys             []struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	} `json:"keys"`
+	Instance       string            `json:"instance"`
+	RoutingVersion int               `json:"routing_version"`
+	Explanation    route.Explanation `json:"explanation"`
 }
 
 // headerFlags are repeated --header K=V flags.
