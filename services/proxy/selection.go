@@ -33,7 +33,7 @@ func (r *request) selection(c headers, rte *route.Route) {
 	}
 	rc := &r.rt.cfg.Routing
 	if v := c.Get(headerOr(rc.RegionHeader, config.DefaultRegionHeader)); v != "" {
-		sel.Region = strings.ToLower(strings.TrimSpace(v)) // a copy: it outlives the header buffer
+		sel.Region = strings.Clone(strings.ToLower(strings.TrimSpace(v))) // the header's buffer is reused
 		sel.RegionRequired = strings.EqualFold(c.Get(headerOr(rc.RegionRequiredHeader, config.DefaultRegionRequiredHeader)), "true")
 	} else if r.client != nil && r.client.region != "" {
 		sel.Region, sel.RegionRequired = r.client.region, r.client.regionRequired
@@ -119,8 +119,11 @@ func (r *request) rejections(rte *route.Route) string {
 	var b strings.Builder
 	for i := range rte.Steps {
 		why := r.cur.Reason(i)
-		if why == route.Candidate || why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported {
+		switch {
+		case why == route.Candidate || why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported:
 			continue
+		case why == route.ReasonFallback && r.cur.Yielded(i):
+			continue // offline, yet tried: nothing else could be
 		}
 		if b.Len() > 0 {
 			b.WriteString(", ")

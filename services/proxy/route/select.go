@@ -352,6 +352,9 @@ func (c *Cursor) fallback() uint64 {
 // admitted): offline steps stay skipped from then on.
 func (c *Cursor) Progress() { c.progress = true }
 
+// Yielded reports whether Next returned step i.
+func (c *Cursor) Yielded(i int) bool { return c.used&(1<<i) != 0 }
+
 // Reason is why step i is not a candidate (Candidate when it is one).
 func (c *Cursor) Reason(i int) Reason { return c.reasons[i] }
 
