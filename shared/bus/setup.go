@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/usage"
 )
 
@@ -92,12 +93,17 @@ type SetupOptions struct {
 	// UsageMaxAge is the usage stream's retention (metering.retention); 0
 	// means DefaultUsageMaxAge.
 	UsageMaxAge time.Duration
+	// DebugMaxAge and DebugMaxBytes bound the debug bundle stream
+	// (debug.retention, debug.max_bytes); 0 means the defaults.
+	DebugMaxAge   time.Duration
+	DebugMaxBytes int64
 }
 
 // SetupOptionsFrom takes Replicas and Storage from the nats config section
 // and the usage stream's retention from metering.retention.
 func SetupOptionsFrom(cfg *config.Config) SetupOptions {
-	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage, UsageMaxAge: cfg.Metering.Retention}
+	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage, UsageMaxAge: cfg.Metering.Retention,
+		DebugMaxAge: cfg.Debug.Retention, DebugMaxBytes: cfg.Debug.MaxBytes}
 }
 
 // Resources are the buckets and stream returned by Setup.
@@ -110,6 +116,7 @@ type Resources struct {
 	Config      jetstream.KeyValue
 	Events      jetstream.Stream
 	Usage       jetstream.Stream
+	Debug       jetstream.Stream
 }
 
 // Setup creates the Switchyard buckets and events stream, or binds to them
@@ -145,7 +152,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		}
 		*dst[cfg.Bucket] = kv
 	}
-	dstStream := map[string]*jetstream.Stream{StreamEvents: &res.Events, StreamUsage: &res.Usage}
+	dstStream := map[string]*jetstream.Stream{StreamEvents: &res.Events, StreamUsage: &res.Usage, debug.Stream: &res.Debug}
 	for _, cfg := range streams {
 		s, err := js.CreateOrUpdateStream(ctx, cfg)
 		if err != nil {
@@ -182,6 +189,13 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 	usageAge := opts.UsageMaxAge
 	if usageAge <= 0 {
 		usageAge = DefaultUsageMaxAge
+	}
+	debugAge, debugBytes := opts.DebugMaxAge, opts.DebugMaxBytes
+	if debugAge <= 0 {
+		debugAge = debug.DefaultRetention
+	}
+	if debugBytes <= 0 {
+		debugBytes = debug.DefaultMaxBytes
 	}
 	ttlBucket := func(name, desc string) jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{
@@ -230,6 +244,18 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      usageAge,
 		Duplicates:  UsageDuplicateWindow,
+		Storage:     storage,
+		Replicas:    replicas,
+	}, {
+		Name:        debug.Stream,
+		Description: "Switchyard request debug bundles: subject switchyard.debug.<outcome>.<provider>.<request id>",
+		Subjects:    []string{debug.Subjects},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      debugAge,
+		MaxBytes:    debugBytes,
+		// Direct gets: any replica answers a lookup by request id.
+		AllowDirect: true,
 		Storage:     storage,
 		Replicas:    replicas,
 	}}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/testkit"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -158,8 +159,8 @@ func TestConfigs(t *testing.T) {
 			if !configBucket {
 				t.Errorf("no %s bucket", BucketConfig)
 			}
-			if len(streams) != 2 {
-				t.Fatalf("%d streams, want events and usage", len(streams))
+			if len(streams) != 3 {
+				t.Fatalf("%d streams, want events, usage and debug", len(streams))
 			}
 			for _, s := range streams {
 				if s.Replicas != replicas || s.Storage != tt.storage {
@@ -169,10 +170,15 @@ func TestConfigs(t *testing.T) {
 			if streams[0].MaxAge != tt.maxAge || streams[1].MaxAge != DefaultUsageMaxAge {
 				t.Errorf("max ages %s, %s", streams[0].MaxAge, streams[1].MaxAge)
 			}
+			if d := streams[2]; d.Name != debug.Stream || d.MaxAge != debug.DefaultRetention || d.MaxBytes != debug.DefaultMaxBytes ||
+				!d.AllowDirect || d.Discard != jetstream.DiscardOld {
+				t.Errorf("debug stream %+v", d)
+			}
 		})
 	}
-	o := SetupOptionsFrom(&config.Config{NATS: config.NATS{Replicas: 3, Storage: "memory"}, Metering: config.Metering{Retention: time.Hour}})
-	if o.Replicas != 3 || o.Storage != "memory" || o.UsageMaxAge != time.Hour {
+	o := SetupOptionsFrom(&config.Config{NATS: config.NATS{Replicas: 3, Storage: "memory"}, Metering: config.Metering{Retention: time.Hour},
+		Debug: config.Debug{Retention: 2 * time.Hour, MaxBytes: 5 << 20}})
+	if o.Replicas != 3 || o.Storage != "memory" || o.UsageMaxAge != time.Hour || o.DebugMaxAge != 2*time.Hour || o.DebugMaxBytes != 5<<20 {
 		t.Fatalf("SetupOptionsFrom: %+v", o)
 	}
 }

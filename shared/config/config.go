@@ -42,6 +42,11 @@ type Config struct {
 	// Routing is how targets are chosen where the configuration leaves a
 	// choice (plain model names, chains without a strategy of their own).
 	Routing Routing `koanf:"routing"`
+	// Debug configures request debug bundles (process-level: each proxy
+	// reads its own).
+	Debug Debug `koanf:"debug"`
+	// Telemetry configures OpenTelemetry trace export.
+	Telemetry Telemetry `koanf:"telemetry"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`

@@ -38,6 +38,7 @@ func Defaults() *Config {
 			LimitsInterval:       250 * time.Millisecond,
 			EstimateOutputTokens: 1024,
 		},
+		Debug: Debug{Retention: 24 * time.Hour, MaxBytes: 1 << 30, Buffer: DefaultDebugBuffer},
 		Retry: Retry{
 			SameTargetAttempts: 2,
 			BackoffBase:        100 * time.Millisecond,

@@ -90,6 +90,8 @@ func (c *Config) Validate() error {
 	v.plans()
 	v.prices()
 	v.metering()
+	v.debug()
+	v.telemetry()
 	v.adminSection()
 	return errors.Join(v.errs...)
 }
