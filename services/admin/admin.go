@@ -257,6 +257,8 @@ func (s *Service) newApp() *fiber.App {
 	api.Post("/classify", read, s.classify)
 	api.Post("/route/explain", read, s.explainRoute)
 	api.Get("/usage", read, s.usageReport)
+	api.Get("/requests", read, s.listRequests)
+	api.Get("/requests/:id", read, s.getRequest)
 	api.Get("/clients", read, s.listClients)
 	api.Get("/clients/:id", read, s.getClient)
 	api.Post("/clients/:id/budget/reset", op, s.resetBudget)

@@ -13,11 +13,12 @@ import (
 
 // web holds the dashboard: one server-rendered page, its scripts (the
 // Usage page's charts in usage.js, the Clients page in clients.js, the
-// Configuration page in config.js) and its
+// Configuration page in config.js, the Requests page and its debug bundle
+// timelines in requests.js) and its
 // stylesheet, embedded in the binary (no CDN: nothing is fetched from the
 // internet at run time).
 //
-//go:embed web/index.html.tmpl web/app.js web/usage.js web/clients.js web/config.js web/app.css web/openapi.json
+//go:embed web/index.html.tmpl web/app.js web/usage.js web/clients.js web/config.js web/requests.js web/app.css web/openapi.json
 var web embed.FS
 
 var pageTmpl = template.Must(template.ParseFS(web, "web/index.html.tmpl"))
@@ -45,7 +46,7 @@ func (s *Service) dashboard(c *fiber.Ctx) error {
 // asset: GET /assets/{file}: the scripts and the stylesheet.
 func (s *Service) asset(c *fiber.Ctx) error {
 	name := path.Base(c.Params("file"))
-	if name != "app.js" && name != "usage.js" && name != "clients.js" && name != "config.js" && name != "app.css" {
+	if name != "app.js" && name != "usage.js" && name != "clients.js" && name != "config.js" && name != "requests.js" && name != "app.css" {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no asset "+name)
 	}
 	b, err := fs.ReadFile(web, "web/"+name)

@@ -12,6 +12,7 @@
   let usage = null; // the Usage page (usage.js)
   let clients = null; // the Clients page (clients.js)
   let config = null; // the Configuration page (config.js)
+  let requests = null; // the Requests page and its bundle view (requests.js)
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -62,18 +63,26 @@
     if (usage) usage.hide();
     if (clients) clients.forget();
     if (config) config.forget();
+    if (requests) requests.forget();
     showLogin(msg);
   }
 
   // route shows the page the location's hash names: #usage, #clients,
+  // #requests (#requests/<request id>: one request's debug bundle),
   // #config, else the fleet
   function route() {
-    const pages = { "#usage": "usage", "#clients": "clients", "#config": "config" };
-    const page = pages[location.hash] || "fleet";
+    const pages = { "#usage": "usage", "#clients": "clients", "#requests": "requests", "#config": "config" };
+    const hash = location.hash;
+    let page = pages[hash] || "fleet", request = "";
+    if (hash.startsWith("#requests/")) {
+      page = "requests";
+      try { request = decodeURIComponent(hash.slice("#requests/".length)); } catch (_) { request = hash.slice("#requests/".length); }
+    }
     $("fleet-page").hidden = page !== "fleet";
-    for (const p of ["fleet", "usage", "clients", "config"]) $("tab-" + p).classList.toggle("on", p === page);
+    for (const p of ["fleet", "usage", "clients", "requests", "config"]) $("tab-" + p).classList.toggle("on", p === page);
     if (page === "usage") usage.show(); else usage.hide();
     if (page === "clients") clients.show(); else clients.hide();
+    if (page === "requests") requests.show(request); else requests.hide();
     if (page === "config") config.show(); else config.hide();
   }
 
@@ -164,7 +173,13 @@
       (ev.class && ev.class !== "unrecognised" ? "  " + ev.class : "") + (ev.outcome ? "  " + ev.outcome : "") +
       (ev.reason ? "  — " + ev.reason : "");
     const list = $("events");
-    list.prepend(el("li", { class: "event", "data-kind": kind, text: line }));
+    const li = el("li", { class: "event", "data-kind": kind, text: line });
+    // an event of a request links to its debug bundle
+    if (ev.request_id) {
+      li.dataset.requestId = ev.request_id;
+      li.append("  ", el("a", { class: "request-link", href: requests.href(ev.request_id), text: "request " + ev.request_id }));
+    }
+    list.prepend(li);
     while (list.children.length > 200) list.lastChild.remove();
   }
 
@@ -227,6 +242,7 @@
     usage = window.SwitchyardUsage({ api, el, $ });
     clients = window.SwitchyardClients({ api, el, $ });
     config = window.SwitchyardConfig({ api, el, $ });
+    requests = window.SwitchyardRequests({ api, el, $ });
     window.addEventListener("hashchange", () => { if (token) route(); });
     $("login-form").addEventListener("submit", (e) => {
       e.preventDefault();

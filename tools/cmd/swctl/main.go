@@ -11,6 +11,8 @@
 //	swctl config show|history|diff  the fleet's routing configuration, its versions and their changes
 //	swctl config preview|activate|import|rollback FILE|N   validate and activate routing documents
 //	swctl config step CHAIN I on|off, config key PROVIDER ID --weight W --enabled false   small edits
+//	swctl debug REQUEST_ID [--json]  one request's debug bundle: its route, every attempt, the outcome
+//	swctl debug list [--outcome failed] [--provider P] [--since 1h] [--limit N]   the newest debug bundles
 //	swctl route explain MODEL [--client ID] [--body FILE|-] [--header K=V]   how a proxy would route a request
 //
 // The admin verbs talk to the admin service: -admin URL (env
@@ -61,6 +63,7 @@ func commands() []command {
 		{name: "clients", usage: "[CLIENT]: client keys, their plans and consumption against the limits", run: runClients},
 		{name: "budget", usage: "reset CLIENT: the client key's day, week and month spend from 0 again (operator)", run: runBudget},
 		{name: "config", usage: "show|history|diff|preview|activate|import|rollback|step|key: the fleet's routing configuration", run: runConfig},
+		{name: "debug", usage: "REQUEST_ID | list [--outcome failed] [--provider P] [--since 1h] [--limit N]: a request's debug bundle as a timeline, or the newest bundles", run: runDebug},
 		{name: "route", usage: "explain MODEL [--client ID] [--body FILE|-] [--header K=V] [--endpoint E]: how a proxy would route a request now", run: runRoute},
 	}
 }
