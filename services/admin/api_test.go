@@ -100,7 +100,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	paths, _ := r.body["paths"].(map[string]any)
 	for _, p := range []string{"/admin/holds", "/admin/holds/{id}", "/admin/providers/status", "/admin/providers/{name}/reset",
 		"/admin/providers/{name}/keys/{id}", "/admin/events", "/admin/classify", "/admin/usage", "/admin/clients", "/admin/clients/{id}",
-		"/admin/clients/{id}/budget/reset", "/admin/plans", "/metrics", "/admin/route/explain",
+		"/admin/clients/{id}/budget/reset", "/admin/plans", "/metrics", "/admin/route/explain", "/admin/requests", "/admin/requests/{id}",
 		"/admin/config", "/admin/config/routing", "/admin/config/versions", "/admin/config/versions/{n}", "/admin/config/diff",
 		"/admin/config/preview", "/admin/config/activate", "/admin/config/rollback", "/admin/config/chains/{chain}/steps/{i}",
 		"/admin/config/providers/{name}/keys/{id}", "/admin/config/providers/{name}/keys", "/admin/config/providers/{name}/trip_on"} {
