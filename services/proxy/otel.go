@@ -1,0 +1,675 @@
+package proxy
+
+// OpenTelemetry export: each request's debug bundle, once finished, becomes
+// a trace exported over OTLP/HTTP by the official Go SDK: a server span for
+// the request and a client span per upstream attempt, built after the fact
+// with the bundle's timestamps, with the GenAI semantic-convention
+// attributes and Switchyard's own. Nothing exported holds prompt text, a
+// body, a provider error's message or a secret: only what the bundle has,
+// and of its provider errors only code and type.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
+)
+
+// tracerScope is the instrumentation scope of the spans.
+const tracerScope = "switchyard.dev/services/proxy"
+
+// Span attributes. The GenAI conventions are still in development, so the
+// Go semconv package does not carry them: the keys are spelled here.
+const (
+	attrGenAIOperation      = attribute.Key("gen_ai.operation.name")
+	attrGenAISystem         = attribute.Key("gen_ai.system")
+	attrGenAIProvider       = attribute.Key("gen_ai.provider.name") // the newer name of gen_ai.system
+	attrGenAIRequestModel   = attribute.Key("gen_ai.request.model")
+	attrGenAIResponseModel  = attribute.Key("gen_ai.response.model")
+	attrGenAIInputTokens    = attribute.Key("gen_ai.usage.input_tokens")
+	attrGenAIOutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
+	attrGenAICacheRead      = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	attrGenAICacheCreation  = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
+	attrGenAIFinishReasons  = attribute.Key("gen_ai.response.finish_reasons")
+	attrRequestID           = attribute.Key("switchyard.request_id")
+	attrEndpoint            = attribute.Key("switchyard.endpoint")
+	attrRoute               = attribute.Key("switchyard.route")
+	attrRouteKind           = attribute.Key("switchyard.route.kind")
+	attrStrategy            = attribute.Key("switchyard.route.strategy")
+	attrClient              = attribute.Key("switchyard.client")
+	attrPlan                = attribute.Key("switchyard.plan")
+	attrAccess              = attribute.Key("switchyard.access")
+	attrStream              = attribute.Key("switchyard.stream")
+	attrStreamCompleted     = attribute.Key("switchyard.stream_completed")
+	attrCancelled           = attribute.Key("switchyard.cancelled")
+	attrOutcome             = attribute.Key("switchyard.outcome")
+	attrClass               = attribute.Key("switchyard.class")
+	attrErrorCode           = attribute.Key("switchyard.error_code")
+	attrErrorType           = attribute.Key("switchyard.error_type")
+	attrProvider            = attribute.Key("switchyard.provider")
+	attrKeyID               = attribute.Key("switchyard.key_id")
+	attrAttempts            = attribute.Key("switchyard.attempts")
+	attrAttempt             = attribute.Key("switchyard.attempt")
+	attrAction              = attribute.Key("switchyard.action")
+	attrProbe               = attribute.Key("switchyard.probe")
+	attrSoft                = attribute.Key("switchyard.soft")
+	attrTTFTMS              = attribute.Key("switchyard.ttft_ms")
+	attrBackoffMS           = attribute.Key("switchyard.backoff_ms")
+	attrCostUSD             = attribute.Key("switchyard.cost_usd")
+	attrReasoningTokens     = attribute.Key("switchyard.usage.reasoning_tokens")
+	attrEstimatedTokens     = attribute.Key("switchyard.usage.estimated")
+	attrHTTPStatus          = semconv.HTTPResponseStatusCodeKey
+	attrErrorTypeConvention = semconv.ErrorTypeKey
+)
+
+// genAISystems maps Switchyard provider types to the gen_ai.system values
+// the conventions name; the other types are exported as they are.
+var genAISystems = map[string]string{
+	"azure":   "az.ai.openai",
+	"gemini":  "gcp.gemini",
+	"mistral": "mistral_ai",
+}
+
+// tracer exports finished requests as traces. A nil *tracer is tracing
+// off: its methods do nothing.
+type tracer struct {
+	tp  *sdktrace.TracerProvider
+	tr  trace.Tracer
+	exp *spanExporter
+	// providerType maps a provider's name to its type, for gen_ai.system;
+	// nil, or "" for a name: gen_ai.system is the provider's name. Set it
+	// before the first export; it must be safe for concurrent use.
+	providerType func(provider string) string
+}
+
+// newTracer returns nil (tracing off) unless enabled; environ is the process environment (KEY=VALUE list, like os.Environ()).
+//
+// Precedence: OTEL_SDK_DISABLED=true turns tracing off; otherwise
+// telemetry.traces decides when set (otlp or none); otherwise
+// OTEL_TRACES_EXPORTER=otlp turns it on. The exporter is configured from
+// the standard OTEL_EXPORTER_OTLP_* variables of environ (the SDK would
+// read the process environment; environ is read here and passed as
+// options, so that they win).
+func newTracer(cfg config.Telemetry, environ []string, instance string, log *slog.Logger) (*tracer, error) {
+	env := envMap(environ)
+	on, err := tracingEnabled(cfg, env, log)
+	if err != nil || !on {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts, err := otlpOptions(env)
+	if err != nil {
+		return nil, err
+	}
+	bspOpts, err := batchOptions(env)
+	if err != nil {
+		return nil, err
+	}
+	res, err := traceResource(cfg, env, instance)
+	if err != nil {
+		return nil, err
+	}
+	client, err := otlptracehttp.New(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+	}
+	exp := newSpanExporter(client, log)
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))),
+		sdktrace.WithBatcher(exp, bspOpts...),
+	)
+	log.Info("exporting traces over OTLP", "service", serviceName(res), "sample_ratio", cfg.Ratio())
+	return &tracer{tp: tp, tr: tp.Tracer(tracerScope), exp: exp}, nil
+}
+
+// tracingEnabled applies the precedence of newTracer.
+func tracingEnabled(cfg config.Telemetry, env map[string]string, log *slog.Logger) (bool, error) {
+	if strings.EqualFold(strings.TrimSpace(env["OTEL_SDK_DISABLED"]), "true") {
+		return false, nil
+	}
+	switch cfg.Traces {
+	case config.TracesOTLP:
+		return true, nil
+	case config.TracesNone:
+		return false, nil
+	case "":
+	default:
+		return false, fmt.Errorf("telemetry.traces: unknown value %q (want one of: %s, %s)", cfg.Traces, config.TracesOTLP, config.TracesNone)
+	}
+	on := false
+	for e := range strings.SplitSeq(env["OTEL_TRACES_EXPORTER"], ",") {
+		switch e = strings.TrimSpace(e); e {
+		case "", "none":
+		case "otlp":
+			on = true
+		default:
+			if log != nil {
+				log.Warn("OTEL_TRACES_EXPORTER names an exporter the proxy does not have (only otlp)", "exporter", e)
+			}
+		}
+	}
+	return on, nil
+}
+
+// envMap is environ as a map (a later entry wins, like os.Getenv).
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string)
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "OTEL_") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// otlpEnv is the trace-specific variable OTEL_EXPORTER_OTLP_TRACES_<name>
+// if set, else OTEL_EXPORTER_OTLP_<name>, with the variable's name.
+func otlpEnv(env map[string]string, name string) (value, variable string) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
+		if v := strings.TrimSpace(env[k]); v != "" {
+			return v, k
+		}
+	}
+	return "", ""
+}
+
+// otlpOptions are the exporter's options from the standard variables.
+func otlpOptions(env map[string]string) ([]otlptracehttp.Option, error) {
+	var opts []otlptracehttp.Option
+	if p, k := otlpEnv(env, "PROTOCOL"); p != "" && p != "http/protobuf" {
+		return nil, fmt.Errorf("%s=%s: the proxy exports traces over http/protobuf only", k, p)
+	}
+
+	endpoint, k := env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	signal := endpoint != ""
+	if !signal {
+		endpoint, k = env["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT"
+	}
+	if endpoint = strings.TrimSpace(endpoint); endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: want an http:// or https:// URL, got %q", k, endpoint)
+		}
+		if !signal { // the base URL: the traces path is appended
+			u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+		}
+		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+	} else if v, k := otlpEnv(env, "INSECURE"); v != "" {
+		// Only for the default endpoint: a URL's scheme decides otherwise.
+		insecure, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: want true or false, got %q", k, v)
+		}
+		if insecure {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
+	}
+
+	headers := map[string]string{}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		if err := parseHeaders(env[k], headers); err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err) // never the value: it holds credentials
+		}
+	}
+	if len(headers) > 0 {
+		opts = append(opts, otlptracehttp.WithHeaders(headers))
+	}
+
+	if v, k := otlpEnv(env, "TIMEOUT"); v != "" {
+		ms, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: want milliseconds, got %q", k, v)
+		}
+		opts = append(opts, otlptracehttp.WithTimeout(time.Duration(ms)*time.Millisecond))
+	}
+
+	switch v, k := otlpEnv(env, "COMPRESSION"); v {
+	case "":
+	case "gzip":
+		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	case "none":
+		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.NoCompression))
+	default:
+		return nil, fmt.Errorf("%s: want gzip or none, got %q", k, v)
+	}
+
+	tlsCfg, err := otlpTLS(env)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, otlptracehttp.WithTLSClientConfig(tlsCfg))
+	}
+	return opts, nil
+}
+
+// parseHeaders adds the headers of v (key=value,... with percent-encoded
+// values) to h.
+func parseHeaders(v string, h map[string]string) error {
+	for i, kv := range strings.Split(v, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return fmt.Errorf("entry %d: want key=value", i+1)
+		}
+		dk, err1 := url.PathUnescape(k)
+		dv, err2 := url.PathUnescape(strings.TrimSpace(val))
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("entry %d: bad percent-encoding", i+1)
+		}
+		h[dk] = dv
+	}
+	return nil
+}
+
+// otlpTLS is the TLS configuration of the CERTIFICATE, CLIENT_CERTIFICATE
+// and CLIENT_KEY variables (nil: the defaults).
+func otlpTLS(env map[string]string) (*tls.Config, error) {
+	ca, caVar := otlpEnv(env, "CERTIFICATE")
+	cert, certVar := otlpEnv(env, "CLIENT_CERTIFICATE")
+	key, keyVar := otlpEnv(env, "CLIENT_KEY")
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caVar, err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate in %s", caVar, ca)
+		}
+	}
+	if cert == "" && key != "" {
+		return nil, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", keyVar)
+	}
+	if key == "" && cert != "" {
+		return nil, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_KEY", certVar)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%s, %s: %w", certVar, keyVar, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// batchOptions are the batch span processor's options from the OTEL_BSP_*
+// variables of env.
+func batchOptions(env map[string]string) ([]sdktrace.BatchSpanProcessorOption, error) {
+	var opts []sdktrace.BatchSpanProcessorOption
+	for _, o := range []struct {
+		name string
+		set  func(int) sdktrace.BatchSpanProcessorOption
+	}{
+		{"OTEL_BSP_SCHEDULE_DELAY", func(n int) sdktrace.BatchSpanProcessorOption {
+			return sdktrace.WithBatchTimeout(time.Duration(n) * time.Millisecond)
+		}},
+		{"OTEL_BSP_EXPORT_TIMEOUT", func(n int) sdktrace.BatchSpanProcessorOption {
+			return sdktrace.WithExportTimeout(time.Duration(n) * time.Millisecond)
+		}},
+		{"OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.WithMaxQueueSize},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.WithMaxExportBatchSize},
+	} {
+		v := strings.TrimSpace(env[o.name])
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: want a positive integer, got %q", o.name, v)
+		}
+		opts = append(opts, o.set(n))
+	}
+	return opts, nil
+}
+
+// traceResource is the resource of the traces: service.name (see
+// config.Telemetry), service.instance.id, OTEL_RESOURCE_ATTRIBUTES and the
+// SDK's own attributes.
+func traceResource(cfg config.Telemetry, env map[string]string, instance string) (*resource.Resource, error) {
+	extra := map[string]string{}
+	if v := env["OTEL_RESOURCE_ATTRIBUTES"]; v != "" {
+		if err := parseHeaders(v, extra); err != nil {
+			return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		}
+	}
+	name := cfg.Service()
+	if n := extra[string(semconv.ServiceNameKey)]; n != "" {
+		name = n
+	}
+	if n := strings.TrimSpace(env["OTEL_SERVICE_NAME"]); n != "" {
+		name = n
+	}
+	attrs := make([]attribute.KeyValue, 0, len(extra)+2)
+	for k, v := range extra {
+		if k != string(semconv.ServiceNameKey) {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	attrs = append(attrs, semconv.ServiceName(name))
+	if instance != "" {
+		attrs = append(attrs, semconv.ServiceInstanceID(instance))
+	}
+	return resource.New(context.Background(),
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(attrs...),
+	)
+}
+
+// export queues b's spans; the batch processor sends them. It does not
+// block: when the queue is full the spans are dropped.
+func (t *tracer) export(b *debug.Bundle) {
+	if t == nil || b == nil {
+		return
+	}
+	start := b.At
+	if start.IsZero() {
+		start = time.Now().Add(-msDuration(b.LatencyMS))
+	}
+	op := genAIOperation(b.Endpoint)
+	ctx, root := t.tr.Start(context.Background(), spanName(op, b.Model),
+		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer))
+	if !root.IsRecording() { // not sampled
+		root.End(trace.WithTimestamp(start))
+		return
+	}
+	root.SetAttributes(t.requestAttributes(b, op)...)
+	if b.Outcome != debug.OutcomeOK {
+		root.SetStatus(codes.Error, firstOf(b.ErrorCode, b.Class, b.Outcome))
+	}
+	for i := range b.Attempts {
+		a := &b.Attempts[i]
+		at := start.Add(msDuration(a.StartMS))
+		_, s := t.tr.Start(ctx, spanName(op, a.Model),
+			trace.WithTimestamp(at), trace.WithSpanKind(trace.SpanKindClient))
+		s.SetAttributes(t.attemptAttributes(b, a, op)...)
+		if attemptFailed(a) {
+			desc := a.Class
+			if a.Error != nil && a.Error.Code != "" {
+				desc = a.Error.Code
+			}
+			s.SetStatus(codes.Error, firstOf(desc, "status "+strconv.Itoa(a.Status)))
+		}
+		s.End(trace.WithTimestamp(at.Add(msDuration(a.DurationMS))))
+	}
+	root.End(trace.WithTimestamp(start.Add(msDuration(b.LatencyMS))))
+}
+
+// requestAttributes are the root span's attributes.
+func (t *tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 32)
+	attrs = append(attrs,
+		attrGenAIOperation.String(op),
+		attrRequestID.String(b.RequestID),
+		attrEndpoint.String(b.Endpoint),
+		attrStream.Bool(b.Stream),
+		attrOutcome.String(b.Outcome),
+		attrAttempts.Int(len(b.Attempts)),
+	)
+	provider := b.Provider
+	if provider == "" && len(b.Attempts) > 0 { // not served: the last tried
+		provider = b.Attempts[len(b.Attempts)-1].Provider
+	}
+	if provider != "" {
+		sys := t.system(provider)
+		attrs = append(attrs, attrGenAISystem.String(sys), attrGenAIProvider.String(sys))
+	}
+	attrs = appendString(attrs, attrProvider, b.Provider)
+	attrs = appendString(attrs, attrGenAIRequestModel, b.Model)
+	attrs = appendString(attrs, attrGenAIResponseModel, b.ServedModel)
+	attrs = appendString(attrs, attrKeyID, b.KeyID)
+	if tk := b.Tokens; tk != nil {
+		attrs = append(attrs, attrGenAIInputTokens.Int64(tk.Input), attrGenAIOutputTokens.Int64(tk.Output))
+		if tk.CachedInput > 0 {
+			attrs = append(attrs, attrGenAICacheRead.Int64(tk.CachedInput))
+		}
+		if tk.CacheWrite > 0 {
+			attrs = append(attrs, attrGenAICacheCreation.Int64(tk.CacheWrite))
+		}
+		if tk.Reasoning > 0 {
+			attrs = append(attrs, attrReasoningTokens.Int64(tk.Reasoning))
+		}
+		if tk.Estimated {
+			attrs = append(attrs, attrEstimatedTokens.Bool(true))
+		}
+	}
+	if reasons := finishReasons(b); len(reasons) > 0 {
+		attrs = append(attrs, attrGenAIFinishReasons.StringSlice(reasons))
+	}
+	if r := b.Route; r != nil {
+		attrs = appendString(attrs, attrRoute, r.Name)
+		attrs = appendString(attrs, attrRouteKind, r.Kind)
+		attrs = appendString(attrs, attrStrategy, r.Strategy)
+	}
+	attrs = appendString(attrs, attrClient, b.Client)
+	attrs = appendString(attrs, attrPlan, b.Plan)
+	attrs = appendString(attrs, attrAccess, b.Access)
+	if b.Status != 0 {
+		attrs = append(attrs, attrHTTPStatus.Int(b.Status))
+	}
+	attrs = appendString(attrs, attrClass, b.Class)
+	attrs = appendString(attrs, attrErrorCode, b.ErrorCode)
+	if b.Outcome != debug.OutcomeOK {
+		attrs = append(attrs, attrErrorTypeConvention.String(firstOf(b.ErrorCode, b.Class, strconv.Itoa(b.Status))))
+	}
+	if b.TTFTMS > 0 {
+		attrs = append(attrs, attrTTFTMS.Float64(b.TTFTMS))
+	}
+	if b.Stream {
+		attrs = append(attrs, attrStreamCompleted.Bool(b.StreamCompleted))
+	}
+	if b.Cancelled {
+		attrs = append(attrs, attrCancelled.Bool(true))
+	}
+	if b.CostUSD != nil {
+		attrs = append(attrs, attrCostUSD.Float64(*b.CostUSD))
+	}
+	return attrs
+}
+
+// attemptAttributes are an attempt span's attributes: never the provider
+// error's message (masked, but it may quote the request).
+func (t *tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string) []attribute.KeyValue {
+	sys := t.system(a.Provider)
+	attrs := make([]attribute.KeyValue, 0, 18)
+	attrs = append(attrs,
+		attrGenAIOperation.String(op),
+		attrGenAISystem.String(sys),
+		attrGenAIProvider.String(sys),
+		attrGenAIRequestModel.String(a.Model),
+		attrRequestID.String(b.RequestID),
+		attrProvider.String(a.Provider),
+		attrKeyID.String(a.KeyID),
+		attrAttempt.Int(a.N),
+		attrAction.String(a.Action),
+	)
+	if a.Action == "served" {
+		attrs = appendString(attrs, attrGenAIResponseModel, b.ServedModel)
+	}
+	if a.Status != 0 {
+		attrs = append(attrs, attrHTTPStatus.Int(a.Status))
+	}
+	attrs = appendString(attrs, attrClass, a.Class)
+	if e := a.Error; e != nil {
+		attrs = appendString(attrs, attrErrorCode, e.Code)
+		attrs = appendString(attrs, attrErrorType, e.Type)
+	}
+	if attemptFailed(a) {
+		attrs = append(attrs, attrErrorTypeConvention.String(firstOf(attemptErrorCode(a), a.Class, strconv.Itoa(a.Status))))
+	}
+	if a.Probe {
+		attrs = append(attrs, attrProbe.Bool(true))
+	}
+	if a.Soft {
+		attrs = append(attrs, attrSoft.Bool(true))
+	}
+	if a.TTFTMS > 0 {
+		attrs = append(attrs, attrTTFTMS.Float64(a.TTFTMS))
+	}
+	if a.BackoffMS > 0 {
+		attrs = append(attrs, attrBackoffMS.Float64(a.BackoffMS))
+	}
+	if b.Stream {
+		attrs = append(attrs, attrStreamCompleted.Bool(a.StreamCompleted))
+	}
+	return attrs
+}
+
+// finishReasons are the bundle's finish reasons; a Bundle v1 does not
+// record them, so none: gen_ai.response.finish_reasons is left out.
+func finishReasons(*debug.Bundle) []string { return nil }
+
+// system is gen_ai.system for a provider.
+func (t *tracer) system(provider string) string {
+	if t.providerType == nil {
+		return provider
+	}
+	typ := t.providerType(provider)
+	if typ == "" {
+		return provider
+	}
+	if s, ok := genAISystems[typ]; ok {
+		return s
+	}
+	return typ
+}
+
+// attemptFailed: an attempt that did not serve the request.
+func attemptFailed(a *debug.Attempt) bool {
+	return a.Status == 0 || a.Status >= 400 || (a.Action != "" && a.Action != "served")
+}
+
+func attemptErrorCode(a *debug.Attempt) string {
+	if a.Error == nil {
+		return ""
+	}
+	return a.Error.Code
+}
+
+// genAIOperation is gen_ai.operation.name for an endpoint (its path or its
+// name).
+func genAIOperation(endpoint string) string {
+	if strings.Contains(endpoint, "embeddings") {
+		return "embeddings"
+	}
+	return "chat"
+}
+
+// spanName is "<operation> <model>" (the GenAI conventions' span name).
+func spanName(op, model string) string {
+	if model == "" {
+		return op
+	}
+	return op + " " + model
+}
+
+func appendString(attrs []attribute.KeyValue, k attribute.Key, v string) []attribute.KeyValue {
+	if v == "" {
+		return attrs
+	}
+	return append(attrs, k.String(v))
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func msDuration(ms float64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// shutdown flushes the queued spans and stops the exporter, within ctx:
+// when ctx ends first, exports still running are abandoned.
+func (t *tracer) shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	err := t.tp.Shutdown(ctx)
+	t.exp.abort()
+	return err
+}
+
+// spanExporter wraps the OTLP exporter: its errors are logged here (at
+// most once a minute, with how many exports failed since) instead of by
+// the SDK's global handler, and abort ends exports still running after a
+// shutdown ran out of time.
+type spanExporter struct {
+	sdktrace.SpanExporter
+	log    *slog.Logger
+	ctx    context.Context // cancelled by abort
+	abort  context.CancelFunc
+	mu     sync.Mutex
+	failed int       // exports failed since the last log line
+	logged time.Time // when the last failure was logged
+}
+
+const exportErrorEvery = time.Minute
+
+func newSpanExporter(e sdktrace.SpanExporter, log *slog.Logger) *spanExporter {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &spanExporter{SpanExporter: e, log: log, ctx: ctx, abort: cancel}
+}
+
+func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.ctx, cancel)
+	defer stop()
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err == nil || errors.Is(e.ctx.Err(), context.Canceled) {
+		return nil
+	}
+	e.mu.Lock()
+	e.failed++
+	now := time.Now()
+	if e.logged.IsZero() || now.Sub(e.logged) >= exportErrorEvery {
+		e.log.Warn("OTLP trace export failed; spans dropped", "err", err, "failed_exports", e.failed, "spans", len(spans))
+		e.logged, e.failed = now, 0
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+func serviceName(r *resource.Resource) string {
+	v, _ := r.Set().Value(semconv.ServiceNameKey)
+	return v.AsString()
+}

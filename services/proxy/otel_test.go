@@ -1,0 +1,571 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/testkit"
+)
+
+// otlpReceiver is an in-process OTLP/HTTP trace receiver: it decodes each
+// ExportTraceServiceRequest and keeps it, its raw body and its headers.
+type otlpReceiver struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	requests []*coltracepb.ExportTraceServiceRequest
+	raw      [][]byte
+	headers  []http.Header
+	paths    []string
+	got      chan struct{} // a value per request received
+}
+
+func startOTLPReceiver(t testing.TB) *otlpReceiver {
+	t.Helper()
+	r := &otlpReceiver{got: make(chan struct{}, 1024)}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve)) // 127.0.0.1:0
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var msg coltracepb.ExportTraceServiceRequest
+	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != "application/x-protobuf" {
+		http.Error(w, "want a POST of application/x-protobuf", http.StatusUnsupportedMediaType)
+		return
+	}
+	if err := proto.Unmarshal(b, &msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	r.requests = append(r.requests, &msg)
+	r.raw = append(r.raw, b)
+	r.headers = append(r.headers, req.Header.Clone())
+	r.paths = append(r.paths, req.URL.Path)
+	r.mu.Unlock()
+	resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(resp)
+	select {
+	case r.got <- struct{}{}:
+	default:
+	}
+}
+
+// span is a received span with its resource's attributes.
+type receivedSpan struct {
+	*tracepb.Span
+	resource map[string]*commonpb.AnyValue
+}
+
+func (r *otlpReceiver) spans() []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []receivedSpan
+	for _, req := range r.requests {
+		for _, rs := range req.ResourceSpans {
+			res := attrMap(rs.GetResource().GetAttributes())
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					out = append(out, receivedSpan{s, res})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func attrMap(kvs []*commonpb.KeyValue) map[string]*commonpb.AnyValue {
+	m := make(map[string]*commonpb.AnyValue, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// testBundle is a chat request that failed on fake-openai (rate limited,
+// rotated) and was served by fake-anthropic.
+func testBundle(at time.Time) *debug.Bundle {
+	cost := 0.0042
+	return &debug.Bundle{
+		V: debug.SchemaVersion, RequestID: "req-7c1e", At: at, Instance: "proxy-1",
+		Endpoint: "/v1/chat/completions", Stream: true,
+		Client: "team-a", Plan: "gold", Access: "allowed",
+		Model: "demo-chat",
+		Route: &debug.Route{Name: "chain:demo-chat", Kind: "chain", Strategy: "priority",
+			Steps: []debug.Step{{Step: 1, Target: "fake-openai/gpt-x", Tried: 1}, {Step: 2, Target: "fake-anthropic/claude-x", Tried: 2}}},
+		Attempts: []debug.Attempt{
+			{N: 1, Provider: "fake-openai", Model: "gpt-x", KeyID: "a1", Fingerprint: "fp-a1",
+				StartMS: 2.5, DurationMS: 40, TTFTMS: 39, Status: 429, Class: "rate_limit",
+				Error:  &debug.ProviderError{Code: "rate_limit_exceeded", Type: "requests", Message: "canary-message-3f9d Limit reached for sk-canary-key-81c2"},
+				Action: "rotate", BackoffMS: 10},
+			{N: 2, Provider: "fake-anthropic", Model: "claude-x", KeyID: "b1",
+				StartMS: 52.5, DurationMS: 300, TTFTMS: 120, Status: 200, Action: "served", Probe: true, StreamCompleted: true},
+		},
+		Request:  debug.DigestOf([]byte(`{"messages":[{"role":"user","content":"canary-prompt-a61b"}]}`)),
+		Status:   200,
+		Outcome:  debug.OutcomeOK,
+		Provider: "fake-anthropic", ServedModel: "claude-x-2025", KeyID: "b1",
+		LatencyMS: 360, TTFTMS: 180, StreamCompleted: true,
+		Tokens:  &debug.Tokens{Input: 12, Output: 34, CachedInput: 5},
+		CostUSD: &cost,
+		Sampled: "forced",
+	}
+}
+
+// failedBundle is an embeddings request no target answered.
+func failedBundle(at time.Time) *debug.Bundle {
+	return &debug.Bundle{
+		V: debug.SchemaVersion, RequestID: "req-dead", At: at, Endpoint: "/v1/embeddings",
+		Access: "allowed", Model: "demo-embed",
+		Attempts: []debug.Attempt{{N: 1, Provider: "fake-openai", Model: "embed-x", KeyID: "a2",
+			StartMS: 1, DurationMS: 5, Class: "transport", Action: "stopped"}},
+		Status: 502, Outcome: debug.OutcomeFailed, ErrorCode: "upstream_unavailable", Class: "transport",
+		LatencyMS: 7,
+	}
+}
+
+func receiverEnv(r *otlpReceiver, extra ...string) []string {
+	return append([]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL,
+		"OTEL_BSP_SCHEDULE_DELAY=20",
+	}, extra...)
+}
+
+func TestTracerExportsRequestTrace(t *testing.T) {
+	recv := startOTLPReceiver(t)
+	env := receiverEnv(recv,
+		"OTEL_EXPORTER_OTLP_HEADERS=x-tenant=acme%20co,authorization=Bearer%20tok",
+		"OTEL_EXPORTER_OTLP_TIMEOUT=5000",
+		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment.name=test,service.name=from-attrs",
+		"OTEL_SERVICE_NAME=sy-test",
+		"SWITCHYARD_UNRELATED=1",
+	)
+	tr, err := newTracer(config.Telemetry{Traces: config.TracesOTLP, ServiceName: "from-config"}, env, "proxy-1", slog.New(slog.DiscardHandler))
+	if err != nil || tr == nil {
+		t.Fatalf("newTracer: %v, %v", tr, err)
+	}
+	types := map[string]string{"fake-openai": "azure", "fake-anthropic": "anthropic"}
+	tr.providerType = func(p string) string { return types[p] }
+
+	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	tr.export(testBundle(at))
+	tr.export(failedBundle(at.Add(time.Second)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	spans := recv.spans()
+	if len(spans) != 5 {
+		t.Fatalf("received %d spans, want 5 (2 requests, 3 attempts)", len(spans))
+	}
+	byName := map[string]receivedSpan{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	root, a1, a2 := byName["chat demo-chat"], byName["chat gpt-x"], byName["chat claude-x"]
+	froot, fa := byName["embeddings demo-embed"], byName["embeddings embed-x"]
+	for name, s := range map[string]receivedSpan{"chat demo-chat": root, "chat gpt-x": a1, "chat claude-x": a2, "embeddings demo-embed": froot, "embeddings embed-x": fa} {
+		if s.Span == nil {
+			t.Fatalf("no span %q; got %v", name, spanNames(spans))
+		}
+	}
+
+	// The resource.
+	res := root.resource
+	wantStr(t, "resource", res, "service.name", "sy-test")
+	wantStr(t, "resource", res, "service.instance.id", "proxy-1")
+	wantStr(t, "resource", res, "deployment.environment.name", "test")
+	wantStr(t, "resource", res, "telemetry.sdk.language", "go")
+
+	// Tree: each request is a trace; its attempts are its root's children.
+	if len(root.ParentSpanId) != 0 || root.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("root: parent %x kind %v, want none and server", root.ParentSpanId, root.Kind)
+	}
+	for _, a := range []receivedSpan{a1, a2} {
+		if !bytes.Equal(a.TraceId, root.TraceId) || !bytes.Equal(a.ParentSpanId, root.SpanId) || a.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+			t.Errorf("%s: trace %x parent %x kind %v, want trace %x parent %x client",
+				a.Name, a.TraceId, a.ParentSpanId, a.Kind, root.TraceId, root.SpanId)
+		}
+	}
+	if bytes.Equal(froot.TraceId, root.TraceId) || !bytes.Equal(fa.ParentSpanId, froot.SpanId) {
+		t.Errorf("second request: trace %x (first %x), attempt parent %x, want its own trace and root %x",
+			froot.TraceId, root.TraceId, fa.ParentSpanId, froot.SpanId)
+	}
+
+	// Times: the bundle's, attempts at their offsets.
+	ns := func(d time.Duration) uint64 { return uint64(at.Add(d).UnixNano()) }
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, c := range []struct {
+		s          receivedSpan
+		start, end time.Duration
+	}{
+		{root, 0, ms(360)},
+		{a1, ms(2.5), ms(42.5)},
+		{a2, ms(52.5), ms(352.5)},
+		{froot, time.Second, time.Second + ms(7)},
+		{fa, time.Second + ms(1), time.Second + ms(6)},
+	} {
+		if c.s.StartTimeUnixNano != ns(c.start) || c.s.EndTimeUnixNano != ns(c.end) {
+			t.Errorf("%s: %d..%d, want %d..%d (at+%s..at+%s)", c.s.Name,
+				c.s.StartTimeUnixNano, c.s.EndTimeUnixNano, ns(c.start), ns(c.end), c.start, c.end)
+		}
+	}
+
+	// The request's attributes.
+	ra := attrMap(root.Attributes)
+	wantStr(t, root.Name, ra, "gen_ai.operation.name", "chat")
+	wantStr(t, root.Name, ra, "gen_ai.system", "anthropic")
+	wantStr(t, root.Name, ra, "gen_ai.provider.name", "anthropic")
+	wantStr(t, root.Name, ra, "gen_ai.request.model", "demo-chat")
+	wantStr(t, root.Name, ra, "gen_ai.response.model", "claude-x-2025")
+	wantInt(t, root.Name, ra, "gen_ai.usage.input_tokens", 12)
+	wantInt(t, root.Name, ra, "gen_ai.usage.output_tokens", 34)
+	wantInt(t, root.Name, ra, "gen_ai.usage.cache_read.input_tokens", 5)
+	wantStr(t, root.Name, ra, "switchyard.request_id", "req-7c1e")
+	wantStr(t, root.Name, ra, "switchyard.route", "chain:demo-chat")
+	wantStr(t, root.Name, ra, "switchyard.client", "team-a")
+	wantStr(t, root.Name, ra, "switchyard.provider", "fake-anthropic")
+	wantStr(t, root.Name, ra, "switchyard.key_id", "b1")
+	wantStr(t, root.Name, ra, "switchyard.outcome", "ok")
+	wantInt(t, root.Name, ra, "http.response.status_code", 200)
+	wantInt(t, root.Name, ra, "switchyard.attempts", 2)
+	if _, ok := ra["gen_ai.response.finish_reasons"]; ok {
+		t.Errorf("%s: finish reasons exported, but the bundle has none", root.Name)
+	}
+	if _, ok := ra["error.type"]; ok {
+		t.Errorf("%s: error.type on a request served", root.Name)
+	}
+	if root.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("%s: status %v, want not an error", root.Name, root.Status)
+	}
+
+	// The attempts'.
+	aa := attrMap(a1.Attributes)
+	wantStr(t, a1.Name, aa, "gen_ai.system", "az.ai.openai")
+	wantStr(t, a1.Name, aa, "gen_ai.request.model", "gpt-x")
+	wantStr(t, a1.Name, aa, "switchyard.provider", "fake-openai")
+	wantStr(t, a1.Name, aa, "switchyard.key_id", "a1")
+	wantStr(t, a1.Name, aa, "switchyard.class", "rate_limit")
+	wantStr(t, a1.Name, aa, "switchyard.action", "rotate")
+	wantStr(t, a1.Name, aa, "switchyard.error_code", "rate_limit_exceeded")
+	wantStr(t, a1.Name, aa, "error.type", "rate_limit_exceeded")
+	wantInt(t, a1.Name, aa, "http.response.status_code", 429)
+	wantInt(t, a1.Name, aa, "switchyard.attempt", 1)
+	if a1.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || a1.Status.GetMessage() != "rate_limit_exceeded" {
+		t.Errorf("%s: status %v, want error rate_limit_exceeded", a1.Name, a1.Status)
+	}
+	if _, ok := aa["gen_ai.response.model"]; ok {
+		t.Errorf("%s: a response model on an attempt that did not serve", a1.Name)
+	}
+	sa := attrMap(a2.Attributes)
+	wantStr(t, a2.Name, sa, "gen_ai.system", "anthropic")
+	wantStr(t, a2.Name, sa, "gen_ai.response.model", "claude-x-2025")
+	wantStr(t, a2.Name, sa, "switchyard.action", "served")
+	wantStr(t, a2.Name, sa, "switchyard.key_id", "b1")
+	wantInt(t, a2.Name, sa, "http.response.status_code", 200)
+	if v := sa["switchyard.probe"]; !v.GetBoolValue() {
+		t.Errorf("%s: switchyard.probe %v, want true", a2.Name, v)
+	}
+	if a2.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("%s: status %v, want not an error", a2.Name, a2.Status)
+	}
+
+	// The failed request.
+	fra := attrMap(froot.Attributes)
+	wantStr(t, froot.Name, fra, "gen_ai.operation.name", "embeddings")
+	wantStr(t, froot.Name, fra, "gen_ai.system", "az.ai.openai") // the last provider tried
+	wantStr(t, froot.Name, fra, "switchyard.outcome", "failed")
+	wantStr(t, froot.Name, fra, "error.type", "upstream_unavailable")
+	wantInt(t, froot.Name, fra, "http.response.status_code", 502)
+	if froot.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || froot.Status.GetMessage() != "upstream_unavailable" {
+		t.Errorf("%s: status %v, want error upstream_unavailable", froot.Name, froot.Status)
+	}
+	if _, ok := fra["gen_ai.usage.input_tokens"]; ok {
+		t.Errorf("%s: token usage without tokens", froot.Name)
+	}
+	if fa.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || fa.Status.GetMessage() != "transport" {
+		t.Errorf("%s: status %v, want error transport", fa.Name, fa.Status)
+	}
+
+	// The exporter: OTLP/HTTP to the traces path, with the headers asked.
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	for i, h := range recv.headers {
+		if recv.paths[i] != "/v1/traces" || h.Get("X-Tenant") != "acme co" || h.Get("Authorization") != "Bearer tok" {
+			t.Errorf("request %d: path %q headers %v, want /v1/traces with x-tenant and authorization", i, recv.paths[i], h)
+		}
+	}
+	// Nothing of the prompt, the provider's message or the key.
+	for _, raw := range recv.raw {
+		for _, canary := range []string{"canary-message-3f9d", "sk-canary-key-81c2", "canary-prompt-a61b", "fp-a1"} {
+			if bytes.Contains(raw, []byte(canary)) || strings.Contains(hex.EncodeToString(raw), hex.EncodeToString([]byte(canary))) {
+				t.Errorf("exported spans hold %q", canary)
+			}
+		}
+	}
+}
+
+func spanNames(spans []receivedSpan) []string {
+	var n []string
+	for _, s := range spans {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+func wantStr(t *testing.T, what string, m map[string]*commonpb.AnyValue, k, want string) {
+	t.Helper()
+	if v, ok := m[k]; !ok || v.GetStringValue() != want {
+		t.Errorf("%s: %s = %v, want %q", what, k, v, want)
+	}
+}
+
+func wantInt(t *testing.T, what string, m map[string]*commonpb.AnyValue, k string, want int64) {
+	t.Helper()
+	if v, ok := m[k]; !ok || v.GetIntValue() != want {
+		t.Errorf("%s: %s = %v, want %d", what, k, v, want)
+	}
+}
+
+// Tracing is off unless asked for; OTEL_SDK_DISABLED and traces: none win.
+func TestTracerOffByDefault(t *testing.T) {
+	recv := startOTLPReceiver(t)
+	for _, c := range []struct {
+		name   string
+		traces string
+		env    []string
+		on     bool
+	}{
+		{"nothing set", "", nil, false},
+		{"exporter none", "", []string{"OTEL_TRACES_EXPORTER=none"}, false},
+		{"exporter otlp", "", []string{"OTEL_TRACES_EXPORTER=otlp"}, true},
+		{"exporter list", "", []string{"OTEL_TRACES_EXPORTER=console, otlp"}, true},
+		{"config otlp", "otlp", nil, true},
+		{"config none wins", "none", []string{"OTEL_TRACES_EXPORTER=otlp"}, false},
+		{"config otlp wins over exporter none", "otlp", []string{"OTEL_TRACES_EXPORTER=none"}, true},
+		{"sdk disabled wins", "otlp", []string{"OTEL_SDK_DISABLED=TRUE", "OTEL_TRACES_EXPORTER=otlp"}, false},
+		{"sdk disabled false", "otlp", []string{"OTEL_SDK_DISABLED=false"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := newTracer(config.Telemetry{Traces: c.traces}, receiverEnv(recv, c.env...), "p", nil)
+			if err != nil {
+				t.Fatalf("newTracer: %v", err)
+			}
+			if (tr != nil) != c.on {
+				t.Fatalf("tracer %v, want on=%v", tr, c.on)
+			}
+			tr.export(testBundle(time.Now())) // a nil tracer does nothing
+			if err := tr.shutdown(context.Background()); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+		})
+	}
+	var nilTracer *tracer
+	nilTracer.export(nil)
+}
+
+// sample_ratio 0 exports nothing.
+func TestTracerSampleRatio(t *testing.T) {
+	recv := startOTLPReceiver(t)
+	zero := 0.0
+	tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &zero}, receiverEnv(recv), "p", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		tr.export(testBundle(time.Now()))
+	}
+	if err := tr.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(recv.spans()); n != 0 {
+		t.Fatalf("%d spans exported at sample_ratio 0", n)
+	}
+}
+
+// Bad settings are errors naming the key or the variable (never a header's
+// value).
+func TestTracerBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want string
+	}{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318", "OTEL_EXPORTER_OTLP_ENDPOINT: want an http:// or https:// URL"},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=ftp://collector", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: want an http:// or https:// URL"},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the proxy exports traces over http/protobuf only"},
+		{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT=10s", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: want milliseconds"},
+		{"OTEL_EXPORTER_OTLP_COMPRESSION=zstd", "OTEL_EXPORTER_OTLP_COMPRESSION: want gzip or none"},
+		{"OTEL_EXPORTER_OTLP_INSECURE=yes-please", "OTEL_EXPORTER_OTLP_INSECURE: want true or false"},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS=authorization=Bearer sekrit-9a1,broken", "OTEL_EXPORTER_OTLP_TRACES_HEADERS: entry 2: want key=value"},
+		{"OTEL_EXPORTER_OTLP_CERTIFICATE=/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE: open /nonexistent/ca.pem"},
+		{"OTEL_EXPORTER_OTLP_CLIENT_KEY=/k.pem", "OTEL_EXPORTER_OTLP_CLIENT_KEY is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
+		{"OTEL_BSP_MAX_QUEUE_SIZE=-1", "OTEL_BSP_MAX_QUEUE_SIZE: want a positive integer"},
+	} {
+		tr, err := newTracer(config.Telemetry{Traces: "otlp"}, []string{c.env}, "p", nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: tracer %v, error %v, want %q", c.env, tr, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("%s: the error shows a header's value: %v", c.env, err)
+		}
+	}
+	// The same variables are not read when tracing is off.
+	if tr, err := newTracer(config.Telemetry{}, []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}, "p", nil); tr != nil || err != nil {
+		t.Errorf("tracing off: %v, %v", tr, err)
+	}
+
+	// The configuration's keys.
+	ratio := 1.5
+	cfg := config.Defaults()
+	cfg.Telemetry = config.Telemetry{Traces: "zipkin", ServiceName: "  ", SampleRatio: &ratio}
+	err := cfg.Validate()
+	for _, want := range []string{
+		`telemetry.traces: unknown value "zipkin" (want one of: otlp, none)`,
+		"telemetry.service_name: must not be blank",
+		"telemetry.sample_ratio: must be from 0 to 1, got 1.5",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want %q", err, want)
+		}
+	}
+	cfg.Telemetry = config.Telemetry{Traces: "otlp"}
+	if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "telemetry") {
+		t.Errorf("Validate: %v", err)
+	}
+	if cfg.Telemetry.Service() != "switchyard-proxy" || cfg.Telemetry.Ratio() != 1 {
+		t.Errorf("defaults: %q %g", cfg.Telemetry.Service(), cfg.Telemetry.Ratio())
+	}
+	if tr, err := newTracer(config.Telemetry{Traces: "zipkin"}, nil, "p", nil); tr != nil || err == nil {
+		t.Errorf("traces: zipkin: %v, %v", tr, err)
+	}
+}
+
+// A collector that is down or hangs never blocks export, and shutdown
+// returns when its context ends.
+func TestTracerCollectorDownDoesNotBlock(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+
+	for name, endpoint := range map[string]string{"refused": down, "hanging": hang.URL} {
+		t.Run(name, func(t *testing.T) {
+			env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_BSP_SCHEDULE_DELAY=5", "OTEL_BSP_MAX_QUEUE_SIZE=64",
+				"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20sekrit-44d0"}
+			var logs testkit.SyncBuffer
+			tr, err := newTracer(config.Telemetry{Traces: "otlp"}, env, "p", slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			b := testBundle(time.Now())
+			for range 2000 { // beyond the queue: dropped, not waited for
+				tr.export(b)
+			}
+			d := time.Since(start)
+			if d > 2*time.Second {
+				t.Errorf("2000 exports took %s", d)
+			}
+			t.Logf("2000 exports: %s", d)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start = time.Now()
+			err = tr.shutdown(ctx)
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("shutdown took %s with a 200ms context", d)
+			}
+			t.Logf("shutdown: %v", err)
+			out := logs.String()
+			if n := strings.Count(out, "OTLP trace export failed"); n > 1 {
+				t.Errorf("%d export failures logged, want at most 1 a minute:\n%s", n, out)
+			}
+			if name == "refused" && !strings.Contains(out, "OTLP trace export failed") {
+				t.Errorf("a refused export not logged:\n%s", out)
+			}
+			if strings.Contains(out, "sekrit") {
+				t.Errorf("the logs show a header's value:\n%s", out)
+			}
+		})
+	}
+}
+
+// BenchmarkTracerExport is the cost of one request's trace (a root and two
+// attempt spans) on the bundle worker: building the spans and queueing
+// them for the batch processor, which sends them to an in-process
+// receiver. Spans beyond the processor's queue are dropped, as in
+// production.
+func BenchmarkTracerExport(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		ratio float64
+	}{{"sampled", 1}, {"unsampled", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			recv := startOTLPReceiver(b)
+			ratio := c.ratio
+			tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &ratio}, receiverEnv(recv), "p", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bundle := testBundle(time.Now())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				tr.export(bundle)
+			}
+			b.StopTimer()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := tr.shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
