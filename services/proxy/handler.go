@@ -96,6 +96,14 @@ type request struct {
 	// headers (0: none yet).
 	latency time.Duration
 
+	// For the debug bundle (bundle.go): what the request path notes, the
+	// final status and duration, and the usage record.
+	trace  bundleTrace
+	status int
+	ended  time.Duration
+	rec    *usage.Record
+	recBuf usage.Record
+
 	attempts int
 	last     *attemptError // the last failure, for the final error message
 	// gone is set when the caller closed its connection while the request
@@ -126,6 +134,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		}
 		r.rt = s.rt.Load()
 		r.rt.active.Add(1)
+		r.trace.on = s.bundles.on()
 		r.goneCh = make(chan struct{})
 		watched := s.callers.add(r, c.Context().Conn())
 		res := r.serve(c)
@@ -139,6 +148,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			res.relay.start(c) // the relay ends the request when the stream ends
 			return nil
 		}
+		r.noteResponse(c)
 		r.finish(c.Response().StatusCode())
 		return res.err
 	}
@@ -151,9 +161,11 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	r.client = client
 	if !ok {
 		r.class = classRejected
+		r.trace.on = false // no bundle for a caller that is not one (a flood must not fill the stream)
 		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.body = c.Body()
+	r.noteRequest(c)
 	model, stream, berr := parseBody(r.body, ep.op)
 	if berr != nil {
 		r.class = classRejected
@@ -175,6 +187,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	if client != nil && !client.allows(model, steps) {
 		r.class = classRejected
+		r.trace.access = codeModelNotAllowed
 		return outcome{err: sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
 			fmt.Sprintf("this API key may not use the model `%s`", model))}
 	}
@@ -243,13 +256,21 @@ func (r *request) finish(status int) {
 }
 
 // record counts the request in the metrics and, when it reached routing,
-// meters it (one usage record).
+// meters it (one usage record); then queues its debug bundle.
 func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
 	if r.routed {
 		rec := r.usageRecord(status)
 		r.done(&rec)
 		r.s.meter.observe(&rec)
+		if r.trace.on {
+			r.recBuf = rec
+			r.rec = &r.recBuf
+		}
+	}
+	if r.trace.on {
+		r.status, r.ended = status, time.Since(r.started)
+		r.s.bundles.done(r) // nothing of r changes from here on
 	}
 }
 
@@ -445,8 +466,10 @@ steps:
 				r.attempts++
 				// The Idempotency-Key goes to the first target and its retries only.
 				gen := key.Generation() // the secret this attempt sends
+				ai := r.beginAttempt(step, key, probe, p.soft)
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
+					r.endAttempt(ai, nil, "served")
 					if res.outcome.relay != nil {
 						// The target answered; the passive count waits for
 						// the stream's end (a stream cut mid-way fails it).
@@ -472,6 +495,7 @@ steps:
 				if act == failure.RetrySame && !retrying {
 					taken = failure.Rotate
 				}
+				r.endAttempt(ai, ae, taken.String())
 				r.logger().Warn("attempt failed",
 					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
@@ -481,7 +505,10 @@ steps:
 					if !retrying {
 						continue keys
 					}
-					if !r.backoff(same, ae) {
+					waited := time.Now()
+					ok := r.backoff(same, ae)
+					r.noteBackoff(ai, time.Since(waited))
+					if !ok {
 						break steps
 					}
 				case failure.Rotate:

@@ -14,6 +14,7 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
@@ -89,6 +90,13 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 		est = pl.estimate(r.rt.prices, steps, r.body) // scans the body: only for a plan with a budget
 	}
 	t, ref := pl.lim.Admit(r.client.id, lim, est)
+	if r.trace.on {
+		r.trace.limits = &debug.LimitDecision{Decision: "admitted"}
+		if ref != nil {
+			r.trace.limits = &debug.LimitDecision{Decision: "refused", Code: string(ref.Code), Limit: ref.Limit}
+			r.trace.access = string(ref.Code)
+		}
+	}
 	if ref != nil {
 		r.class = classLimited
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))

@@ -79,6 +79,7 @@ type Service struct {
 	metrics       *proxyMetrics
 	meter         *meter
 	limits        *planLimits
+	bundles       *bundler
 	// latency keeps the targets' and keys' latency averages across
 	// routing versions.
 	latency *route.LatencyBook
@@ -125,6 +126,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
+	s.bundles = newBundler(cfg, s.metrics.reg, deps.NATS, m.Instance, s.engine, nil, s.log)
 	s.app = s.newApp()
 	return s, nil
 }
@@ -217,6 +219,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() { s.callers.run(engineCtx) })
+	wg.Go(func() { s.bundles.run(engineCtx) })
 	wg.Go(func() { s.limits.run(engineCtx, s.member, s.log) })
 	wg.Go(func() {
 		if err := s.member.Run(engineCtx); err != nil {

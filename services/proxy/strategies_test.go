@@ -265,7 +265,7 @@ func TestRegionRouting(t *testing.T) {
 		}
 	}
 	// Preferred, not required: pb failing, pa serves.
-	id := fakes["pb"].AddRule(fakeprovider.Rule{Error: "openai_invalid_api_key"})
+	id := fakes["pb"].AddRule(fakeprovider.Rule{Error: "openai.invalid_api_key"})
 	if p := served(t, url, chatFor("m"), "X-Switchyard-Region", "eu"); p != "pa" {
 		t.Fatalf("eu preferred, pb refusing: served by %s", p)
 	}

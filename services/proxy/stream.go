@@ -207,6 +207,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		if len(b) == 0 {
 			return true
 		}
+		r.noteStream(b)
 		if _, err := w.Write(b); err != nil {
 			clientGone = true
 			return false

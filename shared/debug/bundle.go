@@ -97,8 +97,9 @@ type Bundle struct {
 	KeyID           string   `json:"key_id,omitempty"`
 	Tokens          *Tokens  `json:"tokens,omitempty"`
 	CostUSD         *float64 `json:"cost_usd,omitempty"`
-	// Sampled says why the bundle was kept: failure, sampled (a share of
-	// successes), forced (X-Switchyard-Debug).
+	// Sampled says why the bundle was kept: failure, retried (served after
+	// failed attempts), sampled (a share of successes), forced
+	// (X-Switchyard-Debug).
 	Sampled string `json:"sampled"`
 }
 

@@ -117,6 +117,13 @@ func List(ctx context.Context, s jetstream.Stream, f Filter) ([]Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		// The ordered consumer is ephemeral; delete it now rather than
+		// leave one per listing until the server's inactivity timeout.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = s.DeleteConsumer(dctx, c.CachedInfo().Name)
+	}()
 	ring := make([]Summary, 0, limit)
 	last := info.State.LastSeq
 	for {

@@ -63,3 +63,19 @@ func TestClassJSON(t *testing.T) {
 		t.Fatal("unknown class decoded")
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, tt := range []struct{ body, code, typ, msg string }{
+		{`{"error":{"message":"Incorrect API key provided: sk-x","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+			"invalid_api_key", "invalid_request_error", "Incorrect API key provided: sk-x"},
+		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "", "overloaded_error", "Overloaded"},
+		{`{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}`, "INVALID_ARGUMENT", "", "API key not valid."},
+		{`upstream connect error`, "", "", "upstream connect error"},
+		{``, "", "", ""},
+	} {
+		code, typ, msg := Describe([]byte(tt.body))
+		if code != tt.code || typ != tt.typ || msg != tt.msg {
+			t.Errorf("Describe(%s) = %q %q %q, want %q %q %q", tt.body, code, typ, msg, tt.code, tt.typ, tt.msg)
+		}
+	}
+}

@@ -192,6 +192,8 @@ type Cursor struct {
 	first                              int8 // a step to yield first (weighted, explore); -1: none
 	progress                           bool
 	reasons                            [config.MaxSteps]Reason
+	order                              [config.MaxSteps]int8 // the steps Next returned, in order
+	n                                  uint8
 }
 
 // Start begins a walk of rt's steps for req.
@@ -318,7 +320,7 @@ func (c *Cursor) Next() (*Step, int) {
 			return nil, -1
 		}
 		i := bits.TrailingZeros64(fb)
-		c.used |= 1 << i
+		c.yield(i)
 		return &steps[i], i
 	}
 	i := -1
@@ -331,9 +333,18 @@ func (c *Cursor) Next() (*Step, int) {
 		}
 		i = c.best(avail)
 	}
-	c.used |= 1 << i
+	c.yield(i)
 	return &steps[i], i
 }
+
+func (c *Cursor) yield(i int) {
+	c.used |= 1 << i
+	c.order[c.n] = int8(i)
+	c.n++
+}
+
+// Order is the steps Next returned, in order (valid until the next Start).
+func (c *Cursor) Order() []int8 { return c.order[:c.n] }
 
 func (c *Cursor) fallback() uint64 {
 	if c.progress {

@@ -1,0 +1,204 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/testkit"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// bundleOf waits for the bundle of a request id in the stream, read on a
+// connection of its own (as any admin instance reads it).
+func bundleOf(t testing.TB, s jetstream.Stream, id string) *debug.Bundle {
+	t.Helper()
+	var b *debug.Bundle
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		var err error
+		b, err = debug.Get(context.Background(), s, id)
+		return err
+	})
+	return b
+}
+
+func debugStream(t testing.TB, url string) jetstream.Stream {
+	t.Helper()
+	_, js := testkit.ConnectNATS(t, url)
+	s, err := js.Stream(context.Background(), debug.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// post sends a chat request with a request id and returns the status.
+func post(t testing.TB, url, id, body string, headers ...string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	req.Header.Set("X-Request-Id", id)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Request-Id"); got != id {
+		t.Fatalf("x-request-id %q, want %q", got, id)
+	}
+	return resp.StatusCode
+}
+
+// A request that rotates keys and fails over a chain step has a bundle
+// with every attempt in order, the right classes and actions, the route's
+// trace and the digests; it is found by request id on another connection.
+func TestBundleOfAFailover(t *testing.T) {
+	ff := newFleet(t, 1, func(c *config.Config) { c.Retry.SameTargetAttempts = 2 })
+	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
+	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Error: "openai.server_error"})
+	body := `{"model":"demo-chat","messages":[{"role":"user","content":"hello"}]}`
+	if st := post(t, ff.urls[0], "req-failover-1", body); st != 200 {
+		t.Fatalf("status %d", st)
+	}
+	b := bundleOf(t, debugStream(t, ff.ns.ClientURL()), "req-failover-1")
+	type att struct{ provider, key, class, action string }
+	var got []att
+	for _, a := range b.Attempts {
+		got = append(got, att{a.Provider, a.KeyID, a.Class, a.Action})
+	}
+	want := []att{
+		{"fake-openai", "a1", "credential_rejected", "rotate"},
+		{"fake-openai", "a2", "transient", "retry_same"},
+		{"fake-openai", "a2", "transient", "rotate"},
+		{"fake-anthropic", "b1", "", "served"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) && !(len(got) == 4 && got[3].key == "b2") {
+		t.Fatalf("attempts %+v, want %+v", got, want)
+	}
+	for i, a := range b.Attempts {
+		if a.N != i+1 || a.DurationMS <= 0 || (i > 0 && a.StartMS < b.Attempts[i-1].StartMS+b.Attempts[i-1].DurationMS) || a.Fingerprint == "" {
+			t.Errorf("attempt %d timing or fingerprint: %+v", i+1, a)
+		}
+	}
+	if e := b.Attempts[0].Error; e == nil || e.Code != "invalid_api_key" || b.Attempts[0].Status != 401 {
+		t.Errorf("attempt 1 error %+v", b.Attempts[0])
+	}
+	if b.Attempts[1].BackoffMS <= 0 {
+		t.Errorf("the retry of the same target waited %v ms", b.Attempts[1].BackoffMS)
+	}
+	if b.V != 1 || b.Status != 200 || b.Outcome != debug.OutcomeOK || b.Sampled != "retried" ||
+		b.Provider != "fake-anthropic" || b.ServedModel != "claude-upstream" || b.Client != "team" || b.Access != "allowed" ||
+		b.Model != "demo-chat" || b.Tokens == nil || b.Request.Bytes != len(body) || b.Response == nil || b.Response.Bytes == 0 {
+		t.Errorf("bundle %+v", b)
+	}
+	r := b.Route
+	if r == nil || r.Name != "chain:demo-chat" || r.Kind != "chain" || len(r.Steps) != 2 || r.Steps[0].Tried != 1 || r.Steps[1].Tried != 2 {
+		t.Fatalf("route %+v", r)
+	}
+}
+
+// Sampling: failures always, successes at debug.sample_successes, any
+// request asking with X-Switchyard-Debug; the bundle says why it was kept.
+func TestBundleSampling(t *testing.T) {
+	none := 0.0
+	ff := newFleet(t, 1, func(c *config.Config) { c.Debug.SampleSuccesses = &none })
+	s := debugStream(t, ff.ns.ClientURL())
+	body := `{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}`
+	post(t, ff.urls[0], "req-plain", body)
+	post(t, ff.urls[0], "req-forced", body, "X-Switchyard-Debug", "true")
+	post(t, ff.urls[0], "req-unknown-model", `{"model":"nope","messages":[]}`)
+	if b := bundleOf(t, s, "req-forced"); b.Sampled != "forced" {
+		t.Errorf("forced: %+v", b.Sampled)
+	}
+	if b := bundleOf(t, s, "req-unknown-model"); b.Sampled != "failure" || b.Status != 404 || b.Outcome != debug.OutcomeRejected || b.ErrorCode != codeModelNotFound {
+		t.Errorf("404: %+v", b)
+	}
+	// The plain success was queued before the others: it is not there.
+	if _, err := debug.Get(context.Background(), s, "req-plain"); !errors.Is(err, debug.ErrNotFound) {
+		t.Errorf("an unsampled success has a bundle: %v", err)
+	}
+}
+
+// No canary reaches a bundle, nor any KV value or stream message: prompts,
+// bodies, the gateway key, provider secrets echoed in upstream errors.
+func TestBundlesLeakNothing(t *testing.T) {
+	const (
+		promptCanary = "CANARY-PROMPT-7f3a"
+		secretA1     = "sk-CANARY-SECRET-a1-0123456789abcdef"
+		secretB1     = "sk-ant-CANARY-SECRET-b1-0123456789abcdef"
+		secretB2     = "plainCANARY42" // no credential shape: masked by value only
+	)
+	all := 1.0
+	ff := newFleet(t, 1, func(c *config.Config) {
+		c.Debug.SampleSuccesses = &all
+		c.Providers[0].Keys[0].Value = config.NewSecret(secretA1)
+		c.Providers[1].Keys[0].Value = config.NewSecret(secretB1)
+		c.Providers[1].Keys[1].Value = config.NewSecret(secretB2)
+	})
+	ff.openai.AddRule(fakeprovider.Rule{Key: secretA1, Error: "openai.invalid_api_key_unmasked"})
+	ff.anthropic.AddRule(fakeprovider.Rule{Key: secretB1, Error: "anthropic.invalid_api_key_unmasked"})
+	ff.anthropic.AddRule(fakeprovider.Rule{Key: secretB2, Error: "anthropic.invalid_api_key_unmasked"})
+	ff.openai.AddRule(fakeprovider.Rule{Model: "demo-model", Error: "openai.bad_request_echo", Times: 1})
+	bodies := []string{
+		`{"model":"demo-chat","messages":[{"role":"user","content":"` + promptCanary + `"}]}`,
+		`{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"` + promptCanary + `"}]}`,
+		`{"model":"demo-claude","messages":[{"role":"user","content":"` + promptCanary + `"}]}`,
+		`{"model":"demo-model","user":"` + promptCanary + `","messages":[{"role":"user","content":"` + promptCanary + `"}]}`,
+	}
+	for i, body := range bodies {
+		for j := range 3 {
+			post(t, ff.urls[0], fmt.Sprintf("req-canary-%d-%d", i, j), body)
+		}
+	}
+	s := debugStream(t, ff.ns.ClientURL())
+	bundleOf(t, s, "req-canary-3-2")
+	if bb := bundleOf(t, s, "req-canary-2-0"); testing.Verbose() {
+		data, _ := json.Marshal(bb.Attempts)
+		t.Logf("%s", data)
+	}
+	canaries := []string{promptCanary, secretA1, secretB1, secretB2, clientSecret}
+	check := func(where string, data []byte) {
+		for _, c := range canaries {
+			if strings.Contains(string(data), c) {
+				t.Errorf("%s holds %q: %s", where, c, data)
+			}
+		}
+	}
+	// Every message of every stream, and every KV value (the buckets are
+	// streams too).
+	nc, js := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	_ = nc
+	ctx := context.Background()
+	streams := js.ListStreams(ctx)
+	n := 0
+	for info := range streams.Info() {
+		st, err := js.Stream(ctx, info.Config.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				continue // deleted or purged
+			}
+			check(info.Config.Name+" "+m.Subject, m.Data)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("read nothing")
+	}
+	t.Logf("%d messages read, no canary", n)
+}
