@@ -202,3 +202,64 @@ func TestBundlesLeakNothing(t *testing.T) {
 	}
 	t.Logf("%d messages read, no canary", n)
 }
+
+// With OTEL_TRACES_EXPORTER=otlp, a proxy (no NATS: traces do not need
+// it) exports a trace per request: a server span with a client span per
+// attempt, the request id as an attribute, the served model, no prompt.
+func TestProxyExportsTraces(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	oa, an := startFakes(t)
+	cfg := baseConfig(oa, an)
+	oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
+	env := receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
+	_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: env})
+	const prompt = "CANARY-TRACE-PROMPT"
+	for i := range 2 {
+		if st := post(t, url, fmt.Sprintf("req-trace-%d", i), `{"model":"demo-chat","messages":[{"role":"user","content":"`+prompt+`"}]}`); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+	}
+	var spans []receivedSpan
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		spans = rcv.spans()
+		roots := 0
+		for _, s := range spans {
+			if len(s.ParentSpanId) == 0 {
+				roots++
+			}
+		}
+		if roots < 2 {
+			return fmt.Errorf("%d request spans", roots)
+		}
+		return nil
+	})
+	byID := map[string]receivedSpan{}
+	for _, s := range spans {
+		a := attrMap(s.Attributes)
+		if id := a["switchyard.request_id"]; id != nil && len(s.ParentSpanId) == 0 {
+			byID[id.GetStringValue()] = s
+		}
+		for _, raw := range rcv.raw {
+			if strings.Contains(string(raw), prompt) {
+				t.Fatal("a trace carries the prompt")
+			}
+		}
+	}
+	root, ok := byID["req-trace-0"]
+	if !ok {
+		t.Fatalf("no span with the request id; spans: %v", spanNames(spans))
+	}
+	a := attrMap(root.Attributes)
+	if a["gen_ai.request.model"].GetStringValue() != "demo-chat" || a["gen_ai.response.model"] == nil {
+		t.Errorf("request span attributes %v", a)
+	}
+	children := 0
+	for _, s := range spans {
+		if string(s.TraceId) == string(root.TraceId) && len(s.ParentSpanId) > 0 {
+			children++
+		}
+	}
+	if children < 1 {
+		t.Errorf("request 0 has %d attempt spans", children)
+	}
+}

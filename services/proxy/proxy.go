@@ -19,6 +19,7 @@ import (
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
@@ -80,6 +81,7 @@ type Service struct {
 	meter         *meter
 	limits        *planLimits
 	bundles       *bundler
+	tracer        *tracer // nil: no trace export
 	// latency keeps the targets' and keys' latency averages across
 	// routing versions.
 	latency *route.LatencyBook
@@ -126,7 +128,15 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
-	s.bundles = newBundler(cfg, s.metrics.reg, deps.NATS, m.Instance, s.engine, nil, s.log)
+	if s.tracer, err = newTracer(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
+		return nil, fmt.Errorf("proxy: telemetry: %w", err)
+	}
+	var export func(*debug.Bundle)
+	if s.tracer != nil {
+		s.tracer.providerType = s.providerType
+		export = s.tracer.export
+	}
+	s.bundles = newBundler(cfg, s.metrics.reg, deps.NATS, m.Instance, s.engine, export, s.log)
 	s.app = s.newApp()
 	return s, nil
 }
@@ -255,8 +265,24 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.close()
 	stopEngine() // after the last request: its holds are queued before this
-	wg.Wait()
+	wg.Wait()    // the bundle worker has handed the last bundles to the tracer
+	tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if terr := s.tracer.shutdown(tctx); terr != nil {
+		s.log.Warn("traces not all exported at shutdown", "err", terr)
+	}
 	return err
+}
+
+// providerType is a provider's type by name (gen_ai.system of traces), ""
+// when the routing in use has no such provider.
+func (s *Service) providerType(name string) string {
+	for _, p := range s.rt.Load().table.Providers {
+		if p.Name == name {
+			return p.Adapter.Type()
+		}
+	}
+	return ""
 }
 
 // readiness is the answer of /readyz: 503 while shutting down (a load
