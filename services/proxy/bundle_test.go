@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -68,9 +70,27 @@ func TestBundleOfAFailover(t *testing.T) {
 	ff := newFleet(t, 1, func(c *config.Config) { c.Retry.SameTargetAttempts = 2 })
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Error: "openai.server_error"})
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	events := make(chan *nats.Msg, 16)
+	if _, err := nc.ChanSubscribe("switchyard.events.hold.>", events); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	body := `{"model":"demo-chat","messages":[{"role":"user","content":"hello"}]}`
 	if st := post(t, ff.urls[0], "req-failover-1", body); st != 200 {
 		t.Fatalf("status %d", st)
+	}
+	// The hold the request's first attempt caused names the request.
+	select {
+	case m := <-events:
+		var ev hold.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.RequestID != "req-failover-1" || ev.Scope.Key != "a1" {
+			t.Errorf("hold event %s", m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hold event")
 	}
 	b := bundleOf(t, debugStream(t, ff.ns.ClientURL()), "req-failover-1")
 	type att struct{ provider, key, class, action string }

@@ -473,7 +473,7 @@ steps:
 					if res.outcome.relay != nil {
 						// The target answered; the passive count waits for
 						// the stream's end (a stream cut mid-way fails it).
-						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true})
+						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
 						r.observeLatency(step, key)
 					} else {
 						r.report(step, key, probe, hold.Outcome{OK: true})
@@ -526,6 +526,7 @@ steps:
 // passive counters (one call per attempt); a success's latency also feeds
 // the target's and the key's averages.
 func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
+	out.RequestID = r.id
 	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
 	if out.OK {
 		r.observeLatency(step, key)

@@ -165,7 +165,7 @@ func (e *Engine) trip(provider, model string, threshold int) {
 		Code:   "circuit_open",
 		Reason: fmt.Sprintf("circuit breaker tripped after %d consecutive transient failures", threshold),
 	}
-	e.hold(scope, res, SourceBreaker)
+	e.hold(scope, res, SourceBreaker, "")
 }
 
 // breakerBack starts the breaker of a released breaker hold over, closed.

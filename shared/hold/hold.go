@@ -271,6 +271,9 @@ type Outcome struct {
 	// error or a local timeout); the breaker's failure_on_statuses filter
 	// reads it.
 	Status int
+	// RequestID is the caller's request that made the attempt (its debug
+	// bundle's id), carried by the hold, trip and probe events it causes.
+	RequestID string
 }
 
 // EventKind names an event published on switchyard.events.<kind>.>.
@@ -314,6 +317,10 @@ type Event struct {
 	// probes (a trip hold that needs breaker.success_threshold of them).
 	ProbeSuccesses int       `json:"probe_successes,omitempty"`
 	Source         string    `json:"source,omitempty"`
+	// RequestID is the caller's request whose attempt caused the event
+	// (a hold or trip recorded from its failure, a probe it made): the id
+	// of its debug bundle. Empty for the prober's and operators' events.
+	RequestID string `json:"request_id,omitempty"`
 	RecordedBy     string    `json:"recorded_by"`
 	At             time.Time `json:"at"`
 

@@ -51,7 +51,7 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
 	}
-	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result))
+	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result), out.RequestID)
 }
 
 // sourceOf is who a hold from a reported failure is recorded as: the
@@ -100,7 +100,7 @@ func ScopeFor(res failure.Result, provider, keyID, model string) Scope {
 
 // hold applies a new hold locally and queues its write. A scope already
 // held (or being probed) is left alone: the first record stands.
-func (e *Engine) hold(scope Scope, res failure.Result, source string) {
+func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string) {
 	now := e.clock.Now()
 	id := scope.ID()
 	e.mu.Lock()
@@ -126,11 +126,14 @@ func (e *Engine) hold(scope Scope, res failure.Result, source string) {
 	if source == SourceBreaker {
 		ev = append(ev, e.event(EventTrip, rec, ""))
 	}
+	for i := range ev {
+		ev[i].RequestID = requestID
+	}
 	e.enqueue(&intent{rec: rec, base: base, hold: &holdReq{scope, res, source}, ev: ev, entry: en})
 	if widen {
 		wide := res
 		wide.Reason = fmt.Sprintf("%d keys refused the model: %s", n, res.Reason)
-		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source)
+		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source, requestID)
 	}
 }
 
@@ -232,6 +235,9 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 			settled = true
 		}
 	}
+	for i := range ev {
+		ev[i].RequestID = out.RequestID
+	}
 	e.mu.Lock()
 	if e.entries[rec.ID] != en {
 		e.mu.Unlock()
@@ -251,7 +257,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	e.enqueue(in)
 	if settled && res.Class.Meaning().Holds {
 		sc := rec.Scope
-		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res))
+		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res), out.RequestID)
 	}
 }
 
