@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
@@ -168,5 +170,22 @@ func TestDebugBundleAcrossTheFleet(t *testing.T) {
 	}
 	if st, _ := get(admins[1] + "/admin/requests/req_never_sent"); st != 404 {
 		t.Errorf("unknown id: %d", st)
+	}
+
+	// The README's nats CLI lines find it too.
+	cli := testkit.NatsCLI(t)
+	ctx := context.Background()
+	out, err := testkit.NatsCLICommand(ctx, t, cli, ns.ClientURL(), "stream", "get", debug.Stream, "--last-for",
+		"switchyard.debug.*.*."+hold.EncodeToken(id), "--json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"data"`) {
+		t.Fatalf("nats stream get --last-for: %v\n%s", err, out)
+	}
+	var raw struct{ Data []byte }
+	if err := json.Unmarshal(out, &raw); err != nil || !strings.Contains(string(raw.Data), `"request_id":"`+id+`"`) {
+		t.Fatalf("nats stream get answered %s (%v)", out, err)
+	}
+	out, err = testkit.NatsCLICommand(ctx, t, cli, ns.ClientURL(), "stream", "subjects", debug.Stream, "switchyard.debug.ok.>").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), hold.EncodeToken(id)) {
+		t.Fatalf("nats stream subjects: %v\n%s", err, out)
 	}
 }
