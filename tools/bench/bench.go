@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"switchyard.dev/shared/natsembed"
@@ -47,6 +50,9 @@ type env struct {
 	floorNet               *child // only with the floor-nethttp target
 	baseline               *child // only with -baseline-proxy
 	metered                *child // only with the switchyard-metered target
+	debug                  *child // only with the switchyard-debug target
+	otel                   *child // only with the switchyard-otel target
+	sink                   *otlpSink
 	proxyKind              string // binary or harness
 	targets                map[string]target
 	stop                   func()
@@ -61,10 +67,13 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	}
 	e := &env{targets: map[string]target{}}
 	var stops []func()
+	var once sync.Once
 	e.stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
+		once.Do(func() {
+			for i := len(stops) - 1; i >= 0; i-- {
+				stops[i]()
+			}
+		})
 	}
 	defer func() {
 		if err != nil {
@@ -116,6 +125,9 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			e.proxyKind = "binary"
 		}
 	}
+	if e.proxyKind != "binary" && slices.Contains(o.Targets, "switchyard-debug") {
+		return nil, errors.New("target switchyard-debug needs -proxy=binary: bundles are published to NATS, which the harness proxy has no connection to")
+	}
 	natsURL := ""
 	if e.proxyKind == "binary" || o.Baseline != "" {
 		// The proxy's main may want NATS; give it a private server.
@@ -127,7 +139,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		natsURL = ns.ClientURL()
 	}
 	cfgPath := filepath.Join(dir, "switchyard.yaml")
-	if err := os.WriteFile(cfgPath, []byte(proxyConfig(proxyAddr, upstreamURL, natsURL, dir, false)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(proxyConfig(proxyAddr, upstreamURL, natsURL, dir, proxyFeatures{})), 0o600); err != nil {
 		return nil, fmt.Errorf("write proxy config: %w", err)
 	}
 	proxyEnv := []string{
@@ -152,34 +164,69 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	stops = append(stops, e.proxy.stop)
 	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey}
 
-	if slices.Contains(o.Targets, "switchyard-metered") {
-		// The same proxy with metering on and the client on a plan.
+	// The same proxy with one feature on, each on its own port.
+	variant := func(name string, f proxyFeatures, env []string) (*child, error) {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		path := filepath.Join(dir, "switchyard-metered.yaml")
-		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, true)), 0o600); err != nil {
-			return nil, fmt.Errorf("write metered proxy config: %w", err)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, f)), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s config: %w", name, err)
 		}
-		if e.metered, err = startChild(ctx, "switchyard-metered", addr, proxyBin, proxyArgs(path), proxyEnv); err != nil {
+		c, err := startChild(ctx, name, addr, proxyBin, proxyArgs(path), append(slices.Clip(proxyEnv), env...))
+		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, e.metered.stop)
-		e.targets["switchyard-metered"] = target{Name: "switchyard-metered", Addr: addr, Auth: "Bearer " + clientKey}
+		stops = append(stops, c.stop)
+		e.targets[name] = target{Name: name, Addr: addr, Auth: "Bearer " + clientKey}
+		return c, nil
+	}
+	if slices.Contains(o.Targets, "switchyard-metered") {
+		// Usage records published and the client on a plan.
+		if e.metered, err = variant("switchyard-metered", proxyFeatures{Metered: true}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(o.Targets, "switchyard-debug") {
+		// A bundle for every request, published to the private NATS server.
+		if e.debug, err = variant("switchyard-debug", proxyFeatures{Debug: true}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(o.Targets, "switchyard-otel") {
+		// Every request exported as a trace, to a sink in this process.
+		if e.sink, err = startOTLPSink(); err != nil {
+			return nil, err
+		}
+		stops = append(stops, e.sink.stop) // after the proxy's: it flushes its last spans at exit
+		if e.otel, err = variant("switchyard-otel", proxyFeatures{OTel: true},
+			[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + e.sink.addr}); err != nil {
+			return nil, err
+		}
 	}
 
 	if o.Baseline != "" {
-		// The same configuration on its own port, served by the prebuilt binary.
+		// The same configuration on its own port, served by the prebuilt
+		// binary. A binary older than debug bundles and trace export does
+		// not know their keys (it has neither): then it gets the config
+		// without them.
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
 		path := filepath.Join(dir, "switchyard-base.yaml")
-		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, false)), 0o600); err != nil {
-			return nil, fmt.Errorf("write baseline proxy config: %w", err)
+		start := func(f proxyFeatures) (*child, error) {
+			if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, f)), 0o600); err != nil {
+				return nil, fmt.Errorf("write baseline proxy config: %w", err)
+			}
+			return startChild(ctx, "switchyard-base", addr, o.Baseline, []string{"-config", path}, proxyEnv)
 		}
-		e.baseline, err = startChild(ctx, "switchyard-base", addr, o.Baseline, []string{"-config", path}, proxyEnv)
+		e.baseline, err = start(proxyFeatures{})
+		if err != nil && strings.Contains(err.Error(), "unknown key") {
+			progress(o, "switchyard-base rejects the debug or telemetry keys; starting it without them\n")
+			e.baseline, err = start(proxyFeatures{Legacy: true})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -216,18 +263,32 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	return e, nil
 }
 
+// proxyFeatures are the features a proxy target has on; none for
+// switchyard itself.
+type proxyFeatures struct {
+	Metered bool // usage records and a plan
+	Debug   bool // a debug bundle for every request
+	OTel    bool // traces exported over OTLP (the endpoint comes from the environment)
+	// Legacy leaves out the debug and telemetry sections, for a baseline
+	// binary older than them.
+	Legacy bool
+}
+
 // proxyConfig is Switchyard's configuration for the bench: one OpenAI
 // provider (the upstream) with two keys, a one-step chain, one gateway
 // key, warn-level logs, and an in-flight limit above anything the bench
 // offers (the default 100 would turn the open-loop backlog into 503s).
-// Metering is off unless metered: then usage records are published (a
-// price makes each carry a cost) and the client is on a plan with every
-// limit set, above anything the bench offers, so each request is checked
-// against all of them.
-func proxyConfig(listen, upstreamURL, natsURL, dir string, metered bool) string {
+// Metering, debug bundles and trace export are off unless f turns one on.
+// Metered: usage records are published (a price makes each carry a cost)
+// and the client is on a plan with every limit set, above anything the
+// bench offers, so each request is checked against all of them. Debug: a
+// bundle for every request (sample_successes 1), published to NATS. OTel:
+// telemetry.traces otlp (otherwise none, whatever OTEL_TRACES_EXPORTER
+// the bench's environment has).
+func proxyConfig(listen, upstreamURL, natsURL, dir string, f proxyFeatures) string {
 	metering := "metering:\n  enabled: false\n"
 	plan := ""
-	if metered {
+	if f.Metered {
 		metering = fmt.Sprintf(`metering:
   enabled: true
 plans:
@@ -243,6 +304,18 @@ prices:
     output: 10
 `, upModel)
 		plan = "    plan: bench\n"
+	}
+	if !f.Legacy {
+		if f.Debug {
+			metering += "debug:\n  enabled: true\n  sample_successes: 1\n"
+		} else {
+			metering += "debug:\n  enabled: false\n"
+		}
+		if f.OTel {
+			metering += "telemetry:\n  traces: otlp\n"
+		} else {
+			metering += "telemetry:\n  traces: none\n"
+		}
 	}
 	return metering + fmt.Sprintf(`log:
   level: warn
@@ -293,6 +366,10 @@ type report struct {
 	Memory    []memSample  `json:"memory"`
 	Compare   []comparison `json:"comparisons"`
 	Checks    []check      `json:"checks"`
+	// DebugBundles is switchyard-debug's switchyard_debug_bundles_total by
+	// result at the end of the run; OTLPSink what switchyard-otel exported.
+	DebugBundles map[string]float64 `json:"debug_bundles,omitempty"`
+	OTLPSink     *sinkStats         `json:"otlp_sink,omitempty"`
 }
 
 type memSample struct {
@@ -336,7 +413,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				rep.Cells = append(rep.Cells, c)
 			}
 		}
-		for _, p := range []*child{e.proxy, e.metered, e.baseline, e.floor, e.floorNet} {
+		for _, p := range []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet} {
 			if p == nil {
 				continue
 			}
@@ -349,6 +426,16 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	}
 	rep.Compare = compare(rep.Cells)
 	rep.Checks = checks(rep.Compare)
+	if e.debug != nil {
+		if rep.DebugBundles, err = scrapeCounter(ctx, e.debug.addr, "switchyard_debug_bundles_total", "result"); err != nil {
+			progress(o, "switchyard-debug's metrics: %v\n", err)
+		}
+	}
+	e.stop() // the OTel proxy exports its last spans as it stops
+	if e.sink != nil {
+		st := e.sink.stats()
+		rep.OTLPSink = &st
+	}
 	return rep, nil
 }
 

@@ -190,7 +190,7 @@ func serveProxyHarness(ctx context.Context, cfgPath, cpuprofile string) error {
 	if err != nil {
 		return fmt.Errorf("proxy harness: build logger: %w", err)
 	}
-	svc, err := proxy.New(cfg, proxy.Deps{Log: log})
+	svc, err := proxy.New(cfg, proxy.Deps{Log: log, Environ: os.Environ()})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -29,16 +31,45 @@ type comparison struct {
 	Others      map[string]*side `json:"others,omitempty"` // diagnostic targets (floor-nethttp)
 	OverheadP50 *float64         `json:"overhead_x_floor_p50,omitempty"`
 	OverheadP99 *float64         `json:"overhead_x_floor_p99,omitempty"`
-	// Metering is what metering and plan limits cost: switchyard-metered
+	// Metering, Debug and OTel are what one feature costs: the same proxy
+	// with it on (switchyard-metered, switchyard-debug, switchyard-otel)
 	// against switchyard, in the same run.
-	Metering *meteringCost `json:"metering,omitempty"`
+	Metering *featureCost `json:"metering,omitempty"`
+	Debug    *featureCost `json:"debug,omitempty"`
+	OTel     *featureCost `json:"otel,omitempty"`
 }
 
-// meteringCost is switchyard-metered next to switchyard.
-type meteringCost struct {
+// featureCost is a feature target next to switchyard, on the cell's
+// primary latency.
+type featureCost struct {
 	AddedP50      float64 `json:"added_p50_us"`
 	AddedP99      float64 `json:"added_p99_us"`
 	ThroughputPct float64 `json:"throughput_pct_of_switchyard"`
+}
+
+// feature is a target that is switchyard with one feature on, and the
+// checks of what it may cost.
+type feature struct {
+	Target  string                          // the target, next to switchyard
+	Title   string                          // what is on, for the table
+	SeqName string                          // the sequential check, after "seq <kind>: "
+	SatName string                          // the saturation check, after "sat<N> <kind>: "
+	SeqMax  float64                         // most added p50 sequentially, us
+	cost    func(*comparison) **featureCost // the comparison's field
+}
+
+// satMinPct is the least throughput at saturation of a feature target,
+// as a percentage of switchyard's.
+const satMinPct = 95
+
+// features are the feature targets, in the order of their tables.
+var features = []feature{
+	{Target: "switchyard-metered", Title: "metering and plan limits", SeqName: "metering and plan limits, added p50",
+		SatName: "metered throughput", SeqMax: 10, cost: func(c *comparison) **featureCost { return &c.Metering }},
+	{Target: "switchyard-debug", Title: "debug bundles for every request", SeqName: "debug bundles, added p50",
+		SatName: "throughput with debug bundles", SeqMax: 10, cost: func(c *comparison) **featureCost { return &c.Debug }},
+	{Target: "switchyard-otel", Title: "OTel trace export", SeqName: "OTel traces, added p50",
+		SatName: "throughput with OTel traces", SeqMax: 15, cost: func(c *comparison) **featureCost { return &c.OTel }},
 }
 
 func compare(cells []cellResult) []comparison {
@@ -94,12 +125,16 @@ func compare(cells []cellResult) []comparison {
 			cmp.OverheadP50 = ratio(cmp.Switchyard.AddedP50, cmp.Floor.AddedP50)
 			cmp.OverheadP99 = ratio(cmp.Switchyard.AddedP99, cmp.Floor.AddedP99)
 		}
-		if sy, m := by[k]["switchyard"], by[k]["switchyard-metered"]; sy != nil && m != nil {
-			mc := &meteringCost{AddedP50: m.primary().P50 - sy.primary().P50, AddedP99: m.primary().P99 - sy.primary().P99}
-			if sy.Throughput > 0 {
-				mc.ThroughputPct = 100 * m.Throughput / sy.Throughput
+		for _, f := range features {
+			sy, on := by[k]["switchyard"], by[k][f.Target]
+			if sy == nil || on == nil {
+				continue
 			}
-			cmp.Metering = mc
+			fc := &featureCost{AddedP50: on.primary().P50 - sy.primary().P50, AddedP99: on.primary().P99 - sy.primary().P99}
+			if sy.Throughput > 0 {
+				fc.ThroughputPct = 100 * on.Throughput / sy.Throughput
+			}
+			*f.cost(&cmp) = fc
 		}
 		out = append(out, cmp)
 	}
@@ -161,17 +196,21 @@ func checks(cmps []comparison) []check {
 				Value: c.Switchyard.ThroughputPct, Unit: "%", Pass: c.Switchyard.ThroughputPct >= 45,
 			})
 		}
-		if m := c.Metering; m != nil {
+		for _, f := range features {
+			m := *f.cost(&c)
+			if m == nil {
+				continue
+			}
 			switch {
 			case c.Mode == "seq":
 				out = append(out, check{
-					Name: "seq " + label + ": metering and plan limits, added p50", Target: "<= 10 us",
-					Value: m.AddedP50, Unit: "us", Pass: m.AddedP50 <= 10,
+					Name: "seq " + label + ": " + f.SeqName, Target: fmt.Sprintf("<= %g us", f.SeqMax),
+					Value: m.AddedP50, Unit: "us", Pass: m.AddedP50 <= f.SeqMax,
 				})
 			case strings.HasPrefix(c.Mode, "sat"):
 				out = append(out, check{
-					Name: c.Mode + " " + c.Kind + ": metered throughput", Target: ">= 95 % of switchyard",
-					Value: m.ThroughputPct, Unit: "%", Pass: m.ThroughputPct >= 95,
+					Name: c.Mode + " " + c.Kind + ": " + f.SatName, Target: fmt.Sprintf(">= %d %% of switchyard", satMinPct),
+					Value: m.ThroughputPct, Unit: "%", Pass: m.ThroughputPct >= satMinPct,
 				})
 			}
 		}
@@ -227,16 +266,31 @@ func printReport(w io.Writer, r *report) error {
 		return err
 	}
 
-	fmt.Fprintln(w, "\nMetering and plan limits (switchyard-metered next to switchyard, us):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\t% throughput\t")
-	for _, c := range r.Compare {
-		if m := c.Metering; m != nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t\n", c.Mode, c.Kind, signed(m.AddedP50), signed(m.AddedP99), m.ThroughputPct)
+	for _, f := range features {
+		if !slices.ContainsFunc(r.Compare, func(c comparison) bool { return *f.cost(&c) != nil }) {
+			continue
+		}
+		fmt.Fprintf(w, "\nCost of %s (%s next to switchyard, us; %% throughput of switchyard's):\n", f.Title, f.Target)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\t% throughput\t")
+		for _, c := range r.Compare {
+			if m := *f.cost(&c); m != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t\n", c.Mode, c.Kind, signed(m.AddedP50), signed(m.AddedP99), m.ThroughputPct)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	if b := r.DebugBundles; b != nil {
+		fmt.Fprintf(w, "\nswitchyard-debug's bundles (switchyard_debug_bundles_total at the end of the run):")
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			fmt.Fprintf(w, " %s %.0f", k, b[k])
+		}
+		fmt.Fprintln(w)
+	}
+	if s := r.OTLPSink; s != nil {
+		fmt.Fprintf(w, "\nOTLP sink (switchyard-otel's exporter): %d POST /v1/traces, %d bytes received\n", s.Requests, s.Bytes)
 	}
 
 	fmt.Fprintln(w, "\nResident memory (VmHWM peak / VmRSS now, MiB), after each mode:")

@@ -56,13 +56,15 @@ func TestSmoke(t *testing.T) {
 		"-modes", "seq,rate2000,rate5000,sat64",
 		"-proxy", "harness", "-upstream", "harness",
 		"-workers", "64",
+		"-targets", "direct,switchyard,switchyard-metered,switchyard-otel,floor",
 		"-out", out,
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50",
-		"Metering and plan limits", "seq nonstream: metering and plan limits, added p50"} {
+		"Cost of metering and plan limits", "seq nonstream: metering and plan limits, added p50",
+		"Cost of OTel trace export", "seq nonstream: OTel traces, added p50", "OTLP sink"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -75,8 +77,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results JSON: %v", err)
 	}
-	// modes x kinds x targets (direct, switchyard, switchyard-metered, floor)
-	if got, want := len(rep.Cells), 4*2*4; got != want {
+	// modes x kinds x targets (direct, switchyard, switchyard-metered, switchyard-otel, floor)
+	if got, want := len(rep.Cells), 4*2*5; got != want {
 		t.Fatalf("%d cells, want %d", got, want)
 	}
 	for _, c := range rep.Cells {
@@ -87,9 +89,12 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s stream %s: ttft %+v, total %+v", c.Mode, c.Target, c.TTFT, c.Latency)
 		}
 	}
-	// after each mode: the proxy, the metered proxy and the floor
-	if len(rep.Memory) != 4*3 || rep.Memory[0].HWMKiB <= 0 {
+	// after each mode: the proxy, the metered proxy, the OTel proxy and the floor
+	if len(rep.Memory) != 4*4 || rep.Memory[0].HWMKiB <= 0 {
 		t.Errorf("memory samples %+v", rep.Memory)
+	}
+	if s := rep.OTLPSink; s == nil || s.Requests == 0 || s.Bytes == 0 {
+		t.Errorf("OTLP sink received %+v: switchyard-otel exported no trace", s)
 	}
 	if len(rep.Checks) == 0 {
 		t.Error("no targets checked")

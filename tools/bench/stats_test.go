@@ -229,3 +229,54 @@ func TestCompareAndChecks(t *testing.T) {
 		}
 	}
 }
+
+func TestFeatureCosts(t *testing.T) {
+	cell := func(mode, target string, p50, p99, rps float64) cellResult {
+		return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
+	}
+	cells := []cellResult{
+		cell("seq", "direct", 1000, 1200, 900),
+		cell("seq", "switchyard", 1050, 1400, 850),
+		cell("seq", "switchyard-metered", 1055, 1410, 840),
+		cell("seq", "switchyard-debug", 1062, 1420, 830),
+		cell("seq", "switchyard-otel", 1064, 1500, 820),
+		cell("sat64", "direct", 3000, 9000, 10000),
+		cell("sat64", "switchyard", 6000, 12000, 5000),
+		cell("sat64", "switchyard-metered", 6100, 12500, 4900),
+		cell("sat64", "switchyard-debug", 6200, 13000, 4700),
+		cell("sat64", "switchyard-otel", 6300, 14000, 4750),
+	}
+	cmps := compare(cells)
+	if len(cmps) != 2 {
+		t.Fatalf("%d comparisons, want 2", len(cmps))
+	}
+	seq, sat := cmps[0], cmps[1]
+	if seq.Metering == nil || seq.Debug == nil || seq.OTel == nil {
+		t.Fatalf("seq costs: metering %v debug %v otel %v", seq.Metering, seq.Debug, seq.OTel)
+	}
+	if seq.Debug.AddedP50 != 12 || seq.Debug.AddedP99 != 20 || seq.OTel.AddedP50 != 14 {
+		t.Errorf("seq: debug %+v, otel %+v", *seq.Debug, *seq.OTel)
+	}
+	if sat.Debug.ThroughputPct != 94 || sat.OTel.ThroughputPct != 95 {
+		t.Errorf("sat64: debug %+v, otel %+v", *sat.Debug, *sat.OTel)
+	}
+	if _, ok := seq.Others["switchyard-debug"]; !ok {
+		t.Error("switchyard-debug is not compared with direct")
+	}
+	got := map[string]bool{}
+	for _, c := range checks(cmps) {
+		got[c.Name] = c.Pass
+	}
+	for name, want := range map[string]bool{
+		"seq nonstream: metering and plan limits, added p50": true,  // 5 <= 10
+		"seq nonstream: debug bundles, added p50":            false, // 12 > 10
+		"seq nonstream: OTel traces, added p50":              true,  // 14 <= 15
+		"sat64 nonstream: metered throughput":                true,  // 98 % >= 95 %
+		"sat64 nonstream: throughput with debug bundles":     false, // 94 % < 95 %
+		"sat64 nonstream: throughput with OTel traces":       true,  // 95 % >= 95 %
+	} {
+		if p, ok := got[name]; !ok || p != want {
+			t.Errorf("check %q: pass %v (present %v), want %v", name, p, ok, want)
+		}
+	}
+}
