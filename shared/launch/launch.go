@@ -39,8 +39,9 @@ type Spec struct {
 	Name string
 	// Listen returns the address the service serves on, for the start line.
 	Listen func(*config.Config) string
-	// Build builds the service.
-	Build func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (Service, error)
+	// Build builds the service; environ is the process environment (the
+	// service reads SWITCHYARD_* overlays and OTEL_* variables from it).
+	Build func(cfg *config.Config, log *slog.Logger, nc *nats.Conn, environ []string) (Service, error)
 	// Reload, when set, is called with the configuration re-read from its
 	// file on SIGHUP (Hangup); it returns what it could not apply.
 	Reload func(ctx context.Context, svc Service, cfg *config.Config) (warnings []string)
@@ -116,7 +117,7 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 		}
 	}()
 
-	svc, err := spec.Build(cfg, log, nc)
+	svc, err := spec.Build(cfg, log, nc, environ)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type fakeService struct{ ran chan struct{} }
+type fakeService struct {
+	ran     chan struct{}
+	environ []string // what Build was given
+}
 
 func (f *fakeService) Run(ctx context.Context) error {
 	close(f.ran)
@@ -30,7 +33,8 @@ func spec(svc *fakeService) Spec {
 	return Spec{
 		Name:   "test",
 		Listen: func(c *config.Config) string { return c.Proxy.Listen },
-		Build: func(*config.Config, *slog.Logger, *nats.Conn) (Service, error) {
+		Build: func(_ *config.Config, _ *slog.Logger, _ *nats.Conn, environ []string) (Service, error) {
+			svc.environ = environ
 			return svc, nil
 		},
 	}
@@ -78,11 +82,15 @@ func TestRunWithoutNATS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var out bytes.Buffer
-	go func() { done <- Run(ctx, spec(svc), []string{"-config", path}, nil, &out) }()
+	environ := []string{"OTEL_TRACES_EXPORTER=otlp"}
+	go func() { done <- Run(ctx, spec(svc), []string{"-config", path}, environ, &out) }()
 	select {
 	case <-svc.ran:
 	case <-time.After(10 * time.Second):
 		t.Fatal("service did not start while NATS is down")
+	}
+	if len(svc.environ) != 1 || svc.environ[0] != environ[0] {
+		t.Errorf("the service was built with environment %q, want the process's", svc.environ)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -109,7 +117,7 @@ func TestReloadOnHangup(t *testing.T) {
 	svc := &reloadService{fakeService: fakeService{ran: make(chan struct{})}, reloaded: make(chan *config.Config, 2)}
 	hup := make(chan os.Signal, 1)
 	sp := spec(&svc.fakeService)
-	sp.Build = func(*config.Config, *slog.Logger, *nats.Conn) (Service, error) { return svc, nil }
+	sp.Build = func(*config.Config, *slog.Logger, *nats.Conn, []string) (Service, error) { return svc, nil }
 	sp.Hangup = hup
 	sp.Reload = func(_ context.Context, got Service, cfg *config.Config) []string {
 		if got != Service(svc) {

@@ -15,8 +15,8 @@ import (
 var spec = launch.Spec{
 	Name:   "admin",
 	Listen: func(c *config.Config) string { return c.Admin.Listen },
-	Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (launch.Service, error) {
-		return admin.New(cfg, admin.Deps{Log: log, NATS: nc})
+	Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn, environ []string) (launch.Service, error) {
+		return admin.New(cfg, admin.Deps{Log: log, NATS: nc, Environ: environ})
 	},
 }
 

@@ -17,8 +17,8 @@ func main() {
 	launch.Main(launch.Spec{
 		Name:   "prober",
 		Listen: func(c *config.Config) string { return c.Prober.Listen },
-		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (launch.Service, error) {
-			return prober.New(cfg, prober.Deps{Log: log, NATS: nc})
+		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn, environ []string) (launch.Service, error) {
+			return prober.New(cfg, prober.Deps{Log: log, NATS: nc, Environ: environ})
 		},
 		// SIGHUP re-reads the file: changed key secrets apply to checks and
 		// probes at once; other changes are logged and need a restart.

@@ -18,8 +18,8 @@ func main() {
 	launch.Main(launch.Spec{
 		Name:   "proxy",
 		Listen: func(c *config.Config) string { return c.Proxy.Listen },
-		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn) (launch.Service, error) {
-			return proxy.New(cfg, proxy.Deps{Log: log, NATS: nc})
+		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn, environ []string) (launch.Service, error) {
+			return proxy.New(cfg, proxy.Deps{Log: log, NATS: nc, Environ: environ})
 		},
 		// SIGHUP re-reads the file: changed key secrets apply at once and
 		// release the key's holds.
