@@ -70,7 +70,33 @@ func BenchmarkProxyChatMetering(b *testing.B) {
 	b.Run("metered", func(b *testing.B) { benchProxyChat(b, true, true) })
 }
 
+// BenchmarkProxyChatDebug is BenchmarkProxyChat on a proxy with NATS and
+// debug bundles off, then on for every request (sample_successes 1): what
+// noting a request and building and publishing its bundle add (the
+// embedded server stores them in the same process).
+func BenchmarkProxyChatDebug(b *testing.B) {
+	all := 1.0
+	b.Run("off", func(b *testing.B) {
+		benchProxyChatWith(b, true, func(c *config.Config) { c.Debug.Enabled = bptr(false) })
+	})
+	b.Run("all", func(b *testing.B) {
+		benchProxyChatWith(b, true, func(c *config.Config) { c.Debug.Enabled, c.Debug.SampleSuccesses = bptr(true), &all })
+	})
+}
+
 func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
+	benchProxyChatWith(b, withNATS, func(cfg *config.Config) {
+		if len(metered) > 0 && metered[0] {
+			cfg.Metering.Enabled = bptr(true)
+			cfg.Plans = map[string]config.Plan{"bench": {RequestsPerMinute: 1e9, TokensPerMinute: 1e12, ConcurrentRequests: 1e6,
+				Budget: config.Budget{Day: 1e9, Week: 1e9, Month: 1e9}}}
+			cfg.Clients[0].Plan = "bench"
+			cfg.Prices = []config.Price{{Provider: "up", Model: "bench-model", Input: fptr(2.5), Output: fptr(10)}}
+		}
+	})
+}
+
+func benchProxyChatWith(b *testing.B, withNATS bool, tweak func(*config.Config)) {
 	for _, bc := range []struct {
 		name string
 		body string
@@ -97,14 +123,10 @@ func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 				ns := startNATS(b, b.TempDir(), "127.0.0.1:0")
 				b.Cleanup(func() { natsembed.Stop(ns) })
 				deps.NATS, _ = testkit.ConnectNATS(b, ns.ClientURL())
-				cfg.Metering.Enabled = bptr(len(metered) > 0 && metered[0])
+				cfg.Metering.Enabled = bptr(false)
+				cfg.Debug.Enabled = bptr(false)
 			}
-			if len(metered) > 0 && metered[0] {
-				cfg.Plans = map[string]config.Plan{"bench": {RequestsPerMinute: 1e9, TokensPerMinute: 1e12, ConcurrentRequests: 1e6,
-					Budget: config.Budget{Day: 1e9, Week: 1e9, Month: 1e9}}}
-				cfg.Clients[0].Plan = "bench"
-				cfg.Prices = []config.Price{{Provider: "up", Model: "bench-model", Input: fptr(2.5), Output: fptr(10)}}
-			}
+			tweak(cfg)
 			svc, err := New(cfg, deps)
 			if err != nil {
 				b.Fatal(err)

@@ -227,31 +227,43 @@ func (b *bundler) done(r *request) {
 	}
 }
 
-// run builds and publishes bundles until ctx ends, then those queued.
+// bundleLinger is how long finished requests wait in the queue before the
+// worker builds and publishes their bundles, all at once: the worker is
+// not woken by every request (a context switch each), and the bundles of a
+// linger go out in a few writes, their acknowledgements come back in a few
+// reads (a write and a read per bundle cost the proxy and the NATS server
+// more than building it).
+const bundleLinger = 50 * time.Millisecond
+
+// run builds and publishes bundles every bundleLinger until ctx ends, then
+// those still queued.
 func (b *bundler) run(ctx context.Context) {
 	if b.ch == nil {
 		return
 	}
+	t := time.NewTicker(bundleLinger)
+	defer t.Stop()
 	for {
 		select {
-		case r := <-b.ch:
-			b.handle(r)
+		case <-t.C:
+			b.drain()
 		case <-ctx.Done():
-			for {
+			b.drain()
+			if b.js != nil {
 				select {
-				case r := <-b.ch:
-					b.handle(r)
-				default:
-					if b.js != nil {
-						select {
-						case <-b.js.PublishAsyncComplete():
-						case <-time.After(2 * time.Second):
-						}
-					}
-					return
+				case <-b.js.PublishAsyncComplete():
+				case <-time.After(2 * time.Second):
 				}
 			}
+			return
 		}
+	}
+}
+
+// drain handles the requests queued now.
+func (b *bundler) drain() {
+	for n := len(b.ch); n > 0; n-- {
+		b.handle(<-b.ch)
 	}
 }
 
@@ -334,10 +346,8 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 			Reasoning: tk.Reasoning, Estimated: r.rec.TokensEstimated}
 		bd.CostUSD = r.rec.CostUSD
 	}
-	used := map[*route.Key]bool{}
 	for i := range t.log {
 		a := &t.log[i]
-		used[a.key] = true
 		da := debug.Attempt{N: i + 1, Provider: a.step.Provider.Name, Model: a.step.Upstream, KeyID: a.key.ID,
 			Fingerprint: a.key.Fingerprint(), StartMS: ms(a.start), DurationMS: ms(a.dur), TTFTMS: ms(a.ttft),
 			Status: a.status, Action: a.action, BackoffMS: ms(a.backoff), Probe: a.probe, Soft: a.soft}
@@ -354,14 +364,14 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		bd.Attempts = append(bd.Attempts, da)
 	}
 	if r.route != nil {
-		bd.Route = r.routeTrace(engine, used)
+		bd.Route = r.routeTrace(engine)
 	}
 	return bd
 }
 
 // routeTrace is the bundle's route: every step, the order the request
 // tried them, why the others were not, and the keys it skipped as held.
-func (r *request) routeTrace(engine *hold.Engine, used map[*route.Key]bool) *debug.Route {
+func (r *request) routeTrace(engine *hold.Engine) *debug.Route {
 	rte := r.route
 	rt := &debug.Route{Name: rte.Name, Kind: rte.Kind, Strategy: rte.Policy.Strategy.String(), Needs: r.sel.Needs.Names(),
 		Region: r.sel.Region, RegionRequired: r.sel.RegionRequired, Steps: make([]debug.Step, len(rte.Steps))}
@@ -381,7 +391,7 @@ func (r *request) routeTrace(engine *hold.Engine, used map[*route.Key]bool) *deb
 		st := &rte.Steps[i]
 		tried := false
 		for _, k := range st.Provider.Keys {
-			if used[k] {
+			if r.triedKey(k) {
 				tried = true
 				continue
 			}
@@ -416,6 +426,16 @@ func providerError(a *attemptRec) *debug.ProviderError {
 		msg = msg[:maxErrorMessage] + "..."
 	}
 	return &debug.ProviderError{Code: code, Type: typ, Message: msg}
+}
+
+// triedKey reports whether an attempt of the request went to k.
+func (r *request) triedKey(k *route.Key) bool {
+	for i := range r.trace.log {
+		if r.trace.log[i].key == k {
+			return true
+		}
+	}
+	return false
 }
 
 func digest(n int, sum, prefix [sha256.Size]byte) debug.Digest {
