@@ -315,14 +315,14 @@ type Event struct {
 	Outcome string `json:"outcome,omitempty"`
 	// ProbeSuccesses is the hold record's count of consecutive successful
 	// probes (a trip hold that needs breaker.success_threshold of them).
-	ProbeSuccesses int       `json:"probe_successes,omitempty"`
-	Source         string    `json:"source,omitempty"`
+	ProbeSuccesses int    `json:"probe_successes,omitempty"`
+	Source         string `json:"source,omitempty"`
 	// RequestID is the caller's request whose attempt caused the event
 	// (a hold or trip recorded from its failure, a probe it made): the id
 	// of its debug bundle. Empty for the prober's and operators' events.
-	RequestID string `json:"request_id,omitempty"`
-	RecordedBy     string    `json:"recorded_by"`
-	At             time.Time `json:"at"`
+	RequestID  string    `json:"request_id,omitempty"`
+	RecordedBy string    `json:"recorded_by"`
+	At         time.Time `json:"at"`
 
 	// Budget events: the client key id, its plan, the period (day, week
 	// or month) and its id (d20261130, w2026W49, m202611), the spend and
