@@ -466,7 +466,7 @@ steps:
 				r.attempts++
 				// The Idempotency-Key goes to the first target and its retries only.
 				gen := key.Generation() // the secret this attempt sends
-				r.latency = 0 // this attempt's, once its answer's headers arrive
+				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				if res.done {
