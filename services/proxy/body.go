@@ -46,15 +46,27 @@ func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bo
 		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
 			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
 		}
-	case provider.OpEmbeddings:
+	case provider.OpEmbeddings, provider.OpModerations:
 		if v, _, _, found := jsonfield.Find(body, "input"); !found || string(v) == "null" {
 			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpCompletions:
+		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || string(v) == "null" {
+			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpImages:
+		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
+			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
+		}
+	case provider.OpCountTokens:
+		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
+			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
 		}
 	}
 	if v, _, _, found := jsonfield.Find(body, "stream"); found {
 		switch string(v) {
 		case "true":
-			stream = op == provider.OpChat
+			stream = op == provider.OpChat || op == provider.OpCompletions
 		case "false", "null":
 		default:
 			return "", false, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}

@@ -61,14 +61,18 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 		return fail(http.StatusBadRequest, "invalid_request", "v is %d, want %d", q.V, bus.ExplainVersion)
 	}
 	ep := epChat
-	switch q.Endpoint {
-	case "", epChat.name:
-	case epMessages.name:
-		ep = epMessages
-	case epEmbeddings.name:
-		ep = epEmbeddings
-	default:
-		return fail(http.StatusBadRequest, "invalid_request", "unknown endpoint %q (want %s, %s or %s)", q.Endpoint, epChat.name, epMessages.name, epEmbeddings.name)
+	if q.Endpoint != "" {
+		ep = nil
+		var names []string
+		for _, e := range endpoints {
+			names = append(names, e.name)
+			if e.name == q.Endpoint {
+				ep = e
+			}
+		}
+		if ep == nil {
+			return fail(http.StatusBadRequest, "invalid_request", "unknown endpoint %q (want one of: %s)", q.Endpoint, strings.Join(names, ", "))
+		}
 	}
 	if len(q.Body) > 0 {
 		if b := strings.TrimSpace(string(q.Body)); b == "null" {

@@ -37,6 +37,16 @@ var (
 	epChat       = &endpoint{name: "chat.completions", path: "/v1/chat/completions", format: provider.FormatOpenAI, op: provider.OpChat}
 	epMessages   = &endpoint{name: "messages", path: "/v1/messages", format: provider.FormatAnthropic, op: provider.OpChat}
 	epEmbeddings = &endpoint{name: "embeddings", path: "/v1/embeddings", format: provider.FormatOpenAI, op: provider.OpEmbeddings}
+	// OpenAI's legacy completions, moderations and image generations, and
+	// Anthropic's token counting: served natively by providers of their
+	// format (no translation).
+	epCompletions = &endpoint{name: "completions", path: "/v1/completions", format: provider.FormatOpenAI, op: provider.OpCompletions}
+	epModerations = &endpoint{name: "moderations", path: "/v1/moderations", format: provider.FormatOpenAI, op: provider.OpModerations}
+	epImages      = &endpoint{name: "images.generations", path: "/v1/images/generations", format: provider.FormatOpenAI, op: provider.OpImages}
+	epCountTokens = &endpoint{name: "messages.count_tokens", path: "/v1/messages/count_tokens", format: provider.FormatAnthropic, op: provider.OpCountTokens}
+
+	// endpoints are the inference routes, by name.
+	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens}
 )
 
 // Response headers naming what served a request.
@@ -211,12 +221,8 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 // request to an embedding model (or the reverse) is refused before any
 // upstream call. Steps of unknown kind are given the benefit of the doubt.
 func wrongKind(steps []route.Step, op provider.Op) (kind string, ok bool) {
-	want := "chat"
-	if op == provider.OpEmbeddings {
-		want = "embedding"
-	}
 	for i := range steps {
-		if k := steps[i].Kind; k == "" || k == want {
+		if k := steps[i].Kind; k == "" || kindServes(k, op) {
 			return "", true
 		}
 		kind = steps[i].Kind
@@ -224,9 +230,33 @@ func wrongKind(steps []route.Step, op provider.Op) (kind string, ok bool) {
 	return kind, len(steps) == 0
 }
 
+// kindServes reports whether a model of kind serves op: legacy completions
+// on completion and chat models (OpenAI-compatible servers complete with
+// their chat models), token counts on chat models.
+func kindServes(kind string, op provider.Op) bool {
+	switch op {
+	case provider.OpEmbeddings:
+		return kind == config.KindEmbedding
+	case provider.OpCompletions:
+		return kind == config.KindCompletion || kind == config.KindChat
+	case provider.OpModerations:
+		return kind == config.KindModeration
+	case provider.OpImages:
+		return kind == config.KindImage
+	}
+	return kind == config.KindChat
+}
+
 func kindHint(kind string) string {
-	if kind == "embedding" {
+	switch kind {
+	case config.KindEmbedding:
 		return "an embedding model: use POST /v1/embeddings"
+	case config.KindCompletion:
+		return "a completion model: use POST /v1/completions"
+	case config.KindModeration:
+		return "a moderation model: use POST /v1/moderations"
+	case config.KindImage:
+		return "an image model: use POST /v1/images/generations"
 	}
 	return "a chat model: use POST /v1/chat/completions or /v1/messages"
 }

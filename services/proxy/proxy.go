@@ -155,9 +155,9 @@ func (s *Service) newApp() *fiber.App {
 		c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
 		return c.Next()
 	})
-	app.Post("/v1/chat/completions", s.handle(epChat))
-	app.Post("/v1/embeddings", s.handle(epEmbeddings))
-	app.Post("/v1/messages", s.handle(epMessages))
+	for _, ep := range endpoints {
+		app.Post(ep.path, s.handle(ep))
+	}
 	app.Get("/v1/models", s.listModels)
 	app.Get("/metrics", s.metrics.handler())
 	app.Get("/healthz", func(c *fiber.Ctx) error {

@@ -66,8 +66,11 @@ const (
 
 // Model kinds.
 const (
-	KindChat      = "chat"
-	KindEmbedding = "embedding"
+	KindChat       = "chat"
+	KindEmbedding  = "embedding"
+	KindCompletion = "completion" // legacy /v1/completions (instruct models)
+	KindModeration = "moderation"
+	KindImage      = "image"
 )
 
 // ProviderTypes lists the known provider types, in the order error

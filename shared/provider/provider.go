@@ -36,9 +36,13 @@ type Op uint8
 
 // The operations.
 const (
-	OpChat       Op = iota // chat completions (OpenAI format) or messages (Anthropic format)
-	OpEmbeddings           // embeddings (OpenAI format only)
-	OpModels               // list models
+	OpChat        Op = iota // chat completions (OpenAI format) or messages (Anthropic format)
+	OpEmbeddings            // embeddings (OpenAI format only)
+	OpModels                // list models
+	OpCompletions           // legacy text completions (OpenAI format only)
+	OpModerations           // moderations (OpenAI format only)
+	OpImages                // image generations (OpenAI format only)
+	OpCountTokens           // count a messages request's tokens (Anthropic format only)
 )
 
 // DefaultAnthropicVersion is sent as anthropic-version when none is set.
@@ -112,9 +116,26 @@ func (a *Adapter) Type() string { return a.typ }
 // Format is the wire format the provider takes for chat.
 func (a *Adapter) Format() Format { return a.format }
 
-// Supports reports whether the provider offers op.
+// Supports reports whether the provider offers op: chat and models
+// everywhere, count_tokens on Anthropic, the other operations on
+// OpenAI-format providers (Azure has no moderations endpoint).
 func (a *Adapter) Supports(op Op) bool {
-	return !(op == OpEmbeddings && a.format == FormatAnthropic)
+	switch op {
+	case OpChat, OpModels:
+		return true
+	case OpCountTokens:
+		return a.format == FormatAnthropic
+	case OpModerations:
+		return a.format == FormatOpenAI && a.typ != "azure"
+	}
+	return a.format == FormatOpenAI
+}
+
+// opPaths are the paths of the operations whose URL is the base URL and a
+// path (OpenAI format; Azure's deployments take the same paths).
+var opPaths = map[Op]string{
+	OpChat: "/chat/completions", OpEmbeddings: "/embeddings", OpCompletions: "/completions",
+	OpModerations: "/moderations", OpImages: "/images/generations",
 }
 
 // ModelInURL reports whether the model travels in the URL (Azure
@@ -124,20 +145,20 @@ func (a *Adapter) ModelInURL() bool { return a.typ == "azure" }
 // URL is the endpoint for op with the given upstream model.
 func (a *Adapter) URL(op Op, upstreamModel string) string {
 	if a.typ == "azure" && op != OpModels {
-		path := "/chat/completions"
-		if op == OpEmbeddings {
-			path = "/embeddings"
-		}
-		return a.base + "/openai/deployments/" + url.PathEscape(upstreamModel) + path +
+		return a.base + "/openai/deployments/" + url.PathEscape(upstreamModel) + opPaths[op] +
 			"?api-version=" + url.QueryEscape(a.apiVersion)
 	}
 	switch op {
+	case OpChat:
+		return a.chatURL
 	case OpEmbeddings:
 		return a.embedURL
 	case OpModels:
 		return a.modelsURL
+	case OpCountTokens:
+		return a.chatURL + "/count_tokens"
 	}
-	return a.chatURL
+	return a.base + opPaths[op]
 }
 
 // Authorize sets the credential and the provider's fixed headers on an
@@ -239,10 +260,14 @@ func ValidResponse(f Format, op Op, body []byte) error {
 	if b[0] != '{' || !json.Valid(b) {
 		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
 	}
-	field := "choices"
+	field := "choices" // chat and completions
 	switch {
-	case op == OpEmbeddings, op == OpModels:
+	case op == OpEmbeddings, op == OpModels, op == OpImages:
 		field = "data"
+	case op == OpModerations:
+		field = "results"
+	case op == OpCountTokens:
+		field = "input_tokens"
 	case f == FormatAnthropic:
 		field = "content"
 	}

@@ -148,3 +148,43 @@ func TestIsPreamble(t *testing.T) {
 		})
 	}
 }
+
+func TestOperationsBeyondChat(t *testing.T) {
+	oa := New("openai", "", "", nil)
+	an := New("anthropic", "", "", nil)
+	az := New("azure", "https://x.openai.azure.com", "2024-10-21", nil)
+	for _, tt := range []struct {
+		a    *Adapter
+		op   Op
+		url  string
+		ok   bool
+		resp string
+	}{
+		{oa, OpCompletions, "https://api.openai.com/v1/completions", true, `{"choices":[]}`},
+		{oa, OpModerations, "https://api.openai.com/v1/moderations", true, `{"results":[]}`},
+		{oa, OpImages, "https://api.openai.com/v1/images/generations", true, `{"data":[]}`},
+		{oa, OpCountTokens, "", false, ``},
+		{an, OpCountTokens, "https://api.anthropic.com/v1/messages/count_tokens", true, `{"input_tokens":12}`},
+		{an, OpCompletions, "", false, ``},
+		{an, OpImages, "", false, ``},
+		{az, OpCompletions, "https://x.openai.azure.com/openai/deployments/inst/completions?api-version=2024-10-21", true, `{"choices":[]}`},
+		{az, OpImages, "https://x.openai.azure.com/openai/deployments/inst/images/generations?api-version=2024-10-21", true, `{"data":[]}`},
+		{az, OpModerations, "", false, ``},
+	} {
+		if got := tt.a.Supports(tt.op); got != tt.ok {
+			t.Errorf("%s op %d: Supports = %v, want %v", tt.a.Type(), tt.op, got, tt.ok)
+		}
+		if !tt.ok {
+			continue
+		}
+		if got := tt.a.URL(tt.op, "inst"); got != tt.url {
+			t.Errorf("%s op %d: URL = %s, want %s", tt.a.Type(), tt.op, got, tt.url)
+		}
+		if err := ValidResponse(tt.a.Format(), tt.op, []byte(tt.resp)); err != nil {
+			t.Errorf("%s op %d: %s is not valid: %v", tt.a.Type(), tt.op, tt.resp, err)
+		}
+		if err := ValidResponse(tt.a.Format(), tt.op, []byte(`{"unrelated":1}`)); err == nil {
+			t.Errorf("%s op %d: an unrelated object passes", tt.a.Type(), tt.op)
+		}
+	}
+}
