@@ -96,6 +96,14 @@ func (k *clientKey) allows(model string, steps []route.Step) bool {
 	return k.own.allows(model, steps) && (k.planModels == nil || k.planModels.allows(model, steps))
 }
 
+// allowsProvider reports whether the key may use any path of a provider
+// (passthrough): "*" or "<provider>/*" in its list, and its plan's.
+func (k *clientKey) allowsProvider(name string) bool {
+	return k.own.allowsProvider(name) && (k.planModels == nil || k.planModels.allowsProvider(name))
+}
+
+func (ms *modelSet) allowsProvider(name string) bool { return ms.all || ms.providers[name] }
+
 // allows reports whether the set allows model: by its name, or when every
 // step of it is on a provider the set allows.
 func (ms *modelSet) allows(model string, steps []route.Step) bool {

@@ -22,6 +22,7 @@ const (
 	codeOverloaded         = "gateway_overloaded"
 	codeNoTarget           = "no_available_target"
 	codeNoMatchingTarget   = "no_matching_target"
+	codeProviderNotFound   = "provider_not_found"
 	codeAllFailed          = "all_providers_failed"
 	codeProviderError      = "provider_error"
 	codeStreamIncomplete   = "stream_incomplete"

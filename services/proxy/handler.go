@@ -147,7 +147,12 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r.trace.on = s.bundles.on()
 		r.goneCh = make(chan struct{})
 		watched := s.callers.add(r, c.Context().Conn())
-		res := r.serve(c)
+		var res outcome
+		if ep == epPassthrough {
+			res = r.servePassthrough(c)
+		} else {
+			res = r.serve(c)
+		}
 		if watched {
 			s.callers.remove(r)
 		}

@@ -167,6 +167,9 @@ func (s *Service) newApp() *fiber.App {
 		status, body := s.readiness()
 		return c.Status(status).JSON(body)
 	})
+	// Any other path of a named provider: passed through (registered after
+	// every route of the gateway's own, which fiber tries first).
+	app.All(epPassthrough.path, s.handle(epPassthrough))
 	app.Use(func(c *fiber.Ctx) error {
 		return sendError(c, formatOf(c), fiber.StatusNotFound, codeNotFound,
 			fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))

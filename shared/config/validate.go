@@ -272,6 +272,8 @@ func (v *validator) providers() {
 			v.add(at+".name", "must be set")
 		case !providerNameRE.MatchString(p.Name):
 			v.add(at+".name", "%q must match %s (it is used in NATS subjects)", p.Name, providerNameRE)
+		case p.Name == "v1":
+			v.add(at+".name", `"v1" is reserved: /v1/... are the gateway's own routes (/<provider>/... passes through)`)
 		case v.models[p.Name] != nil:
 			v.add(at+".name", "%q is configured twice", p.Name)
 		}

@@ -113,6 +113,10 @@ func New(typ, baseURL, apiVersion string, headers map[string]string) *Adapter {
 // family the failure classifier reads errors with.
 func (a *Adapter) Type() string { return a.typ }
 
+// Base is the provider's base URL, without a trailing slash (passthrough
+// paths are relative to it).
+func (a *Adapter) Base() string { return a.base }
+
 // Format is the wire format the provider takes for chat.
 func (a *Adapter) Format() Format { return a.format }
 

@@ -361,6 +361,16 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 	return t, nil
 }
 
+// Provider returns a provider by name (nil when there is none).
+func (t *Table) Provider(name string) *Provider {
+	for _, p := range t.Providers {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // Key returns a provider's key by id (nil when there is none).
 func (t *Table) Key(provider, keyID string) *Key {
 	for _, p := range t.Providers {

@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/redact"
+	"switchyard.dev/shared/usage"
+)
+
+// Passthrough: ANY /<provider>/<path> forwards the request to <path> under
+// the provider's base URL (/openai/files -> https://api.openai.com/v1/files)
+// with the provider's credentials instead of the caller's, for the paths
+// the gateway does not serve itself (files, batches, fine-tuning, vector
+// stores...). It takes the chat pipeline's steps that apply to any path:
+// the caller's gateway key, its right to the provider (clients[].models
+// "<provider>/*" or "*"), its plan's limits, a key the hold engine admits,
+// failures classified and held, the usage record, the debug bundle. A
+// request is sent again (the same key, or another) only when that is safe:
+// GET and HEAD, or an Idempotency-Key; any other failure is the caller's
+// answer, masked.
+
+// The passthrough endpoints, by the provider's format (errors take it).
+var (
+	epPassthrough          = &endpoint{name: "passthrough", path: "/:provider/*", format: provider.FormatOpenAI, op: provider.OpChat}
+	epPassthroughAnthropic = &endpoint{name: "passthrough", path: "/:provider/*", format: provider.FormatAnthropic, op: provider.OpChat}
+)
+
+// hopHeaders are the request and response headers a proxy never forwards
+// (connection management, and what fasthttp sets itself).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding",
+	"Upgrade", "Host", "Content-Length", "Accept-Encoding"}
+
+// servePassthrough serves one passthrough request.
+func (r *request) servePassthrough(c *fiber.Ctx) outcome {
+	s := r.s
+	client, ok := r.rt.clients.authenticate(c)
+	r.client = client
+	if !ok {
+		r.class = classRejected
+		r.trace.on = false
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
+	}
+	name := c.Params("provider")
+	p := r.rt.table.Provider(name)
+	if p == nil && name == "v1" {
+		r.class = classRejected
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeNotFound,
+			fmt.Sprintf("%s %s is not a route of this gateway", c.Method(), c.Path()))}
+	}
+	if p == nil {
+		r.class = classRejected
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeProviderNotFound,
+			fmt.Sprintf("no provider named `%s` on this gateway", name))}
+	}
+	if p.Adapter.Format() == provider.FormatAnthropic {
+		r.ep = epPassthroughAnthropic
+	}
+	r.model = p.Name + "/*"
+	r.resolved = s.metrics.modelLabel(r.model)
+	r.body = c.Body()
+	r.noteRequest(c)
+	if client != nil && !client.allowsProvider(p.Name) {
+		r.class = classRejected
+		r.trace.access = codeModelNotAllowed
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusForbidden, codeModelNotAllowed,
+			fmt.Sprintf("this API key may not use the provider `%s`", p.Name))}
+	}
+	if k := c.Get("Idempotency-Key"); k != "" {
+		if !validIdempotencyKey(k) {
+			r.class = classRejected
+			return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
+				"Idempotency-Key must be 1 to 255 visible ASCII characters")}
+		}
+		r.idemKey = strings.Clone(k)
+	}
+	if ok, err := r.admit(c, nil); !ok {
+		return outcome{err: err}
+	}
+	r.deadline = s.deadline(c, r.started)
+	r.routed = true
+	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
+	r.estIn = int64(len(r.body) / 4)
+	method := c.Method()
+	replaySafe := method == fiber.MethodGet || method == fiber.MethodHead || r.idemKey != ""
+	rest := c.Params("*")
+	step := &route.Step{Provider: p, Upstream: "/" + rest, Active: true}
+	var tried uint64
+	candidates := 0
+keys:
+	for {
+		key, adm := p.Pick("", s.engine, tried, nil)
+		if key == nil {
+			break
+		}
+		tried |= 1 << uint(key.Index())
+		candidates++
+		probe := adm == hold.AdmitProbe
+		t := target{step: step, key: key}
+		for same := 1; ; same++ {
+			if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() {
+				break keys
+			}
+			r.attempts++
+			r.latency = 0
+			ai := r.beginAttempt(step, key, probe, false)
+			ae := r.forward(c, t, method, rest)
+			if ae == nil {
+				r.endAttempt(ai, nil, "served")
+				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
+				return outcome{}
+			}
+			r.last = ae
+			act := s.decide(ae)
+			if !replaySafe {
+				act = failure.Return // sent once: what it did upstream is not known
+			}
+			retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe
+			s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{Result: ae.result, Status: ae.status,
+				Retrying: retrying, Cancelled: r.expired(), RequestID: r.id})
+			taken := act
+			if act == failure.RetrySame && !retrying {
+				taken = failure.Rotate
+			}
+			r.endAttempt(ai, ae, taken.String())
+			r.logger().Warn("passthrough attempt failed", "provider", p.Name, "key_id", key.ID, "path", step.Upstream,
+				"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
+			switch {
+			case act == failure.Return:
+				return outcome{err: r.returnPassthrough(c, t, ae)}
+			case retrying:
+				waited := time.Now()
+				ok := r.backoff(same, ae)
+				r.noteBackoff(ai, time.Since(waited))
+				if !ok {
+					break keys
+				}
+			default:
+				continue keys
+			}
+		}
+	}
+	if r.attempts == 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(s.retryAfter([]route.Step{*step})))
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
+			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
+	}
+	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.attempts, p.Name)
+	if candidates == 1 {
+		code, msg = codeProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
+	}
+	if r.last != nil {
+		msg += "; last: " + r.last.summary()
+	}
+	c.Set(headerAttempts, strconv.Itoa(r.attempts))
+	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// forward sends the caller's request to the path under the provider's base
+// URL with the key's credentials; nil when it was answered with a success
+// (2xx or 3xx), relayed to the caller.
+func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptError {
+	p := t.step.Provider
+	up := r.rt.upstreams[p.Index]
+	timeout := up.attemptTimeout
+	deadline := time.Now().Add(timeout)
+	callerDeadline := false
+	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
+		deadline, callerDeadline = r.deadline, true
+	}
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	uri := p.Adapter.Base() + "/" + rest
+	if q := c.Request().URI().QueryString(); len(q) > 0 {
+		uri += "?" + string(q)
+	}
+	req.SetRequestURI(uri)
+	req.Header.SetMethod(method)
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		name := string(k)
+		for _, h := range provider.ClientCredentialHeaders {
+			if strings.EqualFold(h, name) {
+				return
+			}
+		}
+		for _, h := range hopHeaders {
+			if strings.EqualFold(h, name) {
+				return
+			}
+		}
+		req.Header.SetBytesKV(k, v)
+	})
+	req.Header.Set(headerRequestID, r.id)
+	setAuth(req, up.authFor(p.Adapter, t.key))
+	req.SetBodyRaw(r.body)
+
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	sent := time.Now()
+	if err := up.client.DoDeadline(req, resp, deadline); err != nil {
+		ae := &attemptError{err: transportError(err, timeout, callerDeadline)}
+		r.fail(t, ae)
+		return ae
+	}
+	status := resp.StatusCode()
+	r.latency = time.Since(sent)
+	r.s.metrics.upstreamLatency(p.Name, r.latency)
+	if status >= 400 {
+		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(resp.Body())}
+		r.fail(t, ae)
+		return ae
+	}
+	r.setServedBy(c, t)
+	c.Status(status)
+	resp.Header.VisitAll(func(k, v []byte) {
+		name := string(k)
+		for _, h := range hopHeaders {
+			if strings.EqualFold(h, name) {
+				return
+			}
+		}
+		c.Response().Header.SetBytesKV(k, v)
+	})
+	c.Response().SetBody(resp.Body()) // a copy: resp goes back to its pool
+	r.estOut = int64(len(resp.Body()) / 4)
+	r.logInfo("passthrough served", t, slog.String("path", t.step.Upstream), slog.Int("status", status))
+	return nil
+}
+
+// returnPassthrough answers the caller with the provider's own error,
+// masked for its secrets.
+func (r *request) returnPassthrough(c *fiber.Ctx, t target, ae *attemptError) error {
+	status := ae.status
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	r.setServedBy(c, t)
+	r.class = ae.result.Class.String()
+	if len(ae.body) == 0 {
+		return sendError(c, r.ep.format, status, codeProviderError, "upstream error: "+ae.summary())
+	}
+	c.Status(status)
+	if ct := ae.header.Get(fiber.HeaderContentType); ct != "" {
+		c.Set(fiber.HeaderContentType, ct)
+	}
+	return c.Send(redact.Body(ae.body, providerSecrets(t.step.Provider)...))
+}

@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// ptCall sends a passthrough request with the gateway key (and a caller's
+// own provider-style credentials, which must not travel).
+func ptCall(t *testing.T, f *fixture, method, path, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	req.Header.Set("X-Api-Key", "sk-callers-own-key")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestPassthrough(t *testing.T) {
+	f := newFixture(t)
+	t.Run("served with the provider's key, the caller's stripped", func(t *testing.T) {
+		st, h, body := ptCall(t, f, "GET", "/fake-openai/models?limit=5", "")
+		if st != 200 || !strings.Contains(body, `"data"`) || h.Get(headerProvider) != "fake-openai" {
+			t.Fatalf("%d %s", st, body)
+		}
+		c := f.openai.Calls()[len(f.openai.Calls())-1]
+		if c.Path != "/v1/models" || c.Query != "limit=5" || (c.Key != "key-a1" && c.Key != "key-a2") {
+			t.Fatalf("upstream call %+v", c)
+		}
+		for _, k := range []string{"Authorization", "X-Api-Key"} {
+			if v := c.Header.Get(k); strings.Contains(v, clientSecret) || strings.Contains(v, "sk-callers-own-key") {
+				t.Fatalf("the caller's %s went upstream: %q", k, v)
+			}
+		}
+	})
+	t.Run("a refused key rotates on a GET", func(t *testing.T) {
+		id := f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
+		defer f.openai.RemoveRule(id)
+		for range 4 {
+			if st, h, body := ptCall(t, f, "GET", "/fake-openai/models", ""); st != 200 || h.Get(headerKeyID) != "a2" {
+				t.Fatalf("%d key %s: %s", st, h.Get(headerKeyID), body)
+			}
+		}
+	})
+	t.Run("a POST without Idempotency-Key is sent once", func(t *testing.T) {
+		id := f.openai.AddRule(fakeprovider.Rule{Path: "/v1/files", Error: "openai.server_error"})
+		defer f.openai.RemoveRule(id)
+		before := len(f.openai.Calls())
+		st, _, body := ptCall(t, f, "POST", "/fake-openai/files", `{"purpose":"batch"}`)
+		if st != 500 || !strings.Contains(body, "error") {
+			t.Fatalf("%d %s", st, body)
+		}
+		if n := len(f.openai.Calls()) - before; n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+		before = len(f.openai.Calls())
+		st, _, _ = ptCall(t, f, "POST", "/fake-openai/files", `{"purpose":"batch"}`, "Idempotency-Key", "upload-1")
+		if n := len(f.openai.Calls()) - before; st != 502 || n < 2 {
+			t.Fatalf("with an Idempotency-Key: %d after %d calls, want retries then 502", st, n)
+		}
+	})
+	t.Run("an upstream error is the caller's, masked", func(t *testing.T) {
+		id := f.openai.AddRule(fakeprovider.Rule{Path: "/v1/batches", Error: "openai.bad_request_echo"})
+		defer f.openai.RemoveRule(id)
+		st, _, body := ptCall(t, f, "POST", "/fake-openai/batches", `{}`)
+		if st != 400 || strings.Contains(body, "key-a") || !strings.Contains(body, "[redacted]") {
+			t.Fatalf("%d %s", st, body)
+		}
+	})
+	t.Run("unknown provider, unknown route, no key", func(t *testing.T) {
+		if st, _, body := ptCall(t, f, "GET", "/nobody/models", ""); st != 404 || !strings.Contains(body, codeProviderNotFound) {
+			t.Fatalf("%d %s", st, body)
+		}
+		if st, _, body := ptCall(t, f, "POST", "/v1/not-a-route", "{}"); st != 404 || !strings.Contains(body, codeNotFound) {
+			t.Fatalf("%d %s", st, body)
+		}
+		req, _ := http.NewRequest("GET", f.url+"/fake-openai/models", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("without a gateway key: %d", resp.StatusCode)
+		}
+	})
+}
