@@ -19,6 +19,7 @@ type callJSON struct {
 	Model          string      `json:"model"`
 	Stream         bool        `json:"stream"`
 	Body           string      `json:"body"`
+	FileSize       int64       `json:"file_size,omitempty"`
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
 	Rule           string      `json:"rule,omitempty"`
 }
@@ -64,7 +65,7 @@ func (s *Server) controlRoutes() http.Handler {
 		for i, c := range calls {
 			out[i] = callJSON{
 				At: c.At, Method: c.Method, Path: c.Path, Query: c.Query, Header: c.Header,
-				Key: c.Key, Model: c.Model, Stream: c.Stream, Body: string(c.Body),
+				Key: c.Key, Model: c.Model, Stream: c.Stream, Body: string(c.Body), FileSize: c.FileSize,
 				IdempotencyKey: c.IdempotencyKey, Rule: c.Rule,
 			}
 		}
@@ -76,6 +77,11 @@ func (s *Server) controlRoutes() http.Handler {
 	})
 	mux.HandleFunc("GET /_fake/errors", func(w http.ResponseWriter, r *http.Request) {
 		writeControl(w, http.StatusOK, ErrorNames())
+	})
+	// The image behind the URLs of /images/generations answers.
+	mux.HandleFunc("GET /_fake/images/{name}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(fakePNG)
 	})
 	return mux
 }

@@ -101,6 +101,11 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Body: `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
 	},
 	{
+		// A multipart upload without its "file" part, or not multipart.
+		Name: "openai.invalid_file", Flavor: "openai", Status: 400,
+		Body: `{"error":{"message":"1 validation error for Request\nbody -> file\n  field required (type=value_error.missing)","type":"invalid_request_error","param":null,"code":null}}`,
+	},
+	{
 		Name: "openai.invalid_url", Flavor: "openai", Status: 404,
 		Body: `{"error":{"message":"Invalid URL ({{method}} {{path}})","type":"invalid_request_error","param":null,"code":null}}`,
 	},

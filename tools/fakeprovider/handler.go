@@ -29,7 +29,24 @@ const (
 	endpointEmbeddings
 	endpointModels
 	endpointMessages
+	endpointCompletions    // legacy text completions
+	endpointModerations    // OpenAI moderations
+	endpointImages         // OpenAI image generations
+	endpointSpeech         // OpenAI text to speech: a chunked binary body
+	endpointTranscriptions // OpenAI speech to text: a multipart/form-data body
+	endpointResponses      // OpenAI Responses API
+	endpointCountTokens    // Anthropic messages/count_tokens
 )
+
+// sse reports whether the endpoint answers an SSE stream when the body asks
+// for one ("stream": true).
+func (e endpoint) sse() bool {
+	switch e {
+	case endpointChat, endpointMessages, endpointCompletions, endpointResponses, endpointTranscriptions:
+		return true
+	}
+	return false
+}
 
 // maxBody bounds what a call may send.
 const maxBody = 32 << 20
@@ -48,6 +65,21 @@ type reqBody struct {
 	Input          json.RawMessage `json:"input"`
 	EncodingFormat string          `json:"encoding_format"`
 	Dimensions     int             `json:"dimensions"`
+	Prompt         json.RawMessage `json:"prompt"`       // completions: a string or strings; images: a string
+	Instructions   json.RawMessage `json:"instructions"` // responses
+	N              int             `json:"n"`            // images
+	// ResponseFormat is a string for images, speech and transcriptions and
+	// an object for chat; read it with responseFormat.
+	ResponseFormat json.RawMessage `json:"response_format"`
+}
+
+// responseFormat returns "response_format" when it is a string.
+func (b reqBody) responseFormat() string {
+	var f string
+	if json.Unmarshal(b.ResponseFormat, &f) != nil {
+		return ""
+	}
+	return f
 }
 
 // request is one provider call being served.
@@ -59,6 +91,7 @@ type request struct {
 	bodyErr   error
 	call      Call
 	requestID string
+	form      map[string]string // the fields of a multipart/form-data body (transcriptions)
 }
 
 func (s *Server) routes() http.Handler {
@@ -107,7 +140,10 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(ctx, latency) {
 		return
 	}
-	streaming := req.call.Stream && (req.endpoint == endpointChat || req.endpoint == endpointMessages)
+	// streaming: an SSE stream, which can carry an error event. chunked: a
+	// body sent in chunks (SSE, or speech audio), which a rule can cut.
+	streaming := req.call.Stream && req.endpoint.sse()
+	chunked := streaming || req.endpoint == endpointSpeech
 	switch {
 	case rl.Hang:
 		select {
@@ -115,7 +151,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 		case <-s.done:
 		}
 		return
-	case rl.Reset && !(streaming && rl.CutAfter > 0):
+	case rl.Reset && !(chunked && rl.CutAfter > 0):
 		resetConn(w)
 		return
 	case !authorized:
@@ -129,6 +165,9 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.endpoint == endpointUnknown:
 		s.writeError(w, req, "openai.invalid_url", 0, 0)
+		return
+	case req.bodyErr != nil && req.endpoint == endpointTranscriptions:
+		s.writeError(w, req, "openai.invalid_file", 0, 0)
 		return
 	case req.bodyErr != nil:
 		s.writeError(w, req, badRequestError(req.flavor), 0, 0)
@@ -151,24 +190,50 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 		s.serveModels(w, req)
 	case endpointEmbeddings:
 		s.serveEmbeddings(w, req)
-	case endpointChat, endpointMessages:
+	case endpointModerations:
+		s.serveModerations(w, req)
+	case endpointImages:
+		s.serveImages(w, req)
+	case endpointCountTokens:
+		s.serveCountTokens(w, req)
+	case endpointSpeech:
+		// Audio is a binary body: no error event can follow its first
+		// bytes, so ErrorInStream does not apply (the rule's Error, if any,
+		// was answered above).
+		rl.ErrorInStream = false
+		s.runStream(ctx, w, req, rl, s.newSpeechStream(w, req, chunks), chunks, delay)
+	case endpointChat, endpointMessages, endpointCompletions, endpointResponses, endpointTranscriptions:
 		if !streaming {
 			// A non-streamed answer takes as long as the stream would.
 			if !s.wait(ctx, time.Duration(max(chunks-1, 0))*delay) {
 				return
 			}
-			if req.endpoint == endpointChat {
+			switch req.endpoint {
+			case endpointChat:
 				s.serveChat(w, req, chunks)
-			} else {
+			case endpointMessages:
 				s.serveMessage(w, req, chunks)
+			case endpointCompletions:
+				s.serveCompletion(w, req, chunks)
+			case endpointResponses:
+				s.serveResponse(w, req, chunks)
+			case endpointTranscriptions:
+				s.serveTranscription(w, req, chunks)
 			}
 			return
 		}
 		var st streamer
-		if req.endpoint == endpointChat {
+		switch req.endpoint {
+		case endpointChat:
 			st = s.newChatStream(w, req)
-		} else {
+		case endpointMessages:
 			st = s.newMessageStream(w, req)
+		case endpointCompletions:
+			st = s.newCompletionStream(w, req)
+		case endpointResponses:
+			st = s.newResponseStream(w, req)
+		case endpointTranscriptions:
+			st = s.newTranscriptionStream(w, req)
 		}
 		s.runStream(ctx, w, req, rl, st, chunks, delay)
 	}
@@ -186,7 +251,7 @@ func (s *Server) parse(r *http.Request) *request {
 		deployment, _, _ = strings.Cut(rest, "/")
 	case strings.Contains(p, "/v1beta/openai/"):
 		req.flavor = flavorGemini
-	case strings.HasSuffix(p, "/messages"):
+	case strings.HasSuffix(p, "/messages"), strings.HasSuffix(p, "/messages/count_tokens"):
 		req.flavor = flavorAnthropic
 	default:
 		req.flavor = flavorOpenAI
@@ -194,10 +259,24 @@ func (s *Server) parse(r *http.Request) *request {
 	switch {
 	case strings.HasSuffix(p, "/chat/completions") && r.Method == http.MethodPost:
 		req.endpoint = endpointChat
+	case strings.HasSuffix(p, "/completions") && r.Method == http.MethodPost:
+		req.endpoint = endpointCompletions
 	case strings.HasSuffix(p, "/embeddings") && r.Method == http.MethodPost:
 		req.endpoint = endpointEmbeddings
 	case strings.HasSuffix(p, "/messages") && r.Method == http.MethodPost:
 		req.endpoint = endpointMessages
+	case strings.HasSuffix(p, "/messages/count_tokens") && r.Method == http.MethodPost:
+		req.endpoint = endpointCountTokens
+	case strings.HasSuffix(p, "/moderations") && r.Method == http.MethodPost:
+		req.endpoint = endpointModerations
+	case strings.HasSuffix(p, "/images/generations") && r.Method == http.MethodPost:
+		req.endpoint = endpointImages
+	case strings.HasSuffix(p, "/audio/speech") && r.Method == http.MethodPost:
+		req.endpoint = endpointSpeech
+	case strings.HasSuffix(p, "/audio/transcriptions") && r.Method == http.MethodPost:
+		req.endpoint = endpointTranscriptions
+	case strings.HasSuffix(p, "/responses") && r.Method == http.MethodPost:
+		req.endpoint = endpointResponses
 	case strings.HasSuffix(p, "/models") && r.Method == http.MethodGet:
 		req.endpoint = endpointModels
 		if req.flavor == flavorOpenAI && (r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "") {
@@ -206,9 +285,15 @@ func (s *Server) parse(r *http.Request) *request {
 	}
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
+	var fileSize int64
+	switch {
+	case err != nil:
 		req.bodyErr = err
-	} else if req.endpoint != endpointModels && req.endpoint != endpointUnknown {
+	case req.endpoint == endpointTranscriptions:
+		req.form, fileSize, req.bodyErr = parseMultipart(r.Header.Get("Content-Type"), body)
+		req.body.Model = req.form["model"]
+		req.body.Stream = req.form["stream"] == "true"
+	case req.endpoint != endpointModels && req.endpoint != endpointUnknown:
 		req.bodyErr = json.Unmarshal(body, &req.body)
 	}
 	model := req.body.Model
@@ -225,6 +310,7 @@ func (s *Server) parse(r *http.Request) *request {
 		Model:          model,
 		Stream:         req.body.Stream,
 		Body:           body,
+		FileSize:       fileSize,
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	}
 	return req

@@ -1,9 +1,12 @@
 // Package fakeprovider is a scriptable upstream that speaks the wire formats
 // of OpenAI, Azure OpenAI, Anthropic, Gemini (OpenAI-compatible endpoint) and
-// OpenRouter. End-to-end tests, the demo and the benchmark start it in-process
-// (Start or New + Handler) and script it with rules: per key, model and path,
-// answer with a named provider error, add latency, slow or cut a stream, reset
-// the connection or hang. Every call it receives is recorded.
+// OpenRouter: chat completions, legacy completions, the Responses API,
+// embeddings, moderations, image generations, speech, transcriptions and
+// models; Anthropic messages and messages/count_tokens (README.md gives each
+// wire shape). End-to-end tests, the demo and the benchmark start it
+// in-process (Start or New + Handler) and script it with rules: per key, model
+// and path, answer with a named provider error, add latency, slow or cut a
+// stream, reset the connection or hang. Every call it receives is recorded.
 package fakeprovider
 
 import (
@@ -30,6 +33,14 @@ var DefaultModels = []string{
 	"gpt-4o-mini",
 	"gpt-4o",
 	"text-embedding-3-small",
+	"gpt-3.5-turbo-instruct",
+	"omni-moderation-latest",
+	"gpt-image-1",
+	"dall-e-3",
+	"tts-1",
+	"gpt-4o-mini-tts",
+	"whisper-1",
+	"gpt-4o-transcribe",
 	"claude-3-5-haiku-latest",
 	"claude-sonnet-4-20250514",
 	"gemini-2.0-flash",
@@ -147,7 +158,8 @@ type Call struct {
 	Key            string // the credential presented, whichever header carried it
 	Model          string // body "model", or the Azure deployment
 	Stream         bool
-	Body           []byte
+	Body           []byte // the raw body (multipart/form-data for transcriptions)
+	FileSize       int64  // transcriptions: bytes of the uploaded "file" part
 	IdempotencyKey string
 	Rule           string // ID of the rule that matched, "" if none
 }
