@@ -170,7 +170,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
-	r.tokens, r.tokensOK = provider.ResponseUsage(a.Format(), respBody)
+	r.tokens, r.tokensOK = provider.ResponseUsage(r.upFormat(a), respBody)
 	r.estOut = int64(len(out) / 4)
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
@@ -283,4 +283,13 @@ func contains(list []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// upFormat is the wire format of the upstream's answer: the provider's,
+// or the Responses API's.
+func (r *request) upFormat(a *provider.Adapter) provider.Format {
+	if r.ep.op == provider.OpResponses {
+		return provider.FormatResponses
+	}
+	return a.Format()
 }

@@ -58,6 +58,10 @@ func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bo
 		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
 			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
 		}
+	case provider.OpResponses:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
+		}
 	case provider.OpCountTokens:
 		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
 			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
@@ -66,7 +70,7 @@ func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bo
 	if v, _, _, found := jsonfield.Find(body, "stream"); found {
 		switch string(v) {
 		case "true":
-			stream = op == provider.OpChat || op == provider.OpCompletions
+			stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
 		case "false", "null":
 		default:
 			return "", false, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}

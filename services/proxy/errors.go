@@ -94,6 +94,13 @@ func errorBody(f provider.Format, status int, code, message string) []byte {
 // streamErrorEvent renders an error as one server-sent event in the
 // endpoint's format.
 func streamErrorEvent(f provider.Format, status int, code, message string) []byte {
+	if f == provider.FormatResponses {
+		// The Responses API's error event.
+		b := append([]byte("event: error\ndata: {\"type\":\"error\",\"code\":"), appendJSONString(nil, code)...)
+		b = append(b, ",\"message\":"...)
+		b = appendJSONString(b, message)
+		return append(b, ",\"param\":null,\"sequence_number\":0}\n\n"...)
+	}
 	body := errorBody(f, status, code, message)
 	var b []byte
 	if f == provider.FormatAnthropic {

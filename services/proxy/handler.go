@@ -44,9 +44,11 @@ var (
 	epModerations = &endpoint{name: "moderations", path: "/v1/moderations", format: provider.FormatOpenAI, op: provider.OpModerations}
 	epImages      = &endpoint{name: "images.generations", path: "/v1/images/generations", format: provider.FormatOpenAI, op: provider.OpImages}
 	epCountTokens = &endpoint{name: "messages.count_tokens", path: "/v1/messages/count_tokens", format: provider.FormatAnthropic, op: provider.OpCountTokens}
+	// The Responses API, served natively by the providers that have it.
+	epResponses = &endpoint{name: "responses", path: "/v1/responses", format: provider.FormatResponses, op: provider.OpResponses}
 
 	// endpoints are the inference routes, by name.
-	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens}
+	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens, epResponses}
 )
 
 // Response headers naming what served a request.
@@ -577,6 +579,10 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
 	case r.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
+	case r.attempts == 0 && !p.denied && r.unsupportedOp(rte):
+		r.class = classRejected
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
+			fmt.Sprintf("no provider of `%s` serves %s (the gateway does not translate it)", r.model, r.ep.path))}
 	case r.attempts == 0 && !p.denied && r.unfit(rte):
 		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))
 		r.logger().Warn("no target fits the request", "model", r.model, "rejected", r.rejections(rte))
@@ -713,9 +719,9 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 	a := step.Provider.Adapter
 	pf := a.Format()
-	if pf == r.ep.format {
+	if pf == r.ep.format || r.ep.op != provider.OpChat { // only chat translates; Supports kept the others to their format
 		body := r.body
-		if r.stream && pf == provider.FormatOpenAI {
+		if r.stream && pf == provider.FormatOpenAI && (r.ep.op == provider.OpChat || r.ep.op == provider.OpCompletions) {
 			body = streamOptionsFor(a, body, r.callerUsage)
 		}
 		if step.Upstream == r.model {

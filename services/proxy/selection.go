@@ -113,6 +113,23 @@ func (r *request) unfit(rte *route.Route) bool {
 	return n > 0
 }
 
+// unsupportedOp reports whether no usable step's provider serves the
+// endpoint's operation (the Responses API on Anthropic providers, count
+// tokens on OpenAI ones): the request, not the gateway's state, is why.
+func (r *request) unsupportedOp(rte *route.Route) bool {
+	n := 0
+	for i := range rte.Steps {
+		switch r.cur.Reason(i) {
+		case route.ReasonUnsupported:
+			n++
+		case route.ReasonInactive, route.ReasonUnavailable:
+		default:
+			return false
+		}
+	}
+	return n > 0
+}
+
 // rejections lists the steps the request's selection rejected and why
 // ("" when none was).
 func (r *request) rejections(rte *route.Route) string {

@@ -59,11 +59,11 @@ const maxPreamble = 8
 // exchange), so a stream that opens and then stalls fails the attempt.
 func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) attemptResult {
 	up := r.rt.upstreams[t.step.Provider.Index]
-	pf := t.step.Provider.Adapter.Format()
+	pf := r.upFormat(t.step.Provider.Adapter)
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr()), rd: rd,
 		idleFor: up.streamIdle, upFormat: pf}
-	rl.dropUsage = pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
+	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)
 		closeBodyStream(resp, atEOF)

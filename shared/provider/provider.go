@@ -22,11 +22,18 @@ type Format uint8
 const (
 	FormatOpenAI    Format = iota // OpenAI chat completions / embeddings
 	FormatAnthropic               // Anthropic messages
+	// FormatResponses is the OpenAI Responses API's: its errors are
+	// OpenAI's, its stream named events (response.created ...
+	// response.completed), its usage input_tokens/output_tokens.
+	FormatResponses
 )
 
 func (f Format) String() string {
-	if f == FormatAnthropic {
+	switch f {
+	case FormatAnthropic:
 		return "anthropic"
+	case FormatResponses:
+		return "responses"
 	}
 	return "openai"
 }
@@ -43,6 +50,7 @@ const (
 	OpModerations           // moderations (OpenAI format only)
 	OpImages                // image generations (OpenAI format only)
 	OpCountTokens           // count a messages request's tokens (Anthropic format only)
+	OpResponses             // the Responses API (OpenAI and OpenAI-compatible providers, natively)
 )
 
 // DefaultAnthropicVersion is sent as anthropic-version when none is set.
@@ -131,6 +139,11 @@ func (a *Adapter) Supports(op Op) bool {
 		return a.format == FormatAnthropic
 	case OpModerations:
 		return a.format == FormatOpenAI && a.typ != "azure"
+	case OpResponses:
+		// Where the Responses API is served: OpenAI, OpenRouter and the
+		// operator's own OpenAI-compatible servers (Azure's lives under
+		// another path: not yet).
+		return a.typ == "openai" || a.typ == "openrouter" || a.typ == "openai-compatible"
 	}
 	return a.format == FormatOpenAI
 }
@@ -139,7 +152,7 @@ func (a *Adapter) Supports(op Op) bool {
 // path (OpenAI format; Azure's deployments take the same paths).
 var opPaths = map[Op]string{
 	OpChat: "/chat/completions", OpEmbeddings: "/embeddings", OpCompletions: "/completions",
-	OpModerations: "/moderations", OpImages: "/images/generations",
+	OpModerations: "/moderations", OpImages: "/images/generations", OpResponses: "/responses",
 }
 
 // ModelInURL reports whether the model travels in the URL (Azure
@@ -272,6 +285,8 @@ func ValidResponse(f Format, op Op, body []byte) error {
 		field = "results"
 	case op == OpCountTokens:
 		field = "input_tokens"
+	case op == OpResponses:
+		field = "output"
 	case f == FormatAnthropic:
 		field = "content"
 	}

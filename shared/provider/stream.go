@@ -28,6 +28,15 @@ var (
 // object (OpenAI's error chunks, OpenRouter's mid-stream errors that also
 // carry choices and a finish_reason "error") or a "type":"error" object.
 func InspectEvent(f Format, name, data []byte) EventKind {
+	if f == FormatResponses {
+		switch responsesType(name, data) {
+		case "response.completed", "response.incomplete":
+			return EventTerminal
+		case "response.failed", "error":
+			return EventError
+		}
+		return EventData
+	}
 	if f == FormatAnthropic {
 		switch string(name) {
 		case "message_stop":
@@ -106,6 +115,13 @@ var (
 // can hold such events back, so that an error right after them (a common
 // way for an overloaded upstream to fail) still allows failover.
 func IsPreamble(f Format, name, data []byte) bool {
+	if f == FormatResponses {
+		switch responsesType(name, data) {
+		case "response.created", "response.in_progress":
+			return true
+		}
+		return false
+	}
 	if f == FormatAnthropic {
 		switch string(name) {
 		case "message_start", "ping":
@@ -125,4 +141,17 @@ func IsPreamble(f Format, name, data []byte) bool {
 		return bytes.Contains(data, emptyContent) || bytes.Contains(data, nullContent) || !bytes.Contains(data, contentField)
 	}
 	return false
+}
+
+// responsesType is a Responses API event's type: its event name, else the
+// "type" its data names.
+func responsesType(name, data []byte) string {
+	if len(name) > 0 {
+		return string(name)
+	}
+	t, _, _, ok := jsonfield.Find(data, "type")
+	if !ok || len(t) < 2 || t[0] != '"' {
+		return ""
+	}
+	return string(t[1 : len(t)-1])
 }

@@ -44,6 +44,21 @@ func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
 // the object does not give keep their value in prev (message_delta gives
 // output_tokens, and in newer API versions the input counts again).
 func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
+	if f == FormatResponses {
+		in, okIn := intField(u, "input_tokens")
+		out, okOut := intField(u, "output_tokens")
+		if !okIn && !okOut {
+			return prev, false
+		}
+		var cached, reasoning int64
+		if d, _, _, ok := jsonfield.Find(u, "input_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+			cached, _ = intField(d, "cached_tokens")
+		}
+		if d, _, _, ok := jsonfield.Find(u, "output_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+			reasoning, _ = intField(d, "reasoning_tokens")
+		}
+		return usage.OpenAIUsage(in, cached, out, reasoning), true
+	}
 	if f == FormatAnthropic {
 		in, okIn := intField(u, "input_tokens")
 		out, okOut := intField(u, "output_tokens")
@@ -97,6 +112,21 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 	i := bytes.Index(data, usageKey)
 	if i < 0 || nullAfterKey(data[i+len(usageKey):]) {
 		return false, false // most chunks: no usage, or "usage":null
+	}
+	if f == FormatResponses {
+		// response.completed / response.incomplete carry the response,
+		// its usage inside
+		r, _, _, found := jsonfield.Find(data, "response")
+		if !found || len(r) == 0 || r[0] != '{' {
+			return false, false
+		}
+		u, _, _, found := jsonfield.Find(r, "usage")
+		if !found || len(u) == 0 || u[0] != '{' {
+			return false, false
+		}
+		var got bool
+		*t, got = usageObject(f, u, *t)
+		return got, false
 	}
 	if f == FormatAnthropic {
 		obj := data

@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// surfaceFixture serves the wider API: a completion model, a moderation
+// model and an image model on the OpenAI fake, and the chat models.
+func surfaceFixture(t *testing.T) *fixture {
+	return newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models = append(c.Providers[0].Models,
+			config.Model{Name: "instruct", Upstream: "gpt-3.5-turbo-instruct", Kind: config.KindCompletion},
+			config.Model{Name: "moderation", Upstream: "omni-moderation-latest", Kind: config.KindModeration},
+			config.Model{Name: "painter", Upstream: "gpt-image-1", Kind: config.KindImage})
+	})
+}
+
+func rawCall(t *testing.T, f *fixture, path, body string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// The wider routes through the OpenAI SDK, each failing over from a key
+// the fake refuses (the hold then keeps the key out).
+func TestWiderSurfaceThroughTheSDK(t *testing.T) {
+	f := surfaceFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
+	client := openAIClient(f)
+	ctx := context.Background()
+
+	t.Run("completions", func(t *testing.T) {
+		c, err := client.Completions.New(ctx, openai.CompletionNewParams{
+			Model: "instruct", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Say hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) != 1 || c.Choices[0].Text == "" || c.Usage.CompletionTokens == 0 {
+			t.Fatalf("completion %+v", c)
+		}
+		stream := client.Completions.NewStreaming(ctx, openai.CompletionNewParams{
+			Model: "instruct", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Say hi")}})
+		var text strings.Builder
+		for stream.Next() {
+			for _, ch := range stream.Current().Choices {
+				text.WriteString(ch.Text)
+			}
+		}
+		if err := stream.Err(); err != nil || text.Len() == 0 {
+			t.Fatalf("stream %q: %v", text.String(), err)
+		}
+	})
+	t.Run("moderations", func(t *testing.T) {
+		m, err := client.Moderations.New(ctx, openai.ModerationNewParams{Model: "moderation",
+			Input: openai.ModerationNewParamsInputUnion{OfString: openai.String("fakeprovider:flag")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Results) != 1 || !m.Results[0].Flagged {
+			t.Fatalf("moderation %+v", m)
+		}
+	})
+	t.Run("images", func(t *testing.T) {
+		img, err := client.Images.Generate(ctx, openai.ImageGenerateParams{Model: "painter", Prompt: "a cat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(img.Data) != 1 || img.Data[0].B64JSON == "" {
+			t.Fatalf("image %+v", img)
+		}
+	})
+	t.Run("responses", func(t *testing.T) {
+		params := responses.ResponseNewParams{Model: "demo-model",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}
+		r, err := client.Responses.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != "completed" || r.OutputText() == "" || r.Usage.OutputTokens == 0 {
+			t.Fatalf("response %+v", r)
+		}
+		stream := client.Responses.NewStreaming(ctx, params)
+		var text strings.Builder
+		completed := false
+		for stream.Next() {
+			ev := stream.Current()
+			switch ev.Type {
+			case "response.output_text.delta":
+				text.WriteString(ev.Delta)
+			case "response.completed":
+				completed = true
+			}
+		}
+		if err := stream.Err(); err != nil || !completed || text.String() != r.OutputText() {
+			t.Fatalf("stream %q completed %v (non-stream %q): %v", text.String(), completed, r.OutputText(), err)
+		}
+	})
+	// Every route above was served by a2 after a1's refusal: a1 was called
+	// once, then held.
+	if n := len(f.openai.CallsFor("key-a1")); n != 1 {
+		t.Errorf("the refused key was called %d times", n)
+	}
+}
+
+func TestCountTokensThroughTheSDK(t *testing.T) {
+	f := surfaceFixture(t)
+	client := anthropicClient(f)
+	n, err := client.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{
+		Model:    "demo-claude",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.InputTokens <= 0 {
+		t.Fatalf("count %+v", n)
+	}
+	if c := f.anthropic.Calls(); len(c) != 1 || c[0].Path != "/v1/messages/count_tokens" || c[0].Model != "claude-upstream" {
+		t.Fatalf("upstream calls %+v", c)
+	}
+}
+
+// A Responses stream the upstream cuts before its terminal event ends with
+// one error event in the Responses API's format; a request for a route no
+// step of the model serves is refused before any call.
+func TestResponsesEdges(t *testing.T) {
+	f := surfaceFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/responses", CutAfter: 2})
+	st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-model","stream":true,"input":"hi"}`)
+	if st != 200 || strings.Contains(body, "response.completed") || !strings.HasSuffix(strings.TrimSpace(body),
+		`"param":null,"sequence_number":0}`) || !strings.Contains(body, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\"") {
+		t.Fatalf("cut stream: %d\n%s", st, body)
+	}
+	f.openai.ClearRules()
+	before := len(f.anthropic.Calls())
+	if st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-claude","input":"hi"}`); st != 400 || !strings.Contains(body, codeUnsupportedForKind) || len(f.anthropic.Calls()) != before {
+		t.Fatalf("responses on an Anthropic-only model: %d %s", st, body)
+	}
+	if st, _, body := rawCall(t, f, "/v1/images/generations", `{"model":"demo-model","prompt":"a cat"}`); st != 400 || !strings.Contains(body, codeUnsupportedForKind) {
+		t.Fatalf("an image request to a chat model: %d %s", st, body)
+	}
+	if st, _, body := rawCall(t, f, "/v1/completions", `{"model":"instruct"}`); st != 400 || !strings.Contains(body, "prompt") {
+		t.Fatalf("a completion without a prompt: %d %s", st, body)
+	}
+}
