@@ -195,7 +195,11 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
 			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
 	}
-	r.resolved = s.metrics.modelLabel(model)
+	if rte.Dynamic {
+		r.resolved = s.metrics.modelLabel(rte.Steps[0].Provider.Name + "/*") // callers name these: no label per name
+	} else {
+		r.resolved = s.metrics.modelLabel(model)
+	}
 	steps := rte.Steps
 	if kind, ok := wrongKind(steps, ep.op); !ok {
 		r.class = classRejected

@@ -75,17 +75,25 @@ func (pc *passiveCounters) count(step *route.Step, keyIndex int, out hold.Outcom
 		return
 	}
 	p := &pc.providers[step.Provider.Index]
-	k, m := &p.keys[keyIndex], &p.models[step.ModelIndex]
+	k := &p.keys[keyIndex]
+	var m *passiveKey // nil for an unlisted model: counted by key only
+	if step.ModelIndex >= 0 {
+		m = &p.models[step.ModelIndex]
+	}
 	switch {
 	case out.OK:
 		us := uint64(max(latency.Microseconds(), 0))
 		k.success.Add(1)
 		k.latencyUS.Add(us)
-		m.success.Add(1)
-		m.latencyUS.Add(us)
+		if m != nil {
+			m.success.Add(1)
+			m.latencyUS.Add(us)
+		}
 	case countsAgainstTarget(out):
 		k.failure.Add(1)
-		m.failure.Add(1)
+		if m != nil {
+			m.failure.Add(1)
+		}
 	}
 }
 

@@ -162,3 +162,22 @@ func TestResponsesEdges(t *testing.T) {
 		t.Fatalf("a completion without a prompt: %d %s", st, body)
 	}
 }
+
+// A provider that allows unlisted models serves "<provider>/<model>" of a
+// model its configuration does not list; one that does not answers 404.
+func TestUnlistedModels(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Providers[0].AllowUnlistedModels = true })
+	st, h, body := rawCall(t, f, "/v1/chat/completions", `{"model":"fake-openai/brand-new-model","messages":[{"role":"user","content":"hi"}]}`)
+	if st != 200 || h.Get(headerModel) != "brand-new-model" {
+		t.Fatalf("unlisted model: %d %s", st, body)
+	}
+	if c := f.openai.Calls(); c[len(c)-1].Model != "brand-new-model" {
+		t.Fatalf("sent as %q", c[len(c)-1].Model)
+	}
+	if st, _, body := rawCall(t, f, "/v1/chat/completions", `{"model":"fake-anthropic/brand-new-model","messages":[{"role":"user","content":"hi"}]}`); st != 404 {
+		t.Fatalf("a provider without allow_unlisted_models: %d %s", st, body)
+	}
+	if st, _, _ := rawCall(t, f, "/v1/chat/completions", `{"model":"brand-new-model","messages":[{"role":"user","content":"hi"}]}`); st != 404 {
+		t.Fatalf("a bare unlisted name: %d", st)
+	}
+}

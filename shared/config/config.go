@@ -200,6 +200,9 @@ type Provider struct {
 	// PriorityOrder is highest_first (the default: a larger priority is
 	// tried first) or lowest_first (priority 1 before 2).
 	PriorityOrder string `koanf:"priority_order"`
+	// AllowUnlistedModels lets callers name a model the provider does not
+	// list, as "<provider>/<model>": tried on the provider instead of 404.
+	AllowUnlistedModels bool `koanf:"allow_unlisted_models"`
 	// Region is where the provider serves from (eu, us-east, ...), for
 	// region routing; "" is no region.
 	Region string `koanf:"region"`

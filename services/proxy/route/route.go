@@ -93,6 +93,10 @@ type Provider struct {
 	Region string
 	// Budgeted says the provider has a budget (Request.Budget reads it).
 	Budgeted bool
+	// Unlisted says the provider takes models its configuration does not
+	// list (providers[].allow_unlisted_models): "<provider>/<model>" of an
+	// unlisted model resolves to it on demand.
+	Unlisted bool
 	// HashOn is the attribute its weighted key selection hashes ("": smooth
 	// weighted round robin); Request.KeyHash carries the request's.
 	HashOn string
@@ -131,7 +135,8 @@ type Step struct {
 	// sent to the provider.
 	Model    string
 	Upstream string
-	// ModelIndex is the model's position in its provider's models.
+	// ModelIndex is the model's position in its provider's models (-1:
+	// an unlisted model resolved on demand).
 	ModelIndex int
 	Kind       string // chat or embedding
 	Active     bool
@@ -161,6 +166,9 @@ type Route struct {
 	Steps  []Step
 	Policy Policy
 
+	// Dynamic marks an on-demand route of an unlisted model (built for one
+	// request).
+	Dynamic bool
 	// ReadsBody says selection depends on what the body asks (a step
 	// declares capabilities or limits, the strategy estimates cost, or the
 	// route fails closed): only then is the body scanned for Needs.
@@ -386,10 +394,31 @@ func (t *Table) Key(provider, keyID string) *Key {
 	return nil
 }
 
-// Resolve returns the route of a requested model name.
+// Resolve returns the route of a requested model name: a configured one,
+// or "<provider>/<model>" of a model a provider that allows unlisted models
+// does not list (built for the request: Dynamic).
 func (t *Table) Resolve(name string) (*Route, bool) {
-	rt, ok := t.byName[name]
-	return rt, ok
+	if rt, ok := t.byName[name]; ok {
+		return rt, true
+	}
+	return t.unlisted(name)
+}
+
+// unlisted is the on-demand route of "<provider>/<model>" on a provider
+// that allows unlisted models: one step, the model sent as named, of
+// unknown kind and capabilities, no latency or price kept (callers name
+// these models: nothing is stored per name).
+func (t *Table) unlisted(name string) (*Route, bool) {
+	pname, model, ok := strings.Cut(name, "/")
+	if !ok || model == "" {
+		return nil, false
+	}
+	p := t.Provider(pname)
+	if p == nil || !p.Unlisted {
+		return nil, false
+	}
+	st := Step{Provider: p, Model: model, Upstream: model, ModelIndex: -1, Active: true, Weight: 1}
+	return &Route{Name: name, Kind: "model", Steps: []Step{st}, Dynamic: true}, true
 }
 
 // policyOf builds a policy from config values (ok false: unknown
@@ -516,6 +545,7 @@ func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, e
 		Index:    index,
 		Region:   pc.Region,
 		Budgeted: pc.Budget != (config.Budget{}),
+		Unlisted: pc.AllowUnlistedModels,
 		Adapter:  provider.New(pc.Type, pc.BaseURL, pc.APIVersion, pc.Headers),
 	}
 	keys := pc.Keys
