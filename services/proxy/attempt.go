@@ -94,10 +94,18 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	req := fasthttp.AcquireRequest()
 	req.SetRequestURI(a.URL(r.ep.op, t.step.Upstream))
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetContentType("application/json")
-	if r.stream {
+	switch {
+	case r.ep.op == provider.OpTranscriptions:
+		req.Header.SetContentType(r.contentType) // multipart, with its boundary
+	default:
+		req.Header.SetContentType("application/json")
+	}
+	switch {
+	case r.stream:
 		req.Header.Set("Accept", "text/event-stream")
-	} else {
+	case r.ep.op == provider.OpSpeech || r.ep.op == provider.OpTranscriptions:
+		req.Header.Set("Accept", "*/*")
+	default:
 		req.Header.Set("Accept", "application/json")
 	}
 	req.Header.SetUserAgent(userAgent)
@@ -116,7 +124,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	req.SetBodyRaw(body) // the caller's body outlives the exchange
 
 	resp := fasthttp.AcquireResponse()
-	resp.StreamBody = r.stream
+	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
 	sent := time.Now()
 	err := up.client.DoDeadline(req, resp, deadline)
 	fasthttp.ReleaseRequest(req)
@@ -130,7 +138,12 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
 		return r.startStream(t, resp, sent)
 	}
-	if r.stream {
+	if r.ep.op == provider.OpSpeech && status == http.StatusOK && !bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
+		// Audio: committed to the caller from here, relayed as it arrives.
+		r.ttft = time.Since(r.started)
+		return attemptResult{done: true, outcome: outcome{binary: &binaryRelay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr())}}}
+	}
+	if r.stream || r.ep.op == provider.OpSpeech {
 		// Error responses to a stream request come as a plain body.
 		b, err := readStreamBody(resp)
 		if err != nil {
@@ -157,6 +170,10 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if status, isErr := provider.ErrorIn200(respBody); isErr {
 		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
+	if r.ep.op == provider.OpTranscriptions {
+		// A transcript is JSON or text, as the caller's response_format asked.
+		return r.served(c, t, respBody, string(resp.Header.ContentType()))
+	}
 	if err := provider.ValidResponse(a.Format(), r.ep.op, respBody); err != nil {
 		// A 200 that is not an answer (an HTML page, text, cut JSON) is a
 		// failure of the target, like a 5xx.
@@ -171,10 +188,15 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
 	r.tokens, r.tokensOK = provider.ResponseUsage(r.upFormat(a), respBody)
+	return r.served(c, t, out, fiber.MIMEApplicationJSON)
+}
+
+// served answers the caller with a plain (not streamed) upstream answer.
+func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string) attemptResult {
 	r.estOut = int64(len(out) / 4)
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderContentType, contentType)
 	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
 	r.logInfo("request served", t)
 	return attemptResult{done: true}

@@ -58,6 +58,10 @@ func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bo
 		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
 			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
 		}
+	case provider.OpSpeech:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || v[0] != '"' {
+			return "", false, &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
+		}
 	case provider.OpResponses:
 		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
 			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}

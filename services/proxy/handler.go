@@ -46,9 +46,13 @@ var (
 	epCountTokens = &endpoint{name: "messages.count_tokens", path: "/v1/messages/count_tokens", format: provider.FormatAnthropic, op: provider.OpCountTokens}
 	// The Responses API, served natively by the providers that have it.
 	epResponses = &endpoint{name: "responses", path: "/v1/responses", format: provider.FormatResponses, op: provider.OpResponses}
+	// Audio: speech answers binary audio, transcriptions take a form.
+	epSpeech         = &endpoint{name: "audio.speech", path: "/v1/audio/speech", format: provider.FormatOpenAI, op: provider.OpSpeech}
+	epTranscriptions = &endpoint{name: "audio.transcriptions", path: "/v1/audio/transcriptions", format: provider.FormatOpenAI, op: provider.OpTranscriptions}
 
 	// endpoints are the inference routes, by name.
-	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens, epResponses}
+	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens, epResponses,
+		epSpeech, epTranscriptions}
 )
 
 // Response headers naming what served a request.
@@ -62,17 +66,20 @@ const (
 
 // request is the state of one caller request across its attempts.
 type request struct {
-	s        *Service
-	rt       *routing // the routing the request started with (to its end)
-	ep       *endpoint
-	id       string
-	model    string
-	stream   bool
-	body     []byte // the caller's body (valid during the handler only)
-	idemKey  string
-	deadline time.Time // zero: none
-	started  time.Time
-	log      *slog.Logger
+	s      *Service
+	rt     *routing // the routing the request started with (to its end)
+	ep     *endpoint
+	id     string
+	model  string
+	stream bool
+	body   []byte // the caller's body (valid during the handler only)
+	// contentType is a multipart request's (transcriptions), with its
+	// boundary.
+	contentType string
+	idemKey     string
+	deadline    time.Time // zero: none
+	started     time.Time
+	log         *slog.Logger
 
 	// For metrics: the model name when it resolved, what served the
 	// request, and the outcome class ("" derives it from the status).
@@ -165,6 +172,10 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			res.relay.start(c) // the relay ends the request when the stream ends
 			return nil
 		}
+		if res.binary != nil {
+			res.binary.start(c) // the relay ends the request when the audio ends
+			return nil
+		}
 		r.noteResponse(c)
 		r.finish(c.Response().StatusCode())
 		return res.err
@@ -183,7 +194,15 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	r.body = c.Body()
 	r.noteRequest(c)
-	model, stream, berr := parseBody(r.body, ep.op)
+	var model string
+	var stream bool
+	var berr *bodyError
+	if ep.op == provider.OpTranscriptions {
+		r.contentType = strings.Clone(c.Get(fiber.HeaderContentType))
+		model, berr = parseForm(r.body, r.contentType)
+	} else {
+		model, stream, berr = parseBody(r.body, ep.op)
+	}
 	if berr != nil {
 		r.class = classRejected
 		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, berr.code, berr.msg)}
@@ -254,6 +273,10 @@ func kindServes(kind string, op provider.Op) bool {
 		return kind == config.KindModeration
 	case provider.OpImages:
 		return kind == config.KindImage
+	case provider.OpSpeech:
+		return kind == config.KindSpeech
+	case provider.OpTranscriptions:
+		return kind == config.KindTranscript
 	}
 	return kind == config.KindChat
 }
@@ -268,6 +291,10 @@ func kindHint(kind string) string {
 		return "a moderation model: use POST /v1/moderations"
 	case config.KindImage:
 		return "an image model: use POST /v1/images/generations"
+	case config.KindSpeech:
+		return "a speech model: use POST /v1/audio/speech"
+	case config.KindTranscript:
+		return "a transcription model: use POST /v1/audio/transcriptions"
 	}
 	return "a chat model: use POST /v1/chat/completions or /v1/messages"
 }
@@ -423,8 +450,9 @@ func (r *request) logger() *slog.Logger {
 // outcome is how a request ended in the handler: a response already
 // written (err from writing it), or a stream relay to start.
 type outcome struct {
-	err   error
-	relay *relay
+	err    error
+	relay  *relay
+	binary *binaryRelay // a binary answer (speech) to stream through
 }
 
 // run tries the steps in order until one answers, applying each failure's
@@ -437,6 +465,9 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	r.estIn = int64(len(r.body) / 4)
+	if r.ep.op == provider.OpTranscriptions {
+		r.estIn = 0 // the body is audio, not tokens
+	}
 	if r.stream && r.ep.format == provider.FormatOpenAI {
 		if so, _, _, ok := jsonfield.Find(r.body, "stream_options"); ok {
 			r.callerUsage = jsonfield.Bool(so, "include_usage")
@@ -730,6 +761,9 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 		}
 		if step.Upstream == r.model {
 			return body, nil
+		}
+		if r.ep.op == provider.OpTranscriptions {
+			return formWithModel(body, r.contentType, step.Upstream)
 		}
 		return jsonfield.SetString(make([]byte, 0, len(body)+len(step.Upstream)), body, "model", step.Upstream), nil
 	}

@@ -181,3 +181,62 @@ func TestUnlistedModels(t *testing.T) {
 		t.Fatalf("a bare unlisted name: %d", st)
 	}
 }
+
+// Audio through the OpenAI SDK: speech comes back as the upstream's audio
+// bytes, relayed as they arrive; a transcription's form reaches the
+// upstream with the model renamed to its upstream name; both fail over
+// from a refused key.
+func TestAudioThroughTheSDK(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models = append(c.Providers[0].Models,
+			config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech},
+			config.Model{Name: "ears", Upstream: "whisper-1", Kind: config.KindTranscript})
+	})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
+	client := openAIClient(f)
+	ctx := context.Background()
+
+	resp, err := client.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "voice", Input: "hello there",
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "audio/") || !strings.HasPrefix(string(audio), "ID3") {
+		t.Fatalf("speech: %d %s %d bytes %q (%v)", resp.StatusCode, resp.Header.Get("Content-Type"), len(audio), audio[:min(len(audio), 8)], err)
+	}
+	if c := f.openai.Calls(); c[len(c)-1].Model != "tts-1" {
+		t.Fatalf("speech sent as %q", c[len(c)-1].Model)
+	}
+
+	tr, err := client.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{Model: "ears",
+		File: openai.File(strings.NewReader("RIFF....WAVEfmt fake audio"), "hello.wav", "audio/wav")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Text == "" {
+		t.Fatalf("transcription %+v", tr)
+	}
+	last := f.openai.Calls()[len(f.openai.Calls())-1]
+	if last.Model != "whisper-1" || last.FileSize == 0 || last.Key != "key-a2" {
+		t.Fatalf("transcription upstream call: model %q file %d key %s", last.Model, last.FileSize, last.Key)
+	}
+
+	// A form naming the model twice is refused before any call.
+	body := "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nears\r\n--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nother\r\n" +
+		"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nxx\r\n--b--\r\n"
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/audio/transcriptions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
+	before := len(f.openai.Calls())
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r2.Body)
+	r2.Body.Close()
+	if r2.StatusCode != 400 || !strings.Contains(string(b), codeDuplicateKey) || len(f.openai.Calls()) != before {
+		t.Fatalf("two models in a form: %d %s", r2.StatusCode, b)
+	}
+}

@@ -71,6 +71,8 @@ const (
 	KindCompletion = "completion" // legacy /v1/completions (instruct models)
 	KindModeration = "moderation"
 	KindImage      = "image"
+	KindSpeech     = "speech"        // /v1/audio/speech (text to speech)
+	KindTranscript = "transcription" // /v1/audio/transcriptions (speech to text)
 )
 
 // ProviderTypes lists the known provider types, in the order error

@@ -343,7 +343,7 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 		}
 		models[m.Name] = true
 		if m.Kind != "" {
-			v.oneOf(mat+".kind", m.Kind, KindChat, KindEmbedding, KindCompletion, KindModeration, KindImage)
+			v.oneOf(mat+".kind", m.Kind, KindChat, KindEmbedding, KindCompletion, KindModeration, KindImage, KindSpeech, KindTranscript)
 		}
 	}
 

@@ -106,7 +106,7 @@ func TestValidationErrors(t *testing.T) {
   - name: two
     type: openai
     keys: [{id: k, secret: env:OPENAI_KEY}]
-    models: [{name: m, kind: video}]`, nil, `providers[1].models[0].kind: unknown value "video" (want one of: chat, embedding, completion, moderation, image)`},
+    models: [{name: m, kind: video}]`, nil, `providers[1].models[0].kind: unknown value "video" (want one of: chat, embedding, completion, moderation, image, speech, transcription)`},
 		{"alias to unknown model", "\naliases:\n  fast: openai/gpt-5-nano", nil, `aliases.fast: "openai/gpt-5-nano": provider "openai" has no model "gpt-5-nano"`},
 		{"alias to unknown provider", "\naliases:\n  fast: nobody/m", nil, `aliases.fast: "nobody/m": no provider named "nobody"`},
 		{"alias to unknown chain", "\naliases:\n  fast: chain:nope", nil, `aliases.fast: "chain:nope": no chain named "nope"`},

@@ -43,14 +43,16 @@ type Op uint8
 
 // The operations.
 const (
-	OpChat        Op = iota // chat completions (OpenAI format) or messages (Anthropic format)
-	OpEmbeddings            // embeddings (OpenAI format only)
-	OpModels                // list models
-	OpCompletions           // legacy text completions (OpenAI format only)
-	OpModerations           // moderations (OpenAI format only)
-	OpImages                // image generations (OpenAI format only)
-	OpCountTokens           // count a messages request's tokens (Anthropic format only)
-	OpResponses             // the Responses API (OpenAI and OpenAI-compatible providers, natively)
+	OpChat           Op = iota // chat completions (OpenAI format) or messages (Anthropic format)
+	OpEmbeddings               // embeddings (OpenAI format only)
+	OpModels                   // list models
+	OpCompletions              // legacy text completions (OpenAI format only)
+	OpModerations              // moderations (OpenAI format only)
+	OpImages                   // image generations (OpenAI format only)
+	OpCountTokens              // count a messages request's tokens (Anthropic format only)
+	OpResponses                // the Responses API (OpenAI and OpenAI-compatible providers, natively)
+	OpSpeech                   // text to speech: a binary audio answer (OpenAI format only)
+	OpTranscriptions           // speech to text: a multipart request (OpenAI format only)
 )
 
 // DefaultAnthropicVersion is sent as anthropic-version when none is set.
@@ -153,6 +155,7 @@ func (a *Adapter) Supports(op Op) bool {
 var opPaths = map[Op]string{
 	OpChat: "/chat/completions", OpEmbeddings: "/embeddings", OpCompletions: "/completions",
 	OpModerations: "/moderations", OpImages: "/images/generations", OpResponses: "/responses",
+	OpSpeech: "/audio/speech", OpTranscriptions: "/audio/transcriptions",
 }
 
 // ModelInURL reports whether the model travels in the URL (Azure

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+)
+
+// Audio: POST /v1/audio/speech takes JSON and answers binary audio, relayed
+// to the caller as it arrives (binaryRelay); POST /v1/audio/transcriptions
+// takes multipart/form-data (the audio file, model, options) and answers
+// JSON or text. Both go through the chat pipeline; only their bodies differ.
+
+// parseForm reads what routing needs from a multipart request: its model.
+// The form must name exactly one model (two would let the gateway
+// authorise one and the upstream read the other) and carry a file.
+func parseForm(body []byte, contentType string) (model string, berr *bodyError) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return "", &bodyError{codeInvalidRequest, "the request must be multipart/form-data with a file and a model"}
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	models, files := 0, 0
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", &bodyError{codeInvalidRequest, "the multipart body is malformed: " + err.Error()}
+		}
+		switch {
+		case p.FormName() == "model":
+			v, err := io.ReadAll(io.LimitReader(p, 1024))
+			if err != nil {
+				return "", &bodyError{codeInvalidRequest, "the multipart body is malformed: " + err.Error()}
+			}
+			model = strings.TrimSpace(string(v))
+			models++
+		case p.FormName() == "file":
+			files++
+		}
+	}
+	switch {
+	case models > 1:
+		return "", &bodyError{codeDuplicateKey, "the form names `model` more than once"}
+	case model == "":
+		return "", &bodyError{codeMissingModel, "the form must name a model"}
+	case files != 1:
+		return "", &bodyError{codeInvalidRequest, "the form must carry exactly one `file`"}
+	}
+	return model, nil
+}
+
+// formWithModel is the multipart body with its model field's value
+// replaced (the upstream's name for the model), the other parts copied.
+func formWithModel(body []byte, contentType, model string) ([]byte, error) {
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	mw := multipart.NewWriter(&out)
+	if err := mw.SetBoundary(params["boundary"]); err != nil {
+		return nil, err
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		w, err := mw.CreatePart(p.Header)
+		if err != nil {
+			return nil, err
+		}
+		if p.FormName() == "model" {
+			_, err = io.WriteString(w, model)
+		} else {
+			_, err = io.Copy(w, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// binaryRelay streams a binary answer (speech) to the caller as the
+// upstream sends it, each read bounded by the stream idle timeout.
+type binaryRelay struct {
+	r    *request
+	t    target
+	resp *fasthttp.Response
+	conn *trackedConn
+}
+
+func (br *binaryRelay) start(c *fiber.Ctx) {
+	br.r.setServedBy(c, br.t)
+	c.Status(http.StatusOK)
+	ct := string(br.resp.Header.ContentType())
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	c.Set(fiber.HeaderContentType, ct)
+	c.Context().SetBodyStreamWriter(br.run)
+}
+
+func (br *binaryRelay) run(w *bufio.Writer) {
+	r := br.r
+	up := r.rt.upstreams[br.t.step.Provider.Index]
+	atEOF := false
+	defer func() {
+		closeBodyStream(br.resp, atEOF)
+		fasthttp.ReleaseResponse(br.resp)
+		r.finish(http.StatusOK)
+	}()
+	body := br.resp.BodyStream()
+	buf := make([]byte, 32<<10)
+	for {
+		if br.conn != nil {
+			_ = br.conn.SetReadDeadline(r.idleDeadline(up.streamIdle))
+		}
+		n, err := body.Read(buf)
+		if n > 0 {
+			r.noteStream(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil || w.Flush() != nil {
+				r.cancelled = true
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			atEOF = true
+			r.streamDone = true
+			return
+		}
+		if err != nil {
+			r.class = classStreamIncomplete // the audio stopped part-way
+			r.logger().Warn("audio cut", "provider", br.t.step.Provider.Name, "err", err)
+			return
+		}
+	}
+}
+
+// idleDeadline is when a read of a streamed answer gives up: idle after
+// the last byte, never past the request's deadline.
+func (r *request) idleDeadline(idle time.Duration) time.Time {
+	d := time.Now().Add(idle)
+	if dl := r.deadline; !dl.IsZero() && dl.Before(d) {
+		d = dl
+	}
+	return d
+}
