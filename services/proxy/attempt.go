@@ -92,7 +92,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	}
 
 	req := fasthttp.AcquireRequest()
-	req.SetRequestURI(a.URL(r.ep.op, t.step.Upstream))
+	req.SetRequestURI(a.URL(r.upstreamOp(a), t.step.Upstream))
 	req.Header.SetMethod(fasthttp.MethodPost)
 	switch {
 	case r.ep.op == provider.OpTranscriptions:
@@ -174,16 +174,17 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		// A transcript is JSON or text, as the caller's response_format asked.
 		return r.served(c, t, respBody, string(resp.Header.ContentType()))
 	}
-	if err := provider.ValidResponse(a.Format(), r.ep.op, respBody); err != nil {
+	upOp := r.upstreamOp(a)
+	if err := provider.ValidResponse(a.Format(), upOp, respBody); err != nil {
 		// A 200 that is not an answer (an HTML page, text, cut JSON) is a
 		// failure of the target, like a 5xx.
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: err})
 	}
-	if r.ep.op == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
+	if upOp == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}
-	out, err := translateResponse(r.ep.format, a.Format(), r.ep.op, respBody, r.model)
+	out, err := translateResponse(r.ep.format, r.upFormat(a), r.ep.op, respBody, r.model)
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
@@ -310,7 +311,7 @@ func contains(list []int, v int) bool {
 // upFormat is the wire format of the upstream's answer: the provider's,
 // or the Responses API's.
 func (r *request) upFormat(a *provider.Adapter) provider.Format {
-	if r.ep.op == provider.OpResponses {
+	if r.ep.op == provider.OpResponses && a.Supports(provider.OpResponses) {
 		return provider.FormatResponses
 	}
 	return a.Format()

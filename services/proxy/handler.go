@@ -754,6 +754,9 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 	a := step.Provider.Adapter
 	pf := a.Format()
+	if r.ep.op == provider.OpResponses && !a.Supports(provider.OpResponses) {
+		return r.responsesBody(step)
+	}
 	if pf == r.ep.format || r.ep.op != provider.OpChat { // only chat translates; Supports kept the others to their format
 		body := r.body
 		if r.stream && pf == provider.FormatOpenAI && (r.ep.op == provider.OpChat || r.ep.op == provider.OpCompletions) {

@@ -70,7 +70,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		fasthttp.ReleaseResponse(resp)
 	}
 	if pf != r.ep.format {
-		rl.conv = newStreamConverter(r.ep.format, r.model)
+		rl.conv = newStreamConverter(r.ep.format, pf, r.model)
 	}
 	// Hold back the events that only open the stream: until content
 	// arrives, nothing has reached the caller and failover stays possible.

@@ -151,9 +151,12 @@ func TestResponsesEdges(t *testing.T) {
 		t.Fatalf("cut stream: %d\n%s", st, body)
 	}
 	f.openai.ClearRules()
+	// Stored conversation state cannot be translated for a provider
+	// without the Responses API: refused before any call.
 	before := len(f.anthropic.Calls())
-	if st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-claude","input":"hi"}`); st != 400 || !strings.Contains(body, codeUnsupportedForKind) || len(f.anthropic.Calls()) != before {
-		t.Fatalf("responses on an Anthropic-only model: %d %s", st, body)
+	if st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-claude","input":"hi","previous_response_id":"resp_1"}`); st != 400 ||
+		!strings.Contains(body, codeUnsupported) || len(f.anthropic.Calls()) != before {
+		t.Fatalf("previous_response_id on an Anthropic model: %d %s", st, body)
 	}
 	if st, _, body := rawCall(t, f, "/v1/images/generations", `{"model":"demo-model","prompt":"a cat"}`); st != 400 || !strings.Contains(body, codeUnsupportedForKind) {
 		t.Fatalf("an image request to a chat model: %d %s", st, body)
@@ -238,5 +241,54 @@ func TestAudioThroughTheSDK(t *testing.T) {
 	r2.Body.Close()
 	if r2.StatusCode != 400 || !strings.Contains(string(b), codeDuplicateKey) || len(f.openai.Calls()) != before {
 		t.Fatalf("two models in a form: %d %s", r2.StatusCode, b)
+	}
+}
+
+// The Responses API on providers without it: translated to chat (OpenAI
+// format) or to messages (Anthropic), answered as a Response object or the
+// Responses API's events, through the OpenAI SDK, with function tools.
+func TestResponsesTranslated(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Type = "groq" // OpenAI format, no Responses API here
+	})
+	client := openAIClient(f)
+	ctx := context.Background()
+	for _, model := range []string{"demo-model", "demo-claude"} {
+		t.Run(model, func(t *testing.T) {
+			params := responses.ResponseNewParams{Model: model, Instructions: openai.String("be brief"),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}
+			r, err := client.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != "completed" || r.OutputText() == "" || r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
+				t.Fatalf("response %+v", r)
+			}
+			stream := client.Responses.NewStreaming(ctx, params)
+			var text strings.Builder
+			var types []string
+			for stream.Next() {
+				ev := stream.Current()
+				types = append(types, ev.Type)
+				if ev.Type == "response.output_text.delta" {
+					text.WriteString(ev.Delta)
+				}
+				if ev.Type == "response.completed" && ev.Response.Usage.OutputTokens == 0 {
+					t.Errorf("completed without usage: %+v", ev.Response.Usage)
+				}
+			}
+			if err := stream.Err(); err != nil || text.String() != r.OutputText() {
+				t.Fatalf("stream %q (non-stream %q): %v", text.String(), r.OutputText(), err)
+			}
+			if len(types) < 4 || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+				t.Fatalf("event types %v", types)
+			}
+		})
+	}
+	if c := f.anthropic.Calls(); len(c) == 0 || c[len(c)-1].Path != "/v1/messages" {
+		t.Fatalf("anthropic calls %+v", c)
+	}
+	if c := f.openai.Calls(); len(c) == 0 || c[len(c)-1].Path != "/v1/chat/completions" {
+		t.Fatalf("openai-format calls %+v", c)
 	}
 }

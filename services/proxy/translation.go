@@ -16,6 +16,16 @@ func translateRequest(callerFormat provider.Format, body []byte, upstreamModel s
 // translateResponse converts a successful non-stream response into the
 // caller's format (a no-op when the formats match).
 func translateResponse(callerFormat, upstreamFormat provider.Format, op provider.Op, body []byte, model string) ([]byte, error) {
+	if callerFormat == provider.FormatResponses && upstreamFormat != provider.FormatResponses {
+		if upstreamFormat == provider.FormatAnthropic {
+			chat, err := translate.MessagesResponseToChat(body, model)
+			if err != nil {
+				return nil, err
+			}
+			body = chat
+		}
+		return chatToResponse(body, model)
+	}
 	if callerFormat == upstreamFormat || op != provider.OpChat {
 		return body, nil
 	}
@@ -36,7 +46,13 @@ func translateError(callerFormat provider.Format, status int, body []byte) []byt
 
 // newStreamConverter converts an upstream stream of the other format into
 // the caller's.
-func newStreamConverter(callerFormat provider.Format, model string) translate.StreamConverter {
+func newStreamConverter(callerFormat, upstreamFormat provider.Format, model string) translate.StreamConverter {
+	if callerFormat == provider.FormatResponses {
+		if upstreamFormat == provider.FormatAnthropic {
+			return &chained{first: translate.NewMessagesToChatStream(model), second: newChatToResponsesStream(model)}
+		}
+		return newChatToResponsesStream(model)
+	}
 	if callerFormat == provider.FormatOpenAI {
 		return translate.NewMessagesToChatStream(model)
 	}

@@ -266,7 +266,7 @@ func (c *Cursor) filter(st *Step, region string, required bool) Reason {
 		return ReasonUnavailable
 	case !st.Active:
 		return ReasonInactive
-	case !st.Provider.Adapter.Supports(req.Op):
+	case !st.Provider.Adapter.Supports(req.Op) && req.Op != provider.OpResponses: // Responses translates to chat
 		return ReasonUnsupported
 	}
 	if req.Needs != 0 {

@@ -1,0 +1,578 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// The Responses API for providers that do not serve it: a request is
+// translated into a chat completions request (then, for Anthropic
+// providers, into a messages request as any chat request is), and the
+// answer back into a Response object or the Responses API's stream events.
+// What translates: instructions, text and image input, earlier assistant
+// turns, function tools and their calls and outputs, tool_choice,
+// text.format (json_schema, json_object), reasoning.effort,
+// max_output_tokens, temperature, top_p, user. What cannot (stored state:
+// previous_response_id, conversation; built-in tools such as web_search or
+// file_search) is refused with 400 unsupported_translation.
+
+// responsesUnsupported is a Responses request a provider without the
+// Responses API cannot serve.
+func responsesUnsupported(what string) error {
+	return fmt.Errorf("%s cannot be translated for a provider without the Responses API", what)
+}
+
+// responsesToChat translates a Responses API request into a chat
+// completions request for upstreamModel.
+func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, error) {
+	var in struct {
+		Instructions string          `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
+		Tools        []struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		} `json:"tools"`
+		ToolChoice json.RawMessage `json:"tool_choice"`
+		Text       *struct {
+			Format *struct {
+				Type   string          `json:"type"`
+				Name   string          `json:"name"`
+				Schema json.RawMessage `json:"schema"`
+				Strict *bool           `json:"strict"`
+			} `json:"format"`
+		} `json:"text"`
+		Reasoning *struct {
+			Effort string `json:"effort"`
+		} `json:"reasoning"`
+		MaxOutputTokens    *int64          `json:"max_output_tokens"`
+		Temperature        *float64        `json:"temperature"`
+		TopP               *float64        `json:"top_p"`
+		User               string          `json:"user"`
+		PreviousResponseID string          `json:"previous_response_id"`
+		Conversation       json.RawMessage `json:"conversation"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, responsesUnsupported("the request body: " + err.Error())
+	}
+	switch {
+	case in.PreviousResponseID != "":
+		return nil, responsesUnsupported("previous_response_id (the conversation is stored by OpenAI)")
+	case len(in.Conversation) > 0 && string(in.Conversation) != "null":
+		return nil, responsesUnsupported("conversation (stored by OpenAI)")
+	}
+	out := map[string]any{"model": upstreamModel}
+	var msgs []map[string]any
+	if in.Instructions != "" {
+		msgs = append(msgs, map[string]any{"role": "system", "content": in.Instructions})
+	}
+	items, err := inputItems(in.Input)
+	if err != nil {
+		return nil, err
+	}
+	msgs = append(msgs, items...)
+	out["messages"] = msgs
+	if len(in.Tools) > 0 {
+		var tools []map[string]any
+		for _, t := range in.Tools {
+			if t.Type != "function" {
+				return nil, responsesUnsupported("the built-in tool " + strconv.Quote(t.Type))
+			}
+			fn := map[string]any{"name": t.Name}
+			if t.Description != "" {
+				fn["description"] = t.Description
+			}
+			if len(t.Parameters) > 0 {
+				fn["parameters"] = t.Parameters
+			}
+			if t.Strict != nil {
+				fn["strict"] = *t.Strict
+			}
+			tools = append(tools, map[string]any{"type": "function", "function": fn})
+		}
+		out["tools"] = tools
+	}
+	if len(in.ToolChoice) > 0 && in.ToolChoice[0] == '"' {
+		out["tool_choice"] = in.ToolChoice
+	} else if len(in.ToolChoice) > 0 && in.ToolChoice[0] == '{' {
+		var tc struct{ Type, Name string }
+		_ = json.Unmarshal(in.ToolChoice, &tc)
+		if tc.Type != "function" || tc.Name == "" {
+			return nil, responsesUnsupported("tool_choice " + string(in.ToolChoice))
+		}
+		out["tool_choice"] = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+	}
+	if in.Text != nil && in.Text.Format != nil {
+		switch f := in.Text.Format; f.Type {
+		case "json_schema":
+			js := map[string]any{"name": f.Name, "schema": f.Schema}
+			if f.Strict != nil {
+				js["strict"] = *f.Strict
+			}
+			out["response_format"] = map[string]any{"type": "json_schema", "json_schema": js}
+		case "json_object":
+			out["response_format"] = map[string]any{"type": "json_object"}
+		}
+	}
+	if in.Reasoning != nil && in.Reasoning.Effort != "" {
+		out["reasoning_effort"] = in.Reasoning.Effort
+	}
+	if in.MaxOutputTokens != nil {
+		out["max_tokens"] = *in.MaxOutputTokens
+	}
+	if in.Temperature != nil {
+		out["temperature"] = *in.Temperature
+	}
+	if in.TopP != nil {
+		out["top_p"] = *in.TopP
+	}
+	if in.User != "" {
+		out["user"] = in.User
+	}
+	if stream {
+		out["stream"] = true
+		out["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	return json.Marshal(out)
+}
+
+// inputItems translates a Responses input (a string, or input items) into
+// chat messages.
+func inputItems(raw json.RawMessage) ([]map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return []map[string]any{{"role": "user", "content": s}}, nil
+	}
+	var items []struct {
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Arguments string          `json:"arguments"`
+		Output    json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, responsesUnsupported("input: " + err.Error())
+	}
+	var out []map[string]any
+	for _, it := range items {
+		switch it.Type {
+		case "", "message":
+			role := it.Role
+			if role == "developer" {
+				role = "system"
+			}
+			content, err := inputContent(it.Content)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, map[string]any{"role": role, "content": content})
+		case "function_call":
+			call := map[string]any{"id": it.CallID, "type": "function", "function": map[string]string{"name": it.Name, "arguments": it.Arguments}}
+			if n := len(out); n > 0 && out[n-1]["role"] == "assistant" && out[n-1]["tool_calls"] != nil {
+				out[n-1]["tool_calls"] = append(out[n-1]["tool_calls"].([]map[string]any), call)
+				continue
+			}
+			out = append(out, map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{call}})
+		case "function_call_output":
+			var s string
+			if json.Unmarshal(it.Output, &s) != nil {
+				s = string(it.Output)
+			}
+			out = append(out, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": s})
+		case "reasoning":
+			// a previous turn's reasoning: chat has no place for it
+		default:
+			return nil, responsesUnsupported("the input item type " + strconv.Quote(it.Type))
+		}
+	}
+	return out, nil
+}
+
+// inputContent translates a message's content (a string, or parts).
+func inputContent(raw json.RawMessage) (any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s, nil
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL string `json:"image_url"`
+		Detail   string `json:"detail"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, responsesUnsupported("content: " + err.Error())
+	}
+	var out []map[string]any
+	for _, p := range parts {
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			out = append(out, map[string]any{"type": "text", "text": p.Text})
+		case "input_image":
+			img := map[string]any{"url": p.ImageURL}
+			if p.Detail != "" {
+				img["detail"] = p.Detail
+			}
+			out = append(out, map[string]any{"type": "image_url", "image_url": img})
+		default:
+			return nil, responsesUnsupported("the content part type " + strconv.Quote(p.Type))
+		}
+	}
+	return out, nil
+}
+
+// chatCompletion is what the Responses translation reads of a chat
+// completion (non-stream).
+type chatCompletion struct {
+	ID      string `json:"id"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *chatUsage `json:"usage"`
+}
+
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// responsesUsage is a chat usage in the Responses API's shape.
+func responsesUsage(u *chatUsage) map[string]any {
+	if u == nil {
+		return nil
+	}
+	var cached, reasoning int64
+	if u.PromptTokensDetails != nil {
+		cached = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		reasoning = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return map[string]any{
+		"input_tokens": u.PromptTokens, "input_tokens_details": map[string]int64{"cached_tokens": cached},
+		"output_tokens": u.CompletionTokens, "output_tokens_details": map[string]int64{"reasoning_tokens": reasoning},
+		"total_tokens": u.PromptTokens + u.CompletionTokens,
+	}
+}
+
+// chatToResponse translates a chat completion into a Response object
+// named for model (the model the caller asked for).
+func chatToResponse(body []byte, model string) ([]byte, error) {
+	var cc chatCompletion
+	if err := json.Unmarshal(body, &cc); err != nil || len(cc.Choices) == 0 {
+		return nil, fmt.Errorf("%w: not a chat completion", translate.ErrMalformed)
+	}
+	ch := cc.Choices[0]
+	var output []map[string]any
+	text := ""
+	if ch.Message.Content != nil {
+		text = *ch.Message.Content
+	}
+	if text != "" || len(ch.Message.ToolCalls) == 0 {
+		output = append(output, messageItem("msg_"+cc.ID, text, "completed"))
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		output = append(output, map[string]any{"type": "function_call", "id": "fc_" + tc.ID, "call_id": tc.ID,
+			"name": tc.Function.Name, "arguments": tc.Function.Arguments, "status": "completed"})
+	}
+	resp := responseObject(cc.ID, cc.Created, model, output, ch.FinishReason, responsesUsage(cc.Usage))
+	return json.Marshal(resp)
+}
+
+func messageItem(id, text, status string) map[string]any {
+	return map[string]any{"type": "message", "id": id, "status": status, "role": "assistant",
+		"content": []map[string]any{{"type": "output_text", "text": text, "annotations": []any{}}}}
+}
+
+// responseObject is a Response (status from the chat finish reason).
+func responseObject(id string, created int64, model string, output []map[string]any, finish string, usage map[string]any) map[string]any {
+	if output == nil {
+		output = []map[string]any{}
+	}
+	r := map[string]any{"id": "resp_" + strings.TrimPrefix(id, "chatcmpl-"), "object": "response", "created_at": created,
+		"status": "completed", "model": model, "output": output, "usage": usage, "error": nil, "incomplete_details": nil}
+	if finish == "length" {
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]string{"reason": "max_output_tokens"}
+	}
+	return r
+}
+
+// chatToResponsesStream translates an OpenAI chat stream into the
+// Responses API's events.
+type chatToResponsesStream struct {
+	model    string
+	id       string
+	created  int64
+	seq      int
+	started  bool
+	msgOpen  bool
+	text     strings.Builder
+	calls    []*streamCall
+	finish   string
+	usage    *chatUsage
+	finished bool // the terminal event was written
+	out      []byte
+}
+
+type streamCall struct {
+	index       int
+	id, name    string
+	args        strings.Builder
+	outputIndex int
+}
+
+func newChatToResponsesStream(model string) *chatToResponsesStream {
+	return &chatToResponsesStream{model: model}
+}
+
+func (s *chatToResponsesStream) Terminated() bool { return s.finished }
+
+func (s *chatToResponsesStream) emit(typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = s.seq
+	s.seq++
+	data, _ := json.Marshal(fields)
+	s.out = append(s.out, "event: "...)
+	s.out = append(s.out, typ...)
+	s.out = append(s.out, "\ndata: "...)
+	s.out = append(s.out, data...)
+	s.out = append(s.out, "\n\n"...)
+}
+
+func (s *chatToResponsesStream) snapshot(status string) map[string]any {
+	var output []map[string]any
+	if s.msgOpen || s.text.Len() > 0 {
+		output = append(output, messageItem("msg_"+s.id, s.text.String(), "completed"))
+	}
+	for _, c := range s.calls {
+		output = append(output, map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id, "name": c.name,
+			"arguments": c.args.String(), "status": "completed"})
+	}
+	r := responseObject(s.id, s.created, s.model, output, s.finish, responsesUsage(s.usage))
+	if status != "" {
+		r["status"] = status
+	}
+	return r
+}
+
+func (s *chatToResponsesStream) Event(_ []byte, data []byte) ([]byte, bool, error) {
+	s.out = s.out[:0]
+	if s.finished {
+		return nil, true, nil
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		s.close()
+		return s.out, true, nil
+	}
+	var ch struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+		Choices []struct {
+			Delta struct {
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					Index    int    `json:"index"`
+					ID       string `json:"id"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *chatUsage      `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", translate.ErrMalformed, err)
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		var e struct{ Code, Message string }
+		_ = json.Unmarshal(ch.Error, &e)
+		s.emit("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil})
+		s.finished = false
+		return s.out, true, nil
+	}
+	if !s.started {
+		s.started = true
+		s.id, s.created = ch.ID, ch.Created
+		if s.created == 0 {
+			s.created = time.Now().Unix()
+		}
+		s.emit("response.created", map[string]any{"response": s.snapshot("in_progress")})
+		s.emit("response.in_progress", map[string]any{"response": s.snapshot("in_progress")})
+	}
+	if ch.Usage != nil {
+		s.usage = ch.Usage
+	}
+	for _, c := range ch.Choices {
+		if t := c.Delta.Content; t != nil && *t != "" {
+			if !s.msgOpen {
+				s.msgOpen = true
+				s.emit("response.output_item.added", map[string]any{"output_index": 0,
+					"item": map[string]any{"type": "message", "id": "msg_" + s.id, "status": "in_progress", "role": "assistant", "content": []any{}}})
+				s.emit("response.content_part.added", map[string]any{"item_id": "msg_" + s.id, "output_index": 0, "content_index": 0,
+					"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+			}
+			s.text.WriteString(*t)
+			s.emit("response.output_text.delta", map[string]any{"item_id": "msg_" + s.id, "output_index": 0, "content_index": 0, "delta": *t})
+		}
+		for _, tc := range c.Delta.ToolCalls {
+			var call *streamCall
+			for _, k := range s.calls {
+				if k.index == tc.Index {
+					call = k
+				}
+			}
+			if call == nil {
+				call = &streamCall{index: tc.Index, id: tc.ID, name: tc.Function.Name, outputIndex: len(s.calls) + 1}
+				s.calls = append(s.calls, call)
+				s.emit("response.output_item.added", map[string]any{"output_index": call.outputIndex,
+					"item": map[string]any{"type": "function_call", "id": "fc_" + call.id, "call_id": call.id, "name": call.name, "arguments": "", "status": "in_progress"}})
+			}
+			if a := tc.Function.Arguments; a != "" {
+				call.args.WriteString(a)
+				s.emit("response.function_call_arguments.delta", map[string]any{"item_id": "fc_" + call.id, "output_index": call.outputIndex, "delta": a})
+			}
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			s.finish = *c.FinishReason
+		}
+	}
+	return s.out, false, nil
+}
+
+// close ends the translated stream: the open items done, then
+// response.completed (or response.incomplete when the output ran out).
+func (s *chatToResponsesStream) close() {
+	if s.msgOpen {
+		id, text := "msg_"+s.id, s.text.String()
+		s.emit("response.output_text.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "text": text})
+		s.emit("response.content_part.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
+			"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
+		s.emit("response.output_item.done", map[string]any{"output_index": 0, "item": messageItem(id, text, "completed")})
+	}
+	for _, c := range s.calls {
+		s.emit("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + c.id, "output_index": c.outputIndex, "arguments": c.args.String()})
+		s.emit("response.output_item.done", map[string]any{"output_index": c.outputIndex,
+			"item": map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id, "name": c.name, "arguments": c.args.String(), "status": "completed"}})
+	}
+	final := "response.completed"
+	if s.finish == "length" {
+		final = "response.incomplete"
+	}
+	s.emit(final, map[string]any{"response": s.snapshot("")})
+	s.finished = true
+}
+
+// chained feeds one converter's frames to the next: an Anthropic stream
+// becomes chat chunks, then the Responses API's events.
+type chained struct {
+	first, second translate.StreamConverter
+	out           []byte
+}
+
+func (c *chained) Terminated() bool { return c.second.Terminated() }
+
+func (c *chained) Event(name, data []byte) ([]byte, bool, error) {
+	frames, done, err := c.first.Event(name, data)
+	if err != nil {
+		return nil, false, err
+	}
+	c.out = c.out[:0]
+	for _, fr := range bytes.Split(frames, []byte("\n\n")) {
+		var ev, d []byte
+		for _, line := range bytes.Split(fr, []byte("\n")) {
+			switch {
+			case bytes.HasPrefix(line, []byte("event:")):
+				ev = bytes.TrimSpace(line[len("event:"):])
+			case bytes.HasPrefix(line, []byte("data:")):
+				d = bytes.TrimSpace(line[len("data:"):])
+			}
+		}
+		if d == nil {
+			continue
+		}
+		out, done2, err := c.second.Event(ev, d)
+		if err != nil {
+			return nil, false, err
+		}
+		c.out = append(c.out, out...)
+		if done2 {
+			return c.out, true, nil
+		}
+	}
+	return c.out, done, nil
+}
+
+var _ translate.StreamConverter = (*chained)(nil)
+
+// upstreamOp is the operation an attempt asks of the provider: the
+// endpoint's, or chat for a Responses request a provider serves through
+// translation.
+func (r *request) upstreamOp(a *provider.Adapter) provider.Op {
+	if r.ep.op == provider.OpResponses && !a.Supports(provider.OpResponses) {
+		return provider.OpChat
+	}
+	return r.ep.op
+}
+
+// responsesBody is a Responses request's body for a provider without the
+// Responses API: a chat request (OpenAI format), or a messages request
+// (Anthropic), built once per format for the request.
+func (r *request) responsesBody(step *route.Step) ([]byte, error) {
+	a := step.Provider.Adapter
+	pf := a.Format()
+	if r.translated[pf] == nil && r.transErr[pf] == nil {
+		chat, err := responsesToChat(r.body, step.Upstream, r.stream)
+		if err == nil && pf == provider.FormatAnthropic {
+			chat, err = translate.ChatToMessages(chat, step.Upstream)
+		}
+		r.translated[pf], r.transErr[pf] = chat, err
+	}
+	if r.transErr[pf] != nil {
+		return nil, r.transErr[pf]
+	}
+	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
+	if r.stream && a.RejectsStreamOptions() {
+		body = jsonfield.Delete(nil, body, "stream_options")
+	}
+	return body, nil
+}
