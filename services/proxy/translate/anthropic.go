@@ -22,12 +22,26 @@ type messagesRequest struct {
 	Tools      []anthropicTool      `json:"tools"`
 	ToolChoice *anthropicToolChoice `json:"tool_choice"`
 
-	// Refused when present.
 	Thinking *struct {
-		Type string `json:"type"`
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
 	} `json:"thinking"`
+	// OutputFormat is the structured outputs beta's; OutputConfig.Format
+	// the same, generally available.
+	OutputFormat *anthropicOutputFormat `json:"output_format"`
+	OutputConfig struct {
+		Format *anthropicOutputFormat `json:"format"`
+		Effort string                 `json:"effort"`
+	} `json:"output_config"`
+
+	// Refused when present.
 	MCPServers json.RawMessage `json:"mcp_servers"`
 	Container  json.RawMessage `json:"container"`
+}
+
+type anthropicOutputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 type anthropicMessage struct {
@@ -51,6 +65,40 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"` // a string or text blocks
 	IsError   bool            `json:"is_error,omitempty"`
+
+	// image, document
+	Source *anthropicSource `json:"source,omitempty"`
+	Title  string           `json:"title,omitempty"` // a document's
+
+	// thinking (Signature is written, empty, when unknown), redacted_thinking
+	Thinking  string  `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
+
+	// Citations of a text block (an array), or a document's citations
+	// setting (an object); read, never written.
+	Citations json.RawMessage `json:"citations,omitempty"`
+
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// anthropicSource is an image's or document's source: base64 (media_type,
+// data), url (url), text (a document's plain text in data), or file
+// (file_id).
+type anthropicSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+	FileID    string `json:"file_id,omitempty"`
+}
+
+// anthropicCitation is a citation of a text block; only web search result
+// locations are translated (into url_citation annotations).
+type anthropicCitation struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Title string `json:"title"`
 }
 
 // anthropicTool is a tool definition. Type is absent or "custom" for a
@@ -59,7 +107,29 @@ type anthropicTool struct {
 	Type        string          `json:"type,omitempty"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+
+	// The web search server tool's settings.
+	MaxUses        *int                   `json:"max_uses,omitempty"`
+	AllowedDomains []string               `json:"allowed_domains,omitempty"`
+	BlockedDomains []string               `json:"blocked_domains,omitempty"`
+	UserLocation   *anthropicUserLocation `json:"user_location,omitempty"`
+
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+type anthropicUserLocation struct {
+	Type     string `json:"type"`
+	City     string `json:"city,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Country  string `json:"country,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// anthropicThinking is the thinking parameter as written.
+type anthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
 }
 
 // anthropicToolChoice is tool_choice: type auto, any, tool (with name) or
@@ -72,8 +142,10 @@ type anthropicToolChoice struct {
 
 // messagesRequestOut is the Anthropic request this package writes.
 type messagesRequestOut struct {
-	Model         string                `json:"model"`
-	System        string                `json:"system,omitempty"`
+	Model string `json:"model"`
+	// System is a string, or []anthropicBlock when a part carries
+	// cache_control.
+	System        any                   `json:"system,omitempty"`
 	Messages      []anthropicMessageOut `json:"messages"`
 	MaxTokens     int                   `json:"max_tokens"`
 	Temperature   *float64              `json:"temperature,omitempty"`
@@ -83,6 +155,7 @@ type messagesRequestOut struct {
 	Metadata      *anthropicMetadata    `json:"metadata,omitempty"`
 	Tools         []anthropicTool       `json:"tools,omitempty"`
 	ToolChoice    *anthropicToolChoice  `json:"tool_choice,omitempty"`
+	Thinking      *anthropicThinking    `json:"thinking,omitempty"`
 }
 
 type anthropicMessageOut struct {

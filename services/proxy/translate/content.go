@@ -23,9 +23,21 @@ var (
 	emptyArrayJSON = []byte("[]")
 )
 
-// chatTexts returns the texts of an OpenAI message's content, which is a
-// string, an array of parts, or null. isString reports the string form.
-func chatTexts(m *chatMessage) (texts []string, isString bool, err error) {
+// chatBlocks returns the Anthropic content blocks of an OpenAI message's
+// content, which is a string, an array of parts, or null: text blocks, and
+// image and document blocks for image_url and file parts. isString reports
+// the string form. A part's cache_control is kept, and the message's
+// cache_control marks its last block.
+func chatBlocks(m *chatMessage) (blocks []anthropicBlock, isString bool, err error) {
+	blocks, isString, err = chatContentBlocks(m)
+	if err == nil && present(m.CacheControl) && len(blocks) > 0 {
+		blocks[len(blocks)-1].CacheControl = m.CacheControl
+		isString = false
+	}
+	return blocks, isString, err
+}
+
+func chatContentBlocks(m *chatMessage) (blocks []anthropicBlock, isString bool, err error) {
 	switch {
 	case present(m.FunctionCall):
 		return nil, false, unsupported("functions")
@@ -35,7 +47,7 @@ func chatTexts(m *chatMessage) (texts []string, isString bool, err error) {
 	raw := bytes.TrimSpace(m.Content)
 	if !present(raw) {
 		if m.Refusal != nil && *m.Refusal != "" {
-			return []string{*m.Refusal}, true, nil
+			return []anthropicBlock{{Type: "text", Text: *m.Refusal}}, true, nil
 		}
 		return nil, false, nil
 	}
@@ -45,34 +57,63 @@ func chatTexts(m *chatMessage) (texts []string, isString bool, err error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, false, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		return []string{s}, true, nil
+		return []anthropicBlock{{Type: "text", Text: s}}, true, nil
 	case '[':
 		var parts []chatPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return nil, false, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		texts = make([]string, 0, len(parts))
-		for _, p := range parts {
+		blocks = make([]anthropicBlock, 0, len(parts))
+		for i := range parts {
+			p := &parts[i]
+			var b anthropicBlock
 			switch p.Type {
 			case "text":
-				texts = append(texts, p.Text)
+				b = anthropicBlock{Type: "text", Text: p.Text}
 			case "refusal":
-				texts = append(texts, p.Refusal)
+				b = anthropicBlock{Type: "text", Text: p.Refusal}
 			case "image_url":
-				return nil, false, unsupported("image content")
+				if b, err = imageBlock(p.ImageURL); err != nil {
+					return nil, false, fmt.Errorf("content[%d]: %w", i, err)
+				}
+			case "file":
+				if b, err = documentBlock(p.File); err != nil {
+					return nil, false, fmt.Errorf("content[%d]: %w", i, err)
+				}
 			case "input_audio":
 				return nil, false, unsupported("audio content")
-			case "file":
-				return nil, false, unsupported("file content")
 			case "":
 				return nil, false, fmt.Errorf("content part without a type: %w", ErrMalformed)
 			default:
 				return nil, false, unsupported(fmt.Sprintf("content parts of type %q", p.Type))
 			}
+			if present(p.CacheControl) {
+				b.CacheControl = p.CacheControl
+			}
+			blocks = append(blocks, b)
 		}
-		return texts, false, nil
+		return blocks, false, nil
 	}
 	return nil, false, fmt.Errorf("content is neither a string nor an array: %w", ErrMalformed)
+}
+
+// textOnly returns the texts of blocks, failing on a block of another
+// type: where only text can go (a system prompt) it names it.
+func textOnly(blocks []anthropicBlock, where string) ([]string, error) {
+	texts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			texts = append(texts, b.Text)
+		case "image":
+			return nil, unsupported("image content in " + where)
+		case "document":
+			return nil, unsupported("document content in " + where)
+		default:
+			return nil, blockError(b.Type)
+		}
+	}
+	return texts, nil
 }
 
 // anthropicTexts returns the texts of an Anthropic system prompt or message

@@ -32,6 +32,15 @@
 //     tool_choice none cannot carry it). Without tools, tool_choice "none"
 //     and "auto" and parallel_tool_calls are dropped; another tool_choice is
 //     malformed;
+//   - image_url parts -> image blocks: a data URL
+//     (data:image/png;base64,...) -> a base64 source with its media_type
+//     (image/jpeg, png, gif or webp; another type is refused, naming it), an
+//     http(s) URL -> a url source; detail is dropped. Images are translated in
+//     user messages and tool results, refused in system messages;
+//   - file parts with file_data -> document blocks: a PDF
+//     (data:application/pdf;base64,...) -> a base64 source, plain text
+//     (data:text/plain;base64,...) -> a text source; filename -> title.
+//     A file_id (a file uploaded to OpenAI) and other media types are refused;
 //   - an assistant's tool_calls -> tool_use blocks after its text, with the
 //     arguments parsed as the input (arguments that are not a JSON object
 //     are malformed; empty arguments are {}); tool messages -> tool_result
@@ -48,6 +57,14 @@
 //   - client tools (type absent or custom) -> function tools; tool_choice
 //     auto, any, tool, none -> "auto", "required", a named function,
 //     "none"; disable_parallel_tool_use -> parallel_tool_calls false;
+//   - a user's image blocks -> image_url parts (a base64 source -> a data
+//     URL, a url source -> the URL) and PDF document blocks (base64) -> file
+//     parts with file_data as a data URL and filename = title
+//     ("document.pdf" without one), in order with the text parts; a
+//     plain-text document -> a text part (its title and context dropped);
+//     citations settings are dropped. Images and documents by file_id, PDFs
+//     by URL, and content-source documents are refused, and so are images
+//     and documents in tool results (OpenAI tool messages are text);
 //   - an assistant's tool_use blocks -> tool_calls, the input as compact
 //     JSON arguments, its text blocks the content (null when there are
 //     none); a user's tool_result blocks -> tool messages (text content
@@ -94,8 +111,7 @@
 //
 // These give an *UnsupportedError: legacy functions and function_call; OpenAI custom tools and allowed_tools
 // choices; Anthropic server tools (web search, code execution, bash...) and
-// their blocks; images, audio, files and documents, in messages and in tool
-// results; n > 1; logprobs; response_format other than text (JSON mode,
+// their blocks; audio; images and documents as listed above; n > 1; logprobs; response_format other than text (JSON mode,
 // structured outputs); reasoning_effort and extended thinking; web search,
 // MCP servers and containers.
 //

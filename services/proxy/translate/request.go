@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -65,7 +66,7 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		return nil, err
 	}
 
-	var system []string
+	var system []anthropicBlock
 	type turn struct {
 		role     string
 		blocks   []anthropicBlock
@@ -81,7 +82,7 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		if role == "system" {
 			for _, b := range blocks {
 				if b.Text != "" {
-					system = append(system, b.Text)
+					system = append(system, b)
 				}
 			}
 			continue
@@ -93,7 +94,7 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		}
 		turns = append(turns, turn{role: role, blocks: blocks, isString: isString})
 	}
-	out.System = strings.Join(system, partSeparator)
+	out.System = systemPrompt(system)
 	out.Messages = make([]anthropicMessageOut, len(turns))
 	for i, t := range turns {
 		out.Messages[i].Role = t.role
@@ -106,7 +107,7 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		switch {
 		case len(blocks) == 0:
 			out.Messages[i].Content = ""
-		case len(blocks) == 1 && blocks[0].Type == "text" && t.isString:
+		case len(blocks) == 1 && blocks[0].Type == "text" && t.isString && blocks[0].CacheControl == nil:
 			out.Messages[i].Content = blocks[0].Text
 		default:
 			out.Messages[i].Content = blocks
@@ -136,14 +137,17 @@ func chatMessageBlocks(m *chatMessage) (role string, blocks []anthropicBlock, is
 	if len(m.ToolCalls) > 0 && m.Role != "assistant" {
 		return "", nil, false, fmt.Errorf("tool_calls in a %s message: %w", m.Role, ErrMalformed)
 	}
-	texts, isString, err := chatTexts(m)
+	content, isString, err := chatBlocks(m)
 	if err != nil {
 		return "", nil, false, err
 	}
-	blocks = make([]anthropicBlock, 0, len(texts)+len(m.ToolCalls))
-	for _, s := range texts {
-		blocks = append(blocks, anthropicBlock{Type: "text", Text: s})
+	if m.Role == "system" || m.Role == "developer" {
+		if _, err := textOnly(content, m.Role+" messages"); err != nil {
+			return "", nil, false, err
+		}
 	}
+	blocks = make([]anthropicBlock, 0, len(content)+len(m.ToolCalls))
+	blocks = append(blocks, content...)
 	for j := range m.ToolCalls {
 		b, err := toolUseBlock(&m.ToolCalls[j])
 		if err != nil {
@@ -155,6 +159,23 @@ func chatMessageBlocks(m *chatMessage) (role string, blocks []anthropicBlock, is
 		return "system", blocks, isString, nil
 	}
 	return m.Role, blocks, isString && len(m.ToolCalls) == 0, nil
+}
+
+// systemPrompt is the Anthropic system prompt of the text blocks of the
+// system and developer messages: a string, joined by a blank line, unless a
+// block carries cache_control, which only blocks can keep.
+func systemPrompt(blocks []anthropicBlock) any {
+	texts := make([]string, len(blocks))
+	for i, b := range blocks {
+		if b.CacheControl != nil {
+			return blocks
+		}
+		texts[i] = b.Text
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	return strings.Join(texts, partSeparator)
 }
 
 // checkNoToolChoice accepts a tool_choice without tools only when it asks
@@ -181,7 +202,7 @@ func (r *chatRequest) checkSupported() error {
 		return unsupported("reasoning_effort")
 	case present(r.Audio):
 		return unsupported("audio output")
-	case present(r.WebSearchOptions):
+	case r.WebSearchOptions != nil:
 		return unsupported("web_search_options")
 	}
 	for _, m := range r.Modalities {
@@ -307,12 +328,28 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	var texts []string
+	var parts []chatPartOut
+	mediaParts := false // parts has images or files: content is parts
 	var calls []chatToolCall
 	for i := range blocks {
 		b := &blocks[i]
 		switch {
 		case b.Type == "text":
 			texts = append(texts, b.Text)
+			if b.Text != "" {
+				parts = append(parts, chatPartOut{Type: "text", Text: &b.Text})
+			}
+		case (b.Type == "image" || b.Type == "document") && m.Role == "user":
+			p, err := chatPartFor(b)
+			if err != nil {
+				return nil, fmt.Errorf("content[%d]: %w", i, err)
+			}
+			parts = append(parts, p)
+			if p.Type == "file" || p.Type == "image_url" {
+				mediaParts = true
+			} else {
+				texts = append(texts, *p.Text)
+			}
 		case b.Type == "tool_use" && m.Role == "assistant":
 			call, err := chatToolCallFor(b)
 			if err != nil {
@@ -322,6 +359,11 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 		case b.Type == "tool_result" && m.Role == "user":
 			results, err := anthropicTexts(b.Content)
 			if err != nil {
+				var ue *UnsupportedError
+				if errors.As(err, &ue) && (ue.Field == "image content" || ue.Field == "document content") {
+					// OpenAI tool messages hold text alone.
+					err = unsupported(ue.Field + " in tool results")
+				}
 				return nil, fmt.Errorf("tool_result %q: %w", b.ToolUseID, err)
 			}
 			msgs = append(msgs, chatMessageOut{Role: "tool", ToolCallID: b.ToolUseID, Content: ptr(strings.Join(nonEmpty(results), partSeparator))})
@@ -331,6 +373,8 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 	}
 	text := strings.Join(nonEmpty(texts), partSeparator)
 	switch {
+	case mediaParts:
+		msgs = append(msgs, chatMessageOut{Role: m.Role, Content: parts})
 	case len(calls) > 0:
 		out := chatMessageOut{Role: m.Role, ToolCalls: calls}
 		if text != "" {

@@ -47,3 +47,48 @@ func TestResponseRoundTrip(t *testing.T) {
 		t.Errorf("round trip\n got %s\nwant %s", back, in)
 	}
 }
+
+// roundTripJSON compares two JSON documents as values.
+func roundTripJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("got is not JSON: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("want is not JSON: %v\n%s", err, want)
+	}
+	gj, _ := json.Marshal(g)
+	wj, _ := json.Marshal(w)
+	if string(gj) != string(wj) {
+		t.Errorf("round trip\n got %s\nwant %s", gj, wj)
+	}
+}
+
+// TestMediaRoundTrip: images and PDFs of an OpenAI request come back
+// unchanged through Anthropic, but for the image detail (dropped).
+func TestMediaRoundTrip(t *testing.T) {
+	in := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`
+	want := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`
+	msgs, err := ChatToMessages([]byte(in), "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := MessagesToChat(msgs, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTripJSON(t, back, []byte(want))
+
+	// And an Anthropic request through OpenAI and back.
+	ain := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/gif","data":"R0lGODlh"}},{"type":"image","source":{"type":"url","url":"https://example.com/b.png"}},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},"title":"b.pdf"},{"type":"text","text":"Which?"}]}]}`
+	chat, err := MessagesToChat([]byte(ain), "gpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aback, err := ChatToMessages(chat, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTripJSON(t, aback, []byte(ain))
+}

@@ -176,19 +176,21 @@ func toolResultBlock(m *chatMessage) (anthropicBlock, error) {
 		return anthropicBlock{}, fmt.Errorf("tool message without a tool_call_id: %w", ErrMalformed)
 	}
 	b := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID}
-	texts, isString, err := chatTexts(m)
+	content, isString, err := chatBlocks(m)
 	if err != nil {
 		return b, err
 	}
-	switch texts = nonEmpty(texts); {
-	case len(texts) == 0:
-	case len(texts) == 1 && isString:
-		b.Content = quote(texts[0])
-	default:
-		blocks := make([]anthropicBlock, len(texts))
-		for i, s := range texts {
-			blocks[i] = anthropicBlock{Type: "text", Text: s}
+	blocks := content[:0]
+	for _, c := range content {
+		if c.Type != "text" || c.Text != "" {
+			blocks = append(blocks, c)
 		}
+	}
+	switch {
+	case len(blocks) == 0:
+	case len(blocks) == 1 && isString:
+		b.Content = quote(blocks[0].Text)
+	default:
 		if b.Content, err = marshal(blocks); err != nil {
 			return b, err
 		}
