@@ -73,10 +73,19 @@
 //
 // Responses (MessagesResponseToChat, ChatResponseToMessages):
 //   - text blocks, concatenated <-> message content; an OpenAI refusal ->
-//     a text block and stop_reason "refusal"; Anthropic thinking blocks are
-//     dropped; tool_use blocks <-> tool_calls (input <-> arguments as
-//     compact JSON; content null beside tool calls without text), after
-//     the text, ids kept (one generated for an OpenAI call without);
+//     a text block and stop_reason "refusal"; tool_use blocks <-> tool_calls
+//     (input <-> arguments as compact JSON; content null beside tool calls
+//     without text), after the text, ids kept (one generated for an OpenAI
+//     call without);
+//   - thinking blocks -> reasoning_content (their text, joined by a blank
+//     line) and thinking_blocks (the blocks with their signatures, as
+//     LiteLLM returns them, to be sent back in the next request). A
+//     redacted_thinking block has no text: it is dropped from
+//     reasoning_content and kept, with its data, in thinking_blocks. Back,
+//     thinking_blocks -> the first blocks of the message (exactly as they
+//     came); without them, the reasoning_content of an OpenAI-compatible
+//     provider (DeepSeek, vLLM...) -> a thinking block with an empty
+//     signature;
 //   - stop_reason end_turn, stop_sequence, pause_turn -> "stop"; max_tokens,
 //     model_context_window_exceeded -> "length"; tool_use -> "tool_calls";
 //     refusal -> "content_filter"; and back: stop -> end_turn (OpenAI does
@@ -98,7 +107,14 @@
 // arguments), input_json_delta <-> a delta of arguments, one block per call
 // index, opened after closing the text block; the text block of the
 // Anthropic stream produced opens at the first text, so a stream of tool
-// calls alone has no empty text block. An upstream error event becomes the other
+// calls alone has no empty text block. Thinking streams both ways:
+// thinking_delta <-> a delta of reasoning_content; a signature_delta -> a
+// delta with thinking_blocks [{"type":"thinking","thinking":<the block's
+// text>,"signature":...}] (LiteLLM's shape), and back a signature_delta
+// closing the thinking block; a redacted_thinking block <-> a delta with
+// thinking_blocks [{"type":"redacted_thinking","data":...}]. A stream of
+// reasoning_content without signatures gives thinking blocks with an empty
+// signature. An upstream error event becomes the other
 // format's error event and ends the stream; Terminated stays false. The
 // converters keep their buffers and encoding/json state from one event to
 // the next: a text or arguments delta costs no allocation.
@@ -112,7 +128,7 @@
 // These give an *UnsupportedError: legacy functions and function_call; OpenAI custom tools and allowed_tools
 // choices; Anthropic server tools (web search, code execution, bash...) and
 // their blocks; audio; images and documents as listed above; n > 1; logprobs; response_format other than text (JSON mode,
-// structured outputs); reasoning_effort and extended thinking; web search,
+// structured outputs); web search,
 // MCP servers and containers.
 //
 // Dropped silently, as they have no counterpart or only tune delivery:

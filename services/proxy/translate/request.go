@@ -46,6 +46,15 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 	case req.MaxTokens != nil:
 		out.MaxTokens = *req.MaxTokens
 	}
+	if present(req.ReasoningEffort) {
+		var effort string
+		if err := json.Unmarshal(req.ReasoningEffort, &effort); err != nil {
+			return nil, malformed("OpenAI chat request reasoning_effort", err)
+		}
+		if err := anthropicThinkingFor(&out, effort, req.MaxCompletionTokens != nil || req.MaxTokens != nil); err != nil {
+			return nil, err
+		}
+	}
 	stops, err := parseStop(req.Stop)
 	if err != nil {
 		return nil, err
@@ -146,7 +155,14 @@ func chatMessageBlocks(m *chatMessage) (role string, blocks []anthropicBlock, is
 			return "", nil, false, err
 		}
 	}
-	blocks = make([]anthropicBlock, 0, len(content)+len(m.ToolCalls))
+	var thinking []anthropicBlock
+	if m.Role == "assistant" {
+		// reasoning_content is dropped: without a signature Anthropic
+		// refuses it.
+		thinking = signedThinking(m.ThinkingBlocks)
+	}
+	blocks = make([]anthropicBlock, 0, len(thinking)+len(content)+len(m.ToolCalls))
+	blocks = append(blocks, thinking...)
 	blocks = append(blocks, content...)
 	for j := range m.ToolCalls {
 		b, err := toolUseBlock(&m.ToolCalls[j])
@@ -158,7 +174,7 @@ func chatMessageBlocks(m *chatMessage) (role string, blocks []anthropicBlock, is
 	if m.Role == "developer" {
 		return "system", blocks, isString, nil
 	}
-	return m.Role, blocks, isString && len(m.ToolCalls) == 0, nil
+	return m.Role, blocks, isString && len(m.ToolCalls) == 0 && len(thinking) == 0, nil
 }
 
 // systemPrompt is the Anthropic system prompt of the text blocks of the
@@ -198,8 +214,6 @@ func (r *chatRequest) checkSupported() error {
 		return unsupported("n > 1")
 	case r.Logprobs != nil && *r.Logprobs, r.TopLogprobs != nil && *r.TopLogprobs > 0:
 		return unsupported("logprobs")
-	case present(r.ReasoningEffort):
-		return unsupported("reasoning_effort")
 	case present(r.Audio):
 		return unsupported("audio output")
 	case r.WebSearchOptions != nil:
@@ -274,6 +288,21 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 	}
 	if req.Stream {
 		out.StreamOptions = &chatStreamOptions{IncludeUsage: true}
+	}
+	if t := req.Thinking; t != nil {
+		switch t.Type {
+		case "enabled":
+			out.ReasoningEffort = effortFor(t.BudgetTokens)
+		case "adaptive":
+			out.ReasoningEffort = effortForAdaptive(req.OutputConfig.Effort)
+		case "disabled":
+		default:
+			return nil, fmt.Errorf("Anthropic messages request: thinking type %q: %w", t.Type, ErrMalformed)
+		}
+		if out.ReasoningEffort != "" {
+			// OpenAI's reasoning models take max_completion_tokens alone.
+			out.MaxTokens, out.MaxCompletionTokens = nil, req.MaxTokens
+		}
 	}
 	if len(out.Stop) == 0 {
 		out.Stop = nil
@@ -356,6 +385,8 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 				return nil, err
 			}
 			calls = append(calls, call)
+		case (b.Type == "thinking" || b.Type == "redacted_thinking") && m.Role == "assistant":
+			// Dropped: OpenAI takes no reasoning back.
 		case b.Type == "tool_result" && m.Role == "user":
 			results, err := anthropicTexts(b.Content)
 			if err != nil {
@@ -381,7 +412,8 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 			out.Content = &text
 		}
 		msgs = append(msgs, out)
-	case text != "" || len(texts) > 0 || len(blocks) == 0:
+	case text != "" || len(texts) > 0 || len(blocks) == 0 || m.Role == "assistant":
+		// An assistant turn of thinking alone stays a turn, empty.
 		msgs = append(msgs, chatMessageOut{Role: m.Role, Content: &text})
 	}
 	return msgs, nil
@@ -392,8 +424,6 @@ func ptr[T any](v T) *T { return &v }
 // checkSupported refuses the request parameters that have no translation.
 func (r *messagesRequest) checkSupported() error {
 	switch {
-	case r.Thinking != nil && r.Thinking.Type != "disabled":
-		return unsupported("thinking")
 	case presentNonEmpty(r.MCPServers):
 		return unsupported("mcp_servers")
 	case present(r.Container):

@@ -11,8 +11,9 @@ import (
 //
 // Text blocks are concatenated into the message content (null when there
 // are tool calls and no text); tool_use blocks become tool_calls, with the
-// input as compact JSON arguments; thinking blocks are dropped, as the chat
-// format has no place for them. Any other block (a server tool's, say) fails
+// input as compact JSON arguments; thinking blocks become reasoning_content
+// (their text) and thinking_blocks (the blocks, signed, redacted ones too, to
+// be sent back). Any other block (a server tool's, say) fails
 // with an *UnsupportedError.
 func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var in anthropicResponse
@@ -24,9 +25,12 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	}
 	var sb strings.Builder
 	var calls []chatToolCall
+	var thinking []anthropicBlock
 	for i := range in.Content {
 		b := &in.Content[i]
 		switch b.Type {
+		case "thinking", "redacted_thinking":
+			thinking = append(thinking, anthropicBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
 		case "text":
 			sb.WriteString(b.Text)
 		case "tool_use":
@@ -35,12 +39,11 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 				return nil, fmt.Errorf("decode Anthropic message: %w", err)
 			}
 			calls = append(calls, call)
-		case "thinking", "redacted_thinking":
 		default:
 			return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
 		}
 	}
-	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls}
+	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: reasoningText(thinking), ThinkingBlocks: thinking}
 	if content := sb.String(); content != "" || len(calls) == 0 {
 		msg.Content = &content // null beside tool calls, as OpenAI writes it
 	}
@@ -96,6 +99,13 @@ func ChatResponseToMessages(body []byte, model string) ([]byte, error) {
 	if c.FinishReason != nil {
 		sr := stopReasonFor(*c.FinishReason)
 		out.StopReason = &sr
+	}
+	switch {
+	case len(c.Message.ThinkingBlocks) > 0:
+		out.Content = append(out.Content, signedThinking(c.Message.ThinkingBlocks)...)
+	case c.Message.ReasoningContent != nil && *c.Message.ReasoningContent != "":
+		// Reasoning from an OpenAI-compatible provider, unsigned.
+		out.Content = append(out.Content, anthropicBlock{Type: "thinking", Thinking: *c.Message.ReasoningContent, Signature: ptr("")})
 	}
 	if m := c.Message.Content; m != nil && *m != "" {
 		out.Content = append(out.Content, anthropicBlock{Type: "text", Text: *m})

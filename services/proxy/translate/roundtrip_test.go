@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -91,4 +92,23 @@ func TestMediaRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	roundTripJSON(t, aback, []byte(ain))
+}
+
+// TestThinkingResponseRoundTrip: thinking, redacted thinking, text and a
+// tool call of an Anthropic message come back unchanged through a chat
+// completion (thinking_blocks carries the signatures).
+func TestThinkingResponseRoundTrip(t *testing.T) {
+	in, err := os.ReadFile("testdata/messages_response_to_chat/thinking_redacted_tool_use.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := MessagesResponseToChat(in, "claude-sonnet-4-5-20250929")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ChatResponseToMessages(chat, "claude-sonnet-4-5-20250929")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTripJSON(t, back, in)
 }

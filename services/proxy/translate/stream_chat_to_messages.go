@@ -23,6 +23,11 @@ type chatChunkChoice struct {
 		ToolCalls    []chatToolCallDelta `json:"tool_calls"`
 		FunctionCall json.RawMessage     `json:"function_call"`
 		Audio        json.RawMessage     `json:"audio"`
+		// ReasoningContent is the reasoning of OpenAI-compatible providers
+		// (and of NewMessagesToChatStream); ThinkingBlocks carries signed
+		// thinking, as NewMessagesToChatStream and LiteLLM write it.
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		ThinkingBlocks   json.RawMessage `json:"thinking_blocks"`
 	} `json:"delta"`
 	FinishReason json.RawMessage `json:"finish_reason"`
 }
@@ -63,6 +68,8 @@ func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 		c.Delta.ToolCalls = calls[:0]
 		c.Delta.FunctionCall = c.Delta.FunctionCall[:0]
 		c.Delta.Audio = c.Delta.Audio[:0]
+		c.Delta.ReasoningContent = c.Delta.ReasoningContent[:0]
+		c.Delta.ThinkingBlocks = c.Delta.ThinkingBlocks[:0]
 		c.FinishReason = c.FinishReason[:0]
 	}
 	ch.Choices = all[:0]
@@ -77,6 +84,9 @@ func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 const (
 	frameBlockStart = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"
 	frameTextBlock  = ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	frameThinkBlock = ",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n"
+	frameThinkDelta = ",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":"
+	frameSigDelta   = ",\"delta\":{\"type\":\"signature_delta\",\"signature\":"
 	frameToolBlock  = ",\"content_block\":{\"type\":\"tool_use\",\"id\":"
 	frameBlockDelta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"
 	frameTextDelta  = ",\"delta\":{\"type\":\"text_delta\",\"text\":"
@@ -90,6 +100,7 @@ const (
 	noBlock = iota
 	textBlock
 	toolBlock
+	thinkingBlock
 )
 
 // chatToMessagesStream translates an OpenAI chat completion stream into
@@ -119,7 +130,9 @@ type chatToMessagesStream struct {
 // stop_reason "refusal"); the first delta of a tool call (by its index)
 // closes the open block and opens a tool_use block with its id and name, and
 // its arguments give input_json_delta events; finish_reason closes the open
-// block; [DONE]
+// block; reasoning_content deltas give thinking_delta events in a thinking
+// block (signature "" unless a thinking_blocks delta gives one, as
+// NewMessagesToChatStream writes); [DONE]
 // gives message_delta, with the stop_reason and the usage of the usage chunk
 // (so the upstream request should set stream_options.include_usage, as
 // MessagesToChat does), then message_stop. A stream error chunk
@@ -172,6 +185,14 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 			return nil, false, unsupported("functions")
 		case present(d.Audio):
 			return nil, false, unsupported("audio content")
+		}
+		if err := c.appendReasoning(d.ReasoningContent); err != nil {
+			return nil, false, err
+		}
+		if present(d.ThinkingBlocks) {
+			if err := c.appendThinkingBlocks(d.ThinkingBlocks); err != nil {
+				return nil, false, err
+			}
 		}
 		if err := c.appendText(d.Content); err != nil {
 			return nil, false, err
@@ -240,6 +261,71 @@ func (c *chatToMessagesStream) appendText(text json.RawMessage) error {
 	c.out = append(c.out, frameTextDelta...)
 	c.out = append(c.out, text...)
 	c.out = append(c.out, "}}\n\n"...)
+	return nil
+}
+
+// appendReasoning writes a thinking_delta for reasoning, a JSON string,
+// opening a thinking block (with an empty signature) first when another or
+// none is open.
+func (c *chatToMessagesStream) appendReasoning(text json.RawMessage) error {
+	if emptyString(text) || c.finished {
+		return nil
+	}
+	if !quotedString(text) {
+		return fmt.Errorf("decode OpenAI stream chunk: reasoning_content is not a string: %w", ErrMalformed)
+	}
+	if c.block != thinkingBlock {
+		c.closeBlock()
+		c.openBlock(thinkingBlock)
+		c.out = append(c.out, frameThinkBlock...)
+	}
+	c.out = append(c.out, frameBlockDelta...)
+	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
+	c.out = append(c.out, frameThinkDelta...)
+	c.out = append(c.out, text...)
+	c.out = append(c.out, "}}\n\n"...)
+	return nil
+}
+
+// appendThinkingBlocks writes the signature of a thinking block (a
+// signature_delta for the open thinking block) and redacted_thinking blocks
+// given whole. The thinking text, given in reasoning_content, is not
+// repeated.
+func (c *chatToMessagesStream) appendThinkingBlocks(raw json.RawMessage) error {
+	if c.finished {
+		return nil
+	}
+	var blocks []anthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return malformed("OpenAI stream chunk thinking_blocks", err)
+	}
+	for _, b := range blocks {
+		switch {
+		case b.Type == "thinking" && b.Signature != nil && *b.Signature != "":
+			if c.block != thinkingBlock {
+				// The signature of thinking that did not stream: give it all.
+				if err := c.appendReasoning(quote(b.Thinking)); err != nil {
+					return err
+				}
+				if c.block != thinkingBlock {
+					continue // empty thinking
+				}
+			}
+			c.out = append(c.out, frameBlockDelta...)
+			c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
+			c.out = append(c.out, frameSigDelta...)
+			c.out = append(c.out, quote(*b.Signature)...)
+			c.out = append(c.out, "}}\n\n"...)
+			c.closeBlock()
+		case b.Type == "redacted_thinking" && b.Data != "":
+			c.closeBlock()
+			c.openBlock(thinkingBlock)
+			c.out = append(c.out, `,"content_block":{"type":"redacted_thinking","data":`...)
+			c.out = append(c.out, quote(b.Data)...)
+			c.out = append(c.out, "}}\n\n"...)
+			c.closeBlock()
+		}
+	}
 	return nil
 }
 

@@ -19,12 +19,16 @@ type anthropicEvent struct {
 	ContentBlock struct {
 		Type json.RawMessage `json:"type"`
 		Text json.RawMessage `json:"text"`
-		ID   json.RawMessage `json:"id"`
-		Name json.RawMessage `json:"name"`
+		ID       json.RawMessage `json:"id"`
+		Name     json.RawMessage `json:"name"`
+		Thinking json.RawMessage `json:"thinking"`
+		Data     json.RawMessage `json:"data"`
 	} `json:"content_block"`
 	Delta struct {
 		Type        json.RawMessage `json:"type"`
 		Text        json.RawMessage `json:"text"`
+		Thinking    json.RawMessage `json:"thinking"`
+		Signature   json.RawMessage `json:"signature"`
 		PartialJSON json.RawMessage `json:"partial_json"`
 		StopReason  json.RawMessage `json:"stop_reason"`
 	} `json:"delta"`
@@ -40,6 +44,10 @@ func (e *anthropicEvent) decode(d *eventDecoder, data []byte) error {
 	e.ContentBlock.Text = e.ContentBlock.Text[:0]
 	e.ContentBlock.ID = e.ContentBlock.ID[:0]
 	e.ContentBlock.Name = e.ContentBlock.Name[:0]
+	e.ContentBlock.Thinking = e.ContentBlock.Thinking[:0]
+	e.ContentBlock.Data = e.ContentBlock.Data[:0]
+	e.Delta.Thinking = e.Delta.Thinking[:0]
+	e.Delta.Signature = e.Delta.Signature[:0]
 	e.Delta.Type = e.Delta.Type[:0]
 	e.Delta.Text = e.Delta.Text[:0]
 	e.Delta.PartialJSON = e.Delta.PartialJSON[:0]
@@ -60,6 +68,9 @@ type messagesToChatStream struct {
 	ev     anthropicEvent
 	dec    eventDecoder
 	usage  anthropicUsage
+	// thinking is the open thinking block's text so far, JSON-escaped
+	// without quotes, given again with its signature.
+	thinking []byte
 
 	// toolCalls counts the tool_use blocks begun: the OpenAI index of the
 	// next tool call. toolBlock is the Anthropic index of the open tool_use
@@ -80,8 +91,11 @@ type messagesToChatStream struct {
 // stop_reason a finish_reason chunk ("stop" at message_stop when none came),
 // and message_stop a usage chunk
 // ("choices":[] as with stream_options.include_usage, always sent) then
-// "data: [DONE]". Thinking is dropped; a server tool's block fails with an
-// *UnsupportedError. An "error" event becomes an OpenAI error chunk
+// "data: [DONE]". Thinking deltas give reasoning_content chunks, and a
+// signature a chunk with the whole block in thinking_blocks ([{"type":
+// "thinking","thinking":...,"signature":...}], as LiteLLM streams it); a
+// redacted_thinking block a thinking_blocks chunk with its data. A server
+// tool's block fails with an *UnsupportedError. An "error" event becomes an OpenAI error chunk
 // data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
 func NewMessagesToChatStream(model string) StreamConverter {
 	return &messagesToChatStream{model: model, out: make([]byte, 0, 512)}
@@ -153,7 +167,19 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 					return nil, false, err
 				}
 			}
-		case `"thinking"`, `"redacted_thinking"`:
+		case `"thinking"`:
+			c.thinking = c.thinking[:0]
+			if err := c.appendReasoning(ev.ContentBlock.Thinking); err != nil {
+				return nil, false, err
+			}
+		case `"redacted_thinking"`:
+			if !quotedString(ev.ContentBlock.Data) {
+				return nil, false, fmt.Errorf("decode Anthropic stream event: redacted_thinking without data: %w", ErrMalformed)
+			}
+			c.out = append(c.out, c.prefix...)
+			c.out = append(c.out, `{"index":0,"delta":{"thinking_blocks":[{"type":"redacted_thinking","data":`...)
+			c.out = append(c.out, ev.ContentBlock.Data...)
+			c.out = append(c.out, `}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 		default:
 			return nil, false, fmt.Errorf("Anthropic stream: %w", blockError(unquote(ev.ContentBlock.Type)))
 		}
@@ -170,8 +196,22 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 			if err := c.appendToolArguments(ev); err != nil {
 				return nil, false, err
 			}
+		case `"thinking_delta"`:
+			if err := c.appendReasoning(ev.Delta.Thinking); err != nil {
+				return nil, false, err
+			}
+		case `"signature_delta"`:
+			if !quotedString(ev.Delta.Signature) {
+				return nil, false, fmt.Errorf("decode Anthropic stream event: signature is not a string: %w", ErrMalformed)
+			}
+			c.out = append(c.out, c.prefix...)
+			c.out = append(c.out, `{"index":0,"delta":{"thinking_blocks":[{"type":"thinking","thinking":"`...)
+			c.out = append(c.out, c.thinking...)
+			c.out = append(c.out, `","signature":`...)
+			c.out = append(c.out, ev.Delta.Signature...)
+			c.out = append(c.out, `}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 		}
-		// thinking_delta, signature_delta, citations_delta: nothing to say.
+		// citations_delta: nothing to say.
 	case "message_delta":
 		c.start(nil)
 		mergeUsage(&c.usage, ev.Usage)
@@ -217,6 +257,23 @@ func (c *messagesToChatStream) appendContent(text json.RawMessage) error {
 	}
 	c.out = append(c.out, c.prefix...)
 	c.out = append(c.out, `{"index":0,"delta":{"content":`...)
+	c.out = append(c.out, text...)
+	c.out = append(c.out, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	return nil
+}
+
+// appendReasoning writes a reasoning_content chunk for a piece of
+// thinking, a JSON string, and keeps it for the block's signature chunk.
+func (c *messagesToChatStream) appendReasoning(text json.RawMessage) error {
+	if emptyString(text) {
+		return nil
+	}
+	if !quotedString(text) {
+		return fmt.Errorf("decode Anthropic stream event: thinking is not a string: %w", ErrMalformed)
+	}
+	c.thinking = append(c.thinking, text[1:len(text)-1]...)
+	c.out = append(c.out, c.prefix...)
+	c.out = append(c.out, `{"index":0,"delta":{"reasoning_content":`...)
 	c.out = append(c.out, text...)
 	c.out = append(c.out, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	return nil
