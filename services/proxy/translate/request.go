@@ -71,7 +71,14 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		if out.ToolChoice, err = anthropicToolChoiceFor(req.ToolChoice, req.ParallelToolCalls); err != nil {
 			return nil, err
 		}
+		if err := checkReservedTools(req.Tools); err != nil {
+			return nil, err
+		}
 	} else if err := checkNoToolChoice(req.ToolChoice); err != nil {
+		return nil, err
+	}
+	instruction, err := applyResponseFormat(&out, req.ResponseFormat)
+	if err != nil {
 		return nil, err
 	}
 
@@ -102,6 +109,9 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 			continue
 		}
 		turns = append(turns, turn{role: role, blocks: blocks, isString: isString})
+	}
+	if instruction != "" {
+		system = append(system, anthropicBlock{Type: "text", Text: instruction})
 	}
 	out.System = systemPrompt(system)
 	out.Messages = make([]anthropicMessageOut, len(turns))
@@ -224,17 +234,6 @@ func (r *chatRequest) checkSupported() error {
 			return unsupported("audio output")
 		}
 	}
-	if present(r.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil {
-			return malformed("OpenAI chat request response_format", err)
-		}
-		if rf.Type != "text" {
-			return unsupported("response_format")
-		}
-	}
 	return nil
 }
 
@@ -307,8 +306,11 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 	if len(out.Stop) == 0 {
 		out.Stop = nil
 	}
+	var err error
+	if out.ResponseFormat, err = chatResponseFormatFor(&req); err != nil {
+		return nil, err
+	}
 	if len(req.Tools) > 0 {
-		var err error
 		if out.Tools, err = chatTools(req.Tools); err != nil {
 			return nil, fmt.Errorf("Anthropic messages request: %w", err)
 		}

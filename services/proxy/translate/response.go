@@ -13,7 +13,9 @@ import (
 // are tool calls and no text); tool_use blocks become tool_calls, with the
 // input as compact JSON arguments; thinking blocks become reasoning_content
 // (their text) and thinking_blocks (the blocks, signed, redacted ones too, to
-// be sent back). Any other block (a server tool's, say) fails
+// be sent back); a call of the json_response tool (see ChatToMessages and
+// response_format) becomes the content, its input as compact JSON, and
+// finish_reason "stop". Any other block (a server tool's, say) fails
 // with an *UnsupportedError.
 func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var in anthropicResponse
@@ -26,6 +28,7 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var sb strings.Builder
 	var calls []chatToolCall
 	var thinking []anthropicBlock
+	var answer *string // the input of the json_response tool
 	for i := range in.Content {
 		b := &in.Content[i]
 		switch b.Type {
@@ -38,13 +41,21 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("decode Anthropic message: %w", err)
 			}
+			if b.Name == jsonTool {
+				// The answer to a response_format json_schema.
+				answer = &call.Function.Arguments
+				continue
+			}
 			calls = append(calls, call)
 		default:
 			return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
 		}
 	}
 	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: reasoningText(thinking), ThinkingBlocks: thinking}
-	if content := sb.String(); content != "" || len(calls) == 0 {
+	switch content := sb.String(); {
+	case answer != nil:
+		msg.Content = answer // text around it would spoil the JSON
+	case content != "" || len(calls) == 0:
 		msg.Content = &content // null beside tool calls, as OpenAI writes it
 	}
 	out := chatCompletion{
@@ -57,6 +68,9 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	}
 	if in.StopReason != nil {
 		fr := finishReasonFor(*in.StopReason)
+		if fr == "tool_calls" && len(calls) == 0 {
+			fr = "stop" // the json_response tool alone: an answer
+		}
 		out.Choices[0].FinishReason = &fr
 	}
 	return marshal(&out)

@@ -17,8 +17,8 @@ type anthropicEvent struct {
 		Usage anthropicUsage  `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
-		Type json.RawMessage `json:"type"`
-		Text json.RawMessage `json:"text"`
+		Type     json.RawMessage `json:"type"`
+		Text     json.RawMessage `json:"text"`
 		ID       json.RawMessage `json:"id"`
 		Name     json.RawMessage `json:"name"`
 		Thinking json.RawMessage `json:"thinking"`
@@ -76,6 +76,10 @@ type messagesToChatStream struct {
 	// next tool call. toolBlock is the Anthropic index of the open tool_use
 	// block, when inTool.
 	toolCalls, toolBlock int
+	// jsonBlock is the Anthropic index of the json_response tool_use
+	// block, when inJSON.
+	jsonBlock int
+	inJSON    bool
 
 	started, finished, inTool, done, terminated bool
 }
@@ -94,7 +98,9 @@ type messagesToChatStream struct {
 // "data: [DONE]". Thinking deltas give reasoning_content chunks, and a
 // signature a chunk with the whole block in thinking_blocks ([{"type":
 // "thinking","thinking":...,"signature":...}], as LiteLLM streams it); a
-// redacted_thinking block a thinking_blocks chunk with its data. A server
+// redacted_thinking block a thinking_blocks chunk with its data. The
+// json_response tool's input (see ChatToMessages) streams as content, and
+// its stop_reason tool_use gives finish_reason "stop". A server
 // tool's block fails with an *UnsupportedError. An "error" event becomes an OpenAI error chunk
 // data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
 func NewMessagesToChatStream(model string) StreamConverter {
@@ -155,9 +161,15 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		c.start(ev.Message.ID)
 	case "content_block_start":
 		c.start(nil)
-		c.inTool = false
+		c.inTool, c.inJSON = false, false
 		switch string(ev.ContentBlock.Type) {
 		case `"tool_use"`:
+			if string(ev.ContentBlock.Name) == `"`+jsonTool+`"` {
+				// The answer to a response_format json_schema: its input
+				// streams as content.
+				c.inJSON, c.jsonBlock = true, ev.Index
+				break
+			}
 			if err := c.appendToolStart(ev); err != nil {
 				return nil, false, err
 			}
@@ -193,6 +205,14 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 				}
 			}
 		case `"input_json_delta"`:
+			if c.inJSON && ev.Index == c.jsonBlock {
+				if !emptyString(ev.Delta.PartialJSON) {
+					if err := c.appendContent(ev.Delta.PartialJSON); err != nil {
+						return nil, false, err
+					}
+				}
+				break
+			}
 			if err := c.appendToolArguments(ev); err != nil {
 				return nil, false, err
 			}
@@ -216,7 +236,11 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		c.start(nil)
 		mergeUsage(&c.usage, ev.Usage)
 		if present(ev.Delta.StopReason) && !c.finished {
-			c.appendFinish(finishReasonFor(unquote(ev.Delta.StopReason)))
+			fr := finishReasonFor(unquote(ev.Delta.StopReason))
+			if fr == "tool_calls" && c.toolCalls == 0 {
+				fr = "stop" // the json_response tool alone: an answer
+			}
+			c.appendFinish(fr)
 		}
 	}
 	return c.out, false, nil

@@ -153,3 +153,31 @@ func TestReasoningEffort(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredOutputStream: the input of the json_response tool streams
+// as content, and the stream finishes with "stop".
+func TestStructuredOutputStream(t *testing.T) {
+	for name, path := range inputs(t, "messages_to_chat_stream_structured", ".sse") {
+		in, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, terminated := runStream(t, NewMessagesToChatStream(callerModel), in)
+		if !terminated {
+			t.Errorf("%s: not terminated", name)
+		}
+		golden(t, strings.TrimSuffix(path, ".sse")+".golden.sse", out)
+		checkOpenAIStream(t, out, terminated)
+		text := openAIStreamText(t, out)
+		var v map[string]any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Errorf("%s: content %q is not a JSON object: %v", name, text, err)
+		}
+		if tools := openAIStreamTools(t, out); len(tools) != 0 {
+			t.Errorf("%s: tool calls %q", name, tools)
+		}
+		if !strings.Contains(string(out), `"finish_reason":"stop"`) {
+			t.Errorf("%s: no finish_reason stop", name)
+		}
+	}
+}
