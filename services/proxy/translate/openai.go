@@ -215,9 +215,12 @@ type chatResponseMessage struct {
 	// with their signatures, as LiteLLM returns them, to be sent back.
 	ReasoningContent *string          `json:"reasoning_content,omitempty"`
 	ThinkingBlocks   []anthropicBlock `json:"thinking_blocks,omitempty"`
-	ToolCalls        []chatToolCall   `json:"tool_calls,omitempty"`
-	FunctionCall     json.RawMessage  `json:"function_call,omitempty"`
-	Audio            json.RawMessage  `json:"audio,omitempty"`
+	// Annotations are url_citation annotations of web search results,
+	// written, never read.
+	Annotations  []chatAnnotation `json:"annotations,omitempty"`
+	ToolCalls    []chatToolCall   `json:"tool_calls,omitempty"`
+	FunctionCall json.RawMessage  `json:"function_call,omitempty"`
+	Audio        json.RawMessage  `json:"audio,omitempty"`
 }
 
 // chatUsage counts tokens. PromptTokens includes the cached ones.

@@ -81,6 +81,9 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if req.WebSearchOptions != nil {
+		out.Tools = append(out.Tools, anthropicWebSearchTool(req.WebSearchOptions))
+	}
 
 	var system []anthropicBlock
 	type turn struct {
@@ -226,8 +229,6 @@ func (r *chatRequest) checkSupported() error {
 		return unsupported("logprobs")
 	case present(r.Audio):
 		return unsupported("audio output")
-	case r.WebSearchOptions != nil:
-		return unsupported("web_search_options")
 	}
 	for _, m := range r.Modalities {
 		if m != "text" {
@@ -310,14 +311,23 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 	if out.ResponseFormat, err = chatResponseFormatFor(&req); err != nil {
 		return nil, err
 	}
-	if len(req.Tools) > 0 {
-		if out.Tools, err = chatTools(req.Tools); err != nil {
+	tools, search, err := splitServerTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	if search != nil {
+		if out.WebSearchOptions, err = chatWebSearchOptionsFor(search); err != nil {
+			return nil, err
+		}
+	}
+	if len(tools) > 0 {
+		if out.Tools, err = chatTools(tools); err != nil {
 			return nil, fmt.Errorf("Anthropic messages request: %w", err)
 		}
 		if out.ToolChoice, out.ParallelToolCalls, err = chatToolChoiceFor(req.ToolChoice); err != nil {
 			return nil, err
 		}
-	} else if tc := req.ToolChoice; tc != nil && tc.Type != "none" && tc.Type != "auto" {
+	} else if tc := req.ToolChoice; tc != nil && tc.Type != "none" && tc.Type != "auto" && (search == nil || tc.Type != "any") {
 		return nil, fmt.Errorf("Anthropic messages request: tool_choice without tools: %w", ErrMalformed)
 	}
 	system, err := anthropicTexts(req.System)

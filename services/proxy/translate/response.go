@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MessagesResponseToChat translates an Anthropic message into an OpenAI
@@ -29,13 +30,20 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var calls []chatToolCall
 	var thinking []anthropicBlock
 	var answer *string // the input of the json_response tool
+	var annotations []chatAnnotation
 	for i := range in.Content {
 		b := &in.Content[i]
 		switch b.Type {
 		case "thinking", "redacted_thinking":
 			thinking = append(thinking, anthropicBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
 		case "text":
+			annotations = appendAnnotations(annotations, b, utf8.RuneCountInString(sb.String()))
 			sb.WriteString(b.Text)
+		case "server_tool_use", "web_search_tool_result":
+			if b.Type == "server_tool_use" && b.Name != webSearchToolName {
+				return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
+			}
+			// The search itself: the chat format shows its citations alone.
 		case "tool_use":
 			call, err := chatToolCallFor(b)
 			if err != nil {
@@ -51,7 +59,7 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 			return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
 		}
 	}
-	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: reasoningText(thinking), ThinkingBlocks: thinking}
+	msg := chatResponseMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: reasoningText(thinking), ThinkingBlocks: thinking, Annotations: annotations}
 	switch content := sb.String(); {
 	case answer != nil:
 		msg.Content = answer // text around it would spoil the JSON

@@ -80,6 +80,10 @@ type messagesToChatStream struct {
 	// block, when inJSON.
 	jsonBlock int
 	inJSON    bool
+	// searchBlock is the Anthropic index of an open web search block,
+	// when inSearch.
+	searchBlock int
+	inSearch    bool
 
 	started, finished, inTool, done, terminated bool
 }
@@ -161,7 +165,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		c.start(ev.Message.ID)
 	case "content_block_start":
 		c.start(nil)
-		c.inTool, c.inJSON = false, false
+		c.inTool, c.inJSON, c.inSearch = false, false, false
 		switch string(ev.ContentBlock.Type) {
 		case `"tool_use"`:
 			if string(ev.ContentBlock.Name) == `"`+jsonTool+`"` {
@@ -184,6 +188,13 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 			if err := c.appendReasoning(ev.ContentBlock.Thinking); err != nil {
 				return nil, false, err
 			}
+		case `"server_tool_use"`, `"web_search_tool_result"`:
+			if string(ev.ContentBlock.Type) == `"server_tool_use"` && string(ev.ContentBlock.Name) != `"`+webSearchToolName+`"` {
+				return nil, false, fmt.Errorf("Anthropic stream: %w", blockError(unquote(ev.ContentBlock.Type)))
+			}
+			// A web search and its results: nothing to say; the input
+			// of the search streams into nothing.
+			c.inSearch, c.searchBlock = true, ev.Index
 		case `"redacted_thinking"`:
 			if !quotedString(ev.ContentBlock.Data) {
 				return nil, false, fmt.Errorf("decode Anthropic stream event: redacted_thinking without data: %w", ErrMalformed)
@@ -205,6 +216,9 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 				}
 			}
 		case `"input_json_delta"`:
+			if c.inSearch && ev.Index == c.searchBlock {
+				break
+			}
 			if c.inJSON && ev.Index == c.jsonBlock {
 				if !emptyString(ev.Delta.PartialJSON) {
 					if err := c.appendContent(ev.Delta.PartialJSON); err != nil {

@@ -292,7 +292,7 @@ func openAIStreamTools(t *testing.T, stream []byte) []streamedToolCall {
 // stream.
 func anthropicStreamTools(t *testing.T, stream []byte) []streamedToolCall {
 	var calls []streamedToolCall
-	toolBlock := -1
+	toolBlock, serverBlock := -1, -1
 	for _, ev := range events(t, stream) {
 		var e struct {
 			Type         string `json:"type"`
@@ -318,6 +318,9 @@ func anthropicStreamTools(t *testing.T, stream []byte) []streamedToolCall {
 			}
 			toolBlock = e.Index
 			calls = append(calls, streamedToolCall{ID: e.ContentBlock.ID, Name: e.ContentBlock.Name})
+		case e.Type == "content_block_start" && e.ContentBlock.Type == "server_tool_use":
+			serverBlock = e.Index // a web search: not a call of the caller's
+		case e.Type == "content_block_delta" && e.Delta.Type == "input_json_delta" && e.Index == serverBlock:
 		case e.Type == "content_block_delta" && e.Delta.Type == "input_json_delta":
 			if e.Index != toolBlock {
 				t.Fatalf("input_json_delta for block %d, tool block %d", e.Index, toolBlock)
@@ -487,7 +490,7 @@ func TestStreamErrors(t *testing.T) {
 		malformed   bool   // the last event gives an error wrapping ErrMalformed
 	}{
 		{"anthropic server_tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
-			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"web_search","input":{}}}`}},
+			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"code_execution","input":{}}}`}},
 			"tool calls", false},
 		{"anthropic tool_use without a name", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","input":{}}}`}},

@@ -28,7 +28,7 @@ func anthropicTools(tools []chatTool) ([]anthropicTool, error) {
 		if !present(schema) {
 			schema = emptySchema
 		}
-		out[i] = anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema}
+		out[i] = anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, CacheControl: t.CacheControl}
 	}
 	return out, nil
 }
