@@ -2,7 +2,8 @@
 // Anthropic Messages API — requests, responses, streams and error bodies —
 // so that one gateway chain can mix providers of either format.
 //
-// Text conversations and function tools are translated. Bodies are decoded into
+// Text conversations, function tools, images, PDFs, structured output,
+// extended thinking and web search are translated. Bodies are decoded into
 // typed structs that list the fields read and the fields refused; other
 // unknown fields are ignored, so new optional parameters pass (dropped)
 // rather than fail. Request errors wrap ErrMalformed (not JSON of the right
@@ -14,7 +15,8 @@
 //
 // Requests, OpenAI -> Anthropic (ChatToMessages):
 //   - system and developer messages -> the top-level system prompt, joined
-//     by a blank line, wherever they stood in the conversation;
+//     by a blank line, wherever they stood in the conversation (text
+//     blocks instead when a part carries cache_control);
 //   - user and assistant messages with string content or text parts ->
 //     string content or text blocks; consecutive messages of one role are
 //     merged into one turn, as Anthropic turns alternate; empty parts are
@@ -41,6 +43,42 @@
 //     (data:application/pdf;base64,...) -> a base64 source, plain text
 //     (data:text/plain;base64,...) -> a text source; filename -> title.
 //     A file_id (a file uploaded to OpenAI) and other media types are refused;
+//   - cache_control (Anthropic's, which OpenAI clients of Anthropic-backed
+//     gateways send) on a content part -> on its block, on a message -> on
+//     its last block, on a tool -> on the tool;
+//   - reasoning_effort -> thinking {"type":"enabled","budget_tokens":B}:
+//     minimal 1024, low 2048, medium 8192, high 16384, xhigh 32768; none ->
+//     no thinking. Anthropic wants the budget below max_tokens (both count
+//     the thinking, as max_completion_tokens counts the reasoning): without
+//     a limit from the caller max_tokens is B + 4096; a budget that does not
+//     fit is lowered to half of max_tokens, and below 2048 max tokens
+//     reasoning_effort is refused. Temperature and tool_choice are passed as
+//     they are: Anthropic refuses a temperature and a forced tool beside
+//     thinking, and says so;
+//   - an assistant's thinking_blocks (LiteLLM's field: thinking blocks with
+//     their signature, redacted_thinking blocks with their data, as
+//     MessagesResponseToChat returns them) -> its first blocks, so that a
+//     tool loop with thinking continues; reasoning_content is dropped, as
+//     Anthropic refuses thinking without its signature, and so are thinking
+//     blocks without one;
+//   - response_format json_schema -> a tool named json_response (a name
+//     reserved: a caller's function of that name is malformed), its
+//     input_schema the schema (whose root must be an object), its
+//     description naming the schema, which the model is made to call:
+//     tool_choice {"type":"tool","name":"json_response"} without tools or
+//     with tool_choice none, any with tools and tool_choice auto (a call of
+//     the caller's tools or the answer); with tool_choice required or a
+//     named function response_format is dropped (a tool call is wanted);
+//     with thinking (which allows tool_choice auto alone) the system prompt
+//     asks for the tool. The call comes back as the message content (the
+//     input as compact JSON) with finish_reason "stop", streamed as content
+//     deltas. strict is dropped (Anthropic follows the schema without it).
+//     response_format json_object -> the system prompt ends with
+//     "Respond only with a single valid JSON object, with no text before or
+//     after it." (Anthropic has no JSON mode); text -> nothing;
+//   - web_search_options -> the server tool {"type":"web_search_20250305",
+//     "name":"web_search"} with its user_location (city, region, country,
+//     timezone); search_context_size has no counterpart and is dropped;
 //   - an assistant's tool_calls -> tool_use blocks after its text, with the
 //     arguments parsed as the input (arguments that are not a JSON object
 //     are malformed; empty arguments are {}); tool messages -> tool_result
@@ -50,8 +88,8 @@
 // Requests, Anthropic -> OpenAI (MessagesToChat):
 //   - system (string or text blocks) -> a first system message; text blocks
 //     of a message -> string content, joined by a blank line;
-//   - max_tokens -> max_tokens (not max_completion_tokens, which OpenAI's
-//     reasoning models require); temperature; top_p; stop_sequences -> stop
+//   - max_tokens -> max_tokens (max_completion_tokens with thinking, see
+//     below); temperature; top_p; stop_sequences -> stop
 //     (OpenAI takes at most 4); metadata.user_id -> user; stream -> stream
 //     with stream_options.include_usage, so the stream reports usage;
 //   - client tools (type absent or custom) -> function tools; tool_choice
@@ -65,6 +103,22 @@
 //     citations settings are dropped. Images and documents by file_id, PDFs
 //     by URL, and content-source documents are refused, and so are images
 //     and documents in tool results (OpenAI tool messages are text);
+//   - thinking {"type":"enabled","budget_tokens":B} -> reasoning_effort:
+//     low below 4096, medium below 16384, high from 16384 (so the budgets
+//     above come back as they went); {"type":"adaptive"} -> output_config's
+//     effort (low, medium, high; max -> high; medium when absent);
+//     disabled -> nothing. With reasoning, max_tokens is sent as
+//     max_completion_tokens, which OpenAI's reasoning models require. An
+//     assistant's thinking and redacted_thinking blocks are dropped: the
+//     chat format takes no reasoning back;
+//   - output_config.format (or the beta's output_format) {"type":
+//     "json_schema","schema":S} -> response_format {"type":"json_schema",
+//     "json_schema":{"name":"response","schema":S,"strict":true}}; the
+//     answer comes back as text. A caller's forced tool stays a tool;
+//   - the web search server tool (web_search_*) -> web_search_options with
+//     its user_location (max_uses dropped; allowed_domains and
+//     blocked_domains refused, OpenAI has no such filter); cache_control
+//     markers are dropped everywhere;
 //   - an assistant's tool_use blocks -> tool_calls, the input as compact
 //     JSON arguments, its text blocks the content (null when there are
 //     none); a user's tool_result blocks -> tool messages (text content
@@ -86,6 +140,11 @@
 //     came); without them, the reasoning_content of an OpenAI-compatible
 //     provider (DeepSeek, vLLM...) -> a thinking block with an empty
 //     signature;
+//   - web search: server_tool_use (web_search) and web_search_tool_result
+//     blocks are dropped, and the web_search_result_location citations of
+//     a text block become url_citation annotations spanning that block's
+//     text in the content (indices in characters); OpenAI annotations are
+//     dropped going to Anthropic, which wants its own encrypted indices;
 //   - stop_reason end_turn, stop_sequence, pause_turn -> "stop"; max_tokens,
 //     model_context_window_exceeded -> "length"; tool_use -> "tool_calls";
 //     refusal -> "content_filter"; and back: stop -> end_turn (OpenAI does
@@ -125,15 +184,30 @@
 //
 // # Not translated yet
 //
-// These give an *UnsupportedError: legacy functions and function_call; OpenAI custom tools and allowed_tools
-// choices; Anthropic server tools (web search, code execution, bash...) and
-// their blocks; audio; images and documents as listed above; n > 1; logprobs; response_format other than text (JSON mode,
-// structured outputs); web search,
-// MCP servers and containers.
+// These give an *UnsupportedError naming the field: legacy functions and
+// function_call; OpenAI custom tools and allowed_tools choices; Anthropic
+// server tools other than web search (code execution, bash, web fetch...)
+// and their blocks; audio input and output; images and documents as listed
+// above (file_id references, unsupported media types, PDFs by URL); n > 1,
+// as Anthropic returns one answer; logprobs and top_logprobs, which
+// Anthropic does not give; response_format types other than text,
+// json_object and json_schema; MCP servers and containers.
+//
+// Lossy, as documented above: an image's detail; a plain-text document
+// becomes text going to OpenAI; reasoning_effort minimal comes back low,
+// and a budget other than 2048, 8192 or 16384 comes back as one of those;
+// an unlimited OpenAI request with reasoning comes back with the max_tokens
+// that was given to Anthropic; json_schema's strict flag, and a
+// response_format json_schema comes back from Anthropic as the
+// json_response tool; thinking signatures exist only on Anthropic's side
+// (reasoning_content from another provider has none and is not sent to
+// Anthropic); redacted thinking has no text, only its data in
+// thinking_blocks.
 //
 // Dropped silently, as they have no counterpart or only tune delivery:
 // message names, seed, presence and frequency penalties, logit_bias, store,
-// OpenAI metadata, service_tier, prediction, a function's strict flag;
-// Anthropic top_k, cache_control, citations and a tool result's is_error. Prompt caching hints are therefore
-// lost in either direction.
+// OpenAI metadata, service_tier, prediction, a function's strict flag,
+// web search's search_context_size; Anthropic top_k, citations, a tool
+// result's is_error, web search's max_uses, and cache_control going to
+// OpenAI (which caches prompts by itself).
 package translate
