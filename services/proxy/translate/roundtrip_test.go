@@ -112,3 +112,20 @@ func TestThinkingResponseRoundTrip(t *testing.T) {
 	}
 	roundTripJSON(t, back, in)
 }
+
+// TestWebSearchRoundTrip: web_search_options with a location comes back
+// unchanged through Anthropic's web search tool, but for
+// search_context_size (dropped).
+func TestWebSearchRoundTrip(t *testing.T) {
+	in := `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"search_context_size":"low","user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`
+	want := `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`
+	msgs, err := ChatToMessages([]byte(in), "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := MessagesToChat(msgs, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTripJSON(t, back, []byte(want))
+}
