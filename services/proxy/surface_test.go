@@ -292,3 +292,31 @@ func TestResponsesTranslated(t *testing.T) {
 		t.Fatalf("openai-format calls %+v", c)
 	}
 }
+
+// Streams cut short: a legacy completions stream ends with one error event
+// in the OpenAI format, a speech answer with what arrived (the request
+// counted as a stream cut, not as served).
+func TestWiderSurfaceCutStreams(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models = append(c.Providers[0].Models,
+			config.Model{Name: "instruct", Upstream: "gpt-3.5-turbo-instruct", Kind: config.KindCompletion},
+			config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
+	})
+	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/completions", CutAfter: 2})
+	st, _, body := rawCall(t, f, "/v1/completions", `{"model":"instruct","prompt":"hi","stream":true}`)
+	if st != 200 || strings.Contains(body, "[DONE]") || !strings.Contains(body, `"code":"stream_incomplete"`) {
+		t.Fatalf("cut completions stream: %d\n%s", st, body)
+	}
+	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/audio/speech", CutAfter: 1, Reset: true})
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/audio/speech", strings.NewReader(`{"model":"voice","input":"hello","voice":"alloy"}`))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(audio) == 0 {
+		t.Fatalf("cut speech: %d, %d bytes", resp.StatusCode, len(audio))
+	}
+}
