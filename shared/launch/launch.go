@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -76,6 +77,7 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 	fs := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	path := fs.String("config", configDefault(environ), "configuration file (env "+config.EnvConfigPath+")")
+	health := fs.String("healthcheck", "", "check the service at this URL (its /healthz) and exit: 0 when it answers 200 (for container health checks in images without a shell)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -84,6 +86,9 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *health != "" {
+		return HealthCheck(ctx, *health)
 	}
 
 	cfg, err := config.Load(*path, environ)
@@ -155,4 +160,26 @@ func configDefault(environ []string) string {
 		}
 	}
 	return DefaultConfig
+}
+
+// HealthCheck asks url (a service's /healthz) and reports an error unless
+// it answers 200 within 3 s: the health check of a container image that
+// has no shell or curl (`proxy -healthcheck http://127.0.0.1:8080/healthz`).
+func HealthCheck(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %d", url, resp.StatusCode)
+	}
+	return nil
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,5 +154,25 @@ func TestReloadOnHangup(t *testing.T) {
 	case <-svc.reloaded:
 		t.Error("an invalid configuration was applied")
 	default:
+	}
+}
+
+func TestHealthCheckFlag(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(int(status.Load())) }))
+	defer srv.Close()
+	var out bytes.Buffer
+	s := spec(&fakeService{ran: make(chan struct{})})
+	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+	status.Store(503)
+	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("unhealthy: %v", err)
+	}
+	srv.Close()
+	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err == nil {
+		t.Fatal("down: no error")
 	}
 }

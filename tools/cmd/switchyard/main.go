@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	slaunch "switchyard.dev/shared/launch"
+
 	"switchyard.dev/shared/config"
 )
 
@@ -52,6 +54,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer, hangup <
 	}
 	path := fs.String("config", configDefault(environ), "configuration file (env "+config.EnvConfigPath+")")
 	fakes := fs.Bool("fakes", false, "start the bundled fake providers fake-openai on "+fakeOpenAIAddr+" and fake-anthropic on "+fakeAnthropicAddr)
+	health := fs.String("healthcheck", "", "check the service at this URL (its /healthz) and exit: 0 when it answers 200 (container health checks)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -60,6 +63,9 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer, hangup <
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *health != "" {
+		return slaunch.HealthCheck(ctx, *health)
 	}
 	opts := options{configPath: *path, hangup: hangup}
 	if *fakes {
