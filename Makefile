@@ -21,7 +21,7 @@ DEMO_ENV := DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1 \
 	DEMO_CREDENTIALS_KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 
 .DEFAULT_GOAL := help
-.PHONY: help build run demo test lint bench tidy
+.PHONY: help build run demo test lint bench tidy images
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ help: ## list the targets
 build: ## build every module's binaries into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(CMDS)
+
+images: ## build the container images (proxy, prober, admin, switchyard, swctl) from static host binaries: deploy/docker
+	./deploy/docker/images.sh $(or $(TAG),dev)
 
 run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
 	@mkdir -p $(BIN)

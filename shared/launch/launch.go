@@ -77,7 +77,7 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 	fs := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	path := fs.String("config", configDefault(environ), "configuration file (env "+config.EnvConfigPath+")")
-	health := fs.String("healthcheck", "", "check the service at this URL (its /healthz) and exit: 0 when it answers 200 (for container health checks in images without a shell)")
+	health := fs.String("healthcheck", "", "check the service at this URL (its /healthz; - for $HEALTHCHECK_URL) and exit: 0 when it answers 200 (for container health checks in images without a shell)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -88,7 +88,7 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *health != "" {
-		return HealthCheck(ctx, *health)
+		return HealthCheck(ctx, HealthURL(*health, environ))
 	}
 
 	cfg, err := config.Load(*path, environ)
@@ -182,4 +182,18 @@ func HealthCheck(ctx context.Context, url string) error {
 		return fmt.Errorf("healthcheck: %s answered %d", url, resp.StatusCode)
 	}
 	return nil
+}
+
+// HealthURL is a -healthcheck flag's URL: the flag's value, or for "-"
+// $HEALTHCHECK_URL (the images set it to their service's port).
+func HealthURL(flagValue string, environ []string) string {
+	if flagValue != "-" {
+		return flagValue
+	}
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "HEALTHCHECK_URL="); ok {
+			return v
+		}
+	}
+	return "http://127.0.0.1:8080/healthz"
 }

@@ -171,6 +171,10 @@ func TestHealthCheckFlag(t *testing.T) {
 	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("unhealthy: %v", err)
 	}
+	status.Store(200)
+	if err := Run(context.Background(), s, []string{"-healthcheck", "-"}, []string{"HEALTHCHECK_URL=" + srv.URL + "/healthz"}, &out); err != nil {
+		t.Fatalf("from HEALTHCHECK_URL: %v", err)
+	}
 	srv.Close()
 	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err == nil {
 		t.Fatal("down: no error")
