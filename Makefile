@@ -21,7 +21,7 @@ DEMO_ENV := DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1 \
 	DEMO_CREDENTIALS_KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 
 .DEFAULT_GOAL := help
-.PHONY: help build run demo test lint bench tidy images
+.PHONY: help build run demo test lint bench tidy images fleet-up fleet-down
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -32,6 +32,14 @@ build: ## build every module's binaries into ./bin
 
 images: ## build the container images (proxy, prober, admin, switchyard, swctl) from static host binaries: deploy/docker
 	./deploy/docker/images.sh $(or $(TAG),dev)
+
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
+fleet-up: images ## start the compose fleet (3-node NATS cluster, 2 proxies, prober, admin, fake provider): deploy/compose
+	cd deploy/compose && $(COMPOSE) -p switchyard up -d
+
+fleet-down: ## stop the compose fleet and remove its volumes
+	cd deploy/compose && $(COMPOSE) -p switchyard down -v
 
 run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
 	@mkdir -p $(BIN)

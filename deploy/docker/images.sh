@@ -2,6 +2,8 @@
 # images.sh [TAG]: builds the Switchyard images (proxy, prober, admin, the
 # all-in-one launcher and swctl) from static binaries built on the host, into
 # FROM scratch images: no registry is reached. Prints each image's size.
+# NATS_OFFLINE=1 also builds switchyard/nats (nats-server from source) for
+# the compose fleet where the official nats image cannot be pulled.
 set -eu
 tag=${1:-dev}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,3 +24,10 @@ build prober ./services/prober/cmd/prober 8082
 build admin ./services/admin/cmd/admin 8081
 build switchyard ./tools/cmd/switchyard 8080
 build swctl ./tools/cmd/swctl 8081
+build fakeprovider ./tools/cmd/fakeprovider 9101
+if [ "${NATS_OFFLINE:-}" = 1 ]; then
+	# the offline NATS image (no registry): nats-server built from source
+	GOBIN="$ctx" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' github.com/nats-io/nats-server/v2@v2.15.2
+	docker build -q -f "$root/deploy/docker/Dockerfile.nats" -t "switchyard/nats:$tag" "$ctx" >/dev/null
+	printf '%-24s %s\n' "switchyard/nats:$tag" "$(docker image inspect -f '{{.Size}}' "switchyard/nats:$tag" | awk '{printf "%.1f MB", $1/1e6}')"
+fi

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard.dev/shared/launch"
+
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -45,11 +47,15 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 	chunkDelay := fs.Duration("chunk-delay", 0, "default delay between stream chunks (overrides the config)")
 	chunks := fs.Int("chunks", 0, "default stream chunk count (overrides the config; 0 = 5)")
 	keys := fs.String("keys", "", "comma-separated accepted keys (overrides the config; empty = any)")
+	health := fs.String("healthcheck", "", "check a running fake at this URL (- for $HEALTHCHECK_URL) and exit: 0 when it answers 200 (container health checks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *health != "" {
+		return launch.HealthCheck(ctx, launch.HealthURL(*health, os.Environ()))
 	}
 
 	var opts fakeprovider.Options
