@@ -65,7 +65,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer, hangup <
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *health != "" {
-		return slaunch.HealthCheck(ctx, *health)
+		return slaunch.HealthCheck(ctx, slaunch.HealthURL(*health, environ))
 	}
 	opts := options{configPath: *path, hangup: hangup}
 	if *fakes {
