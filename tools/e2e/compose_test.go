@@ -26,10 +26,10 @@ import (
 // NATS cluster, in containers. It needs docker, docker-compose (v1 or the
 // v2 plugin) and the images of `make images` (with NATS_OFFLINE=1 where the
 // official nats image cannot be pulled: NATS_IMAGE names the image to use),
-// and runs when SWITCHYARD_DOCKER_TESTS=1 (.ci/run sets it).
+// and runs when FLEET_DOCKER_TESTS=1 (.ci/run sets it).
 func TestComposeFleet(t *testing.T) {
-	if os.Getenv("SWITCHYARD_DOCKER_TESTS") != "1" {
-		t.Skip("set SWITCHYARD_DOCKER_TESTS=1 (docker, docker-compose and the images of make images) to run it")
+	if os.Getenv("FLEET_DOCKER_TESTS") != "1" {
+		t.Skip("set FLEET_DOCKER_TESTS=1 (docker, docker-compose and the images of make images) to run it")
 	}
 	compose := []string{"docker-compose"}
 	if exec.Command("docker", "compose", "version").Run() == nil {
