@@ -62,24 +62,10 @@ func (s *Server) serveCompletion(w http.ResponseWriter, req *request, chunks int
 // completionStream writes a text_completion stream: one chunk per content
 // chunk, a chunk with finish_reason "stop", a usage chunk (choices: []) when
 // stream_options.include_usage is set, then [DONE].
-type completionStream struct {
-	s        *Server
-	w        http.ResponseWriter
-	req      *request
-	sse      *sseWriter
-	id       string
-	created  int64
-	usage    bool
-	nContent int
-}
+type completionStream struct{ openAIStream }
 
 func (s *Server) newCompletionStream(w http.ResponseWriter, req *request) *completionStream {
-	return &completionStream{
-		s: s, w: w, req: req,
-		id:      s.newID("cmpl-"),
-		created: time.Now().Unix(),
-		usage:   req.body.StreamOptions != nil && req.body.StreamOptions.IncludeUsage,
-	}
+	return &completionStream{s.newOpenAIStream(w, req, "cmpl-")}
 }
 
 func (c *completionStream) chunk(text string, finish *string) textCompletion {

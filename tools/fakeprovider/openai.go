@@ -89,8 +89,9 @@ func (s *Server) serveChat(w http.ResponseWriter, req *request, chunks int) {
 	})
 }
 
-// chatStream writes an OpenAI chat.completion.chunk stream.
-type chatStream struct {
+// openAIStream is what the OpenAI-format streams share: the writer, the
+// stream's id and creation time, and whether the caller asked for usage.
+type openAIStream struct {
 	s        *Server
 	w        http.ResponseWriter
 	req      *request
@@ -101,13 +102,20 @@ type chatStream struct {
 	nContent int
 }
 
-func (s *Server) newChatStream(w http.ResponseWriter, req *request) *chatStream {
-	return &chatStream{
+func (s *Server) newOpenAIStream(w http.ResponseWriter, req *request, idPrefix string) openAIStream {
+	return openAIStream{
 		s: s, w: w, req: req,
-		id:      s.newID("chatcmpl-"),
+		id:      s.newID(idPrefix),
 		created: time.Now().Unix(),
 		usage:   req.body.StreamOptions != nil && req.body.StreamOptions.IncludeUsage,
 	}
+}
+
+// chatStream writes an OpenAI chat.completion.chunk stream.
+type chatStream struct{ openAIStream }
+
+func (s *Server) newChatStream(w http.ResponseWriter, req *request) *chatStream {
+	return &chatStream{s.newOpenAIStream(w, req, "chatcmpl-")}
 }
 
 func (c *chatStream) chunk(delta chunkDelta, finish *string) chatChunk {
