@@ -65,6 +65,7 @@ type attemptRec struct {
 type bundleTrace struct {
 	on        bool // bundles or traces are on for this proxy
 	forced    bool
+	sampled   string // why its bundle is kept (bundler.sample); "": not kept
 	reqSum    [sha256.Size]byte
 	reqPrefix [sha256.Size]byte
 	reqLen    int
@@ -219,6 +220,11 @@ func (b *bundler) done(r *request) {
 	if b.ch == nil {
 		return
 	}
+	r.trace.sampled = b.sample(r)
+	if r.trace.sampled == "" && b.export == nil {
+		b.results.WithLabelValues("sampled_out").Inc() // nothing to build: not queued
+		return
+	}
 	select {
 	case b.ch <- r:
 		b.pending.Add(1)
@@ -267,25 +273,32 @@ func (b *bundler) drain() {
 	}
 }
 
+// sample is why a finished request's bundle is kept ("" when it is not):
+// asked for, a failure, retried, or the share of other successes.
+func (b *bundler) sample(r *request) string {
+	switch {
+	case !b.enabled:
+		return ""
+	case r.trace.forced:
+		return "forced"
+	case debug.OutcomeOf(r.status, r.class == classStreamIncomplete) != debug.OutcomeOK:
+		return "failure"
+	case len(r.trace.log) > 1:
+		return "retried" // served, but not at the first attempt
+	case b.share > 0 && rand.Float64() < b.share:
+		return "sampled"
+	}
+	return ""
+}
+
 func (b *bundler) handle(r *request) {
 	defer b.pending.Add(-1)
 	bd := r.bundle(b.instance, b.engine)
-	keep := b.enabled
-	switch {
-	case !keep:
-	case r.trace.forced:
-		bd.Sampled = "forced"
-	case bd.Outcome != debug.OutcomeOK:
-		bd.Sampled = "failure"
-	case len(bd.Attempts) > 1:
-		bd.Sampled = "retried" // served, but not at the first attempt
-	case b.share > 0 && rand.Float64() < b.share:
-		bd.Sampled = "sampled"
-	default:
-		keep = false
-		b.results.WithLabelValues("sampled_out").Inc()
+	bd.Sampled = r.trace.sampled
+	if bd.Sampled == "" && b.enabled {
+		b.results.WithLabelValues("sampled_out").Inc() // built for the trace exporter only
 	}
-	if keep {
+	if bd.Sampled != "" {
 		data, err := json.Marshal(bd)
 		if err == nil {
 			_, err = b.js.PublishAsync(debug.Subject(bd.Outcome, bd.Provider, bd.RequestID), data)
