@@ -47,6 +47,48 @@ func (a *adminFlags) bearer() string {
 	return os.Getenv(envAdminToken)
 }
 
+// adminFlagSet is the flag set of an admin verb, its admin flags
+// registered. A non-empty use is printed before the defaults on a usage
+// error (empty: the flag package's own usage).
+func adminFlagSet(name, use string, stderr io.Writer) (*flag.FlagSet, *adminFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if use != "" {
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, use)
+			fs.PrintDefaults()
+		}
+	}
+	a := &adminFlags{}
+	a.register(fs)
+	return fs, a
+}
+
+// queryFlag is a flag that sets a query parameter of the verb's request.
+type queryFlag struct{ name, param, help string }
+
+// queryFlags registers the flags on fs; each sets its parameter (its
+// name when param is empty) in the values returned.
+func queryFlags(fs *flag.FlagSet, flags []queryFlag) url.Values {
+	q := url.Values{}
+	for _, f := range flags {
+		param := f.param
+		if param == "" {
+			param = f.name
+		}
+		fs.Func(f.name, f.help, func(v string) error { q.Set(param, v); return nil })
+	}
+	return q
+}
+
+// withQuery is path with q as its query, when q has any value.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // parseInterleaved parses flags that may come before or after the
 // positional arguments ("holds release ID --json").
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -198,14 +240,12 @@ func runHolds(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 }
 
 func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("holds ls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a adminFlags
-	a.register(fs)
-	q := url.Values{}
+	fs, a := adminFlagSet("holds ls", "", stderr)
+	var filters []queryFlag
 	for _, f := range []string{"provider", "key", "model", "class", "state"} {
-		fs.Func(f, "filter by "+f, func(v string) error { q.Set(f, v); return nil })
+		filters = append(filters, queryFlag{name: f, help: "filter by " + f})
 	}
+	q := queryFlags(fs, filters)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -213,10 +253,7 @@ func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(pos) > 0 {
 		return fmt.Errorf("holds ls: unexpected argument %q", pos[0])
 	}
-	path := "/admin/holds"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery("/admin/holds", q)
 	var res struct {
 		Holds []holdRow `json:"holds"`
 		NATS  bool      `json:"nats"`
@@ -245,10 +282,7 @@ func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("holds release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("holds release", "", stderr)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -299,10 +333,7 @@ func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stder
 		fmt.Fprintln(stderr, "usage: swctl providers status [flags]")
 		return errors.New("providers: want status")
 	}
-	fs := flag.NewFlagSet("providers status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("providers status", "", stderr)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -353,10 +384,7 @@ func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, "usage: swctl events tail [-kind hold,release] [-provider NAME] [-since 10m] [-n N] [flags]")
 		return errors.New("events: want tail")
 	}
-	fs := flag.NewFlagSet("events tail", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("events tail", "", stderr)
 	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential, budget, config")
 	prov := fs.String("provider", "", "comma-separated provider names")
 	since := fs.String("since", "", "replay from the events stream first: a duration (10m) or an RFC 3339 time")
@@ -374,11 +402,7 @@ func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 			q.Set(k, v)
 		}
 	}
-	path := "/admin/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	resp, err := a.open(ctx, "GET", path, nil)
+	resp, err := a.open(ctx, "GET", withQuery("/admin/events", q), nil)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -46,14 +45,7 @@ type budgetPeriod struct {
 // runClients: swctl clients [ID]: every client key (or one) with its plan
 // and its consumption against the plan's limits.
 func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: swctl clients [CLIENT] [flags]")
-		fs.PrintDefaults()
-	}
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("clients", "usage: swctl clients [CLIENT] [flags]", stderr)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -140,10 +132,7 @@ func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, "usage: swctl budget reset CLIENT [flags]")
 		return errors.New("budget: want reset")
 	}
-	fs := flag.NewFlagSet("budget reset", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("budget reset", "", stderr)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err

@@ -253,10 +253,7 @@ func configDiff(ctx context.Context, c *configCmd) error {
 			q.Set(name, c.pos[i])
 		}
 	}
-	path := "/admin/config/diff"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery("/admin/config/diff", q)
 	var res struct {
 		From uint64 `json:"from"`
 		To   uint64 `json:"to"`

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -27,14 +26,7 @@ func runDebug(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if len(args) > 0 && args[0] == "get" {
 		args = args[1:]
 	}
-	fs := flag.NewFlagSet("debug", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, debugUsage)
-		fs.PrintDefaults()
-	}
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("debug", debugUsage, stderr)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -255,23 +247,13 @@ func hIf(prefix, s string) string {
 
 // debugList: swctl debug list: the newest bundles as a table.
 func debugList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("debug list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, debugUsage)
-		fs.PrintDefaults()
-	}
-	var a adminFlags
-	a.register(fs)
-	q := url.Values{}
-	for _, f := range []struct{ name, help string }{
-		{"outcome", "failed, rejected, ok or all (default all)"},
-		{"provider", "only requests this provider served (or failed on) last; _ for none"},
-		{"since", "a duration back from now (15m, 2h) or an RFC 3339 time (default 1h)"},
-		{"limit", "at most N bundles, the newest (1 to 500, default 50)"},
-	} {
-		fs.Func(f.name, f.help, func(v string) error { q.Set(f.name, v); return nil })
-	}
+	fs, a := adminFlagSet("debug list", debugUsage, stderr)
+	q := queryFlags(fs, []queryFlag{
+		{name: "outcome", help: "failed, rejected, ok or all (default all)"},
+		{name: "provider", help: "only requests this provider served (or failed on) last; _ for none"},
+		{name: "since", help: "a duration back from now (15m, 2h) or an RFC 3339 time (default 1h)"},
+		{name: "limit", help: "at most N bundles, the newest (1 to 500, default 50)"},
+	})
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -280,10 +262,7 @@ func debugList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return fmt.Errorf("debug list: unexpected argument %q", pos[0])
 	}
-	path := "/admin/requests"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery("/admin/requests", q)
 	var res struct {
 		Requests []debug.Summary `json:"requests"`
 		Since    time.Time       `json:"since"`

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,14 +45,7 @@ func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintln(stderr, use)
 		return errors.New("route: want explain")
 	}
-	fs := flag.NewFlagSet("route explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, use)
-		fs.PrintDefaults()
-	}
-	var a adminFlags
-	a.register(fs)
+	fs, a := adminFlagSet("route explain", use, stderr)
 	client := fs.String("client", "", "a client key id: its plan's models, region and hash apply")
 	bodyFile := fs.String("body", "", "a JSON file with the request body the routing depends on (- for standard input)")
 	endpoint := fs.String("endpoint", "", "chat.completions (the default), messages or embeddings")

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,27 +46,17 @@ type usageGroup struct {
 }
 
 func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: swctl usage [--from -24h] [--to now] [--by client,model] [--interval hour] [--client C] [--provider P] [--model M] [--limit N] [flags]")
-		fs.PrintDefaults()
-	}
-	var a adminFlags
-	a.register(fs)
-	q := url.Values{}
-	for _, f := range []struct{ name, param, help string }{
-		{"from", "from", "start: RFC 3339, now, or before now (-24h, -90m, -7d); default 24h before --to"},
-		{"to", "to", "end (exclusive), same forms; default now"},
+	fs, a := adminFlagSet("usage", "usage: swctl usage [--from -24h] [--to now] [--by client,model] [--interval hour] [--client C] [--provider P] [--model M] [--limit N] [flags]", stderr)
+	q := queryFlags(fs, []queryFlag{
+		{"from", "", "start: RFC 3339, now, or before now (-24h, -90m, -7d); default 24h before --to"},
+		{"to", "", "end (exclusive), same forms; default now"},
 		{"by", "group_by", "group by, comma-separated: client, plan, client_type, provider, model, key, endpoint, status, class"},
-		{"interval", "interval", "time buckets: minute, hour, day or none"},
-		{"client", "client", "only these clients (comma-separated)"},
-		{"provider", "provider", "only these providers (comma-separated)"},
-		{"model", "model", "only these models (comma-separated)"},
-		{"limit", "limit", "at most N groups per time bucket (by cost, then requests)"},
-	} {
-		fs.Func(f.name, f.help, func(v string) error { q.Set(f.param, v); return nil })
-	}
+		{"interval", "", "time buckets: minute, hour, day or none"},
+		{"client", "", "only these clients (comma-separated)"},
+		{"provider", "", "only these providers (comma-separated)"},
+		{"model", "", "only these models (comma-separated)"},
+		{"limit", "", "at most N groups per time bucket (by cost, then requests)"},
+	})
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -77,12 +65,8 @@ func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		fs.Usage()
 		return fmt.Errorf("usage: unexpected argument %q", pos[0])
 	}
-	path := "/admin/usage"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
 	var res usageAnswer
-	if done, err := a.fetch(ctx, stdout, "usage", "GET", path, &res); done || err != nil {
+	if done, err := a.fetch(ctx, stdout, "usage", "GET", withQuery("/admin/usage", q), &res); done || err != nil {
 		return err
 	}
 	if res.Truncated {
