@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -23,21 +21,10 @@ import (
 	"switchyard.dev/shared/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go deletes a reset ordered consumer in a goroutine that ends
-		// with its request timeout; it is not ours to wait for.
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*js).DeleteConsumer"),
-	)
-}
+func TestMain(m *testing.M) { natstest.VerifyTestMain(m) }
 
 // testLog is quiet unless HOLDKV_TEST_LOG is set.
-func testLog() *slog.Logger {
-	if os.Getenv("HOLDKV_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLog() *slog.Logger { return testkit.Log("HOLDKV_TEST_LOG") }
 
 func startServer(tb testing.TB, listen, dir string) *server.Server {
 	return natstest.Start(tb, listen, dir)

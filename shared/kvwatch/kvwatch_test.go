@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -23,25 +21,14 @@ import (
 	"switchyard.dev/shared/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go deletes a replaced ordered consumer in a goroutine that
-		// ends with its request timeout; it is not ours to wait for.
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*js).DeleteConsumer"),
-	)
-}
+func TestMain(m *testing.M) { natstest.VerifyTestMain(m) }
 
 // promptly is how soon after a write every watcher must have applied it,
 // after a restart or a leader change as in steady state.
 const promptly = time.Second
 
 // testLog is quiet unless KVWATCH_TEST_LOG is set.
-func testLog() *slog.Logger {
-	if os.Getenv("KVWATCH_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLog() *slog.Logger { return testkit.Log("KVWATCH_TEST_LOG") }
 
 const bucket = "kvwatch_test"
 

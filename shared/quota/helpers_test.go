@@ -3,35 +3,22 @@ package quota
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go deletes a replaced ordered consumer in a goroutine that
-		// ends with its request timeout; it is not ours to wait for.
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*js).DeleteConsumer"),
-	)
-}
+func TestMain(m *testing.M) { natstest.VerifyTestMain(m) }
 
 // testLog is quiet unless QUOTA_TEST_LOG is set.
-func testLog() *slog.Logger {
-	if os.Getenv("QUOTA_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLog() *slog.Logger { return testkit.Log("QUOTA_TEST_LOG") }
 
 // clock is a settable clock shared by the limiters of a test.
 type clock struct{ ns atomic.Int64 }

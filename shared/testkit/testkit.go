@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -20,6 +21,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// Log is a test's logger: quiet unless the environment variable env is set
+// (PACKAGE_TEST_LOG, say), then debug level on stderr.
+func Log(env string) *slog.Logger {
+	if os.Getenv(env) != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
 
 // CheckFor polls f every poll until it returns nil; after total it fails
 // the test with f's last error.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/goleak"
 
 	"switchyard.dev/shared/natsembed"
 )
@@ -24,4 +25,13 @@ func Start(tb testing.TB, listen, dir string) *server.Server {
 	}
 	tb.Cleanup(func() { natsembed.Stop(s) })
 	return s
+}
+
+// VerifyTestMain runs the package's tests (goleak.VerifyTestMain) and fails
+// them when goroutines outlive them, but for nats.go's deletion of a reset
+// or replaced ordered consumer: it runs in a goroutine that ends with its
+// request timeout, not ours to wait for. opts ignore more.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	opts = append([]goleak.Option{goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*js).DeleteConsumer")}, opts...)
+	goleak.VerifyTestMain(m, opts...)
 }
