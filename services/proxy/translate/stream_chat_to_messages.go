@@ -26,10 +26,19 @@ type chatChunkChoice struct {
 		// ReasoningContent is the reasoning of OpenAI-compatible providers
 		// (and of NewMessagesToChatStream); ThinkingBlocks carries signed
 		// thinking, as NewMessagesToChatStream and LiteLLM write it.
-		ReasoningContent json.RawMessage `json:"reasoning_content"`
-		ThinkingBlocks   json.RawMessage `json:"thinking_blocks"`
+		ReasoningContent json.RawMessage          `json:"reasoning_content"`
+		ThinkingBlocks   []chatThinkingBlockDelta `json:"thinking_blocks"`
 	} `json:"delta"`
 	FinishReason json.RawMessage `json:"finish_reason"`
+}
+
+// chatThinkingBlockDelta is a thinking block of a thinking_blocks delta,
+// its strings kept raw to be copied into the output frames.
+type chatThinkingBlockDelta struct {
+	Type      json.RawMessage `json:"type"`
+	Thinking  json.RawMessage `json:"thinking"`
+	Signature json.RawMessage `json:"signature"`
+	Data      json.RawMessage `json:"data"`
 }
 
 // chatToolCallDelta is a piece of a streamed tool call: the first for an
@@ -69,7 +78,12 @@ func (ch *chatChunk) decode(d *eventDecoder, data []byte) error {
 		c.Delta.FunctionCall = c.Delta.FunctionCall[:0]
 		c.Delta.Audio = c.Delta.Audio[:0]
 		c.Delta.ReasoningContent = c.Delta.ReasoningContent[:0]
-		c.Delta.ThinkingBlocks = c.Delta.ThinkingBlocks[:0]
+		blocks := c.Delta.ThinkingBlocks[:cap(c.Delta.ThinkingBlocks)]
+		for j := range blocks {
+			b := &blocks[j]
+			b.Type, b.Thinking, b.Signature, b.Data = b.Type[:0], b.Thinking[:0], b.Signature[:0], b.Data[:0]
+		}
+		c.Delta.ThinkingBlocks = blocks[:0]
 		c.FinishReason = c.FinishReason[:0]
 	}
 	ch.Choices = all[:0]
@@ -189,10 +203,8 @@ func (c *chatToMessagesStream) Event(name, data []byte) ([]byte, bool, error) {
 		if err := c.appendReasoning(d.ReasoningContent); err != nil {
 			return nil, false, err
 		}
-		if present(d.ThinkingBlocks) {
-			if err := c.appendThinkingBlocks(d.ThinkingBlocks); err != nil {
-				return nil, false, err
-			}
+		if err := c.appendThinkingBlocks(d.ThinkingBlocks); err != nil {
+			return nil, false, err
 		}
 		if err := c.appendText(d.Content); err != nil {
 			return nil, false, err
@@ -245,83 +257,79 @@ func (c *chatToMessagesStream) start(id json.RawMessage) {
 // appendText writes a text_delta for text, a JSON string, opening a text
 // block first when another or none is open.
 func (c *chatToMessagesStream) appendText(text json.RawMessage) error {
-	if emptyString(text) || c.finished {
-		return nil
-	}
-	if !quotedString(text) {
-		return fmt.Errorf("decode OpenAI stream chunk: content is not a string: %w", ErrMalformed)
-	}
-	if c.block != textBlock {
-		c.closeBlock()
-		c.openBlock(textBlock)
-		c.out = append(c.out, frameTextBlock...)
-	}
-	c.out = append(c.out, frameBlockDelta...)
-	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
-	c.out = append(c.out, frameTextDelta...)
-	c.out = append(c.out, text...)
-	c.out = append(c.out, "}}\n\n"...)
-	return nil
+	return c.appendBlockText(textBlock, frameTextBlock, frameTextDelta, "content", text)
 }
 
 // appendReasoning writes a thinking_delta for reasoning, a JSON string,
 // opening a thinking block (with an empty signature) first when another or
 // none is open.
 func (c *chatToMessagesStream) appendReasoning(text json.RawMessage) error {
+	return c.appendBlockText(thinkingBlock, frameThinkBlock, frameThinkDelta, "reasoning_content", text)
+}
+
+// appendBlockText writes a delta (deltaFrame, then text, a JSON string) to
+// a block of kind, opening one with blockFrame first when another or none
+// is open. field names text in errors.
+func (c *chatToMessagesStream) appendBlockText(kind int, blockFrame, deltaFrame, field string, text json.RawMessage) error {
 	if emptyString(text) || c.finished {
 		return nil
 	}
 	if !quotedString(text) {
-		return fmt.Errorf("decode OpenAI stream chunk: reasoning_content is not a string: %w", ErrMalformed)
+		return fmt.Errorf("decode OpenAI stream chunk: %s is not a string: %w", field, ErrMalformed)
 	}
-	if c.block != thinkingBlock {
+	if c.block != kind {
 		c.closeBlock()
-		c.openBlock(thinkingBlock)
-		c.out = append(c.out, frameThinkBlock...)
+		c.openBlock(kind)
+		c.out = append(c.out, blockFrame...)
 	}
+	c.appendDelta(deltaFrame, text)
+	return nil
+}
+
+// appendDelta writes a content_block_delta of the open block: deltaFrame,
+// then value, a JSON value.
+func (c *chatToMessagesStream) appendDelta(deltaFrame string, value []byte) {
 	c.out = append(c.out, frameBlockDelta...)
 	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
-	c.out = append(c.out, frameThinkDelta...)
-	c.out = append(c.out, text...)
+	c.out = append(c.out, deltaFrame...)
+	c.out = append(c.out, value...)
 	c.out = append(c.out, "}}\n\n"...)
-	return nil
 }
 
 // appendThinkingBlocks writes the signature of a thinking block (a
 // signature_delta for the open thinking block) and redacted_thinking blocks
 // given whole. The thinking text, given in reasoning_content, is not
-// repeated.
-func (c *chatToMessagesStream) appendThinkingBlocks(raw json.RawMessage) error {
+// repeated. As signedThinking does, it drops thinking without a signature
+// and redacted thinking without data.
+func (c *chatToMessagesStream) appendThinkingBlocks(blocks []chatThinkingBlockDelta) error {
 	if c.finished {
 		return nil
 	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return malformed("OpenAI stream chunk thinking_blocks", err)
-	}
-	for _, b := range blocks {
+	for i := range blocks {
+		b := &blocks[i]
+		for _, v := range [...]json.RawMessage{b.Type, b.Thinking, b.Signature, b.Data} {
+			if present(v) && !quotedString(v) {
+				return fmt.Errorf("decode OpenAI stream chunk: thinking_blocks[%d] holds a field that is not a string: %w", i, ErrMalformed)
+			}
+		}
 		switch {
-		case b.Type == "thinking" && b.Signature != nil && *b.Signature != "":
+		case string(b.Type) == `"thinking"` && !emptyString(b.Signature):
 			if c.block != thinkingBlock {
 				// The signature of thinking that did not stream: give it all.
-				if err := c.appendReasoning(quote(b.Thinking)); err != nil {
+				if err := c.appendReasoning(b.Thinking); err != nil {
 					return err
 				}
 				if c.block != thinkingBlock {
 					continue // empty thinking
 				}
 			}
-			c.out = append(c.out, frameBlockDelta...)
-			c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
-			c.out = append(c.out, frameSigDelta...)
-			c.out = append(c.out, quote(*b.Signature)...)
-			c.out = append(c.out, "}}\n\n"...)
+			c.appendDelta(frameSigDelta, b.Signature)
 			c.closeBlock()
-		case b.Type == "redacted_thinking" && b.Data != "":
+		case string(b.Type) == `"redacted_thinking"` && !emptyString(b.Data):
 			c.closeBlock()
 			c.openBlock(thinkingBlock)
 			c.out = append(c.out, `,"content_block":{"type":"redacted_thinking","data":`...)
-			c.out = append(c.out, quote(b.Data)...)
+			c.out = append(c.out, b.Data...)
 			c.out = append(c.out, "}}\n\n"...)
 			c.closeBlock()
 		}
@@ -366,11 +374,7 @@ func (c *chatToMessagesStream) appendToolCall(tc *chatToolCallDelta) error {
 	if !quotedString(tc.Function.Arguments) {
 		return fmt.Errorf("decode OpenAI stream chunk: tool call arguments are not a string: %w", ErrMalformed)
 	}
-	c.out = append(c.out, frameBlockDelta...)
-	c.out = strconv.AppendInt(c.out, int64(c.nextBlock-1), 10)
-	c.out = append(c.out, frameJSONDelta...)
-	c.out = append(c.out, tc.Function.Arguments...)
-	c.out = append(c.out, "}}\n\n"...)
+	c.appendDelta(frameJSONDelta, tc.Function.Arguments)
 	return nil
 }
 
