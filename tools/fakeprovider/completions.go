@@ -80,36 +80,16 @@ func (c *completionStream) chunk(text string, finish *string) textCompletion {
 	return ch
 }
 
-func (c *completionStream) start() error {
-	c.sse = c.s.startSSE(c.w, c.req)
-	return nil
-}
-
 func (c *completionStream) content(_ int, text string) error {
 	c.nContent++
 	return c.sse.json("", c.chunk(text, nil))
 }
 
-func (c *completionStream) fail(body []byte) error {
-	return c.sse.event("", streamBody(body))
-}
-
 func (c *completionStream) finish() error {
 	stop := "stop"
-	if err := c.sse.json("", c.chunk("", &stop)); err != nil {
-		return err
-	}
-	if c.usage {
-		u, err := json.Marshal(newChatUsage(completionPromptTokens(c.req.body.Prompt), 2*c.nContent))
-		if err != nil {
-			return err
-		}
+	return c.end(c.chunk("", &stop), completionPromptTokens(c.req.body.Prompt), func(u json.RawMessage) any {
 		last := c.chunk("", nil)
-		last.Choices = []completionChoice{}
-		last.Usage = u
-		if err := c.sse.json("", last); err != nil {
-			return err
-		}
-	}
-	return c.sse.event("", []byte("[DONE]"))
+		last.Choices, last.Usage = []completionChoice{}, u
+		return last
+	})
 }

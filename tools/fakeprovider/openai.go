@@ -111,6 +111,34 @@ func (s *Server) newOpenAIStream(w http.ResponseWriter, req *request, idPrefix s
 	}
 }
 
+func (o *openAIStream) start() error {
+	o.sse = o.s.startSSE(o.w, o.req)
+	return nil
+}
+
+func (o *openAIStream) fail(body []byte) error {
+	return o.sse.event("", streamBody(body))
+}
+
+// end writes the chunk with finish_reason "stop", then, when the caller
+// asked for usage, the usage chunk (usageChunk of the usage of
+// promptTokens and the content sent), then [DONE].
+func (o *openAIStream) end(stop any, promptTokens int, usageChunk func(json.RawMessage) any) error {
+	if err := o.sse.json("", stop); err != nil {
+		return err
+	}
+	if o.usage {
+		u, err := json.Marshal(newChatUsage(promptTokens, 2*o.nContent))
+		if err != nil {
+			return err
+		}
+		if err := o.sse.json("", usageChunk(u)); err != nil {
+			return err
+		}
+	}
+	return o.sse.event("", []byte("[DONE]"))
+}
+
 // chatStream writes an OpenAI chat.completion.chunk stream.
 type chatStream struct{ openAIStream }
 
@@ -148,28 +176,13 @@ func (c *chatStream) content(_ int, text string) error {
 	return c.sse.json("", c.chunk(chunkDelta{Content: &text}, nil))
 }
 
-func (c *chatStream) fail(body []byte) error {
-	return c.sse.event("", streamBody(body))
-}
-
 func (c *chatStream) finish() error {
 	stop := "stop"
-	if err := c.sse.json("", c.chunk(chunkDelta{}, &stop)); err != nil {
-		return err
-	}
-	if c.usage {
-		u, err := json.Marshal(newChatUsage(promptTokens(c.req.body), 2*c.nContent))
-		if err != nil {
-			return err
-		}
+	return c.end(c.chunk(chunkDelta{}, &stop), promptTokens(c.req.body), func(u json.RawMessage) any {
 		last := c.chunk(chunkDelta{}, nil)
-		last.Choices = []chunkChoice{}
-		last.Usage = u
-		if err := c.sse.json("", last); err != nil {
-			return err
-		}
-	}
-	return c.sse.event("", []byte("[DONE]"))
+		last.Choices, last.Usage = []chunkChoice{}, u
+		return last
+	})
 }
 
 type embedding struct {
