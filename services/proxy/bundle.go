@@ -71,6 +71,7 @@ type bundleTrace struct {
 	reqLen    int
 	resp      hash.Hash // a stream's relayed bytes (nil: not hashed)
 	respHead  hash.Hash // their first debug.PrefixBytes
+	respBody  []byte    // a plain response (the handler's buffer) until done hashes it
 	respSum   [sha256.Size]byte
 	respPre   [sha256.Size]byte
 	respLen   int
@@ -140,8 +141,7 @@ func (r *request) noteResponse(c *fiber.Ctx) {
 	}
 	body := c.Response().Body()
 	t.respLen, t.respOK = len(body), true
-	t.respSum = sha256.Sum256(body)
-	t.respPre = sha256.Sum256(body[:min(len(body), debug.PrefixBytes)])
+	t.respBody = body // hashed in bundler.done, only for a bundle that is kept
 	if c.Response().StatusCode() >= 400 {
 		if e, _, _, ok := jsonfield.Find(body, "error"); ok {
 			code, _ := jsonfield.String(e, "code")
@@ -220,8 +220,16 @@ func (b *bundler) done(r *request) {
 	if b.ch == nil {
 		return
 	}
-	r.trace.sampled = b.sample(r)
-	if r.trace.sampled == "" && b.export == nil {
+	t := &r.trace
+	t.sampled = b.sample(r)
+	if t.respBody != nil { // still the handler's: hash it now or never
+		if t.sampled != "" || b.export != nil {
+			t.respSum = sha256.Sum256(t.respBody)
+			t.respPre = sha256.Sum256(t.respBody[:min(len(t.respBody), debug.PrefixBytes)])
+		}
+		t.respBody = nil
+	}
+	if t.sampled == "" && b.export == nil {
 		b.results.WithLabelValues("sampled_out").Inc() // nothing to build: not queued
 		return
 	}
