@@ -38,14 +38,43 @@ const (
 	endpointCountTokens    // Anthropic messages/count_tokens
 )
 
-// sse reports whether the endpoint answers an SSE stream when the body asks
-// for one ("stream": true).
-func (e endpoint) sse() bool {
-	switch e {
-	case endpointChat, endpointMessages, endpointCompletions, endpointResponses, endpointTranscriptions:
-		return true
-	}
-	return false
+// endpointRoutes are the endpoints by method and path suffix; the first
+// that matches is the call's.
+var endpointRoutes = []struct {
+	method, suffix string
+	endpoint       endpoint
+}{
+	{http.MethodPost, "/chat/completions", endpointChat},
+	{http.MethodPost, "/completions", endpointCompletions},
+	{http.MethodPost, "/embeddings", endpointEmbeddings},
+	{http.MethodPost, "/messages", endpointMessages},
+	{http.MethodPost, "/messages/count_tokens", endpointCountTokens},
+	{http.MethodPost, "/moderations", endpointModerations},
+	{http.MethodPost, "/images/generations", endpointImages},
+	{http.MethodPost, "/audio/speech", endpointSpeech},
+	{http.MethodPost, "/audio/transcriptions", endpointTranscriptions},
+	{http.MethodPost, "/responses", endpointResponses},
+	{http.MethodGet, "/models", endpointModels},
+}
+
+// textAnswer is how an endpoint that answers generated text is served:
+// whole, or as an SSE stream when the body asks for one ("stream": true).
+type textAnswer struct {
+	serve  func(*Server, http.ResponseWriter, *request, int)
+	stream func(*Server, http.ResponseWriter, *request) streamer
+}
+
+var textAnswers = map[endpoint]textAnswer{
+	endpointChat: {(*Server).serveChat,
+		func(s *Server, w http.ResponseWriter, r *request) streamer { return s.newChatStream(w, r) }},
+	endpointMessages: {(*Server).serveMessage,
+		func(s *Server, w http.ResponseWriter, r *request) streamer { return s.newMessageStream(w, r) }},
+	endpointCompletions: {(*Server).serveCompletion,
+		func(s *Server, w http.ResponseWriter, r *request) streamer { return s.newCompletionStream(w, r) }},
+	endpointResponses: {(*Server).serveResponse,
+		func(s *Server, w http.ResponseWriter, r *request) streamer { return s.newResponseStream(w, r) }},
+	endpointTranscriptions: {(*Server).serveTranscription,
+		func(s *Server, w http.ResponseWriter, r *request) streamer { return s.newTranscriptionStream(w, r) }},
 }
 
 // maxBody bounds what a call may send.
@@ -142,7 +171,8 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	}
 	// streaming: an SSE stream, which can carry an error event. chunked: a
 	// body sent in chunks (SSE, or speech audio), which a rule can cut.
-	streaming := req.call.Stream && req.endpoint.sse()
+	text, isText := textAnswers[req.endpoint]
+	streaming := req.call.Stream && isText
 	chunked := streaming || req.endpoint == endpointSpeech
 	switch {
 	case rl.Hang:
@@ -202,40 +232,16 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 		// was answered above).
 		rl.ErrorInStream = false
 		s.runStream(ctx, w, req, rl, s.newSpeechStream(w, req, chunks), chunks, delay)
-	case endpointChat, endpointMessages, endpointCompletions, endpointResponses, endpointTranscriptions:
+	default: // textAnswers
 		if !streaming {
 			// A non-streamed answer takes as long as the stream would.
 			if !s.wait(ctx, time.Duration(max(chunks-1, 0))*delay) {
 				return
 			}
-			switch req.endpoint {
-			case endpointChat:
-				s.serveChat(w, req, chunks)
-			case endpointMessages:
-				s.serveMessage(w, req, chunks)
-			case endpointCompletions:
-				s.serveCompletion(w, req, chunks)
-			case endpointResponses:
-				s.serveResponse(w, req, chunks)
-			case endpointTranscriptions:
-				s.serveTranscription(w, req, chunks)
-			}
+			text.serve(s, w, req, chunks)
 			return
 		}
-		var st streamer
-		switch req.endpoint {
-		case endpointChat:
-			st = s.newChatStream(w, req)
-		case endpointMessages:
-			st = s.newMessageStream(w, req)
-		case endpointCompletions:
-			st = s.newCompletionStream(w, req)
-		case endpointResponses:
-			st = s.newResponseStream(w, req)
-		case endpointTranscriptions:
-			st = s.newTranscriptionStream(w, req)
-		}
-		s.runStream(ctx, w, req, rl, st, chunks, delay)
+		s.runStream(ctx, w, req, rl, text.stream(s, w, req), chunks, delay)
 	}
 }
 
@@ -256,32 +262,15 @@ func (s *Server) parse(r *http.Request) *request {
 	default:
 		req.flavor = flavorOpenAI
 	}
-	switch {
-	case strings.HasSuffix(p, "/chat/completions") && r.Method == http.MethodPost:
-		req.endpoint = endpointChat
-	case strings.HasSuffix(p, "/completions") && r.Method == http.MethodPost:
-		req.endpoint = endpointCompletions
-	case strings.HasSuffix(p, "/embeddings") && r.Method == http.MethodPost:
-		req.endpoint = endpointEmbeddings
-	case strings.HasSuffix(p, "/messages") && r.Method == http.MethodPost:
-		req.endpoint = endpointMessages
-	case strings.HasSuffix(p, "/messages/count_tokens") && r.Method == http.MethodPost:
-		req.endpoint = endpointCountTokens
-	case strings.HasSuffix(p, "/moderations") && r.Method == http.MethodPost:
-		req.endpoint = endpointModerations
-	case strings.HasSuffix(p, "/images/generations") && r.Method == http.MethodPost:
-		req.endpoint = endpointImages
-	case strings.HasSuffix(p, "/audio/speech") && r.Method == http.MethodPost:
-		req.endpoint = endpointSpeech
-	case strings.HasSuffix(p, "/audio/transcriptions") && r.Method == http.MethodPost:
-		req.endpoint = endpointTranscriptions
-	case strings.HasSuffix(p, "/responses") && r.Method == http.MethodPost:
-		req.endpoint = endpointResponses
-	case strings.HasSuffix(p, "/models") && r.Method == http.MethodGet:
-		req.endpoint = endpointModels
-		if req.flavor == flavorOpenAI && (r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "") {
-			req.flavor = flavorAnthropic
+	for _, rt := range endpointRoutes {
+		if r.Method == rt.method && strings.HasSuffix(p, rt.suffix) {
+			req.endpoint = rt.endpoint
+			break
 		}
+	}
+	if req.endpoint == endpointModels && req.flavor == flavorOpenAI &&
+		(r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "") {
+		req.flavor = flavorAnthropic
 	}
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
