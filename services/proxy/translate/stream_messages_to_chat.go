@@ -59,6 +59,14 @@ func (e *anthropicEvent) decode(d *eventDecoder, data []byte) error {
 	return nil
 }
 
+// Kinds of the open block of a messagesToChatStream.
+const (
+	openOther  = iota // none, or a block without input_json_delta events
+	openTool          // a tool_use block: its input is the call's arguments
+	openJSON          // the json_response tool_use block: its input is content
+	openSearch        // a web search block: its input is dropped
+)
+
 // messagesToChatStream translates an Anthropic message stream into OpenAI
 // chat.completion.chunk events.
 type messagesToChatStream struct {
@@ -73,19 +81,15 @@ type messagesToChatStream struct {
 	thinking []byte
 
 	// toolCalls counts the tool_use blocks begun: the OpenAI index of the
-	// next tool call. toolBlock is the Anthropic index of the open tool_use
-	// block, when inTool.
-	toolCalls, toolBlock int
-	// jsonBlock is the Anthropic index of the json_response tool_use
-	// block, when inJSON.
-	jsonBlock int
-	inJSON    bool
-	// searchBlock is the Anthropic index of an open web search block,
-	// when inSearch.
-	searchBlock int
-	inSearch    bool
+	// next tool call.
+	toolCalls int
+	// open is the kind of the block content_block_start opened last, and
+	// openIndex its Anthropic index: the block whose input_json_delta
+	// events are translated (tool arguments, the json_response answer) or
+	// dropped (a web search's).
+	open, openIndex int
 
-	started, finished, inTool, done, terminated bool
+	started, finished, done, terminated bool
 }
 
 // NewMessagesToChatStream returns a converter of an Anthropic message stream
@@ -165,13 +169,13 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		c.start(ev.Message.ID)
 	case "content_block_start":
 		c.start(nil)
-		c.inTool, c.inJSON, c.inSearch = false, false, false
+		c.open, c.openIndex = openOther, ev.Index
 		switch string(ev.ContentBlock.Type) {
 		case `"tool_use"`:
 			if string(ev.ContentBlock.Name) == `"`+jsonTool+`"` {
 				// The answer to a response_format json_schema: its input
 				// streams as content.
-				c.inJSON, c.jsonBlock = true, ev.Index
+				c.open = openJSON
 				break
 			}
 			if err := c.appendToolStart(ev); err != nil {
@@ -194,7 +198,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 			}
 			// A web search and its results: nothing to say; the input
 			// of the search streams into nothing.
-			c.inSearch, c.searchBlock = true, ev.Index
+			c.open = openSearch
 		case `"redacted_thinking"`:
 			if !quotedString(ev.ContentBlock.Data) {
 				return nil, false, fmt.Errorf("decode Anthropic stream event: redacted_thinking without data: %w", ErrMalformed)
@@ -216,19 +220,18 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 				}
 			}
 		case `"input_json_delta"`:
-			if c.inSearch && ev.Index == c.searchBlock {
-				break
-			}
-			if c.inJSON && ev.Index == c.jsonBlock {
+			switch {
+			case c.open == openSearch && ev.Index == c.openIndex:
+			case c.open == openJSON && ev.Index == c.openIndex:
 				if !emptyString(ev.Delta.PartialJSON) {
 					if err := c.appendContent(ev.Delta.PartialJSON); err != nil {
 						return nil, false, err
 					}
 				}
-				break
-			}
-			if err := c.appendToolArguments(ev); err != nil {
-				return nil, false, err
+			default:
+				if err := c.appendToolArguments(ev); err != nil {
+					return nil, false, err
+				}
 			}
 		case `"thinking_delta"`:
 			if err := c.appendReasoning(ev.Delta.Thinking); err != nil {
@@ -323,7 +326,7 @@ func (c *messagesToChatStream) appendToolStart(ev *anthropicEvent) error {
 	if !quotedString(ev.ContentBlock.ID) || !quotedString(ev.ContentBlock.Name) {
 		return fmt.Errorf("decode Anthropic stream event: tool_use block without a string id and name: %w", ErrMalformed)
 	}
-	c.inTool, c.toolBlock = true, ev.Index
+	c.open = openTool
 	c.out = append(c.out, c.prefix...)
 	c.out = append(c.out, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	c.out = strconv.AppendInt(c.out, int64(c.toolCalls), 10)
@@ -339,7 +342,7 @@ func (c *messagesToChatStream) appendToolStart(ev *anthropicEvent) error {
 // appendToolArguments writes a tool_calls chunk with a piece of the open
 // tool call's arguments.
 func (c *messagesToChatStream) appendToolArguments(ev *anthropicEvent) error {
-	if !c.inTool || ev.Index != c.toolBlock {
+	if c.open != openTool || ev.Index != c.openIndex {
 		return fmt.Errorf("decode Anthropic stream event: input_json_delta for block %d, not an open tool_use block: %w", ev.Index, ErrMalformed)
 	}
 	if emptyString(ev.Delta.PartialJSON) {
