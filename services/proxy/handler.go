@@ -614,11 +614,11 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
 	case r.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
-	case r.attempts == 0 && !p.denied && r.unsupportedOp(rte):
+	case r.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
 		r.class = classRejected
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
 			fmt.Sprintf("no provider of `%s` serves %s (the gateway does not translate it)", r.model, r.ep.path))}
-	case r.attempts == 0 && !p.denied && r.unfit(rte):
+	case r.attempts == 0 && !p.denied && r.rejectedFor(rte, unfitReasons):
 		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))
 		r.logger().Warn("no target fits the request", "model", r.model, "rejected", r.rejections(rte))
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeNoMatchingTarget, msg)}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,33 +97,26 @@ func (r *request) observeLatency(step *route.Step, key *route.Key) {
 	key.Latency.Observe(ms, alpha, now)
 }
 
-// unfit reports whether the route's steps were all rejected for what the
-// request asks (a capability, a context window, a region it requires):
-// the caller's request, not the gateway's state, is why nothing serves it.
-func (r *request) unfit(rte *route.Route) bool {
-	n := 0
-	for i := range rte.Steps {
-		switch r.cur.Reason(i) {
-		case route.ReasonCapability, route.ReasonContext, route.ReasonRegion:
-			n++
-		case route.ReasonInactive, route.ReasonUnavailable, route.ReasonUnsupported:
-		default:
-			return false
-		}
-	}
-	return n > 0
-}
+// Reasons a request, not the gateway's state, is why no step can serve it.
+var (
+	// what the request asks no target has: a capability, a context
+	// window, a region it requires
+	unfitReasons = []route.Reason{route.ReasonCapability, route.ReasonContext, route.ReasonRegion}
+	// no provider of the model serves the endpoint (count tokens on an
+	// OpenAI provider, images on an Anthropic one)
+	unsupportedReasons = []route.Reason{route.ReasonUnsupported}
+)
 
-// unsupportedOp reports whether no usable step's provider serves the
-// endpoint's operation (the Responses API on Anthropic providers, count
-// tokens on OpenAI ones): the request, not the gateway's state, is why.
-func (r *request) unsupportedOp(rte *route.Route) bool {
+// rejectedFor reports whether the route's steps were all rejected for one
+// of reasons, inactive and unconfigured steps (and, when reasons do not
+// name it, steps of providers without the operation) aside, at least one.
+func (r *request) rejectedFor(rte *route.Route, reasons []route.Reason) bool {
 	n := 0
 	for i := range rte.Steps {
-		switch r.cur.Reason(i) {
-		case route.ReasonUnsupported:
+		switch why := r.cur.Reason(i); {
+		case slices.Contains(reasons, why):
 			n++
-		case route.ReasonInactive, route.ReasonUnavailable:
+		case why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported:
 		default:
 			return false
 		}
