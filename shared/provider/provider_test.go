@@ -123,6 +123,21 @@ func BenchmarkInspectEvent(b *testing.B) {
 	}
 }
 
+// TestResponsesEventAllocs: reading a Responses API event's type, named or
+// only in its data, allocates nothing (InspectEvent and IsPreamble run on
+// every event a stream relays).
+func TestResponsesEventAllocs(t *testing.T) {
+	data := []byte(`{"type":"response.output_text.delta","delta":"hello"}`)
+	for _, name := range [][]byte{nil, []byte("response.output_text.delta")} {
+		if n := testing.AllocsPerRun(100, func() {
+			InspectEvent(FormatResponses, name, data)
+			IsPreamble(FormatResponses, name, data)
+		}); n != 0 {
+			t.Errorf("event name %q: %v allocations, want 0", name, n)
+		}
+	}
+}
+
 func TestIsPreamble(t *testing.T) {
 	tests := []struct {
 		name  string

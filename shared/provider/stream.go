@@ -29,7 +29,7 @@ var (
 // carry choices and a finish_reason "error") or a "type":"error" object.
 func InspectEvent(f Format, name, data []byte) EventKind {
 	if f == FormatResponses {
-		switch responsesType(name, data) {
+		switch string(responsesType(name, data)) {
 		case "response.completed", "response.incomplete":
 			return EventTerminal
 		case "response.failed", "error":
@@ -116,7 +116,7 @@ var (
 // way for an overloaded upstream to fail) still allows failover.
 func IsPreamble(f Format, name, data []byte) bool {
 	if f == FormatResponses {
-		switch responsesType(name, data) {
+		switch string(responsesType(name, data)) {
 		case "response.created", "response.in_progress":
 			return true
 		}
@@ -144,14 +144,16 @@ func IsPreamble(f Format, name, data []byte) bool {
 }
 
 // responsesType is a Responses API event's type: its event name, else the
-// "type" its data names.
-func responsesType(name, data []byte) string {
+// "type" its data names (as written: the types are plain names). It
+// returns a slice of name or data, so that switching on it allocates
+// nothing on the stream's path.
+func responsesType(name, data []byte) []byte {
 	if len(name) > 0 {
-		return string(name)
+		return name
 	}
 	t, _, _, ok := jsonfield.Find(data, "type")
 	if !ok || len(t) < 2 || t[0] != '"' {
-		return ""
+		return nil
 	}
-	return string(t[1 : len(t)-1])
+	return t[1 : len(t)-1]
 }
