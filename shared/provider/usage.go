@@ -33,33 +33,27 @@ func (a *Adapter) RejectsStreamOptions() bool {
 // in format f (chat completions and embeddings in OpenAI's format, messages
 // in Anthropic's). ok is false when the body reports none.
 func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
-	u, _, _, found := jsonfield.Find(body, "usage")
-	if !found || len(u) == 0 || u[0] != '{' {
+	u, found := object(body, "usage")
+	if !found {
 		return usage.Tokens{}, false
 	}
 	return usageObject(f, u, usage.Tokens{})
+}
+
+// object is the top-level field key of obj when it is a JSON object.
+func object(obj []byte, key string) ([]byte, bool) {
+	v, _, _, ok := jsonfield.Find(obj, key)
+	return v, ok && len(v) > 0 && v[0] == '{'
 }
 
 // usageObject converts a usage object in format f; for Anthropic, counts
 // the object does not give keep their value in prev (message_delta gives
 // output_tokens, and in newer API versions the input counts again).
 func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
-	if f == FormatResponses {
-		in, okIn := intField(u, "input_tokens")
-		out, okOut := intField(u, "output_tokens")
-		if !okIn && !okOut {
-			return prev, false
-		}
-		var cached, reasoning int64
-		if d, _, _, ok := jsonfield.Find(u, "input_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
-			cached, _ = intField(d, "cached_tokens")
-		}
-		if d, _, _, ok := jsonfield.Find(u, "output_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
-			reasoning, _ = intField(d, "reasoning_tokens")
-		}
-		return usage.OpenAIUsage(in, cached, out, reasoning), true
-	}
-	if f == FormatAnthropic {
+	switch f {
+	case FormatResponses:
+		return openAIShape(u, prev, "input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details")
+	case FormatAnthropic:
 		in, okIn := intField(u, "input_tokens")
 		out, okOut := intField(u, "output_tokens")
 		read, okRead := intField(u, "cache_read_input_tokens")
@@ -82,19 +76,28 @@ func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
 		}
 		return t, true
 	}
-	prompt, okP := intField(u, "prompt_tokens")
-	completion, okC := intField(u, "completion_tokens")
-	if !okP && !okC {
+	return openAIShape(u, prev, "prompt_tokens", "prompt_tokens_details", "completion_tokens", "completion_tokens_details")
+}
+
+// openAIShape reads a usage object shaped as OpenAI's (chat completions
+// name its fields prompt_/completion_tokens, the Responses API input_/
+// output_tokens): the input and output counts, the cached_tokens of the
+// input's details and the reasoning_tokens of the output's. It is prev,
+// false when neither count is there.
+func openAIShape(u []byte, prev usage.Tokens, inKey, inDetails, outKey, outDetails string) (usage.Tokens, bool) {
+	in, okIn := intField(u, inKey)
+	out, okOut := intField(u, outKey)
+	if !okIn && !okOut {
 		return prev, false
 	}
 	var cached, reasoning int64
-	if d, _, _, ok := jsonfield.Find(u, "prompt_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+	if d, ok := object(u, inDetails); ok {
 		cached, _ = intField(d, "cached_tokens")
 	}
-	if d, _, _, ok := jsonfield.Find(u, "completion_tokens_details"); ok && len(d) > 0 && d[0] == '{' {
+	if d, ok := object(u, outDetails); ok {
 		reasoning, _ = intField(d, "reasoning_tokens")
 	}
-	return usage.OpenAIUsage(prompt, cached, completion, reasoning), true
+	return usage.OpenAIUsage(in, cached, out, reasoning), true
 }
 
 var (
@@ -105,53 +108,33 @@ var (
 // EventUsage reads the token usage one stream event in format f reports
 // and merges it into t: OpenAI's usage chunk (stream_options.include_usage;
 // some providers put usage on their last content chunk), Anthropic's
-// message_start (input side) and message_delta (output, cumulative). ok
-// reports that the event carried usage. usageOnly is true for an OpenAI
-// chunk that carries usage and no choices (the chunk include_usage adds).
+// message_start (input side) and message_delta (output, cumulative), the
+// Responses API's response.completed and response.incomplete (the
+// response, its usage inside). ok reports that the event carried usage.
+// usageOnly is true for an OpenAI chunk that carries usage and no choices
+// (the chunk include_usage adds).
 func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly bool) {
 	i := bytes.Index(data, usageKey)
 	if i < 0 || nullAfterKey(data[i+len(usageKey):]) {
 		return false, false // most chunks: no usage, or "usage":null
 	}
-	if f == FormatResponses {
-		// response.completed / response.incomplete carry the response,
-		// its usage inside
-		r, _, _, found := jsonfield.Find(data, "response")
-		if !found || len(r) == 0 || r[0] != '{' {
+	obj := data // the object whose usage field it is
+	switch {
+	case f == FormatResponses:
+		if obj, ok = object(data, "response"); !ok {
 			return false, false
 		}
-		u, _, _, found := jsonfield.Find(r, "usage")
-		if !found || len(u) == 0 || u[0] != '{' {
+	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && bytes.Contains(data, []byte(`"message_start"`))):
+		if obj, ok = object(data, "message"); !ok {
 			return false, false
 		}
-		var got bool
-		*t, got = usageObject(f, u, *t)
-		return got, false
 	}
-	if f == FormatAnthropic {
-		obj := data
-		if string(name) == "message_start" || name == nil && bytes.Contains(data, []byte(`"message_start"`)) {
-			m, _, _, found := jsonfield.Find(data, "message")
-			if !found || len(m) == 0 || m[0] != '{' {
-				return false, false
-			}
-			obj = m
-		}
-		u, _, _, found := jsonfield.Find(obj, "usage")
-		if !found || len(u) == 0 || u[0] != '{' {
-			return false, false
-		}
-		var got bool
-		*t, got = usageObject(f, u, *t)
-		return got, false
-	}
-	u, _, _, found := jsonfield.Find(data, "usage")
-	if !found || len(u) == 0 || u[0] != '{' {
+	u, found := object(obj, "usage")
+	if !found {
 		return false, false
 	}
-	var got bool
-	if *t, got = usageObject(f, u, *t); !got {
-		return false, false
+	if *t, ok = usageObject(f, u, *t); !ok || f != FormatOpenAI {
+		return ok, false
 	}
 	c, _, _, found := jsonfield.Find(data, "choices")
 	return true, found && bytes.Equal(bytes.TrimSpace(c), emptyChoicesJSON) || !found
