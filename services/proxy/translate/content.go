@@ -98,17 +98,16 @@ func chatContentBlocks(m *chatMessage) (blocks []anthropicBlock, isString bool, 
 }
 
 // textOnly returns the texts of blocks, failing on a block of another
-// type: where only text can go (a system prompt) it names it.
+// type: where only text can go (a system prompt, a tool result) a where
+// other than "" names it for images and documents.
 func textOnly(blocks []anthropicBlock, where string) ([]string, error) {
 	texts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
-		switch b.Type {
-		case "text":
+		switch {
+		case b.Type == "text":
 			texts = append(texts, b.Text)
-		case "image":
-			return nil, unsupported("image content in " + where)
-		case "document":
-			return nil, unsupported("document content in " + where)
+		case where != "" && (b.Type == "image" || b.Type == "document"):
+			return nil, unsupported(b.Type + " content in " + where)
 		default:
 			return nil, blockError(b.Type)
 		}
@@ -118,8 +117,8 @@ func textOnly(blocks []anthropicBlock, where string) ([]string, error) {
 
 // anthropicTexts returns the texts of an Anthropic system prompt or message
 // content: a string or an array of content blocks, of which only text blocks
-// are translated.
-func anthropicTexts(raw json.RawMessage) ([]string, error) {
+// are translated (see textOnly for where).
+func anthropicTexts(raw json.RawMessage, where string) ([]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if !present(raw) {
 		return nil, nil
@@ -136,14 +135,7 @@ func anthropicTexts(raw json.RawMessage) ([]string, error) {
 		if err := json.Unmarshal(raw, &blocks); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		texts := make([]string, 0, len(blocks))
-		for _, b := range blocks {
-			if b.Type != "text" {
-				return nil, blockError(b.Type)
-			}
-			texts = append(texts, b.Text)
-		}
-		return texts, nil
+		return textOnly(blocks, where)
 	}
 	return nil, fmt.Errorf("content is neither a string nor an array: %w", ErrMalformed)
 }

@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -330,7 +329,7 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 	} else if tc := req.ToolChoice; tc != nil && tc.Type != "none" && tc.Type != "auto" && (search == nil || tc.Type != "any") {
 		return nil, fmt.Errorf("Anthropic messages request: tool_choice without tools: %w", ErrMalformed)
 	}
-	system, err := anthropicTexts(req.System)
+	system, err := anthropicTexts(req.System, "")
 	if err != nil {
 		return nil, fmt.Errorf("Anthropic messages request: system: %w", err)
 	}
@@ -358,7 +357,7 @@ func MessagesToChat(body []byte, upstreamModel string) ([]byte, error) {
 func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessageOut, error) {
 	raw := bytes.TrimSpace(m.Content)
 	if !present(raw) || raw[0] != '[' {
-		texts, err := anthropicTexts(raw)
+		texts, err := anthropicTexts(raw, "")
 		if err != nil {
 			return nil, err
 		}
@@ -400,13 +399,9 @@ func appendChatMessages(msgs []chatMessageOut, m anthropicMessage) ([]chatMessag
 		case (b.Type == "thinking" || b.Type == "redacted_thinking") && m.Role == "assistant":
 			// Dropped: OpenAI takes no reasoning back.
 		case b.Type == "tool_result" && m.Role == "user":
-			results, err := anthropicTexts(b.Content)
+			// OpenAI tool messages hold text alone.
+			results, err := anthropicTexts(b.Content, "tool results")
 			if err != nil {
-				var ue *UnsupportedError
-				if errors.As(err, &ue) && (ue.Field == "image content" || ue.Field == "document content") {
-					// OpenAI tool messages hold text alone.
-					err = unsupported(ue.Field + " in tool results")
-				}
 				return nil, fmt.Errorf("tool_result %q: %w", b.ToolUseID, err)
 			}
 			msgs = append(msgs, chatMessageOut{Role: "tool", ToolCallID: b.ToolUseID, Content: ptr(strings.Join(nonEmpty(results), partSeparator))})
