@@ -132,7 +132,7 @@ func (e *Engine) ApplyTally(t Tally) {
 	if t.Instance == e.inst || t.Provider == "" {
 		return
 	}
-	bp := &e.policy().For(t.Provider).Breaker
+	bp := &e.Policy().For(t.Provider).Breaker
 	if !bp.Enabled || bp.ConsecutiveFailures <= 0 || bp.PerModel != (t.Model != "") {
 		return
 	}
@@ -186,8 +186,9 @@ func (e *Engine) breakerBack(scope Scope, class failure.Class) {
 // one probe is out). For the admin service.
 func (e *Engine) BreakerStates() map[string]string {
 	out := map[string]string{}
-	names := make([]string, 0, len(e.policy().Providers))
-	for name, s := range e.policy().Providers {
+	pol := e.Policy()
+	names := make([]string, 0, len(pol.Providers))
+	for name, s := range pol.Providers {
 		if s.Breaker.Enabled && s.Breaker.ConsecutiveFailures > 0 && !s.Breaker.PerModel {
 			names = append(names, name)
 		}

@@ -49,7 +49,7 @@ func (e *Engine) widenLocked(rec Record) (bool, int) {
 	if !ok {
 		return false, 0
 	}
-	threshold := e.policy().For(rec.Scope.Provider).CorrelateKeys
+	threshold := e.Policy().For(rec.Scope.Provider).CorrelateKeys
 	n := e.corr[k]
 	if threshold <= 0 || n < threshold {
 		return false, n

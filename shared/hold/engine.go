@@ -158,8 +158,6 @@ func (e *Engine) Instance() string { return e.inst }
 // it with SetPolicy).
 func (e *Engine) Policy() *Policy { return e.pol.Load() }
 
-func (e *Engine) policy() *Policy { return e.pol.Load() }
-
 // SetPolicy replaces the engine's policy (a new routing configuration
 // changed the resilience settings): holds recorded from now on follow it;
 // holds already recorded keep their due times.
@@ -269,7 +267,7 @@ func (e *Engine) localLease(en *entry) {
 	}
 	rec := en.rec
 	rec.State = StateProbing
-	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.policy().For(rec.Scope.Provider).ProbeLease)}
+	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.Policy().For(rec.Scope.Provider).ProbeLease)}
 	n := e.newEntry(rec)
 	n.pending = true
 	e.installLocked(n)

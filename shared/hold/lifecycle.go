@@ -46,7 +46,7 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if probe && e.reportProbe(provider, keyID, model, out) {
 		return
 	}
-	set := e.policy().For(provider)
+	set := e.Policy().For(provider)
 	e.breakerReport(set, provider, model, out)
 	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
@@ -146,7 +146,7 @@ func (e *Engine) newHold(scope Scope, res failure.Result, source string, now tim
 		rung = prev.Rung + 1
 		since = prev.Since
 	}
-	set := e.policy().For(scope.Provider)
+	set := e.Policy().For(scope.Provider)
 	rec := Record{
 		Version:    SchemaVersion,
 		ID:         scope.ID(),
@@ -191,7 +191,7 @@ func (e *Engine) reportProbe(provider, keyID, model string, out Outcome) bool {
 // released, and the new failure recorded on its own scope.
 func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	now := e.clock.Now()
-	set := e.policy().For(en.rec.Scope.Provider)
+	set := e.Policy().For(en.rec.Scope.Provider)
 	rec := en.rec
 	rec.Probe = nil
 	rec.RecordedBy = e.inst
@@ -325,7 +325,7 @@ func (e *Engine) tryProbe(ctx context.Context, id string, early bool) (Probe, bo
 	if !probeable(rec, now, early) {
 		return Probe{}, false, nil
 	}
-	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.policy().For(rec.Scope.Provider).ProbeLease)}
+	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.Policy().For(rec.Scope.Provider).ProbeLease)}
 	next := rec
 	next.State = StateProbing
 	next.Probe = &lease
@@ -392,7 +392,7 @@ func (e *Engine) Release(ctx context.Context, id string, source string) error {
 
 func (e *Engine) releaseEntry(en *entry, source string) chan error {
 	now := e.clock.Now()
-	set := e.policy().For(en.rec.Scope.Provider)
+	set := e.Policy().For(en.rec.Scope.Provider)
 	done := make(chan error, 1)
 	e.mu.Lock()
 	if cur := e.entries[en.rec.ID]; cur != nil {
@@ -416,7 +416,7 @@ func (e *Engine) releaseEntry(en *entry, source string) chan error {
 // release (outcome "expired"); the others adopt the stored record.
 func (e *Engine) endPin(en *entry) {
 	now := e.clock.Now()
-	set := e.policy().For(en.rec.Scope.Provider)
+	set := e.Policy().For(en.rec.Scope.Provider)
 	e.mu.Lock()
 	if e.entries[en.rec.ID] != en || en.pending || !en.rec.Pinned || en.rec.State != StateHeld {
 		e.mu.Unlock()

@@ -37,7 +37,7 @@ func (e *Engine) newEntry(rec Record) *entry {
 		en.mine = rec.State == StateProbing && rec.Probe.Owner == e.inst
 	}
 	if rec.State == StateReleased {
-		set := e.policy().For(rec.Scope.Provider)
+		set := e.Policy().For(rec.Scope.Provider)
 		en.rampUntil = rec.RampUntil.UnixNano()
 		en.rampFrom = rec.RecordedAt.UnixNano()
 		en.rampStart = set.RampStartShare
@@ -142,7 +142,7 @@ func (e *Engine) callerGrace(en *entry) int64 {
 	if e.source != SourceProxy || !en.rec.Class.Meaning().CheapCheck {
 		return 0
 	}
-	return int64(e.policy().For(en.rec.Scope.Provider).CallerGrace)
+	return int64(e.Policy().For(en.rec.Scope.Provider).CallerGrace)
 }
 
 // wantProbe asks the lease loop (once per entry) to take the probe lease.
