@@ -153,13 +153,22 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 
 // configDefault is $SWITCHYARD_CONFIG when set, else DefaultConfig.
 func configDefault(environ []string) string {
-	prefix := config.EnvConfigPath + "="
+	if v := getenv(environ, config.EnvConfigPath); v != "" {
+		return v
+	}
+	return DefaultConfig
+}
+
+// getenv is the value of the variable key in environ ("KEY=value"
+// entries; the last one wins, as with os.Getenv), "" when unset.
+func getenv(environ []string, key string) string {
+	prefix := key + "="
 	for i := len(environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(environ[i], prefix); ok && v != "" {
+		if v, ok := strings.CutPrefix(environ[i], prefix); ok {
 			return v
 		}
 	}
-	return DefaultConfig
+	return ""
 }
 
 // HealthCheck asks url (a service's /healthz) and reports an error unless
@@ -190,10 +199,8 @@ func HealthURL(flagValue string, environ []string) string {
 	if flagValue != "-" {
 		return flagValue
 	}
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "HEALTHCHECK_URL="); ok {
-			return v
-		}
+	if v := getenv(environ, "HEALTHCHECK_URL"); v != "" {
+		return v
 	}
 	return "http://127.0.0.1:8080/healthz"
 }
