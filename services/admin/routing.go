@@ -31,6 +31,9 @@ type routing struct {
 	// fingerprints of the keys' secrets, provider/key -> fingerprint, for
 	// the hold records this instance writes (pins).
 	fingerprints map[string]string
+	// shown is GET /admin/config/routing's view of cfg (but the
+	// instance's routing error and the caller's role), built once.
+	shown routingView
 }
 
 func newRouting(cfg *config.Config, version int) *routing {
@@ -44,6 +47,7 @@ func newRouting(cfg *config.Config, version int) *routing {
 			rt.fingerprints[p.Name+"/"+k.ID] = k.Value.Fingerprint()
 		}
 	}
+	rt.shown = rt.view()
 	return rt
 }
 
@@ -264,7 +268,7 @@ func (rt *routing) view() routingView {
 
 // routingInUse: GET /admin/config/routing
 func (s *Service) routingInUse(c *fiber.Ctx) error {
-	v := s.routing().view()
+	v := s.routing().shown // a copy; its slices are not written
 	v.RoutingError = s.followed.Failure()
 	v.Role = tokenRole(c)
 	return c.JSON(v)
