@@ -6,29 +6,52 @@ import (
 	"testing"
 )
 
-// TestRequestRoundTrip translates an Anthropic request to OpenAI and back:
-// what both formats can say must come back unchanged.
+// TestRequestRoundTrip translates requests to the other format and back:
+// what both formats can say must come back unchanged (want, when set, is
+// what the trip drops).
 func TestRequestRoundTrip(t *testing.T) {
-	in := `{"model":"m","system":"Be brief.","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"Bye <3"}],"max_tokens":77,"temperature":0.5,"top_p":0.8,"stop_sequences":["X","Y"],"stream":true,"metadata":{"user_id":"u1"}}`
-	chat, err := MessagesToChat([]byte(in), "gpt")
-	if err != nil {
-		t.Fatal(err)
+	toChat := func(b []byte) ([]byte, error) { return MessagesToChat(b, "gpt") }
+	toMessages := func(b []byte) ([]byte, error) { return ChatToMessages(b, "claude") }
+	backToChat := func(b []byte) ([]byte, error) { return MessagesToChat(b, "m") }
+	backToMessages := func(b []byte) ([]byte, error) { return ChatToMessages(b, "m") }
+	tests := []struct {
+		name        string
+		there, back func([]byte) ([]byte, error)
+		in, want    string
+	}{
+		// Text, sampling parameters, stop sequences, stream and user.
+		{name: "messages text", there: toChat, back: backToMessages,
+			in: `{"model":"m","system":"Be brief.","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"Bye <3"}],"max_tokens":77,"temperature":0.5,"top_p":0.8,"stop_sequences":["X","Y"],"stream":true,"metadata":{"user_id":"u1"}}`},
+		// Images and PDFs of an OpenAI request, but for the image detail
+		// (dropped).
+		{name: "chat media", there: toMessages, back: backToChat,
+			in:   `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`,
+			want: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`},
+		// And an Anthropic request's through OpenAI.
+		{name: "messages media", there: toChat, back: backToMessages,
+			in: `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/gif","data":"R0lGODlh"}},{"type":"image","source":{"type":"url","url":"https://example.com/b.png"}},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},"title":"b.pdf"},{"type":"text","text":"Which?"}]}]}`},
+		// web_search_options with a location, through Anthropic's web
+		// search tool, but for search_context_size (dropped).
+		{name: "chat web search", there: toMessages, back: backToChat,
+			in:   `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"search_context_size":"low","user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`,
+			want: `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`},
 	}
-	back, err := ChatToMessages(chat, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want, got any
-	if err := json.Unmarshal([]byte(in), &want); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(back, &got); err != nil {
-		t.Fatal(err)
-	}
-	wantJSON, _ := json.Marshal(want)
-	gotJSON, _ := json.Marshal(got)
-	if string(gotJSON) != string(wantJSON) {
-		t.Errorf("round trip\n got %s\nwant %s", gotJSON, wantJSON)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mid, err := tt.there([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := tt.back(mid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.want
+			if want == "" {
+				want = tt.in
+			}
+			roundTripJSON(t, back, []byte(want))
+		})
 	}
 }
 
@@ -66,34 +89,6 @@ func roundTripJSON(t *testing.T, got, want []byte) {
 	}
 }
 
-// TestMediaRoundTrip: images and PDFs of an OpenAI request come back
-// unchanged through Anthropic, but for the image detail (dropped).
-func TestMediaRoundTrip(t *testing.T) {
-	in := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`
-	want := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},{"type":"image_url","image_url":{"url":"data:image/webp;base64,UklGRg=="}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}]},{"role":"assistant","content":"Done"}],"max_tokens":50}`
-	msgs, err := ChatToMessages([]byte(in), "claude")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := MessagesToChat(msgs, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTripJSON(t, back, []byte(want))
-
-	// And an Anthropic request through OpenAI and back.
-	ain := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/gif","data":"R0lGODlh"}},{"type":"image","source":{"type":"url","url":"https://example.com/b.png"}},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},"title":"b.pdf"},{"type":"text","text":"Which?"}]}]}`
-	chat, err := MessagesToChat([]byte(ain), "gpt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	aback, err := ChatToMessages(chat, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTripJSON(t, aback, []byte(ain))
-}
-
 // TestThinkingResponseRoundTrip: thinking, redacted thinking, text and a
 // tool call of an Anthropic message come back unchanged through a chat
 // completion (thinking_blocks carries the signatures).
@@ -111,21 +106,4 @@ func TestThinkingResponseRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	roundTripJSON(t, back, in)
-}
-
-// TestWebSearchRoundTrip: web_search_options with a location comes back
-// unchanged through Anthropic's web search tool, but for
-// search_context_size (dropped).
-func TestWebSearchRoundTrip(t *testing.T) {
-	in := `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"search_context_size":"low","user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`
-	want := `{"model":"m","messages":[{"role":"user","content":"News?"}],"max_tokens":100,"web_search_options":{"user_location":{"type":"approximate","approximate":{"city":"Paris","country":"FR","timezone":"Europe/Paris"}}}}`
-	msgs, err := ChatToMessages([]byte(in), "claude")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := MessagesToChat(msgs, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTripJSON(t, back, []byte(want))
 }
