@@ -31,14 +31,16 @@ func MessagesResponseToChat(body []byte, model string) ([]byte, error) {
 	var thinking []anthropicBlock
 	var answer *string // the input of the json_response tool
 	var annotations []chatAnnotation
+	runes := 0 // the characters of sb, where a block's annotations start
 	for i := range in.Content {
 		b := &in.Content[i]
 		switch b.Type {
 		case "thinking", "redacted_thinking":
 			thinking = append(thinking, anthropicBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
 		case "text":
-			annotations = appendAnnotations(annotations, b, utf8.RuneCountInString(sb.String()))
+			annotations = appendAnnotations(annotations, b, runes)
 			sb.WriteString(b.Text)
+			runes += utf8.RuneCountInString(b.Text)
 		case "server_tool_use", "web_search_tool_result":
 			if b.Type == "server_tool_use" && b.Name != webSearchToolName {
 				return nil, fmt.Errorf("Anthropic message: %w", blockError(b.Type))
