@@ -46,10 +46,8 @@ type requestsQuery struct {
 // limit= (1..debug.MaxList) against now.
 func parseRequestsQuery(args map[string]string, now time.Time) (requestsQuery, error) {
 	var q requestsQuery
-	for k := range args {
-		if !slices.Contains(requestsParams, k) {
-			return q, badParam(k, "unknown parameter (want %s)", strings.Join(requestsParams, ", "))
-		}
+	if err := checkParams(args, requestsParams); err != nil {
+		return q, err
 	}
 	outcome, param := args["outcome"], "outcome"
 	if st := args["status"]; st != "" {

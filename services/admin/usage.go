@@ -109,16 +109,24 @@ func badParam(param, format string, args ...any) error {
 	return &paramError{param: param, msg: fmt.Sprintf(format, args...)}
 }
 
+// checkParams is a paramError for a parameter of args not in known.
+func checkParams(args map[string]string, known []string) error {
+	for k := range args {
+		if !slices.Contains(known, k) {
+			return badParam(k, "unknown parameter (want %s)", strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
 var usageParams = []string{"from", "to", "group_by", "interval", "client", "provider", "model", "limit"}
 
 // parseUsageQuery reads the query parameters (repeated ones joined by
 // commas) against now.
 func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) {
 	var q usageQuery
-	for k := range args {
-		if !slices.Contains(usageParams, k) {
-			return q, badParam(k, "unknown parameter (want %s)", strings.Join(usageParams, ", "))
-		}
+	if err := checkParams(args, usageParams); err != nil {
+		return q, err
 	}
 	var err error
 	q.to = now
