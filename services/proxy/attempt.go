@@ -84,12 +84,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	a := t.step.Provider.Adapter
 	up := r.rt.upstreams[t.step.Provider.Index]
 
-	timeout := up.attemptTimeout
-	deadline := time.Now().Add(timeout)
-	callerDeadline := false
-	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
-		deadline, callerDeadline = r.deadline, true
-	}
+	timeout, deadline, callerDeadline := r.attemptDeadline(up)
 
 	req := fasthttp.AcquireRequest()
 	req.SetRequestURI(a.URL(r.upstreamOp(a), t.step.Upstream))
@@ -201,6 +196,18 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
 	r.logInfo("request served", t)
 	return attemptResult{done: true}
+}
+
+// attemptDeadline is when an attempt at up gives up: after the provider's
+// attempt timeout, or at the caller's deadline when that is sooner
+// (callerDeadline).
+func (r *request) attemptDeadline(up *upstream) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
+	timeout = up.attemptTimeout
+	deadline = time.Now().Add(timeout)
+	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
+		return timeout, r.deadline, true
+	}
+	return timeout, deadline, false
 }
 
 // fail classifies a failed attempt.

@@ -174,12 +174,7 @@ keys:
 func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptError {
 	p := t.step.Provider
 	up := r.rt.upstreams[p.Index]
-	timeout := up.attemptTimeout
-	deadline := time.Now().Add(timeout)
-	callerDeadline := false
-	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
-		deadline, callerDeadline = r.deadline, true
-	}
+	timeout, deadline, callerDeadline := r.attemptDeadline(up)
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	uri := p.Adapter.Base() + "/" + rest

@@ -114,11 +114,7 @@ func (rl *relay) armIdle() {
 	if rl.conn == nil {
 		return
 	}
-	d := time.Now().Add(rl.idleFor)
-	if dl := rl.r.deadline; !dl.IsZero() && dl.Before(d) {
-		d = dl
-	}
-	_ = rl.conn.SetReadDeadline(d)
+	_ = rl.conn.SetReadDeadline(rl.r.idleDeadline(rl.idleFor))
 }
 
 // convert turns one upstream event into the caller's frames and notes
