@@ -31,6 +31,7 @@ const (
 type options struct {
 	Duration   time.Duration `json:"duration_ns"`
 	Warmup     time.Duration `json:"warmup_ns"`
+	Rounds     int           `json:"rounds"` // interleaved turns per cell
 	Modes      []modeSpec    `json:"modes"`
 	Streams    []bool        `json:"streams"`
 	Targets    []string      `json:"targets"`
@@ -162,7 +163,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		return nil, err
 	}
 	stops = append(stops, e.proxy.stop)
-	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey}
+	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey, Proc: e.proxy}
 
 	// The same proxy with one feature on, each on its own port.
 	variant := func(name string, f proxyFeatures, env []string) (*child, error) {
@@ -179,7 +180,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			return nil, err
 		}
 		stops = append(stops, c.stop)
-		e.targets[name] = target{Name: name, Addr: addr, Auth: "Bearer " + clientKey}
+		e.targets[name] = target{Name: name, Addr: addr, Auth: "Bearer " + clientKey, Proc: c}
 		return c, nil
 	}
 	if slices.Contains(o.Targets, "switchyard-metered") {
@@ -231,7 +232,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			return nil, err
 		}
 		stops = append(stops, e.baseline.stop)
-		e.targets["switchyard-base"] = target{Name: "switchyard-base", Addr: addr, Auth: "Bearer " + clientKey}
+		e.targets["switchyard-base"] = target{Name: "switchyard-base", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.baseline}
 	}
 
 	// The floor.
@@ -245,7 +246,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		return nil, err
 	}
 	stops = append(stops, e.floor.stop)
-	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey}
+	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey, Proc: e.floor}
 
 	if slices.Contains(o.Targets, "floor-nethttp") {
 		addr, err := freeAddr()
@@ -258,7 +259,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			return nil, err
 		}
 		stops = append(stops, e.floorNet.stop)
-		e.targets["floor-nethttp"] = target{Name: "floor-nethttp", Addr: addr, Auth: "Bearer " + clientKey}
+		e.targets["floor-nethttp"] = target{Name: "floor-nethttp", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.floorNet}
 	}
 	return e, nil
 }
@@ -397,21 +398,31 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	defer e.stop()
 
 	rep := &report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), ProxyKind: e.proxyKind, Options: o}
+	ts := make([]target, len(o.Targets))
+	for i, name := range o.Targets {
+		ts[i] = e.targets[name]
+	}
 	for _, m := range o.Modes {
 		for _, stream := range o.Streams {
-			for _, name := range o.Targets {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
+			body := func(t target) []byte {
+				if t.Name == "direct" {
+					return chatBody(upModel, stream)
 				}
-				model := "chain:" + benchChain
-				if name == "direct" {
-					model = upModel
-				}
-				c := measure(ctx, e.targets[name], m, stream, chatBody(model, stream), o.Warmup, o.Duration)
-				progress(o, "  %-9s %-10s %-10s %8.0f req/s  p50 %7.0fus  p99 %7.0fus  errors %d\n",
-					m.Name, kindName(stream), name, c.Throughput, c.primary().P50, c.primary().P99, c.Errors)
-				rep.Cells = append(rep.Cells, c)
+				return chatBody("chain:"+benchChain, stream)
 			}
+			cells, err := measure(ctx, ts, m, stream, body, o.Warmup, o.Duration, o.Rounds)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range cells {
+				cpu := ""
+				if c.CPU != nil {
+					cpu = fmt.Sprintf("  cpu %5.0fus/req", c.CPU.TotalUs)
+				}
+				progress(o, "  %-9s %-10s %-18s %8.0f req/s  p50 %7.0fus  p99 %7.0fus  errors %d%s\n",
+					m.Name, kindName(stream), c.Target, c.Throughput, c.primary().P50, c.primary().P99, c.Errors, cpu)
+			}
+			rep.Cells = append(rep.Cells, cells...)
 		}
 		for _, p := range []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet} {
 			if p == nil {

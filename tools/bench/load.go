@@ -20,6 +20,9 @@ type target struct {
 	Name string // direct, switchyard, floor
 	Addr string // host:port
 	Auth string // Authorization header the load generator sends
+	// Proc is the process whose CPU time and system calls are charged to
+	// the target's requests; nil for direct.
+	Proc *child
 }
 
 // modeSpec is a load pattern: sequential (one connection, closed loop),
@@ -102,12 +105,11 @@ func newLoader(t target, conns int, stream bool, body []byte) *loader {
 	}
 }
 
-// reset forgets what was recorded (after the warmup), keeping connections.
-func (l *loader) reset() {
-	l.total, l.ttft = &histogram{}, &histogram{}
-	l.ok.Store(0)
-	l.errs.Store(0)
-	l.errSample = ""
+// scratch is a loader on l's connections that records apart from l: a
+// warmup's requests are sent through it.
+func (l *loader) scratch() *loader {
+	return &loader{hc: l.hc, uri: l.uri, auth: l.auth, body: l.body, stream: l.stream,
+		total: &histogram{}, ttft: &histogram{}}
 }
 
 func (l *loader) fail(err error) {
@@ -293,6 +295,7 @@ type cellResult struct {
 	Target      string   `json:"target"`
 	OfferedRPS  float64  `json:"offered_rps,omitempty"`
 	Connections int      `json:"connections"`
+	Rounds      int      `json:"rounds"`
 	Seconds     float64  `json:"seconds"`
 	OK          uint64   `json:"ok"`
 	Errors      uint64   `json:"errors"`
@@ -300,6 +303,32 @@ type cellResult struct {
 	Throughput  float64  `json:"throughput_rps"`
 	Latency     summary  `json:"latency"`
 	TTFT        *summary `json:"ttft,omitempty"`
+	// CPU is what the target's process used while it was measured (not
+	// during warmups), per request; nil for direct.
+	CPU *cpuCost `json:"cpu,omitempty"`
+}
+
+// cpuCost is a process's CPU time and system calls over the requests it
+// served while measured.
+type cpuCost struct {
+	Process  string  `json:"process"`
+	Used     usage   `json:"used"`
+	Requests uint64  `json:"requests"`
+	UserUs   float64 `json:"user_us_per_request"`
+	SysUs    float64 `json:"sys_us_per_request"`
+	TotalUs  float64 `json:"cpu_us_per_request"` // user + sys
+	Syscalls float64 `json:"syscalls_per_request"`
+}
+
+func newCPUCost(process string, u usage, requests uint64) *cpuCost {
+	c := &cpuCost{Process: process, Used: u, Requests: requests}
+	if requests > 0 {
+		n := float64(requests)
+		c.UserUs, c.SysUs = us(u.User)/n, us(u.Sys)/n
+		c.TotalUs = c.UserUs + c.SysUs
+		c.Syscalls = float64(u.Reads+u.Writes) / n
+	}
+	return c
 }
 
 // primary is the latency the comparisons use: time to first token for a
@@ -311,24 +340,79 @@ func (c *cellResult) primary() summary {
 	return c.Latency
 }
 
-// measure warms the target up in mode m, then measures it for d.
-func measure(ctx context.Context, t target, m modeSpec, stream bool, body []byte, warmup, d time.Duration) cellResult {
-	l := newLoader(t, m.Conns, stream, body)
-	defer l.hc.CloseIdleConnections()
-	if warmup > 0 {
-		l.run(ctx, m, warmup)
-		l.reset()
+// rewarm is the warmup of a target before each round after its first:
+// the connections are open already, this only brings the process back
+// to the load after another target's turn.
+const rewarm = 250 * time.Millisecond
+
+// measure measures the targets in mode m, interleaved: rounds turns, each
+// target measured for d/rounds per turn, the order rotating by one each
+// round (so no target is always measured first, or right after the same
+// other), each turn after a warmup (the whole warmup on a target's first
+// turn, at most rewarm after). A target's latencies, counts and process
+// usage add up over its turns. Interleaving spreads the machine's drift
+// (other processes, heat, the upstream's own state) over every target
+// instead of charging it to whichever ran at the time.
+func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body func(target) []byte, warmup, d time.Duration, rounds int) ([]cellResult, error) {
+	type run struct {
+		t       target
+		l       *loader
+		elapsed time.Duration
+		used    usage
 	}
-	elapsed := l.run(ctx, m, d)
-	res := cellResult{
-		Mode: m.Name, Stream: stream, Target: t.Name, OfferedRPS: m.Rate, Connections: m.Conns,
-		Seconds: elapsed.Seconds(), OK: l.ok.Load(), Errors: l.errs.Load(), ErrorSample: l.errSample,
-		Latency: l.total.Summary(),
+	runs := make([]*run, len(ts))
+	for i, t := range ts {
+		runs[i] = &run{t: t, l: newLoader(t, m.Conns, stream, body(t))}
+		defer runs[i].l.hc.CloseIdleConnections()
 	}
-	res.Throughput = float64(res.OK) / elapsed.Seconds()
-	if stream {
-		s := l.ttft.Summary()
-		res.TTFT = &s
+	turn := d / time.Duration(rounds)
+	for r := range rounds {
+		for j := range runs {
+			ru := runs[(j+r)%len(runs)]
+			if w := warmup; w > 0 {
+				if r > 0 {
+					w = min(w, rewarm)
+				}
+				ru.l.scratch().run(ctx, m, w)
+			}
+			var before usage
+			if p := ru.t.Proc; p != nil {
+				u, err := p.usage()
+				if err != nil {
+					return nil, err
+				}
+				before = u
+			}
+			ru.elapsed += ru.l.run(ctx, m, turn)
+			if p := ru.t.Proc; p != nil {
+				u, err := p.usage()
+				if err != nil {
+					return nil, err
+				}
+				ru.used = ru.used.add(u.sub(before))
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return res
+	out := make([]cellResult, len(runs))
+	for i, ru := range runs {
+		l := ru.l
+		res := cellResult{
+			Mode: m.Name, Stream: stream, Target: ru.t.Name, OfferedRPS: m.Rate, Connections: m.Conns, Rounds: rounds,
+			Seconds: ru.elapsed.Seconds(), OK: l.ok.Load(), Errors: l.errs.Load(), ErrorSample: l.errSample,
+			Latency: l.total.Summary(),
+		}
+		res.Throughput = float64(res.OK) / ru.elapsed.Seconds()
+		if stream {
+			s := l.ttft.Summary()
+			res.TTFT = &s
+		}
+		if p := ru.t.Proc; p != nil {
+			res.CPU = newCPUCost(p.name, ru.used, res.OK+res.Errors)
+		}
+		out[i] = res
+	}
+	return out, nil
 }

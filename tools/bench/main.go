@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	duration := fs.Duration("duration", 5*time.Second, "measured time per cell (mode x kind x target)")
 	warmup := fs.Duration("warmup", time.Second, "warmup before each cell, same load, not recorded")
+	rounds := fs.Int("rounds", 3, "interleaved turns per cell: each target measured for duration/rounds per turn, the order rotating each round")
 	short := fs.Bool("short", false, "1 s cells after a 250 ms warmup (overrides -duration and -warmup)")
 	modes := fs.String("modes", "seq,rate2000,rate5000,sat64", "comma-separated modes: seq, rate<N> (N requests/s, open loop), sat<N> (N connections, closed loop)")
 	kinds := fs.String("kinds", "nonstream,stream", "comma-separated request kinds: nonstream, stream")
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	o := options{
-		Duration: *duration, Warmup: *warmup, Latency: *latency, Chunks: *chunks,
+		Duration: *duration, Warmup: *warmup, Rounds: *rounds, Latency: *latency, Chunks: *chunks,
 		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr,
 	}
 	if *baseline != "" {
@@ -93,8 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *short {
 		o.Duration, o.Warmup = time.Second, 250*time.Millisecond
 	}
-	if o.Duration <= 0 || o.Warmup < 0 || *workers <= 0 || *chunks <= 0 || *latency < 0 {
-		return errors.New("-duration, -workers and -chunks must be > 0; -warmup and -latency >= 0")
+	if o.Duration <= 0 || o.Rounds <= 0 || o.Warmup < 0 || *workers <= 0 || *chunks <= 0 || *latency < 0 {
+		return errors.New("-duration, -rounds, -workers and -chunks must be > 0; -warmup and -latency >= 0")
 	}
 	for _, m := range splitList(*modes) {
 		spec, err := parseMode(m, *workers)

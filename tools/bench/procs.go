@@ -151,6 +151,10 @@ type memory struct {
 	RSSKiB int64 `json:"vm_rss_kib"` // resident set now
 }
 
+func (c *child) usage() (usage, error) {
+	return readUsage(c.cmd.Process.Pid)
+}
+
 func (c *child) memory() (memory, error) {
 	return readMemory(c.cmd.Process.Pid)
 }
@@ -202,4 +206,70 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// usage is what a process has used so far: CPU time from /proc/<pid>/stat
+// (user and system, all its threads, exited ones included) and system
+// calls from /proc/<pid>/io (read-like and write-like: socket reads and
+// writes are most of a proxy's).
+type usage struct {
+	User   time.Duration `json:"user_ns"`
+	Sys    time.Duration `json:"sys_ns"`
+	Reads  uint64        `json:"read_syscalls"`
+	Writes uint64        `json:"write_syscalls"`
+}
+
+// clockTick is the unit of /proc/<pid>/stat's times: USER_HZ is 100 on
+// every Linux architecture the bench runs on.
+const clockTick = 10 * time.Millisecond
+
+func (u usage) add(v usage) usage {
+	return usage{User: u.User + v.User, Sys: u.Sys + v.Sys, Reads: u.Reads + v.Reads, Writes: u.Writes + v.Writes}
+}
+
+func (u usage) sub(v usage) usage {
+	return usage{User: u.User - v.User, Sys: u.Sys - v.Sys, Reads: u.Reads - v.Reads, Writes: u.Writes - v.Writes}
+}
+
+func readUsage(pid int) (usage, error) {
+	var u usage
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, fmt.Errorf("read CPU time of pid %d: %w", pid, err)
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so
+	// the fields are counted from the last ')'. utime and stime are the
+	// 14th and 15th fields, the 12th and 13th after comm.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return u, fmt.Errorf("read CPU time of pid %d: unexpected /proc/%d/stat", pid, pid)
+	}
+	for j, d := range []*time.Duration{&u.User, &u.Sys} {
+		n, err := strconv.ParseInt(f[11+j], 10, 64)
+		if err != nil {
+			return u, fmt.Errorf("read CPU time of pid %d: %w", pid, err)
+		}
+		*d = time.Duration(n) * clockTick
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return u, fmt.Errorf("read system calls of pid %d: %w", pid, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		var dst *uint64
+		switch k {
+		case "syscr":
+			dst = &u.Reads
+		case "syscw":
+			dst = &u.Writes
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil {
+			return u, fmt.Errorf("read system calls of pid %d: %s: %w", pid, k, err)
+		}
+	}
+	return u, nil
 }

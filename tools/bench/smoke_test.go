@@ -64,7 +64,8 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50",
 		"Cost of metering and plan limits", "seq nonstream: metering and plan limits, added p50",
-		"Cost of OTel trace export", "seq nonstream: OTel traces, added p50", "OTLP sink"} {
+		"Cost of OTel trace export", "seq nonstream: OTel traces, added p50", "OTLP sink",
+		"CPU time of the process serving each target", "sat64 stream: throughput / floor's"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -84,6 +85,9 @@ func TestSmoke(t *testing.T) {
 	for _, c := range rep.Cells {
 		if c.Errors != 0 || c.OK == 0 {
 			t.Errorf("%s %s %s: %d ok, %d errors (%s)", c.Mode, kindName(c.Stream), c.Target, c.OK, c.Errors, c.ErrorSample)
+		}
+		if (c.CPU == nil) != (c.Target == "direct") || (c.CPU != nil && (c.CPU.Requests != c.OK || c.CPU.Syscalls <= 0)) {
+			t.Errorf("%s %s %s: process usage %+v (want one for every target but direct, over its requests)", c.Mode, kindName(c.Stream), c.Target, c.CPU)
 		}
 		if c.Stream && (c.TTFT == nil || c.TTFT.P50 <= 0 || c.TTFT.P50 > c.Latency.P50) {
 			t.Errorf("%s stream %s: ttft %+v, total %+v", c.Mode, c.Target, c.TTFT, c.Latency)

@@ -187,6 +187,13 @@ func TestCompareAndChecks(t *testing.T) {
 	cell := func(mode, target string, p50, p99, rps float64) cellResult {
 		return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
 	}
+	streamCell := func(mode, target string, ttft50, rps, cpu float64) cellResult {
+		c := cellResult{Mode: mode, Stream: true, Target: target, Throughput: rps, TTFT: &summary{P50: ttft50, P99: ttft50}}
+		if target != "direct" {
+			c.CPU = &cpuCost{TotalUs: cpu}
+		}
+		return c
+	}
 	cells := []cellResult{
 		cell("seq", "direct", 1000, 1200, 900),
 		cell("seq", "switchyard", 1050, 1400, 850),
@@ -195,10 +202,25 @@ func TestCompareAndChecks(t *testing.T) {
 		cell("rate2000", "switchyard", 1200, 3000, 2000),
 		cell("sat64", "direct", 3000, 9000, 10000),
 		cell("sat64", "switchyard", 6000, 12000, 5000),
+		cell("sat64", "floor", 5000, 11000, 5400),
+		streamCell("seq", "direct", 1000, 900, 0),
+		streamCell("seq", "switchyard", 1110, 800, 90),
+		streamCell("seq", "floor", 1100, 820, 100),
+		streamCell("sat64", "direct", 3000, 8000, 0),
+		streamCell("sat64", "switchyard", 5000, 4000, 150),
+		streamCell("sat64", "floor", 4800, 4400, 120),
 	}
 	cmps := compare(cells)
-	if len(cmps) != 3 {
-		t.Fatalf("%d comparisons, want 3", len(cmps))
+	if len(cmps) != 5 {
+		t.Fatalf("%d comparisons, want 5", len(cmps))
+	}
+	if s := cmps[3]; s.Kind != "stream" || s.Metric != "ttft" || s.OverheadP50 == nil || *s.OverheadP50 != 1.1 ||
+		s.CPUXFloor == nil || *s.CPUXFloor != 0.9 {
+		t.Fatalf("seq stream comparison %+v", s)
+	}
+	if s := cmps[4]; s.ThroughputXFloor == nil || *s.ThroughputXFloor < 0.909 || *s.ThroughputXFloor > 0.91 ||
+		s.CPUXFloor == nil || *s.CPUXFloor != 1.25 {
+		t.Fatalf("sat64 stream comparison %+v", s)
 	}
 	seq := cmps[0]
 	if seq.Switchyard.AddedP50 != 50 || seq.Floor.AddedP50 != 20 {
@@ -215,10 +237,15 @@ func TestCompareAndChecks(t *testing.T) {
 		got[c.Name] = c.Pass
 	}
 	want := map[string]bool{
-		"seq nonstream: added p50":           true,  // 50 <= 60
-		"seq nonstream: added p50 / floor's": true,  // 2.5 <= 3
-		"rate2000 nonstream: added p99":      false, // 1500 > 1000
-		"sat64 nonstream: throughput":        true,  // 50 % >= 45 %
+		"seq nonstream: added p50":              true,  // 50 <= 60
+		"seq nonstream: added p50 / floor's":    false, // 2.5 > 1.1
+		"rate2000 nonstream: added p99":         false, // 1500 > 1000
+		"sat64 nonstream: throughput":           true,  // 50 % >= 45 %
+		"sat64 nonstream: throughput / floor's": true,  // 5000/5400 = 0.926 >= 1/1.1
+		"seq stream ttft: added p50":            false, // 110 > 60
+		"seq stream ttft: added p50 / floor's":  true,  // 1.1 <= 1.2
+		"sat64 stream: throughput":              true,  // 50 % >= 45 %
+		"sat64 stream: throughput / floor's":    false, // 0.91 < 0.95
 	}
 	if len(got) != len(want) {
 		t.Fatalf("checks %v, want %v", got, want)
