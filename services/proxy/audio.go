@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -102,12 +101,18 @@ func formWithModel(body []byte, contentType, model string) ([]byte, error) {
 }
 
 // binaryRelay streams a binary answer (speech) to the caller as the
-// upstream sends it, each read bounded by the stream idle timeout.
+// upstream sends it, each read bounded by the stream idle timeout. It is
+// the response's body stream, read by the server in the connection's
+// goroutine (each read one chunk, flushed); Close ends the request.
 type binaryRelay struct {
-	r    *request
-	t    target
-	resp *fasthttp.Response
-	conn *trackedConn
+	r      *request
+	t      target
+	resp   *fasthttp.Response
+	conn   *trackedConn
+	body   io.Reader
+	atEOF  bool // the upstream body was read to its end
+	cut    bool // a read failed: the next one reports it
+	closed bool
 }
 
 func (br *binaryRelay) start(c *fiber.Ctx) {
@@ -118,49 +123,66 @@ func (br *binaryRelay) start(c *fiber.Ctx) {
 		ct = "application/octet-stream"
 	}
 	c.Set(fiber.HeaderContentType, ct)
-	c.Context().SetBodyStreamWriter(br.run)
+	br.body = br.resp.BodyStream()
+	c.Context().Response.SetBodyStream(br, -1)
 }
 
-func (br *binaryRelay) run(w *bufio.Writer) {
+// errAudioCut fails the caller's chunked body when the upstream's audio
+// stops part-way: the caller's client sees the answer end without its
+// last chunk, not a shorter file that looks whole.
+var errAudioCut = errors.New("the upstream audio stream was cut")
+
+func (br *binaryRelay) Read(p []byte) (int, error) {
 	r := br.r
-	up := r.rt.upstreams[br.t.step.Provider.Index]
-	atEOF := false
-	defer func() {
-		closeBodyStream(br.resp, atEOF)
-		fasthttp.ReleaseResponse(br.resp)
-		r.finish(http.StatusOK)
-	}()
-	body := br.resp.BodyStream()
-	buf := make([]byte, 32<<10)
-	for {
-		if br.conn != nil {
-			_ = br.conn.SetReadDeadline(r.idleDeadline(up.streamIdle))
-		}
-		n, err := body.Read(buf)
-		if n > 0 {
-			r.noteStream(buf[:n])
-			if _, werr := w.Write(buf[:n]); werr != nil || w.Flush() != nil {
-				r.cancelled = true
-				return
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			atEOF = true
-			r.streamDone = true
-			return
-		}
-		if err != nil {
-			r.class = classStreamIncomplete // the audio stopped part-way
-			r.logger().Warn("audio cut", "provider", br.t.step.Provider.Name, "err", err)
-			return
-		}
+	if br.cut {
+		return 0, errAudioCut
 	}
+	if br.conn != nil {
+		_ = br.conn.SetReadDeadline(r.idleDeadline(time.Now(), r.rt.upstreams[br.t.step.Provider.Index].streamIdle))
+	}
+	n, err := br.body.Read(p)
+	if n > 0 {
+		r.noteStream(p[:n])
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		br.atEOF, r.streamDone = true, true
+		if n > 0 {
+			return n, nil
+		}
+		return 0, io.EOF
+	case err != nil:
+		r.class = classStreamIncomplete // the audio stopped part-way
+		r.logger().Warn("audio cut", "provider", br.t.step.Provider.Name, "err", err)
+		br.cut = true
+		if n > 0 {
+			return n, nil
+		}
+		return 0, errAudioCut
+	}
+	return n, nil
+}
+
+// Close ends the request once the audio is written, or the caller is
+// gone (then the upstream connection is closed, not pooled).
+func (br *binaryRelay) Close() error {
+	if br.closed {
+		return nil
+	}
+	br.closed = true
+	if !br.atEOF && br.r.class != classStreamIncomplete {
+		br.r.cancelled = true
+	}
+	closeBodyStream(br.resp, br.atEOF)
+	fasthttp.ReleaseResponse(br.resp)
+	br.r.finish(http.StatusOK)
+	return nil
 }
 
 // idleDeadline is when a read of a streamed answer gives up: idle after
 // the last byte, never past the request's deadline.
-func (r *request) idleDeadline(idle time.Duration) time.Time {
-	d := time.Now().Add(idle)
+func (r *request) idleDeadline(now time.Time, idle time.Duration) time.Time {
+	d := now.Add(idle)
 	if dl := r.deadline; !dl.IsZero() && dl.Before(d) {
 		d = dl
 	}

@@ -51,6 +51,24 @@ type proxyMetrics struct {
 	passiveSent, passiveDropped prometheus.Counter
 	models                      sync.Map // resolved model name -> label value (a string of its own)
 	statuses                    [600]string
+	// The series in use, by label values: a vector's own lookup hashes
+	// every value byte by byte and takes a lock on each call; these are
+	// one map read. Their label values are bounded like the vectors'.
+	requestSeries sync.Map // requestLabels -> prometheus.Counter
+	latencySeries sync.Map // provider -> prometheus.Observer
+	ttftSeries    sync.Map // provider -> prometheus.Observer
+}
+
+// requestLabels are switchyard_requests_total's label values.
+type requestLabels struct{ endpoint, model, provider, status, class string }
+
+// series returns the vector's child for key, made once by with.
+func series[K comparable, V any](m *sync.Map, key K, with func() V) V {
+	if v, ok := m.Load(key); ok {
+		return v.(V)
+	}
+	v, _ := m.LoadOrStore(key, with())
+	return v.(V)
 }
 
 func newProxyMetrics(s *Service) *proxyMetrics {
@@ -127,15 +145,18 @@ func (m *proxyMetrics) request(r *request, status int) {
 	if status >= 0 && status < len(m.statuses) {
 		st = m.statuses[status]
 	}
-	m.requests.WithLabelValues(r.ep.name, model, provider, st, class).Inc()
+	k := requestLabels{r.ep.name, model, provider, st, class}
+	series(&m.requestSeries, k, func() prometheus.Counter {
+		return m.requests.WithLabelValues(k.endpoint, k.model, k.provider, k.status, k.class)
+	}).Inc()
 }
 
 func (m *proxyMetrics) upstreamLatency(provider string, d time.Duration) {
-	m.latency.WithLabelValues(provider).Observe(d.Seconds())
+	series(&m.latencySeries, provider, func() prometheus.Observer { return m.latency.WithLabelValues(provider) }).Observe(d.Seconds())
 }
 
 func (m *proxyMetrics) firstToken(provider string, d time.Duration) {
-	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+	series(&m.ttftSeries, provider, func() prometheus.Observer { return m.ttft.WithLabelValues(provider) }).Observe(d.Seconds())
 }
 
 func (m *proxyMetrics) passiveReports(sent, dropped int) {

@@ -44,8 +44,9 @@ type relay struct {
 	// (stream_options.include_usage) and the caller did not: the usage
 	// chunk is read, not relayed.
 	dropUsage bool
-	upErr     bool // the upstream reported an error in the stream
-	atEOF     bool // the upstream body was read to its end
+	upErr     bool      // the upstream reported an error in the stream
+	armed     time.Time // when the read deadline was last set (armIdle)
+	atEOF     bool      // the upstream body was read to its end
 }
 
 // maxPreamble bounds the opening events held back before a stream is
@@ -96,6 +97,9 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			// status error (no transport error: the exchange worked).
 			return r.fail(t, &attemptError{stream: true, header: header, body: data})
 		}
+		if rl.first == nil {
+			rl.first = make([]byte, 0, 2*len(ev.Raw)+256) // the opening events, usually the first content too
+		}
 		rl.first = append(rl.first, rl.convert(ev)...)
 		held++
 		if !provider.IsPreamble(pf, ev.Name, ev.Data) || held >= maxPreamble {
@@ -109,12 +113,20 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 
 // armIdle bounds the next upstream read by the streaming idle timeout (and
 // the caller's deadline): a stalled upstream read fails with a deadline
-// error instead of hanging.
+// error instead of hanging. Events that arrive close together share one
+// deadline: it moves only once idleFor/16 has passed since it was set, so
+// a stall fails after between 15/16 of idleFor and idleFor, and a burst
+// of events costs one timer update instead of one per event.
 func (rl *relay) armIdle() {
 	if rl.conn == nil {
 		return
 	}
-	_ = rl.conn.SetReadDeadline(rl.r.idleDeadline(rl.idleFor))
+	now := time.Now()
+	if !rl.armed.IsZero() && now.Sub(rl.armed) < rl.idleFor/16 {
+		return
+	}
+	rl.armed = now
+	_ = rl.conn.SetReadDeadline(rl.r.idleDeadline(now, rl.idleFor))
 }
 
 // convert turns one upstream event into the caller's frames and notes

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -294,8 +295,8 @@ func TestResponsesTranslated(t *testing.T) {
 }
 
 // Streams cut short: a legacy completions stream ends with one error event
-// in the OpenAI format, a speech answer with what arrived (the request
-// counted as a stream cut, not as served).
+// in the OpenAI format, a speech answer with what arrived and no final
+// chunk (the request counted as a stream cut, not as served).
 func TestWiderSurfaceCutStreams(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		c.Providers[0].Models = append(c.Providers[0].Models,
@@ -314,9 +315,11 @@ func TestWiderSurfaceCutStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audio, _ := io.ReadAll(resp.Body)
+	audio, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(audio) == 0 {
-		t.Fatalf("cut speech: %d, %d bytes", resp.StatusCode, len(audio))
+	// The caller's body ends without its last chunk: its client reports
+	// the cut instead of a shorter file that looks whole.
+	if resp.StatusCode != 200 || len(audio) == 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut speech: %d, %d bytes, read error %v (want unexpected EOF)", resp.StatusCode, len(audio), err)
 	}
 }
