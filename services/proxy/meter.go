@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,13 @@ type meter struct {
 	cost   *prometheus.CounterVec
 	// unpriced counts requests whose model has no price (cost unknown).
 	unpriced *prometheus.CounterVec
+	// The series in use, by label values (see proxyMetrics).
+	tokenSeries, costSeries, unpricedSeries sync.Map // meterLabels -> prometheus.Counter
 }
+
+// meterLabels are the label values of the meter's series (kind only for
+// tokens, client not for unpriced).
+type meterLabels struct{ provider, model, client, kind string }
 
 // tokenKinds are the token categories of switchyard_tokens_total.
 var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "reasoning"}
@@ -83,14 +90,21 @@ func (m *meter) observe(rec *usage.Record) {
 		t := rec.Tokens
 		for i, n := range [...]int64{t.Input, t.CachedInput, t.CacheWrite, t.Output, t.Reasoning} {
 			if n > 0 {
-				m.tokens.WithLabelValues(rec.Provider, rec.Model, client, tokenKinds[i]).Add(float64(n))
+				k := meterLabels{rec.Provider, rec.Model, client, tokenKinds[i]}
+				series(&m.tokenSeries, k, func() prometheus.Counter {
+					return m.tokens.WithLabelValues(k.provider, k.model, k.client, k.kind)
+				}).Add(float64(n))
 			}
 		}
 		switch {
 		case rec.CostUSD != nil:
-			m.cost.WithLabelValues(rec.Provider, rec.Model, client).Add(*rec.CostUSD)
+			k := meterLabels{provider: rec.Provider, model: rec.Model, client: client}
+			series(&m.costSeries, k, func() prometheus.Counter {
+				return m.cost.WithLabelValues(k.provider, k.model, k.client)
+			}).Add(*rec.CostUSD)
 		case t != (usage.Tokens{}):
-			m.unpriced.WithLabelValues(rec.Provider, rec.Model).Inc()
+			k := meterLabels{provider: rec.Provider, model: rec.Model}
+			series(&m.unpricedSeries, k, func() prometheus.Counter { return m.unpriced.WithLabelValues(k.provider, k.model) }).Inc()
 		}
 	}
 	if m.pub != nil {
