@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"unicode/utf8"
 
@@ -24,7 +23,7 @@ type bodyError struct {
 // for chat, whether the caller asked for a stream. The body must be a JSON
 // object every parser reads the same way (no duplicate keys at any depth).
 func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bodyError) {
-	if !json.Valid(body) {
+	if !jsonfield.Valid(body) {
 		return "", false, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
 	}
 	if err := jsonfield.CheckKeys(body, readFields...); err != nil {

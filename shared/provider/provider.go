@@ -5,7 +5,6 @@ package provider
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -277,7 +276,7 @@ func ValidResponse(f Format, op Op, body []byte) error {
 	if len(b) == 0 {
 		return fmt.Errorf("%w: empty body", ErrInvalidResponse)
 	}
-	if b[0] != '{' || !json.Valid(b) {
+	if b[0] != '{' || !jsonfield.Valid(b) {
 		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
 	}
 	field := "choices" // chat and completions

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"switchyard.dev/shared/jsonfield"
 )
 
 // Mask replaces what is masked.
@@ -97,7 +99,7 @@ func Text(b []byte, secrets ...string) []byte {
 // (so it stays valid JSON with the same structure), or all of it when it
 // is not JSON. It returns b itself when nothing needed masking.
 func Body(b []byte, secrets ...string) []byte {
-	if !json.Valid(b) {
+	if !jsonfield.Valid(b) {
 		return Text(b, secrets...)
 	}
 	var out []byte // nil until something changes

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"switchyard.dev/shared/jsonfield"
 )
 
 // maxErrorText bounds the message taken from an error body that is not JSON
@@ -179,7 +181,7 @@ func anthropicErrorTypeForStatus(status int) string {
 // body itself when it is short text, else the status text.
 func fallbackMessage(status int, body []byte) string {
 	text := bytes.TrimSpace(body)
-	if len(text) > 0 && !json.Valid(text) {
+	if len(text) > 0 && !jsonfield.Valid(text) {
 		if len(text) > maxErrorText {
 			text = text[:maxErrorText] // marshal mends a cut rune
 		}
