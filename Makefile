@@ -5,6 +5,8 @@
 GO      ?= go
 BIN     ?= bin
 CONFIG  ?= configs/gateway.yaml
+# Peer gateways `make bench` measures beside Switchyard (tools/bench: portkey).
+PEERS   ?=
 
 MODULES := shared services/proxy services/prober services/admin tools
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
@@ -64,8 +66,8 @@ lint: ## gofmt check and go vet on every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## run the load benchmark (tools/bench)
-	$(GO) run ./tools/bench
+bench: ## run the load benchmark (tools/bench); PEERS=portkey adds peer gateways
+	$(GO) run ./tools/bench $(if $(PEERS),-peers $(PEERS))
 
 tidy: ## go mod tidy in every module, then sync the workspace
 	@for m in $(MODULES); do echo "tidy $$m"; (cd $$m && $(GO) mod tidy) || exit 1; done

@@ -41,6 +41,8 @@ type options struct {
 	Upstream   string        `json:"upstream"`                 // binary, harness
 	CPUProfile string        `json:"-"`                        // proxy CPU profile (harness)
 	Baseline   string        `json:"baseline_proxy,omitempty"` // prebuilt proxy binary: target switchyard-base
+	Peers      []string      `json:"peers,omitempty"`          // other gateways (peers.go)
+	Wasted     int           `json:"wasted,omitempty"`         // requests per phase of the wasted-calls mode (wasted.go); 0: off
 	Out        string        `json:"-"`
 	Progress   io.Writer     `json:"-"`
 }
@@ -57,6 +59,8 @@ type env struct {
 	proxyKind              string // binary or harness
 	targets                map[string]target
 	stop                   func()
+
+	peers map[string]*child // the -peers, by name
 }
 
 // setup starts the upstream, the proxy and the floor, each in its own
@@ -261,6 +265,16 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		stops = append(stops, e.floorNet.stop)
 		e.targets["floor-nethttp"] = target{Name: "floor-nethttp", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.floorNet}
 	}
+
+	peers, peerTargets, err := startPeers(ctx, o, dir, upstreamURL)
+	if err != nil {
+		return nil, err
+	}
+	for name, c := range peers {
+		stops = append(stops, c.stop)
+		e.targets[name] = peerTargets[name]
+	}
+	e.peers = peers
 	return e, nil
 }
 
@@ -371,6 +385,7 @@ type report struct {
 	// result at the end of the run; OTLPSink what switchyard-otel exported.
 	DebugBundles map[string]float64 `json:"debug_bundles,omitempty"`
 	OTLPSink     *sinkStats         `json:"otlp_sink,omitempty"`
+	Wasted       *wastedReport      `json:"wasted_calls,omitempty"` // -wasted
 }
 
 type memSample struct {
@@ -408,6 +423,9 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				if t.Name == "direct" {
 					return chatBody(upModel, stream)
 				}
+				if t.Model != "" {
+					return chatBody(t.Model, stream)
+				}
 				return chatBody("chain:"+benchChain, stream)
 			}
 			cells, err := measure(ctx, ts, m, stream, body, o.Warmup, o.Duration, o.Rounds)
@@ -424,7 +442,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 			}
 			rep.Cells = append(rep.Cells, cells...)
 		}
-		for _, p := range []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet} {
+		for _, p := range append([]*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet}, peerProcs(o, e)...) {
 			if p == nil {
 				continue
 			}
@@ -433,6 +451,11 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				return nil, err
 			}
 			rep.Memory = append(rep.Memory, memSample{After: m.Name, Process: p.name, memory: mem})
+		}
+	}
+	if o.Wasted > 0 {
+		if rep.Wasted, err = runWasted(ctx, o, root, dir, e); err != nil {
+			return nil, err
 		}
 	}
 	rep.Compare = compare(rep.Cells)

@@ -19,7 +19,11 @@ import (
 type target struct {
 	Name string // direct, switchyard, floor
 	Addr string // host:port
-	Auth string // Authorization header the load generator sends
+	Auth string // Authorization header the load generator sends ("": none)
+	// Model is the model the requests ask for ("": the run's default);
+	// Headers are extra request headers (a peer's configuration).
+	Model   string
+	Headers []header
 	// Proc is the process whose CPU time and system calls are charged to
 	// the target's requests; nil for direct.
 	Proc *child
@@ -72,6 +76,7 @@ type loader struct {
 	hc     *fasthttp.HostClient
 	uri    string
 	auth   string
+	extra  []header // more request headers
 	body   []byte
 	stream bool
 
@@ -98,6 +103,7 @@ func newLoader(t target, conns int, stream bool, body []byte) *loader {
 		},
 		uri:    "http://" + t.Addr + "/v1/chat/completions",
 		auth:   t.Auth,
+		extra:  t.Headers,
 		body:   body,
 		stream: stream,
 		total:  &histogram{},
@@ -108,7 +114,7 @@ func newLoader(t target, conns int, stream bool, body []byte) *loader {
 // scratch is a loader on l's connections that records apart from l: a
 // warmup's requests are sent through it.
 func (l *loader) scratch() *loader {
-	return &loader{hc: l.hc, uri: l.uri, auth: l.auth, body: l.body, stream: l.stream,
+	return &loader{hc: l.hc, uri: l.uri, auth: l.auth, extra: l.extra, body: l.body, stream: l.stream,
 		total: &histogram{}, ttft: &histogram{}}
 }
 
@@ -151,7 +157,12 @@ func (l *loader) do(buf *[]byte) (time.Time, error) {
 	req.SetRequestURI(l.uri)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
-	req.Header.Set(fasthttp.HeaderAuthorization, l.auth)
+	if l.auth != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, l.auth)
+	}
+	for _, h := range l.extra {
+		req.Header.Set(h.Name, h.Value)
+	}
 	req.SetBodyRaw(l.body)
 	if err := l.hc.Do(req, resp); err != nil {
 		return time.Time{}, err

@@ -49,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	proxyKind := fs.String("proxy", "auto", "how to run Switchyard: binary (services/proxy/cmd/proxy), harness (proxy.New in a child of this binary), auto (binary when it exists)")
 	upstreamKind := fs.String("upstream", "binary", "how to run the fake provider: binary (tools/cmd/fakeprovider) or harness (a child of this binary)")
 	baseline := fs.String("baseline-proxy", "", "a prebuilt proxy binary (say, of an earlier commit) measured as target switchyard-base, side by side with the current one")
+	peers := fs.String("peers", "", "comma-separated peer gateways, measured as targets of their own name: portkey (npm @portkey-ai/gateway, installed on demand under the user cache directory; needs node and npm)")
+	wasted := fs.Int("wasted", 0, "after the latency cells, the wasted-calls mode: N sequential requests per gateway (switchyard and each peer) configured to fall back from a revoked key to a good one, counting the revoked key's upstream calls (0: off)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file (implies -proxy=harness)")
 	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
 	// Hidden: the helper processes.
@@ -82,7 +84,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	o := options{
 		Duration: *duration, Warmup: *warmup, Rounds: *rounds, Latency: *latency, Chunks: *chunks,
-		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr,
+		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr, Wasted: *wasted,
+	}
+	var err error
+	if o.Peers, err = parsePeers(*peers); err != nil {
+		return err
+	}
+	if o.Wasted < 0 {
+		return errors.New("-wasted must be >= 0")
 	}
 	if *baseline != "" {
 		p, err := filepath.Abs(*baseline)
@@ -117,12 +126,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, t := range splitList(*targets) {
 		switch t {
 		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "floor", "floor-nethttp":
+		case "portkey": // a peer, started as with -peers
+			if !slices.Contains(o.Peers, t) {
+				o.Peers = append(o.Peers, t)
+			}
 		case "switchyard-base":
 			if o.Baseline == "" {
 				return errors.New("target switchyard-base needs -baseline-proxy")
 			}
 		default:
-			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-base, floor or floor-nethttp)", t)
+			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-base, floor, floor-nethttp or portkey)", t)
 		}
 		o.Targets = append(o.Targets, t)
 	}
@@ -143,6 +156,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		o.Proxy, o.CPUProfile = "harness", p
+	}
+	for _, p := range o.Peers {
+		if !slices.Contains(o.Targets, p) {
+			o.Targets = append(o.Targets, p)
+		}
 	}
 	if o.Baseline != "" && !slices.Contains(o.Targets, "switchyard-base") {
 		o.Targets = append(o.Targets, "switchyard-base")

@@ -334,6 +334,12 @@ func printReport(w io.Writer, r *report) error {
 		fmt.Fprintf(w, "\nOTLP sink (switchyard-otel's exporter): %d POST /v1/traces, %d bytes received\n", s.Requests, s.Bytes)
 	}
 
+	if r.Wasted != nil {
+		if err := printWasted(w, r.Wasted); err != nil {
+			return err
+		}
+	}
+
 	fmt.Fprintln(w, "\nResident memory (VmHWM peak / VmRSS now, MiB), after each mode:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "after\tprocess\tpeak\tnow\t")
