@@ -244,8 +244,11 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	if err != nil {
 		return nil, err
 	}
-	e.floor, err = startChild(ctx, "floor", floorAddr, self, []string{"-floor-listen", floorAddr,
-		"-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0]}, nil)
+	floorArgs := []string{"-floor-listen", floorAddr, "-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0]}
+	if o.CPUProfile != "" {
+		floorArgs = append(floorArgs, "-child-cpuprofile", o.CPUProfile+".floor")
+	}
+	e.floor, err = startChild(ctx, "floor", floorAddr, self, floorArgs, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ import (
 // fasthttp client, sets one upstream key, and copies status, content type
 // and body back; an event stream is relayed read by read with a flush
 // after each. No routing, no parsing, no retries.
-func serveFloor(ctx context.Context, listen, upstream, key string) error {
+func serveFloor(ctx context.Context, listen, upstream, key, cpuprofile string) error {
 	client := &fasthttp.Client{
 		StreamResponseBody:       true,
 		MaxConnsPerHost:          4096,
@@ -93,7 +93,11 @@ func serveFloor(ctx context.Context, listen, upstream, key string) error {
 		})
 		return nil
 	})
-	return serveApp(ctx, app, listen)
+	stop, err := startCPUProfile(cpuprofile)
+	if err != nil {
+		return err
+	}
+	return errors.Join(serveApp(ctx, app, listen), stop())
 }
 
 // serveFloorNetHTTP is the floor with net/http's client (the one

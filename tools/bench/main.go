@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	baseline := fs.String("baseline-proxy", "", "a prebuilt proxy binary (say, of an earlier commit) measured as target switchyard-base, side by side with the current one")
 	peers := fs.String("peers", "", "comma-separated peer gateways, measured as targets of their own name: portkey (npm @portkey-ai/gateway, installed on demand under the user cache directory; needs node and npm)")
 	wasted := fs.Int("wasted", 0, "after the latency cells, the wasted-calls mode: N sequential requests per gateway (switchyard and each peer) configured to fall back from a revoked key to a good one, counting the revoked key's upstream calls (0: off)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file (implies -proxy=harness)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, and one of the floor to this file + .floor (implies -proxy=harness)")
 	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
 	// Hidden: the helper processes.
 	floorListen := fs.String("floor-listen", "", "")
@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case *floorListen != "" && *floorClient == "nethttp":
 		return serveFloorNetHTTP(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *floorListen != "":
-		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey)
+		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey, *childProfile)
 	case *proxyConfig != "":
 		return serveProxyHarness(ctx, *proxyConfig, *childProfile)
 	case *upstreamListen != "":
