@@ -7,6 +7,8 @@ BIN     ?= bin
 CONFIG  ?= configs/gateway.yaml
 # Peer gateways `make bench` measures beside Switchyard (tools/bench: portkey).
 PEERS   ?=
+# Requests per phase of the bench's wasted-calls mode (0: off).
+WASTED  ?= 1050
 
 MODULES := shared services/proxy services/prober services/admin tools
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
@@ -66,8 +68,8 @@ lint: ## gofmt check and go vet on every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## run the load benchmark (tools/bench); PEERS=portkey adds peer gateways
-	$(GO) run ./tools/bench $(if $(PEERS),-peers $(PEERS))
+bench: ## run the load benchmark (tools/bench); PEERS=portkey adds peer gateways, WASTED=N sets the wasted-calls mode's requests (0: off)
+	$(GO) run ./tools/bench $(if $(PEERS),-peers $(PEERS)) -wasted $(WASTED)
 
 tidy: ## go mod tidy in every module, then sync the workspace
 	@for m in $(MODULES); do echo "tidy $$m"; (cd $$m && $(GO) mod tidy) || exit 1; done
