@@ -246,3 +246,31 @@ func TestLoaderHeaders(t *testing.T) {
 		l.hc.CloseIdleConnections()
 	}
 }
+
+// Peers are measured in closed-loop modes only: an open-loop rate beyond a
+// peer's capacity would leave it a backlog running into the next turn.
+func TestPeersSkipOpenLoopModes(t *testing.T) {
+	ts := []target{{Name: "direct"}, {Name: "switchyard"}, {Name: "portkey"}, {Name: "floor"}}
+	names := func(ts []target) string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tt := range []struct {
+		mode, want string
+	}{
+		{"seq", "direct,switchyard,portkey,floor"},
+		{"sat64", "direct,switchyard,portkey,floor"},
+		{"rate2000", "direct,switchyard,floor"},
+	} {
+		m, err := parseMode(tt.mode, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(modeTargets(options{}, ts, m)); got != tt.want {
+			t.Errorf("%s: targets %s, want %s", tt.mode, got, tt.want)
+		}
+	}
+}
