@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -97,14 +98,14 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	}
 	switch {
 	case r.stream:
-		req.Header.Set("Accept", "text/event-stream")
+		req.Header.SetCanonical(hdrAccept, acceptEventStream)
 	case r.ep.op == provider.OpSpeech || r.ep.op == provider.OpTranscriptions:
-		req.Header.Set("Accept", "*/*")
+		req.Header.SetCanonical(hdrAccept, acceptAny)
 	default:
-		req.Header.Set("Accept", "application/json")
+		req.Header.SetCanonical(hdrAccept, acceptJSON)
 	}
 	req.Header.SetUserAgent(userAgent)
-	req.Header.Set(headerRequestID, r.id)
+	req.Header.SetCanonical(hdrRequestID, bytesOf(r.id)) // visible ASCII (requestID)
 	if withIdem && r.idemKey != "" {
 		req.Header.Set("Idempotency-Key", r.idemKey)
 	}
@@ -236,11 +237,35 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.provider = t.step.Provider.Name
 	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
-	c.Set(headerProvider, t.step.Provider.Name)
-	c.Set(headerKeyID, t.key.ID)
+	h := &c.Response().Header
+	// Provider names and key ids are validated identifiers; a model name
+	// may come from the caller (unlisted models): c.Set strips line breaks.
+	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
+	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
 	c.Set(headerModel, t.step.Model)
-	c.Set(headerAttempts, itoa(r.attempts))
+	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.attempts)))
 }
+
+// Header names in canonical form and fixed values, set without fasthttp's
+// per-call normalizing copy.
+var (
+	hdrAccept         = []byte("Accept")
+	hdrRequestID      = []byte(headerRequestID)
+	hdrProvider       = []byte(headerProvider)
+	hdrKeyID          = []byte(headerKeyID)
+	hdrAttempts       = []byte(headerAttempts)
+	hdrCacheControl   = []byte(fiber.HeaderCacheControl)
+	hdrAccelBuffering = []byte("X-Accel-Buffering")
+	acceptEventStream = []byte("text/event-stream")
+	acceptJSON        = []byte("application/json")
+	acceptAny         = []byte("*/*")
+	noCache           = []byte("no-cache")
+	no                = []byte("no")
+)
+
+// bytesOf is s's bytes without a copy, for a fasthttp setter that copies
+// what it is given (SetCanonical): never written to, never kept.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // decide maps a failure to the proxy's next move: a transport error per
 // retry.on_transport_errors (a timeout always rotates), then the operator's retry.on_statuses and

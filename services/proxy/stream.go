@@ -89,7 +89,8 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		if len(ev.Data) == 0 && len(ev.Name) == 0 { // comments, keep-alives
 			continue
 		}
-		if provider.InspectEvent(pf, ev.Name, ev.Data) == provider.EventError {
+		kind := provider.InspectEvent(pf, ev.Name, ev.Data)
+		if kind == provider.EventError {
 			data := append([]byte(nil), ev.Data...)
 			header := headerOf(&resp.Header)
 			abort(false)
@@ -100,7 +101,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		if rl.first == nil {
 			rl.first = make([]byte, 0, 2*len(ev.Raw)+256) // the opening events, usually the first content too
 		}
-		rl.first = append(rl.first, rl.convert(ev)...)
+		rl.first = append(rl.first, rl.convertKind(ev, kind)...)
 		held++
 		if !provider.IsPreamble(pf, ev.Name, ev.Data) || held >= maxPreamble {
 			break
@@ -132,13 +133,17 @@ func (rl *relay) armIdle() {
 // convert turns one upstream event into the caller's frames and notes
 // terminal and error events.
 func (rl *relay) convert(ev sse.Event) []byte {
+	return rl.convertKind(ev, provider.InspectEvent(rl.upFormat, ev.Name, ev.Data))
+}
+
+// convertKind is convert of an event whose kind is known.
+func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 	if got, only := provider.EventUsage(rl.upFormat, ev.Name, ev.Data, &rl.r.tokens); got {
 		rl.r.tokensOK = true
 		if only && rl.dropUsage {
 			return nil
 		}
 	}
-	kind := provider.InspectEvent(rl.upFormat, ev.Name, ev.Data)
 	if kind == provider.EventError {
 		rl.upErr = true
 	}
@@ -194,9 +199,10 @@ func (rl *relay) masked(frames []byte) []byte {
 func (rl *relay) start(c *fiber.Ctx) {
 	rl.r.setServedBy(c, rl.t)
 	c.Status(http.StatusOK)
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
+	h := &c.Response().Header
+	h.SetContentTypeBytes(acceptEventStream)
+	h.SetCanonical(hdrCacheControl, noCache)
+	h.SetCanonical(hdrAccelBuffering, no)
 	c.Context().SetBodyStreamWriter(rl.run)
 }
 

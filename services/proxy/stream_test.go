@@ -20,6 +20,15 @@ func TestStreamRelayedChunkByChunk(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("status %d content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	for name, want := range map[string]string{"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+		"X-Switchyard-Provider": "fake-openai", "X-Switchyard-Model": "demo-model", "X-Switchyard-Attempts": "1"} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if resp.Header.Get("X-Switchyard-Key-Id") == "" || !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
+		t.Errorf("key id %q, request id %q", resp.Header.Get("X-Switchyard-Key-Id"), resp.Header.Get("X-Request-Id"))
+	}
 	if len(events) < 7 || events[len(events)-1].data != "[DONE]" {
 		t.Fatalf("events: %+v", events)
 	}
