@@ -363,7 +363,11 @@ func printReport(w io.Writer, r *report) error {
 		if c.Pass {
 			mark = "pass"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%.1f %s\ttarget %s\t\n", mark, c.Name, c.Value, c.Unit, c.Target)
+		prec := 1
+		if c.Unit == "x" {
+			prec = 2 // multiples near their limit (1.1x, 0.95x)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.*f %s\ttarget %s\t\n", mark, c.Name, prec, c.Value, c.Unit, c.Target)
 	}
 	return tw.Flush()
 }
