@@ -330,7 +330,11 @@ func (r *request) record(status int) {
 	if r.routed {
 		rec := r.usageRecord(status)
 		r.done(&rec)
-		r.s.meter.observe(&rec)
+		model := rec.Model
+		if r.route != nil && r.route.Dynamic {
+			model = unlistedModelLabel // callers name these: no label per name
+		}
+		r.s.meter.observe(&rec, model)
 		if r.trace.on {
 			r.recBuf = rec
 			r.rec = &r.recBuf

@@ -80,8 +80,14 @@ func priceEntries(prices []config.Price) []usage.Entry {
 	return out
 }
 
-// observe counts a finished record in Prometheus and queues it.
-func (m *meter) observe(rec *usage.Record) {
+// unlistedModelLabel is the model label of the meter's series for a model
+// a provider serves unlisted (allow_unlisted_models): callers name those,
+// and a label per name would grow without bound.
+const unlistedModelLabel = "*"
+
+// observe counts a request's tokens and cost in the series of model (the
+// label value of rec.Model) and queues its usage record.
+func (m *meter) observe(rec *usage.Record, model string) {
 	if rec.Provider != "" && rec.Attempts > 0 {
 		client := rec.ClientID
 		if client == "" {
@@ -90,7 +96,7 @@ func (m *meter) observe(rec *usage.Record) {
 		t := rec.Tokens
 		for i, n := range [...]int64{t.Input, t.CachedInput, t.CacheWrite, t.Output, t.Reasoning} {
 			if n > 0 {
-				k := meterLabels{rec.Provider, rec.Model, client, tokenKinds[i]}
+				k := meterLabels{rec.Provider, model, client, tokenKinds[i]}
 				series(&m.tokenSeries, k, func() prometheus.Counter {
 					return m.tokens.WithLabelValues(k.provider, k.model, k.client, k.kind)
 				}).Add(float64(n))
@@ -98,12 +104,12 @@ func (m *meter) observe(rec *usage.Record) {
 		}
 		switch {
 		case rec.CostUSD != nil:
-			k := meterLabels{provider: rec.Provider, model: rec.Model, client: client}
+			k := meterLabels{provider: rec.Provider, model: model, client: client}
 			series(&m.costSeries, k, func() prometheus.Counter {
 				return m.cost.WithLabelValues(k.provider, k.model, k.client)
 			}).Add(*rec.CostUSD)
 		case t != (usage.Tokens{}):
-			k := meterLabels{provider: rec.Provider, model: rec.Model}
+			k := meterLabels{provider: rec.Provider, model: model}
 			series(&m.unpricedSeries, k, func() prometheus.Counter { return m.unpriced.WithLabelValues(k.provider, k.model) }).Inc()
 		}
 	}

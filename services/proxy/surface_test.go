@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -177,6 +178,21 @@ func TestUnlistedModels(t *testing.T) {
 	}
 	if c := f.openai.Calls(); c[len(c)-1].Model != "brand-new-model" {
 		t.Fatalf("sent as %q", c[len(c)-1].Model)
+	}
+	// Callers name these models: no metric series per name.
+	m, err := servicetest.Scrape(f.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(m, "brand-new-model") || !strings.Contains(m, `model="fake-openai/*"`) ||
+		!strings.Contains(m, `switchyard_tokens_total{client="team",kind="output",model="*",provider="fake-openai"}`) {
+		var lines []string
+		for l := range strings.Lines(m) {
+			if strings.Contains(l, "fake-openai") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("metrics of an unlisted model:\n%s", strings.Join(lines, ""))
 	}
 	if st, _, body := rawCall(t, f, "/v1/chat/completions", `{"model":"fake-anthropic/brand-new-model","messages":[{"role":"user","content":"hi"}]}`); st != 404 {
 		t.Fatalf("a provider without allow_unlisted_models: %d %s", st, body)
