@@ -335,23 +335,7 @@ prices:
 			metering += "telemetry:\n  traces: none\n"
 		}
 	}
-	return metering + fmt.Sprintf(`log:
-  level: warn
-  format: json
-nats:
-  url: %q
-  embedded:
-    listen: 127.0.0.1:0
-    store_dir: %q
-proxy:
-  listen: %s
-admin:
-  listen: 127.0.0.1:0
-prober:
-  listen: 127.0.0.1:0
-limits:
-  max_in_flight: 4096
-providers:
+	return metering + proxyProcess(listen, natsURL, filepath.Join(dir, "nats-unused")) + fmt.Sprintf(`providers:
   - name: upstream
     type: openai
     base_url: %s
@@ -370,7 +354,31 @@ clients:
   - id: bench
     secret: env:BENCH_CLIENT_KEY
     models: ["*"]
-`, natsURL, filepath.Join(dir, "nats-unused"), listen, upstreamURL, upModel, benchChain, upModel) + plan
+`, upstreamURL, upModel, benchChain, upModel) + plan
+}
+
+// proxyProcess is the part of a bench proxy's configuration that is about
+// the process: warn-level JSON logs, NATS at natsURL (the embedded
+// server's settings unused), the listeners (only the proxy's on a known
+// address), and an in-flight limit above anything the bench offers.
+func proxyProcess(listen, natsURL, storeDir string) string {
+	return fmt.Sprintf(`log:
+  level: warn
+  format: json
+nats:
+  url: %q
+  embedded:
+    listen: 127.0.0.1:0
+    store_dir: %q
+proxy:
+  listen: %s
+admin:
+  listen: 127.0.0.1:0
+prober:
+  listen: 127.0.0.1:0
+limits:
+  max_in_flight: 4096
+`, natsURL, storeDir, listen)
 }
 
 // report is everything one run measured.

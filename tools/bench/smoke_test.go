@@ -70,14 +70,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("results JSON: %v", err)
-	}
+	rep := readResults(t, out)
 	// modes x kinds x targets (direct, switchyard, switchyard-metered, switchyard-otel, floor)
 	if got, want := len(rep.Cells), 4*2*5; got != want {
 		t.Fatalf("%d cells, want %d", got, want)
@@ -103,4 +96,18 @@ func TestSmoke(t *testing.T) {
 	if len(rep.Checks) == 0 {
 		t.Error("no targets checked")
 	}
+}
+
+// readResults reads the JSON results file a run wrote.
+func readResults(t *testing.T, path string) report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("results JSON: %v", err)
+	}
+	return rep
 }

@@ -69,58 +69,42 @@ type wastedReport struct {
 // single over the good one alone; otherwise as proxyConfig's baseline
 // (metering, debug bundles and traces off).
 func wastedProxyConfig(listen, upstreamURL, natsURL, dir string) string {
-	return fmt.Sprintf(`log:
-  level: warn
-  format: json
-metering:
+	return proxyProcess(listen, natsURL, filepath.Join(dir, "nats-wasted-unused")) + fmt.Sprintf(`metering:
   enabled: false
 debug:
   enabled: false
 telemetry:
   traces: none
-nats:
-  url: %q
-  embedded:
-    listen: 127.0.0.1:0
-    store_dir: %q
-proxy:
-  listen: %s
-admin:
-  listen: 127.0.0.1:0
-prober:
-  listen: 127.0.0.1:0
-limits:
-  max_in_flight: 4096
 providers:
   - name: revoked
     type: openai
-    base_url: %[4]s
+    base_url: %[1]s
     keys:
       - id: r1
         secret: env:BENCH_WASTED_REVOKED_KEY
     models:
-      - name: %[5]s
+      - name: %[2]s
   - name: good
     type: openai
-    base_url: %[4]s
+    base_url: %[1]s
     keys:
       - id: g1
         secret: env:BENCH_WASTED_GOOD_KEY
     models:
-      - name: %[5]s
+      - name: %[2]s
 chains:
-  %[6]s:
+  %[3]s:
     steps:
-      - target: revoked/%[5]s
-      - target: good/%[5]s
-  %[7]s:
+      - target: revoked/%[2]s
+      - target: good/%[2]s
+  %[4]s:
     steps:
-      - target: good/%[5]s
+      - target: good/%[2]s
 clients:
   - id: bench
     secret: env:BENCH_CLIENT_KEY
     models: ["*"]
-`, natsURL, filepath.Join(dir, "nats-wasted-unused"), listen, upstreamURL, upModel, wastedChain, singleChain)
+`, upstreamURL, upModel, wastedChain, singleChain)
 }
 
 // wastedUpstreamConfig is the fake provider's configuration for the mode:

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,14 +61,7 @@ func TestWastedCalls(t *testing.T) {
 	if !strings.Contains(stdout.String(), "Wasted calls: 50 sequential") {
 		t.Errorf("report lacks the wasted-calls table:\n%s", stdout.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("results JSON: %v", err)
-	}
+	rep := readResults(t, out)
 	w := rep.Wasted
 	if w == nil || w.Requests != n || len(w.Targets) != 1 || w.Targets[0].Target != "switchyard" {
 		t.Fatalf("wasted calls %+v", w)
