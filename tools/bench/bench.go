@@ -453,7 +453,11 @@ func runBench(ctx context.Context, o options) (*report, error) {
 			}
 			rep.Cells = append(rep.Cells, cells...)
 		}
-		for _, p := range append([]*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet}, peerProcs(o, e)...) {
+		procs := []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet}
+		if m.Kind != "open" { // peers are not measured in open-loop modes
+			procs = append(procs, peerProcs(o, e)...)
+		}
+		for _, p := range procs {
 			if p == nil {
 				continue
 			}

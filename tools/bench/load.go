@@ -29,6 +29,14 @@ type target struct {
 	Proc *child
 }
 
+// usage is what the target's process has used so far (zero for direct).
+func (t target) usage() (usage, error) {
+	if t.Proc == nil {
+		return usage{}, nil
+	}
+	return t.Proc.usage()
+}
+
 // modeSpec is a load pattern: sequential (one connection, closed loop),
 // open (a fixed arrival rate, bounded in-flight workers), or closed
 // (saturation: Conns connections sending back to back).
@@ -80,10 +88,11 @@ type loader struct {
 	body   []byte
 	stream bool
 
-	total *histogram // end of the answer, from the intended send time
-	ttft  *histogram // first content chunk (streams), from the same origin
-	ok    atomic.Uint64
-	errs  atomic.Uint64
+	total  *histogram // end of the answer, from the intended send time
+	ttft   *histogram // first content chunk (streams), from the same origin
+	ok     atomic.Uint64
+	errs   atomic.Uint64
+	unsent atomic.Uint64 // of errs: requests never sent
 
 	mu        sync.Mutex
 	errSample string
@@ -116,6 +125,13 @@ func newLoader(t target, conns int, stream bool, body []byte) *loader {
 func (l *loader) scratch() *loader {
 	return &loader{hc: l.hc, uri: l.uri, auth: l.auth, extra: l.extra, body: l.body, stream: l.stream,
 		total: &histogram{}, ttft: &histogram{}}
+}
+
+// failUnsent counts a request that was never sent (an open loop's
+// backlog at the end): an error, but no work of the target's process.
+func (l *loader) failUnsent(err error) {
+	l.unsent.Add(1)
+	l.fail(err)
 }
 
 func (l *loader) fail(err error) {
@@ -265,7 +281,7 @@ func (l *loader) openLoop(ctx context.Context, rate float64, workers int, d, gra
 			buf := make([]byte, 0, 4<<10)
 			for at := range jobs {
 				if ctx.Err() != nil {
-					l.fail(fmt.Errorf("not sent within %s of the end: %w", grace, ctx.Err()))
+					l.failUnsent(fmt.Errorf("not sent within %s of the end: %w", grace, ctx.Err()))
 					continue
 				}
 				l.one(at, &buf)
@@ -282,7 +298,7 @@ func (l *loader) openLoop(ctx context.Context, rate float64, workers int, d, gra
 		}
 	}
 	for ; sent < sched.n; sent++ {
-		l.fail(fmt.Errorf("not scheduled: %w", ctx.Err()))
+		l.failUnsent(fmt.Errorf("not scheduled: %w", ctx.Err()))
 	}
 	close(jobs)
 	wg.Wait()
@@ -358,8 +374,8 @@ const rewarm = 250 * time.Millisecond
 
 // measure measures the targets in mode m, interleaved: rounds turns, each
 // target measured for d/rounds per turn, the order rotating by one each
-// round (so no target is always measured first, or right after the same
-// other), each turn after a warmup (the whole warmup on a target's first
+// round and reversed on odd rounds (so no target is always measured
+// first, nor always right after the same other), each turn after a warmup (the whole warmup on a target's first
 // turn, at most rewarm after). A target's latencies, counts and process
 // usage add up over its turns. Interleaving spreads the machine's drift
 // (other processes, heat, the upstream's own state) over every target
@@ -379,6 +395,9 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 	turn := d / time.Duration(rounds)
 	for r := range rounds {
 		for j := range runs {
+			if r%2 == 1 {
+				j = len(runs) - 1 - j
+			}
 			ru := runs[(j+r)%len(runs)]
 			if w := warmup; w > 0 {
 				if r > 0 {
@@ -386,22 +405,16 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				}
 				ru.l.scratch().run(ctx, m, w)
 			}
-			var before usage
-			if p := ru.t.Proc; p != nil {
-				u, err := p.usage()
-				if err != nil {
-					return nil, err
-				}
-				before = u
+			before, err := ru.t.usage()
+			if err != nil {
+				return nil, err
 			}
 			ru.elapsed += ru.l.run(ctx, m, turn)
-			if p := ru.t.Proc; p != nil {
-				u, err := p.usage()
-				if err != nil {
-					return nil, err
-				}
-				ru.used = ru.used.add(u.sub(before))
+			after, err := ru.t.usage()
+			if err != nil {
+				return nil, err
 			}
+			ru.used = ru.used.add(after.sub(before))
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -421,7 +434,7 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 			res.TTFT = &s
 		}
 		if p := ru.t.Proc; p != nil {
-			res.CPU = newCPUCost(p.name, ru.used, res.OK+res.Errors)
+			res.CPU = newCPUCost(p.name, ru.used, res.OK+res.Errors-l.unsent.Load())
 		}
 		out[i] = res
 	}

@@ -146,6 +146,7 @@ func ensurePortkey(ctx context.Context, o options, cache string) (string, error)
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ictx, npm, args...)
+	cmd.WaitDelay = 5 * time.Second // a child of npm holding the output pipes must not block Wait
 	cmd.Dir = tmp
 	var out tail
 	out.max = 4 << 10
@@ -157,6 +158,9 @@ func ensurePortkey(ctx context.Context, o options, cache string) (string, error)
 		return "", fmt.Errorf("peer portkey: %q did not install @portkey-ai/gateway@%s with @hono/node-server@%s (found %q and %q)",
 			"npm "+strings.Join(args, " "), portkeyVersion, portkeyNodeServer,
 			installedVersion(tmp, "@portkey-ai/gateway"), installedVersion(tmp, "@hono/node-server"))
+	}
+	if portkeyInstalled(dir) { // another run installed it meanwhile (and may be running it)
+		return dir, nil
 	}
 	if err := os.RemoveAll(dir); err != nil { // a stale or partial install
 		return "", fmt.Errorf("peer portkey: %w", err)
