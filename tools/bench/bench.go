@@ -57,8 +57,13 @@ type env struct {
 	otel                   *child // only with the switchyard-otel target
 	sink                   *otlpSink
 	proxyKind              string // binary or harness
-	targets                map[string]target
-	stop                   func()
+	// How a proxy process of this run is started (bin with args(config)),
+	// and the private NATS server's URL it connects to ("" for the harness).
+	proxyBin  string
+	proxyArgs func(cfg string) []string
+	natsURL   string
+	targets   map[string]target
+	stop      func()
 
 	peers map[string]*child // the -peers, by name
 }
@@ -159,6 +164,7 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		}
 		proxyArgs = func(cfg string) []string { return []string{"-config", cfg} }
 	}
+	e.proxyBin, e.proxyArgs, e.natsURL = proxyBin, proxyArgs, natsURL
 	args := proxyArgs(cfgPath)
 	if e.proxyKind != "binary" && o.CPUProfile != "" {
 		args = append(args, "-child-cpuprofile", o.CPUProfile)

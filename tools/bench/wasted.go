@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 	"time"
-
-	"switchyard.dev/shared/natsembed"
 )
 
 // The wasted-calls mode (-wasted N): each gateway is configured to fall
@@ -155,27 +153,14 @@ func runWasted(ctx context.Context, o options, root, dir string, e *env) (_ *was
 	if err != nil {
 		return nil, err
 	}
-	natsURL := ""
-	proxyBin, args := "", []string(nil)
+	// The run's proxy binary (or harness) and private NATS server: its
+	// providers here (revoked, good) are its own, so no hold of the
+	// latency cells' proxies concerns it.
 	cfgPath := filepath.Join(dir, "switchyard-wasted.yaml")
-	if e.proxyKind == "binary" {
-		ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats-wasted"), ServerName: "bench-wasted"})
-		if err != nil {
-			return nil, err
-		}
-		stops = append(stops, func() { natsembed.Stop(ns) })
-		natsURL = ns.ClientURL()
-		proxyBin, args = filepath.Join(dir, "switchyard-proxy"), []string{"-config", cfgPath}
-	} else {
-		if proxyBin, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find own executable: %w", err)
-		}
-		args = []string{"-proxy-config", cfgPath}
-	}
-	if err := os.WriteFile(cfgPath, []byte(wastedProxyConfig(proxyAddr, upstreamURL, natsURL, dir)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(wastedProxyConfig(proxyAddr, upstreamURL, e.natsURL, dir)), 0o600); err != nil {
 		return nil, fmt.Errorf("write wasted-calls proxy config: %w", err)
 	}
-	proxy, err := startChild(ctx, "switchyard-wasted", proxyAddr, proxyBin, args, []string{
+	proxy, err := startChild(ctx, "switchyard-wasted", proxyAddr, e.proxyBin, e.proxyArgs(cfgPath), []string{
 		"BENCH_WASTED_REVOKED_KEY=" + wastedRevokedKey,
 		"BENCH_WASTED_GOOD_KEY=" + wastedGoodKey,
 		"BENCH_CLIENT_KEY=" + clientKey,
