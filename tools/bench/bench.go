@@ -504,7 +504,7 @@ func modeTargets(o options, ts []target, m modeSpec) []target {
 	}
 	out := make([]target, 0, len(ts))
 	for _, t := range ts {
-		if slices.Contains(knownPeers, t.Name) {
+		if isPeer(t.Name) {
 			progress(o, "  %-9s %s: not measured in open-loop modes (peers run in seq and sat<N>)\n", m.Name, t.Name)
 			continue
 		}

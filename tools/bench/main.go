@@ -124,18 +124,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, t := range splitList(*targets) {
-		switch t {
-		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "floor", "floor-nethttp":
-		case "portkey": // a peer, started as with -peers
+		if isPeer(t) { // a peer, started as with -peers
 			if !slices.Contains(o.Peers, t) {
 				o.Peers = append(o.Peers, t)
 			}
+			o.Targets = append(o.Targets, t)
+			continue
+		}
+		switch t {
+		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "floor", "floor-nethttp":
 		case "switchyard-base":
 			if o.Baseline == "" {
 				return errors.New("target switchyard-base needs -baseline-proxy")
 			}
 		default:
-			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-base, floor, floor-nethttp or portkey)", t)
+			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-base, floor, floor-nethttp or a peer: %s)", t, strings.Join(knownPeers, ", "))
 		}
 		o.Targets = append(o.Targets, t)
 	}

@@ -19,14 +19,35 @@ import (
 // (-peers, or a peer's name in -targets), into a cache directory outside
 // the repository, and are never a test dependency.
 
-// knownPeers are the peers the bench can run.
+// knownPeers are the peers the bench can run, in the order they are named.
 var knownPeers = []string{"portkey"}
+
+// peer is how the bench runs one peer gateway and points it at the
+// upstream: start its process; single is the peer serving with one key,
+// fallback the peer configured to try keys in order with its own
+// fallback mechanism.
+type peer struct {
+	start    func(ctx context.Context, o options, dir string) (*child, error)
+	single   func(c *child, upstreamURL, key string) target
+	fallback func(c *child, upstreamURL string, keys ...string) target
+}
+
+// isPeer reports whether name is a known peer.
+func isPeer(name string) bool {
+	_, ok := peers[name]
+	return ok
+}
+
+// peers are the known peers by name.
+var peers = map[string]peer{
+	"portkey": {start: startPortkey, single: portkeyTarget, fallback: portkeyFallbackTarget},
+}
 
 // parsePeers reads -peers: a comma list of known peers.
 func parsePeers(s string) ([]string, error) {
 	var out []string
 	for _, p := range splitList(s) {
-		if !slices.Contains(knownPeers, p) {
+		if !isPeer(p) {
 			return nil, fmt.Errorf("unknown peer %q (want %s)", p, strings.Join(knownPeers, ", "))
 		}
 		if !slices.Contains(out, p) {
@@ -284,42 +305,22 @@ func portkeyFallbackTarget(c *child, upstreamURL string, keys ...string) target 
 // the peers' processes (to stop) and their targets.
 func startPeers(ctx context.Context, o options, dir, upstreamURL string) (map[string]*child, map[string]target, error) {
 	procs, targets := map[string]*child{}, map[string]target{}
-	for _, p := range o.Peers {
-		switch p {
-		case "portkey":
-			c, err := startPortkey(ctx, o, dir)
-			if err != nil {
-				for _, c := range procs {
-					c.stop()
-				}
-				return nil, nil, err
-			}
-			procs[p] = c
-			targets[p] = portkeyTarget(c, upstreamURL, upstreamKeys[0])
-		default:
-			return nil, nil, errors.New("unknown peer " + p)
+	for _, name := range o.Peers {
+		p, ok := peers[name]
+		if !ok {
+			return nil, nil, errors.New("unknown peer " + name)
 		}
+		c, err := p.start(ctx, o, dir)
+		if err != nil {
+			for _, c := range procs {
+				c.stop()
+			}
+			return nil, nil, err
+		}
+		procs[name] = c
+		targets[name] = p.single(c, upstreamURL, upstreamKeys[0])
 	}
 	return procs, targets, nil
-}
-
-// peerFallbackTarget is peer p (running as c) configured to try keys in
-// order on the upstream, with its own fallback mechanism.
-func peerFallbackTarget(p string, c *child, upstreamURL string, keys ...string) target {
-	switch p {
-	case "portkey":
-		return portkeyFallbackTarget(c, upstreamURL, keys...)
-	}
-	panic("unknown peer " + p)
-}
-
-// peerSingleTarget is peer p with only key on the upstream.
-func peerSingleTarget(p string, c *child, upstreamURL, key string) target {
-	switch p {
-	case "portkey":
-		return portkeyTarget(c, upstreamURL, key)
-	}
-	panic("unknown peer " + p)
 }
 
 // peerProcs are the running peers' processes, in -peers order.

@@ -38,14 +38,14 @@ func TestPortkeyTarget(t *testing.T) {
 	if !slices.Equal(tg.Headers, want) {
 		t.Errorf("headers %v, want %v", tg.Headers, want)
 	}
-	if s := peerSingleTarget("portkey", c, "http://127.0.0.1:5000/v1", "sk-up"); !slices.Equal(s.Headers, want) || s.Auth != tg.Auth {
-		t.Errorf("peerSingleTarget %+v", s)
+	if s := peers["portkey"].single(c, "http://127.0.0.1:5000/v1", "sk-up"); !slices.Equal(s.Headers, want) || s.Auth != tg.Auth {
+		t.Errorf("portkey single %+v", s)
 	}
 }
 
 func TestPortkeyFallbackConfig(t *testing.T) {
 	c := &child{name: "portkey", addr: "127.0.0.1:4000"}
-	tg := peerFallbackTarget("portkey", c, "http://127.0.0.1:5000/v1", "sk-revoked", "sk-good")
+	tg := peers["portkey"].fallback(c, "http://127.0.0.1:5000/v1", "sk-revoked", "sk-good")
 	if tg.Auth != "" || tg.Model != upModel || len(tg.Headers) != 1 || tg.Headers[0].Name != "x-portkey-config" {
 		t.Fatalf("target %+v", tg)
 	}
@@ -201,7 +201,7 @@ echo '// server' > "$dir/node_modules/@portkey-ai/gateway/build/start-server.js"
 echo '{"version":"1.19.19"}' > "$dir/node_modules/@hono/node-server/package.json"
 `)
 	_, err = ensurePortkey(context.Background(), options{}, cache)
-	if err == nil || !strings.Contains(err.Error(), `found "1.15.2" and "1.19.19"`) {
+	if err == nil || !strings.Contains(err.Error(), `found "`+portkeyVersion+`" and "1.19.19"`) {
 		t.Errorf("wrong resolution: %v", err)
 	}
 

@@ -210,8 +210,8 @@ func runWasted(ctx context.Context, o options, root, dir string, e *env) (_ *was
 		if c == nil {
 			return nil, fmt.Errorf("wasted calls: peer %s is not running", p)
 		}
-		if err := add(p, peerSingleTarget(p, c, upstreamURL, wastedGoodKey),
-			peerFallbackTarget(p, c, upstreamURL, wastedRevokedKey, wastedGoodKey), upModel, upModel); err != nil {
+		if err := add(p, peers[p].single(c, upstreamURL, wastedGoodKey),
+			peers[p].fallback(c, upstreamURL, wastedRevokedKey, wastedGoodKey), upModel, upModel); err != nil {
 			return nil, err
 		}
 	}
