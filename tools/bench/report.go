@@ -300,8 +300,8 @@ func printReport(w io.Writer, r *report) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
 	for _, c := range r.Compare {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(c.OverheadP50), times(c.OverheadP99),
-			times2(c.ThroughputXFloor), times2(c.CPUXFloor))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(c.OverheadP50, 1), times(c.OverheadP99, 1),
+			times(c.ThroughputXFloor, 2), times(c.CPUXFloor, 2))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -376,18 +376,12 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
 
-func times(v *float64) string {
+// times is a multiple to prec decimals, n/a when there is none.
+func times(v *float64, prec int) string {
 	if v == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1fx", *v)
-}
-
-func times2(v *float64) string {
-	if v == nil {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.2fx", *v)
+	return fmt.Sprintf("%.*fx", prec, *v)
 }
 
 // writeJSON writes the report to path, creating its directory.
