@@ -135,9 +135,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		return r.startStream(t, resp, sent)
 	}
 	if r.ep.op == provider.OpSpeech && status == http.StatusOK && !bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
-		// Audio: committed to the caller from here, relayed as it arrives.
-		r.ttft = time.Since(r.started)
-		return attemptResult{done: true, outcome: outcome{binary: &binaryRelay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr())}}}
+		return r.startAudio(t, resp, up)
 	}
 	if r.stream || r.ep.op == provider.OpSpeech {
 		// Error responses to a stream request come as a plain body.
@@ -239,7 +237,8 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	h := &c.Response().Header
 	// Provider names and key ids are validated identifiers; a model name
-	// may come from the caller (unlisted models): c.Set strips line breaks.
+	// may come from the caller (unlisted models): c.Set strips line breaks
+	// (fasthttp 1.51's SetCanonical does not).
 	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
 	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
 	c.Set(headerModel, t.step.Model)
@@ -259,8 +258,8 @@ var (
 	acceptEventStream = []byte("text/event-stream")
 	acceptJSON        = []byte("application/json")
 	acceptAny         = []byte("*/*")
-	noCache           = []byte("no-cache")
-	no                = []byte("no")
+	valNoCache        = []byte("no-cache")
+	valNo             = []byte("no")
 )
 
 // bytesOf is s's bytes without a copy, for a fasthttp setter that copies

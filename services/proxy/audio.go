@@ -108,11 +108,36 @@ type binaryRelay struct {
 	r      *request
 	t      target
 	resp   *fasthttp.Response
-	conn   *trackedConn
+	idle   idleArm
 	body   io.Reader
-	atEOF  bool // the upstream body was read to its end
-	cut    bool // a read failed: the next one reports it
+	first  []byte // the audio read by the attempt, relayed first
+	eof    bool   // the attempt's read reached the end: nothing more to read
+	atEOF  bool   // the upstream body was read to its end
+	cut    bool   // a read failed: the next one reports it
 	closed bool
+}
+
+// startAudio reads the first bytes of a 200 audio answer within the
+// attempt's deadline: an upstream that fails or sends nothing before its
+// first byte is a failed attempt (nothing has reached the caller, so
+// another target can serve); otherwise the answer is committed to the
+// caller and relayed as it arrives.
+func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) attemptResult {
+	body := resp.BodyStream()
+	first := make([]byte, 32<<10)
+	n, err := io.ReadAtLeast(body, first, 1)
+	if n == 0 {
+		closeBodyStream(resp, false)
+		fasthttp.ReleaseResponse(resp)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("audio answer ended before its first byte")
+		}
+		return r.fail(t, &attemptError{err: transportError(err, up.attemptTimeout, false)})
+	}
+	r.ttft = time.Since(r.started)
+	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
+		idle: idleArm{conn: up.conns.lookup(resp.LocalAddr()), idleFor: up.streamIdle}}
+	return attemptResult{done: true, outcome: outcome{binary: br}}
 }
 
 func (br *binaryRelay) start(c *fiber.Ctx) {
@@ -123,7 +148,6 @@ func (br *binaryRelay) start(c *fiber.Ctx) {
 		ct = "application/octet-stream"
 	}
 	c.Set(fiber.HeaderContentType, ct)
-	br.body = br.resp.BodyStream()
 	c.Context().Response.SetBodyStream(br, -1)
 }
 
@@ -137,9 +161,17 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 	if br.cut {
 		return 0, errAudioCut
 	}
-	if br.conn != nil {
-		_ = br.conn.SetReadDeadline(r.idleDeadline(time.Now(), r.rt.upstreams[br.t.step.Provider.Index].streamIdle))
+	if len(br.first) > 0 {
+		n := copy(p, br.first)
+		br.first = br.first[n:]
+		r.noteStream(p[:n])
+		return n, nil
 	}
+	if br.eof {
+		br.atEOF, r.streamDone = true, true
+		return 0, io.EOF
+	}
+	br.idle.arm(r)
 	n, err := br.body.Read(p)
 	if n > 0 {
 		r.noteStream(p[:n])

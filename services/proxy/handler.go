@@ -331,8 +331,8 @@ func (r *request) record(status int) {
 		rec := r.usageRecord(status)
 		r.done(&rec)
 		model := rec.Model
-		if r.route != nil && r.route.Dynamic {
-			model = unlistedModelLabel // callers name these: no label per name
+		if r.ep == epPassthrough || (r.route != nil && r.route.Dynamic) {
+			model = unlistedModelLabel // callers name these (a model, a path): no label per name
 		}
 		r.s.meter.observe(&rec, model)
 		if r.trace.on {

@@ -81,8 +81,9 @@ func priceEntries(prices []config.Price) []usage.Entry {
 }
 
 // unlistedModelLabel is the model label of the meter's series for a model
-// a provider serves unlisted (allow_unlisted_models): callers name those,
-// and a label per name would grow without bound.
+// a provider serves unlisted (allow_unlisted_models) and for passthrough
+// requests (whose "model" is the path): callers name those, and a label
+// per name would grow without bound.
 const unlistedModelLabel = "*"
 
 // observe counts a request's tokens and cost in the series of model (the

@@ -53,7 +53,8 @@ type proxyMetrics struct {
 	statuses                    [600]string
 	// The series in use, by label values: a vector's own lookup hashes
 	// every value byte by byte and takes a lock on each call; these are
-	// one map read. Their label values are bounded like the vectors'.
+	// one map read. Their label values are the vectors': bounded by the
+	// configuration (caller-named models and paths share one label).
 	requestSeries sync.Map // requestLabels -> prometheus.Counter
 	latencySeries sync.Map // provider -> prometheus.Observer
 	ttftSeries    sync.Map // provider -> prometheus.Observer

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"switchyard.dev/shared/servicetest"
+
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -43,6 +45,14 @@ func TestPassthrough(t *testing.T) {
 			if v := c.Header.Get(k); strings.Contains(v, clientSecret) || strings.Contains(v, "sk-callers-own-key") {
 				t.Fatalf("the caller's %s went upstream: %q", k, v)
 			}
+		}
+		// The path is the caller's: no metric series per path.
+		m, err := servicetest.Scrape(f.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m, `model="/models"`) || !strings.Contains(m, `switchyard_tokens_total{client="team",kind="output",model="*",provider="fake-openai"}`) {
+			t.Errorf("passthrough metrics label the path:\n%s", m)
 		}
 	})
 	t.Run("a refused key rotates on a GET", func(t *testing.T) {

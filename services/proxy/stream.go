@@ -28,14 +28,15 @@ import (
 // event buffered, so events that arrive spaced out reach the caller one by
 // one while a burst goes out in one write. It is prepared by an attempt
 // whose first event arrived well (so failover stays possible until then)
-// and runs after the handler returns, in the connection's goroutine.
+// and runs after the handler returns, in the goroutine of fasthttp's
+// body-stream writer: the connection's goroutine drains what it flushed
+// through a pipe, so flushes that come while it writes go out together.
 type relay struct {
 	r        *request
 	t        target
 	resp     *fasthttp.Response
-	conn     *trackedConn // the upstream connection: each read gets a deadline
+	idle     idleArm // the upstream connection: each read gets a deadline
 	rd       *sse.Reader
-	idleFor  time.Duration
 	upFormat provider.Format
 	conv     translate.StreamConverter // nil when formats match
 	first    []byte                    // the first events, already converted
@@ -44,9 +45,8 @@ type relay struct {
 	// (stream_options.include_usage) and the caller did not: the usage
 	// chunk is read, not relayed.
 	dropUsage bool
-	upErr     bool      // the upstream reported an error in the stream
-	armed     time.Time // when the read deadline was last set (armIdle)
-	atEOF     bool      // the upstream body was read to its end
+	upErr     bool // the upstream reported an error in the stream
+	atEOF     bool // the upstream body was read to its end
 }
 
 // maxPreamble bounds the opening events held back before a stream is
@@ -62,8 +62,8 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	up := r.rt.upstreams[t.step.Provider.Index]
 	pf := r.upFormat(t.step.Provider.Adapter)
 	rd := sse.Get(resp.BodyStream())
-	rl := &relay{r: r, t: t, resp: resp, conn: up.conns.lookup(resp.LocalAddr()), rd: rd,
-		idleFor: up.streamIdle, upFormat: pf}
+	rl := &relay{r: r, t: t, resp: resp, rd: rd, upFormat: pf,
+		idle: idleArm{conn: up.conns.lookup(resp.LocalAddr()), idleFor: up.streamIdle}}
 	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)
@@ -112,22 +112,29 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
 }
 
-// armIdle bounds the next upstream read by the streaming idle timeout (and
-// the caller's deadline): a stalled upstream read fails with a deadline
-// error instead of hanging. Events that arrive close together share one
-// deadline: it moves only once idleFor/16 has passed since it was set, so
-// a stall fails after between 15/16 of idleFor and idleFor, and a burst
-// of events costs one timer update instead of one per event.
-func (rl *relay) armIdle() {
-	if rl.conn == nil {
+// idleArm bounds the reads of a relayed answer by the streaming idle
+// timeout (and the caller's deadline): a stalled upstream read fails with
+// a deadline error instead of hanging. Reads that come close together
+// share one deadline: it moves only once idleFor/16 has passed since it
+// was set, so a stall fails after between 15/16 of idleFor and idleFor,
+// and a burst of reads costs one timer update instead of one each.
+type idleArm struct {
+	conn    *trackedConn // nil: not found, reads unbounded by it
+	idleFor time.Duration
+	armed   time.Time // when the deadline was last set
+}
+
+// arm bounds the next upstream read of r's answer.
+func (a *idleArm) arm(r *request) {
+	if a.conn == nil {
 		return
 	}
 	now := time.Now()
-	if !rl.armed.IsZero() && now.Sub(rl.armed) < rl.idleFor/16 {
+	if !a.armed.IsZero() && now.Sub(a.armed) < a.idleFor/16 {
 		return
 	}
-	rl.armed = now
-	_ = rl.conn.SetReadDeadline(rl.r.idleDeadline(now, rl.idleFor))
+	a.armed = now
+	_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
 }
 
 // convert turns one upstream event into the caller's frames and notes
@@ -201,8 +208,8 @@ func (rl *relay) start(c *fiber.Ctx) {
 	c.Status(http.StatusOK)
 	h := &c.Response().Header
 	h.SetContentTypeBytes(acceptEventStream)
-	h.SetCanonical(hdrCacheControl, noCache)
-	h.SetCanonical(hdrAccelBuffering, no)
+	h.SetCanonical(hdrCacheControl, valNoCache)
+	h.SetCanonical(hdrAccelBuffering, valNo)
 	c.Context().SetBodyStreamWriter(rl.run)
 }
 
@@ -243,7 +250,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	var readErr error
 	if write(rl.first) && flush(false) {
 		for {
-			rl.armIdle()
+			rl.idle.arm(rl.r)
 			ev, err := rl.rd.Next()
 			if err != nil {
 				if errors.Is(err, io.EOF) {
@@ -307,7 +314,7 @@ func (rl *relay) errorText(err error) string {
 		if dl := rl.r.deadline; !dl.IsZero() && !time.Now().Before(dl) {
 			return "the request's deadline passed"
 		}
-		return "no event for " + rl.idleFor.String() + " (streaming idle timeout)"
+		return "no event for " + rl.idle.idleFor.String() + " (streaming idle timeout)"
 	}
 	if errors.Is(err, net.ErrClosed) {
 		return "the gateway is shutting down"
