@@ -774,14 +774,22 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 		}
 		return jsonfield.SetString(make([]byte, 0, len(body)+len(step.Upstream)), body, "model", step.Upstream), nil
 	}
+	return r.translatedFor(step, func() ([]byte, error) { return translateRequest(r.ep.format, r.body, step.Upstream) })
+}
+
+// translatedFor is the request translated into step's provider format,
+// built by build once per format for the request, with step's model
+// name (the translation carries the first translated step's) and no
+// stream_options where the provider rejects them.
+func (r *request) translatedFor(step *route.Step, build func() ([]byte, error)) ([]byte, error) {
+	a := step.Provider.Adapter
+	pf := a.Format()
 	if r.translated[pf] == nil && r.transErr[pf] == nil {
-		r.translated[pf], r.transErr[pf] = translateRequest(r.ep.format, r.body, step.Upstream)
+		r.translated[pf], r.transErr[pf] = build()
 	}
 	if r.transErr[pf] != nil {
 		return nil, r.transErr[pf]
 	}
-	// The translation carries the first translated step's model name (and
-	// asks OpenAI-format streams for their usage).
 	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
 	if r.stream && a.RejectsStreamOptions() {
 		body = jsonfield.Delete(nil, body, "stream_options")

@@ -10,7 +10,6 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/services/proxy/translate"
-	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
 
@@ -558,21 +557,11 @@ func (r *request) upstreamOp(a *provider.Adapter) provider.Op {
 // Responses API: a chat request (OpenAI format), or a messages request
 // (Anthropic), built once per format for the request.
 func (r *request) responsesBody(step *route.Step) ([]byte, error) {
-	a := step.Provider.Adapter
-	pf := a.Format()
-	if r.translated[pf] == nil && r.transErr[pf] == nil {
+	return r.translatedFor(step, func() ([]byte, error) {
 		chat, err := responsesToChat(r.body, step.Upstream, r.stream)
-		if err == nil && pf == provider.FormatAnthropic {
+		if err == nil && step.Provider.Adapter.Format() == provider.FormatAnthropic {
 			chat, err = translate.ChatToMessages(chat, step.Upstream)
 		}
-		r.translated[pf], r.transErr[pf] = chat, err
-	}
-	if r.transErr[pf] != nil {
-		return nil, r.transErr[pf]
-	}
-	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
-	if r.stream && a.RejectsStreamOptions() {
-		body = jsonfield.Delete(nil, body, "stream_options")
-	}
-	return body, nil
+		return chat, err
+	})
 }
