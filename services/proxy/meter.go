@@ -40,15 +40,15 @@ func newMeter(cfg *config.Config, reg *prometheus.Registry, nc *nats.Conn, log *
 	m := &meter{}
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "tokens_total",
-		Help: "Tokens the providers reported (or the gateway estimated), by provider, provider model, client key id (none) and kind: input (not cached), cached_input, cache_write, output (not reasoning), reasoning.",
+		Help: "Tokens the providers reported (or the gateway estimated), by provider, provider model (* for unlisted models and passthrough), client key id (none) and kind: input (not cached), cached_input, cache_write, output (not reasoning), reasoning.",
 	}, []string{"provider", "model", "client", "kind"})
 	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "cost_usd_total",
-		Help: "Cost in USD of the tokens above at the price table's prices, by provider, provider model and client key id.",
+		Help: "Cost in USD of the tokens above at the price table's prices, by provider, provider model (* for unlisted models and passthrough) and client key id.",
 	}, []string{"provider", "model", "client"})
 	m.unpriced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "unpriced_requests_total",
-		Help: "Requests served by a model without a price (their cost is unknown, not 0), by provider and provider model.",
+		Help: "Requests served by a model without a price (their cost is unknown, not 0), by provider and provider model (* for unlisted models and passthrough).",
 	}, []string{"provider", "model"})
 	reg.MustRegister(m.tokens, m.cost, m.unpriced)
 	if nc != nil && cfg.Metering.IsEnabled() {
