@@ -210,13 +210,3 @@ func (br *binaryRelay) Close() error {
 	br.r.finish(http.StatusOK)
 	return nil
 }
-
-// idleDeadline is when a read of a streamed answer gives up: idle after
-// the last byte, never past the request's deadline.
-func (r *request) idleDeadline(now time.Time, idle time.Duration) time.Time {
-	d := now.Add(idle)
-	if dl := r.deadline; !dl.IsZero() && dl.Before(d) {
-		d = dl
-	}
-	return d
-}

@@ -137,6 +137,16 @@ func (a *idleArm) arm(r *request) {
 	_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
 }
 
+// idleDeadline is when a read of a streamed answer gives up: idle after
+// the last byte, never past the request's deadline.
+func (r *request) idleDeadline(now time.Time, idle time.Duration) time.Time {
+	d := now.Add(idle)
+	if dl := r.deadline; !dl.IsZero() && dl.Before(d) {
+		d = dl
+	}
+	return d
+}
+
 // convert turns one upstream event into the caller's frames and notes
 // terminal and error events.
 func (rl *relay) convert(ev sse.Event) []byte {
