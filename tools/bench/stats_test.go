@@ -184,9 +184,6 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestCompareAndChecks(t *testing.T) {
-	cell := func(mode, target string, p50, p99, rps float64) cellResult {
-		return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
-	}
 	streamCell := func(mode, target string, ttft50, rps, cpu float64) cellResult {
 		c := cellResult{Mode: mode, Stream: true, Target: target, Throughput: rps, TTFT: &summary{P50: ttft50, P99: ttft50}}
 		if target != "direct" {
@@ -195,14 +192,14 @@ func TestCompareAndChecks(t *testing.T) {
 		return c
 	}
 	cells := []cellResult{
-		cell("seq", "direct", 1000, 1200, 900),
-		cell("seq", "switchyard", 1050, 1400, 850),
-		cell("seq", "floor", 1020, 1190, 880),
-		cell("rate2000", "direct", 1100, 1500, 2000),
-		cell("rate2000", "switchyard", 1200, 3000, 2000),
-		cell("sat64", "direct", 3000, 9000, 10000),
-		cell("sat64", "switchyard", 6000, 12000, 5000),
-		cell("sat64", "floor", 5000, 11000, 5400),
+		testCell("seq", "direct", 1000, 1200, 900),
+		testCell("seq", "switchyard", 1050, 1400, 850),
+		testCell("seq", "floor", 1020, 1190, 880),
+		testCell("rate2000", "direct", 1100, 1500, 2000),
+		testCell("rate2000", "switchyard", 1200, 3000, 2000),
+		testCell("sat64", "direct", 3000, 9000, 10000),
+		testCell("sat64", "switchyard", 6000, 12000, 5000),
+		testCell("sat64", "floor", 5000, 11000, 5400),
 		streamCell("seq", "direct", 1000, 900, 0),
 		streamCell("seq", "switchyard", 1110, 800, 90),
 		streamCell("seq", "floor", 1100, 820, 100),
@@ -258,20 +255,17 @@ func TestCompareAndChecks(t *testing.T) {
 }
 
 func TestFeatureCosts(t *testing.T) {
-	cell := func(mode, target string, p50, p99, rps float64) cellResult {
-		return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
-	}
 	cells := []cellResult{
-		cell("seq", "direct", 1000, 1200, 900),
-		cell("seq", "switchyard", 1050, 1400, 850),
-		cell("seq", "switchyard-metered", 1055, 1410, 840),
-		cell("seq", "switchyard-debug", 1062, 1420, 830),
-		cell("seq", "switchyard-otel", 1064, 1500, 820),
-		cell("sat64", "direct", 3000, 9000, 10000),
-		cell("sat64", "switchyard", 6000, 12000, 5000),
-		cell("sat64", "switchyard-metered", 6100, 12500, 4900),
-		cell("sat64", "switchyard-debug", 6200, 13000, 4700),
-		cell("sat64", "switchyard-otel", 6300, 14000, 4750),
+		testCell("seq", "direct", 1000, 1200, 900),
+		testCell("seq", "switchyard", 1050, 1400, 850),
+		testCell("seq", "switchyard-metered", 1055, 1410, 840),
+		testCell("seq", "switchyard-debug", 1062, 1420, 830),
+		testCell("seq", "switchyard-otel", 1064, 1500, 820),
+		testCell("sat64", "direct", 3000, 9000, 10000),
+		testCell("sat64", "switchyard", 6000, 12000, 5000),
+		testCell("sat64", "switchyard-metered", 6100, 12500, 4900),
+		testCell("sat64", "switchyard-debug", 6200, 13000, 4700),
+		testCell("sat64", "switchyard-otel", 6300, 14000, 4750),
 	}
 	cmps := compare(cells)
 	if len(cmps) != 2 {
@@ -306,4 +300,9 @@ func TestFeatureCosts(t *testing.T) {
 			t.Errorf("check %q: pass %v (present %v), want %v", name, p, ok, want)
 		}
 	}
+}
+
+// testCell is a non-stream cell with the given latencies and throughput.
+func testCell(mode, target string, p50, p99, rps float64) cellResult {
+	return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
 }
