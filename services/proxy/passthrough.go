@@ -43,6 +43,15 @@ var (
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding",
 	"Upgrade", "Host", "Content-Length", "Accept-Encoding"}
 
+// gatewayHeader reports whether a response header is one the gateway sets
+// on every answer (X-Request-Id, X-Switchyard-*): a provider's own
+// X-Request-Id (OpenAI sends one) is not relayed in its place.
+func gatewayHeader(name string) bool {
+	const prefix = "X-Switchyard-"
+	return strings.EqualFold(name, headerRequestID) ||
+		(len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix))
+}
+
 // servePassthrough serves one passthrough request.
 func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	s := r.s
@@ -217,10 +226,12 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 		r.fail(t, ae)
 		return ae
 	}
-	r.setServedBy(c, t)
 	c.Status(status)
 	resp.Header.VisitAll(func(k, v []byte) {
 		name := string(k)
+		if gatewayHeader(name) {
+			return // the gateway's own (set below): an upstream's never replaces them
+		}
 		for _, h := range hopHeaders {
 			if strings.EqualFold(h, name) {
 				return
@@ -228,6 +239,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 		}
 		c.Response().Header.SetBytesKV(k, v)
 	})
+	r.setServedBy(c, t)
 	c.Response().SetBody(resp.Body()) // a copy: resp goes back to its pool
 	r.estOut = int64(len(resp.Body()) / 4)
 	r.logInfo("passthrough served", t, slog.String("path", t.step.Upstream), slog.Int("status", status))

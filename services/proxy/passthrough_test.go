@@ -55,6 +55,22 @@ func TestPassthrough(t *testing.T) {
 			t.Errorf("passthrough metrics label the path:\n%s", m)
 		}
 	})
+	t.Run("the gateway's headers are not replaced by the provider's", func(t *testing.T) {
+		// The fake provider answers with its own x-request-id, as OpenAI does.
+		st, h, body := ptCall(t, f, "GET", "/fake-openai/models", "", headerRequestID, "caller-id-7")
+		if st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+		if got := h.Values(headerRequestID); len(got) != 1 || got[0] != "caller-id-7" {
+			t.Fatalf("X-Request-Id %q, want the caller's only", got)
+		}
+		if got := h.Values(headerProvider); len(got) != 1 || got[0] != "fake-openai" {
+			t.Fatalf("%s %q", headerProvider, got)
+		}
+		if c := f.openai.Calls()[len(f.openai.Calls())-1]; c.Header.Get(headerRequestID) != "caller-id-7" {
+			t.Fatalf("upstream got X-Request-Id %q", c.Header.Get(headerRequestID))
+		}
+	})
 	t.Run("a refused key rotates on a GET", func(t *testing.T) {
 		id := f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key"})
 		defer f.openai.RemoveRule(id)
