@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,5 +46,59 @@ func TestCallerGoneEndsTheRequest(t *testing.T) {
 	}
 	if h := f.svc.engine.Holds(); len(h) != 0 {
 		t.Errorf("holds %v after callers left", h)
+	}
+}
+
+// A caller's X-Request-Id is its own to choose, so two requests may carry
+// the same one: a caller that leaves never cuts the upstream exchange of
+// another request with its id, whether that one was sent before or after
+// its own (each still gets its answer, from its one upstream call).
+func TestCallerGoneSharedRequestID(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Timeouts.Attempt = time.Minute })
+	f.openai.AddRule(fakeprovider.Rule{FirstByteLatency: 1500 * time.Millisecond})
+	const pairs = 3
+	send := func(ctx context.Context, id string, res chan<- int) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+clientSecret)
+		req.Header.Set(headerRequestID, id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			res <- 0
+			return
+		}
+		resp.Body.Close()
+		res <- resp.StatusCode
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stayed, left := make(chan int, 2*pairs), make(chan int, 2*pairs)
+	calls := 0
+	wave := func(fn func(i int)) {
+		for i := range pairs {
+			fn(i)
+		}
+		calls += pairs
+		testkit.WaitFor(t, 10*time.Second, func() bool { return f.openai.CountCalls(nil) == calls })
+	}
+	// Callers that leave sent first, then the ones that stay...
+	wave(func(i int) { go send(ctx, fmt.Sprintf("early-%d", i), left) })
+	wave(func(i int) { go send(context.Background(), fmt.Sprintf("early-%d", i), stayed) })
+	// ...and the other way round.
+	wave(func(i int) { go send(context.Background(), fmt.Sprintf("late-%d", i), stayed) })
+	wave(func(i int) { go send(ctx, fmt.Sprintf("late-%d", i), left) })
+	cancel()
+	for range 2 * pairs {
+		if st := <-left; st != 0 {
+			t.Fatalf("a cancelled request answered %d", st)
+		}
+	}
+	for range 2 * pairs {
+		if st := <-stayed; st != http.StatusOK {
+			t.Errorf("a request whose id another caller shared got %d", st)
+		}
+	}
+	if n := f.openai.CountCalls(nil); n != calls {
+		t.Errorf("%d upstream calls, want %d: an exchange was cut and tried again", n, calls)
 	}
 }

@@ -130,6 +130,9 @@ type request struct {
 	// one in flight is interrupted, and nothing counts against a target.
 	gone   atomic.Bool
 	goneCh chan struct{}
+	// sending is when the attempt in flight was about to be written
+	// (clockSince), for callerGone.
+	sending atomic.Int64
 	// translated bodies, per upstream format, built on first use
 	translated [2][]byte
 	transErr   [2]error
@@ -307,12 +310,22 @@ func (r *request) expired() bool {
 
 // callerGone is called (once, under the watch's lock) by the caller watch
 // when the caller closed its connection: the attempt in flight is
-// interrupted.
+// interrupted. It is found by its X-Request-Id, written since the attempt
+// was sent; a caller may choose the id: when more than one upstream
+// connection carries it (a caller that reuses ids, or two callers that
+// chose the same), none is interrupted, so one caller leaving never cuts
+// another's exchange; the request still makes no further attempt.
 func (r *request) callerGone() {
 	r.gone.Store(true)
 	close(r.goneCh)
+	var buf [2]*trackedConn
+	found := buf[:0]
+	since := time.Duration(r.sending.Load())
 	for _, u := range r.rt.upstreams {
-		u.conns.interrupt(r.id)
+		found = u.conns.carrying(found, r.id, since)
+	}
+	if len(found) == 1 {
+		found[0].interrupt()
 	}
 }
 

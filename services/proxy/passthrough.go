@@ -212,6 +212,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
+	r.sending.Store(int64(clockSince()))
 	sent := time.Now()
 	if err := up.client.DoDeadline(req, resp, deadline); err != nil {
 		ae := &attemptError{err: transportError(err, timeout, callerDeadline)}

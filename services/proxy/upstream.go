@@ -191,20 +191,23 @@ func (t *connTable) lookup(local net.Addr) *trackedConn {
 	return v.(*trackedConn)
 }
 
-// interrupt ends the exchange of request id on whichever connection
-// carries it (a caller went away): its pending read fails at once. The
-// connection is not reused (the pool drops a connection whose read
-// failed).
-func (t *connTable) interrupt(id string) {
+// carrying returns the connections whose last request carried id and was
+// written at or after since (monotonic, clockSince), appended to dst.
+func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration) []*trackedConn {
 	t.m.Range(func(_, v any) bool {
 		c := v.(*trackedConn)
-		if p := c.request.Load(); p != nil && *p == id {
-			_ = c.SetDeadline(time.Unix(1, 0))
-			return false
+		if x := c.request.Load(); x != nil && x.id == id && x.at >= since {
+			dst = append(dst, c)
 		}
 		return true
 	})
+	return dst
 }
+
+// interrupt ends an exchange in flight (its caller went away): its pending
+// read fails at once. The connection is not reused (the pool drops a
+// connection whose read failed).
+func (c *trackedConn) interrupt() { _ = c.SetDeadline(time.Unix(1, 0)) }
 
 func (t *connTable) closeAll() {
 	t.m.Range(func(_, v any) bool {
@@ -215,14 +218,28 @@ func (t *connTable) closeAll() {
 
 // trackedConn is a pooled upstream connection that leaves the table when
 // it closes. It notes the X-Request-Id of the request last written on it,
-// so that a request whose caller went away can find and interrupt it.
+// and when, so that a request whose caller went away can find and
+// interrupt it.
 type trackedConn struct {
 	net.Conn
 	table   *connTable
 	key     net.Addr
 	closed  atomic.Bool
-	request atomic.Pointer[string]
+	request atomic.Pointer[written]
 }
+
+// written is the request last written on a connection.
+type written struct {
+	id string
+	at time.Duration // clockSince
+}
+
+// clockStart anchors clockSince.
+var clockStart = time.Now()
+
+// clockSince is the monotonic time since the process started, an integer
+// a request and a connection compare across goroutines.
+func clockSince() time.Duration { return time.Since(clockStart) }
 
 var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
 
@@ -233,8 +250,7 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
 			if j := bytes.IndexByte(rest, '\r'); j > 0 {
-				id := string(rest[:j])
-				c.request.Store(&id)
+				c.request.Store(&written{id: string(rest[:j]), at: clockSince()})
 			}
 		}
 	}
