@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,27 @@ func TestModelRefusalCorrelatesAcrossKeys(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no provider+model hold %s", wide)
+	}
+}
+
+// A generated request id is req_ and 24 hex digits, distinct every time; a
+// caller's own id (visible ASCII, at most 128 bytes) is kept.
+func TestRequestIDFormat(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10000 {
+		id := requestID("")
+		if len(id) != 28 || !strings.HasPrefix(id, "req_") || strings.Trim(id[4:], "0123456789abcdef") != "" {
+			t.Fatalf("id %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q twice", id)
+		}
+		seen[id] = true
+	}
+	if id := requestID("caller-7"); id != "caller-7" {
+		t.Errorf("a caller's id became %q", id)
+	}
+	if id := requestID("bad id"); id == "bad id" || !strings.HasPrefix(id, "req_") {
+		t.Errorf("an id with a space kept: %q", id)
 	}
 }

@@ -70,13 +70,13 @@ var (
 // with a non-null top-level "error" member or "type":"error". A chunk
 // without the word costs one substring search.
 func errorData(data []byte) bool {
-	if len(data) < 8 || data[0] != '{' || !bytes.Contains(data, errorField) {
+	if len(data) < 8 || data[0] != '{' || !containsQuoted(data, errorField) {
 		return false
 	}
 	if v, _, _, ok := jsonfield.Find(data, "error"); ok && len(v) > 0 && v[0] != 'n' {
 		return true
 	}
-	if bytes.Contains(data, typeError) {
+	if containsQuoted(data, typeError) {
 		v, _, _, ok := jsonfield.Find(data, "type")
 		return ok && string(v) == `"error"`
 	}
@@ -86,7 +86,7 @@ func errorData(data []byte) bool {
 // hasFinishReason reports whether a chunk carries a non-null finish_reason.
 func hasFinishReason(data []byte) bool {
 	for {
-		i := bytes.Index(data, finishReasonField)
+		i := indexQuoted(data, finishReasonField)
 		if i < 0 {
 			return false
 		}
@@ -107,7 +107,29 @@ var (
 	nullContent   = []byte(`"content":null`)
 	contentField  = []byte(`"content"`)
 	promptFilter  = []byte(`"prompt_filter_results"`)
+	typeText      = []byte(`"type":"text"`)
 )
+
+// indexQuoted is bytes.Index for a pattern that starts with a quote (a
+// JSON key, or a key and its value). JSON is full of quotes, which makes
+// bytes.Index's first-byte scan stop at every string; searching from the
+// pattern's second byte and checking the quote before it costs a memchr
+// per real candidate instead.
+func indexQuoted(data, pat []byte) int {
+	rest := pat[1:]
+	for off := 0; ; {
+		i := bytes.Index(data[off:], rest)
+		if i < 0 {
+			return -1
+		}
+		if j := off + i; j > 0 && data[j-1] == '"' {
+			return j - 1
+		}
+		off += i + 1
+	}
+}
+
+func containsQuoted(data, pat []byte) bool { return indexQuoted(data, pat) >= 0 }
 
 // IsPreamble reports whether an event only opens a stream and carries no
 // content yet: Anthropic's message_start, content_block_start and ping,
@@ -127,18 +149,18 @@ func IsPreamble(f Format, name, data []byte) bool {
 		case "message_start", "ping":
 			return true
 		case "content_block_start":
-			return bytes.Contains(data, []byte(`"type":"text"`))
+			return containsQuoted(data, typeText)
 		}
 		return false
 	}
 	if hasFinishReason(data) {
 		return false
 	}
-	if bytes.Contains(data, promptFilter) { // Azure's opening content-filter chunk
+	if containsQuoted(data, promptFilter) { // Azure's opening content-filter chunk
 		return true
 	}
-	if bytes.Contains(data, roleAssistant) {
-		return bytes.Contains(data, emptyContent) || bytes.Contains(data, nullContent) || !bytes.Contains(data, contentField)
+	if containsQuoted(data, roleAssistant) {
+		return containsQuoted(data, emptyContent) || containsQuoted(data, nullContent) || !containsQuoted(data, contentField)
 	}
 	return false
 }

@@ -101,8 +101,9 @@ func openAIShape(u []byte, prev usage.Tokens, inKey, inDetails, outKey, outDetai
 }
 
 var (
-	usageKey         = []byte(`"usage"`)
-	emptyChoicesJSON = []byte("[]")
+	usageKey          = []byte(`"usage"`)
+	messageStartValue = []byte(`"message_start"`)
+	emptyChoicesJSON  = []byte("[]")
 )
 
 // EventUsage reads the token usage one stream event in format f reports
@@ -114,7 +115,7 @@ var (
 // usageOnly is true for an OpenAI chunk that carries usage and no choices
 // (the chunk include_usage adds).
 func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly bool) {
-	i := bytes.Index(data, usageKey)
+	i := indexQuoted(data, usageKey)
 	if i < 0 || nullAfterKey(data[i+len(usageKey):]) {
 		return false, false // most chunks: no usage, or "usage":null
 	}
@@ -124,7 +125,7 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 		if obj, ok = object(data, "response"); !ok {
 			return false, false
 		}
-	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && bytes.Contains(data, []byte(`"message_start"`))):
+	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && containsQuoted(data, messageStartValue)):
 		if obj, ok = object(data, "message"); !ok {
 			return false, false
 		}
