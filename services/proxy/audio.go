@@ -136,7 +136,7 @@ func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) at
 	}
 	r.ttft = time.Since(r.started)
 	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
-		idle: idleArm{conn: up.conns.lookup(resp.LocalAddr()), idleFor: up.streamIdle}}
+		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
 	return attemptResult{done: true, outcome: outcome{binary: br}}
 }
 

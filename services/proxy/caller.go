@@ -21,74 +21,86 @@ const callerWatchEvery = 100 * time.Millisecond
 // peeks (MSG_PEEK | MSG_DONTWAIT: nothing is consumed, a pipelined request
 // stays for the server) at the connection of every request that waited
 // past callerWatchEvery; end-of-file or a reset ends that request
-// (request.callerGone). A request costs one map insert and delete: no
-// goroutine, no timer.
+// (request.callerGone). A request costs a link into and out of a list
+// under a lock: no allocation, no goroutine, no timer.
 type callerWatch struct {
-	mu sync.Mutex
-	m  map[*request]watched
+	mu   sync.Mutex
+	head watchLink // sentinel of a circular list of the watched requests
 }
 
-type watched struct {
-	raw   syscall.RawConn
-	since time.Time
+// watchLink links a watched request into the watch's list; a request
+// holds one (request.watch).
+type watchLink struct {
+	prev, next *watchLink
+	r          *request
+	conn       net.Conn // the caller's connection
 }
 
-func newCallerWatch() *callerWatch { return &callerWatch{m: map[*request]watched{}} }
+func newCallerWatch() *callerWatch {
+	w := &callerWatch{}
+	w.head.prev, w.head.next = &w.head, &w.head
+	return w
+}
 
-// add watches r's caller on conn until remove; a connection that is not a
-// socket is not watched.
-func (w *callerWatch) add(r *request, conn net.Conn) bool {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
+// add watches r's caller on conn until remove.
+func (w *callerWatch) add(r *request, conn net.Conn) {
+	l := &r.watch
+	l.r, l.conn = r, conn
 	w.mu.Lock()
-	w.m[r] = watched{raw: raw, since: r.started}
+	l.prev, l.next = w.head.prev, &w.head
+	w.head.prev.next = l
+	w.head.prev = l
 	w.mu.Unlock()
-	return true
 }
 
+// remove ends the watch of r (a no-op when the watch already ended it).
 func (w *callerWatch) remove(r *request) {
 	w.mu.Lock()
-	delete(w.m, r)
+	w.unlink(&r.watch)
 	w.mu.Unlock()
+}
+
+func (w *callerWatch) unlink(l *watchLink) {
+	if l.next == nil {
+		return
+	}
+	l.prev.next, l.next.prev = l.next, l.prev
+	l.prev, l.next = nil, nil
 }
 
 // run checks the watched connections every callerWatchEvery until ctx
-// ends.
+// ends. Requests are linked in about the order they started, so the scan
+// stops at the first that has not waited callerWatchEvery yet (one linked
+// a moment late is checked a tick later).
 func (w *callerWatch) run(ctx context.Context) {
 	t := time.NewTicker(callerWatchEvery)
 	defer t.Stop()
 	var due []*request
-	var raws []syscall.RawConn
+	var conns []net.Conn
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			due, raws = due[:0], raws[:0]
+			due, conns = due[:0], conns[:0]
 			w.mu.Lock()
-			for r, c := range w.m {
-				if now.Sub(c.since) >= callerWatchEvery {
-					due, raws = append(due, r), append(raws, c.raw)
-				}
+			for l := w.head.next; l != &w.head && now.Sub(l.r.started) >= callerWatchEvery; l = l.next {
+				due, conns = append(due, l.r), append(conns, l.conn)
 			}
 			w.mu.Unlock()
 			for i, r := range due {
-				if !hungUp(raws[i]) {
+				if !hungUp(conns[i]) {
 					continue
 				}
 				w.mu.Lock()
-				if _, ok := w.m[r]; ok { // still waiting: end it
-					delete(w.m, r)
+				if r.watch.next != nil { // still waiting: end it
+					w.unlink(&r.watch)
 					r.callerGone()
 				}
 				w.mu.Unlock()
 			}
+			clear(due)
+			clear(conns)
 		}
 	}
 }
@@ -96,10 +108,18 @@ func (w *callerWatch) run(ctx context.Context) {
 // hungUp reports whether the peer closed or reset the connection: a peek
 // reads end-of-file or ECONNRESET (nothing pending reads EAGAIN; a
 // pipelined request reads data, and leaves it there).
-func hungUp(raw syscall.RawConn) bool {
+func hungUp(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false // not a socket: not watched
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
 	var buf [1]byte
 	gone := false
-	err := raw.Control(func(fd uintptr) {
+	err = raw.Control(func(fd uintptr) {
 		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
 	})

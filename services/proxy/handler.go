@@ -131,6 +131,7 @@ type request struct {
 	// sending is when the attempt in flight was about to be written
 	// (clockSince), for callerGone.
 	sending atomic.Int64
+	watch   watchLink // in the caller watch's list while the handler runs
 	// translated bodies, per upstream format, built on first use
 	translated [2][]byte
 	transErr   [2]error
@@ -156,16 +157,14 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r.rt.active.Add(1)
 		r.trace.on = s.bundles.on()
 		r.goneCh = make(chan struct{})
-		watched := s.callers.add(r, c.Context().Conn())
+		s.callers.add(r, c.Context().Conn())
 		var res outcome
 		if ep == epPassthrough {
 			res = r.servePassthrough(c)
 		} else {
 			res = r.serve(c)
 		}
-		if watched {
-			s.callers.remove(r)
-		}
+		s.callers.remove(r)
 		if r.gone.Load() {
 			r.class = classCallerGone
 		}

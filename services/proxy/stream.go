@@ -63,7 +63,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	pf := r.upFormat(t.step.Provider.Adapter)
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, resp: resp, rd: rd, upFormat: pf,
-		idle: idleArm{conn: up.conns.lookup(resp.LocalAddr()), idleFor: up.streamIdle}}
+		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
 	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)

@@ -162,11 +162,11 @@ func setAuth(req *fasthttp.Request, pairs [][2]string) {
 	}
 }
 
-// connTable tracks the provider's open connections by local address, so a
-// stream can find its connection to bound each read with a deadline, and
-// shutdown can interrupt reads in progress.
+// connTable tracks the provider's open connections, so that a request
+// whose caller went away can interrupt its exchange, and shutdown can
+// interrupt reads in progress.
 type connTable struct {
-	m sync.Map // net.Addr (the connection's own LocalAddr value) -> *trackedConn
+	m sync.Map // *trackedConn -> struct{}
 }
 
 func (t *connTable) dial(d *net.Dialer, addr string) (net.Conn, error) {
@@ -174,28 +174,35 @@ func (t *connTable) dial(d *net.Dialer, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, table: t, key: c.LocalAddr()}
-	t.m.Store(tc.key, tc)
+	tc := &trackedConn{Conn: c, table: t}
+	tc.local = connAddr{Addr: c.LocalAddr(), conn: tc}
+	t.m.Store(tc, struct{}{})
 	return tc, nil
 }
 
-// lookup finds the connection a response was read from.
-func (t *connTable) lookup(local net.Addr) *trackedConn {
-	if local == nil {
-		return nil
+// connAddr is a tracked connection's local address, which leads back to
+// the connection: the client hands a response the LocalAddr of the
+// connection it was read from (through TLS too), so a stream finds its
+// connection, to bound each read with a deadline, without a lookup.
+type connAddr struct {
+	net.Addr
+	conn *trackedConn
+}
+
+// connOf is the connection a response was read from (nil: not one of
+// ours).
+func connOf(local net.Addr) *trackedConn {
+	if a, ok := local.(*connAddr); ok {
+		return a.conn
 	}
-	v, ok := t.m.Load(local)
-	if !ok {
-		return nil
-	}
-	return v.(*trackedConn)
+	return nil
 }
 
 // carrying returns the connections whose last request carried id and was
 // written at or after since (monotonic, clockSince), appended to dst.
 func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration) []*trackedConn {
-	t.m.Range(func(_, v any) bool {
-		c := v.(*trackedConn)
+	t.m.Range(func(k, _ any) bool {
+		c := k.(*trackedConn)
 		if x := c.request.Load(); x != nil && x.id == id && x.at >= since {
 			dst = append(dst, c)
 		}
@@ -210,8 +217,8 @@ func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration)
 func (c *trackedConn) interrupt() { _ = c.SetDeadline(time.Unix(1, 0)) }
 
 func (t *connTable) closeAll() {
-	t.m.Range(func(_, v any) bool {
-		_ = v.(*trackedConn).Close()
+	t.m.Range(func(k, _ any) bool {
+		_ = k.(*trackedConn).Close()
 		return true
 	})
 }
@@ -223,7 +230,7 @@ func (t *connTable) closeAll() {
 type trackedConn struct {
 	net.Conn
 	table   *connTable
-	key     net.Addr
+	local   connAddr
 	closed  atomic.Bool
 	request atomic.Pointer[written]
 }
@@ -257,9 +264,13 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// LocalAddr is the connection's local address, leading back to it
+// (connOf).
+func (c *trackedConn) LocalAddr() net.Addr { return &c.local }
+
 func (c *trackedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.table.m.Delete(c.key)
+		c.table.m.Delete(c)
 	}
 	return c.Conn.Close()
 }
