@@ -81,7 +81,6 @@ type attemptResult struct {
 // caller's deadline, when sooner) bounds the whole exchange for a plain
 // response, and the headers and opening events of a stream.
 func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) attemptResult {
-	s := r.s
 	a := t.step.Provider.Adapter
 	up := r.rt.upstreams[t.step.Provider.Index]
 
@@ -131,7 +130,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	}
 	status := resp.StatusCode()
 	r.latency = time.Since(sent)
-	s.metrics.upstreamLatency(t.step.Provider.Name, r.latency)
+	up.latency.Observe(r.latency.Seconds())
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
 		return r.startStream(t, resp, sent)
 	}

@@ -56,8 +56,6 @@ type proxyMetrics struct {
 	// one map read. Their label values are the vectors': bounded by the
 	// configuration (caller-named models and paths share one label).
 	requestSeries sync.Map // requestLabels -> prometheus.Counter
-	latencySeries sync.Map // provider -> prometheus.Observer
-	ttftSeries    sync.Map // provider -> prometheus.Observer
 }
 
 // requestLabels are switchyard_requests_total's label values.
@@ -152,12 +150,10 @@ func (m *proxyMetrics) request(r *request, status int) {
 	}).Inc()
 }
 
-func (m *proxyMetrics) upstreamLatency(provider string, d time.Duration) {
-	series(&m.latencySeries, provider, func() prometheus.Observer { return m.latency.WithLabelValues(provider) }).Observe(d.Seconds())
-}
-
-func (m *proxyMetrics) firstToken(provider string, d time.Duration) {
-	series(&m.ttftSeries, provider, func() prometheus.Observer { return m.ttft.WithLabelValues(provider) }).Observe(d.Seconds())
+// providerSeries are a provider's upstream latency and time-to-first-token
+// series, which its upstream keeps (no lookup per request).
+func (m *proxyMetrics) providerSeries(provider string) (latency, ttft prometheus.Observer) {
+	return m.latency.WithLabelValues(provider), m.ttft.WithLabelValues(provider)
 }
 
 func (m *proxyMetrics) passiveReports(sent, dropped int) {

@@ -221,7 +221,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	}
 	status := resp.StatusCode()
 	r.latency = time.Since(sent)
-	r.s.metrics.upstreamLatency(p.Name, r.latency)
+	up.latency.Observe(r.latency.Seconds())
 	if status >= 400 {
 		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(resp.Body())}
 		r.fail(t, ae)

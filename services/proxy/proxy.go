@@ -115,6 +115,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	s.metrics = newProxyMetrics(s) // before the routing: its upstreams keep their series
 	rt, err := s.newRouting(cfg, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -126,7 +127,6 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.routing = configstore.NewTracker()
 	s.environ = deps.Environ
 	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
-	s.metrics = newProxyMetrics(s)
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
 	if s.tracer, err = newTracer(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)

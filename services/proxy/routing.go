@@ -68,6 +68,9 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		}
 		rt.upstreams = append(rt.upstreams, newUpstream(s.cfg, cfg.Providers[i]))
 	}
+	for i, p := range cfg.Providers {
+		rt.upstreams[i].latency, rt.upstreams[i].ttft = s.metrics.providerSeries(p.Name)
+	}
 	s.rotated.Range(func(k, v any) bool {
 		id := k.(rotatedKey)
 		if key := table.Key(id.provider, id.key); key != nil {

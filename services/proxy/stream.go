@@ -107,7 +107,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			break
 		}
 	}
-	r.s.metrics.firstToken(t.step.Provider.Name, time.Since(sent))
+	up.ttft.Observe(time.Since(sent).Seconds())
 	r.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/route"
@@ -45,6 +46,9 @@ type upstream struct {
 	attemptTimeout time.Duration
 	streamIdle     time.Duration
 	auth           []atomic.Pointer[authHeaders] // by key index
+	// The provider's series of switchyard_upstream_latency_seconds and
+	// switchyard_time_to_first_token_seconds.
+	latency, ttft prometheus.Observer
 }
 
 // pool is a provider's connections: the client and the table of its open
