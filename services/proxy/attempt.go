@@ -120,7 +120,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
-	r.sending.Store(int64(clockSince()))
+	r.sending.Store(int64(clockSince()) + 1)
 	sent := time.Now()
 	err := up.client.DoDeadline(req, resp, deadline)
 	fasthttp.ReleaseRequest(req)

@@ -102,3 +102,37 @@ func TestCallerGoneSharedRequestID(t *testing.T) {
 		t.Errorf("%d upstream calls, want %d: an exchange was cut and tried again", n, calls)
 	}
 }
+
+// A caller that leaves while its request waits to retry (a backoff) ends
+// it there: no further attempt.
+func TestCallerGoneDuringBackoff(t *testing.T) {
+	// Full jitter over an hour: the wait is over a second but for one
+	// request in 3,600.
+	f := newFixture(t, func(c *config.Config) {
+		c.Retry.BackoffBase, c.Retry.BackoffMax, c.Timeouts.Request = time.Hour, time.Hour, 2*time.Hour
+	})
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+clientSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	testkit.WaitFor(t, 10*time.Second, func() bool { return f.openai.CountCalls(nil) == 1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled request answered")
+	}
+	// The request ends at the caller watch's next check, not after its
+	// backoff.
+	testkit.WaitFor(t, 5*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+	if n := f.openai.CountCalls(nil); n != 1 {
+		t.Errorf("%d upstream calls, want 1", n)
+	}
+}

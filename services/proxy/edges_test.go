@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
@@ -176,7 +178,8 @@ func TestModelRefusalCorrelatesAcrossKeys(t *testing.T) {
 func TestRequestIDFormat(t *testing.T) {
 	seen := map[string]bool{}
 	for range 10000 {
-		id := requestID("")
+		var b [requestIDLen]byte
+		id := string(newRequestID(&b))
 		if len(id) != 28 || !strings.HasPrefix(id, "req_") || strings.Trim(id[4:], "0123456789abcdef") != "" {
 			t.Fatalf("id %q", id)
 		}
@@ -185,10 +188,23 @@ func TestRequestIDFormat(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	if id := requestID("caller-7"); id != "caller-7" {
-		t.Errorf("a caller's id became %q", id)
-	}
-	if id := requestID("bad id"); id == "bad id" || !strings.HasPrefix(id, "req_") {
-		t.Errorf("an id with a space kept: %q", id)
+	app := fiber.New()
+	app.Get("/", func(c *fiber.Ctx) error {
+		setRequestID(c)
+		return nil
+	})
+	for given, keep := range map[string]bool{"caller-7": true, "bad id": false, strings.Repeat("x", 129): false, "": false} {
+		req := httptest.NewRequest("GET", "/", nil)
+		if given != "" {
+			req.Header.Set(headerRequestID, given)
+		}
+		resp, err := app.Test(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Header.Get(headerRequestID)
+		if keep && got != given || !keep && (got == given || !strings.HasPrefix(got, "req_")) {
+			t.Errorf("caller's id %q: response's %q", given, got)
+		}
 	}
 }

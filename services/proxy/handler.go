@@ -127,9 +127,9 @@ type request struct {
 	// waited on upstreams (callerWatch): no further attempt is made, the
 	// one in flight is interrupted, and nothing counts against a target.
 	gone   atomic.Bool
-	goneCh chan struct{}
+	goneCh chan struct{} // closed when gone is set; made on first use (goneC), under the caller watch's lock
 	// sending is when the attempt in flight was about to be written
-	// (clockSince), for callerGone.
+	// (clockSince()+1; 0 between attempts), for callerGone.
 	sending atomic.Int64
 	watch   watchLink // in the caller watch's list while the handler runs
 	// translated bodies, per upstream format, built on first use
@@ -156,7 +156,6 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r.rt = s.rt.Load()
 		r.rt.active.Add(1)
 		r.trace.on = s.bundles.on()
-		r.goneCh = make(chan struct{})
 		s.callers.add(r, c.Context().Conn())
 		var res outcome
 		if ep == epPassthrough {
@@ -314,16 +313,36 @@ func (r *request) expired() bool {
 // another's exchange; the request still makes no further attempt.
 func (r *request) callerGone() {
 	r.gone.Store(true)
-	close(r.goneCh)
+	if r.goneCh != nil {
+		close(r.goneCh)
+	}
+	since := time.Duration(r.sending.Load())
+	if since == 0 {
+		return // between attempts: nothing to interrupt
+	}
 	var buf [2]*trackedConn
 	found := buf[:0]
-	since := time.Duration(r.sending.Load())
 	for _, u := range r.rt.upstreams {
 		found = u.conns.carrying(found, r.id, since)
 	}
 	if len(found) == 1 {
 		found[0].interrupt()
 	}
+}
+
+// goneC is a channel closed when the caller goes away, made on first use:
+// most requests never wait on it.
+func (r *request) goneC() <-chan struct{} {
+	w := r.s.callers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.goneCh == nil {
+		r.goneCh = make(chan struct{})
+		if r.gone.Load() {
+			close(r.goneCh)
+		}
+	}
+	return r.goneCh
 }
 
 // finish ends a request that held an in-flight slot.
@@ -555,6 +574,7 @@ steps:
 				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
+				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
 					r.endAttempt(ai, nil, "served")
 					if res.outcome.relay != nil {
@@ -758,7 +778,7 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 		return !r.expired()
 	case <-r.s.baseCtx.Done():
 		return false
-	case <-r.goneCh:
+	case <-r.goneC():
 		return false
 	}
 }
@@ -829,18 +849,30 @@ func streamOptionsFor(a *provider.Adapter, body []byte, callerAsked bool) []byte
 	return body
 }
 
-func requestID(given string) string {
-	if given != "" && len(given) <= 128 && visibleASCII(given) {
-		return strings.Clone(given)
+// setRequestID sets the response's X-Request-Id: the caller's own when it
+// is visible ASCII of at most 128 bytes, else a new one (newRequestID).
+func setRequestID(c *fiber.Ctx) {
+	h := &c.Response().Header
+	if given := c.Request().Header.Peek(headerRequestID); len(given) <= 128 && visibleASCII(given) {
+		h.SetCanonical(hdrRequestID, given) // a copy
+		return
 	}
-	// 96 bits from the runtime's ChaCha8 generator (seeded from the OS,
-	// no system call): unique and unguessable, so another caller cannot
-	// name a request that is not theirs.
-	var b [4 + 24]byte
+	var b [requestIDLen]byte
+	h.SetCanonical(hdrRequestID, newRequestID(&b))
+}
+
+// requestIDLen is the length of a generated request id.
+const requestIDLen = 4 + 24
+
+// newRequestID writes a new request id into b: req_ and 96 bits from the
+// runtime's ChaCha8 generator (seeded from the OS, no system call), unique
+// and unguessable, so another caller cannot name a request that is not
+// theirs.
+func newRequestID(b *[requestIDLen]byte) []byte {
 	copy(b[:], "req_")
 	hexOf(b[4:16], rand.Uint64()>>16)
 	hexOf(b[16:], rand.Uint64()>>16)
-	return string(b[:])
+	return b[:]
 }
 
 // hexOf writes the low 4*len(dst) bits of v into dst as lowercase hex.
@@ -854,7 +886,7 @@ func hexOf(dst []byte, v uint64) {
 
 func validIdempotencyKey(k string) bool { return len(k) <= 255 && visibleASCII(k) }
 
-func visibleASCII(s string) bool {
+func visibleASCII[T string | []byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {
 			return false

@@ -212,9 +212,11 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	r.sending.Store(int64(clockSince()))
+	r.sending.Store(int64(clockSince()) + 1)
 	sent := time.Now()
-	if err := up.client.DoDeadline(req, resp, deadline); err != nil {
+	err := up.client.DoDeadline(req, resp, deadline)
+	r.sending.Store(0)
+	if err != nil {
 		ae := &attemptError{err: transportError(err, timeout, callerDeadline)}
 		r.fail(t, ae)
 		return ae

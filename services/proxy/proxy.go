@@ -152,7 +152,7 @@ func (s *Service) newApp() *fiber.App {
 		ErrorHandler:          s.errorHandler,
 	})
 	app.Use(func(c *fiber.Ctx) error { // every response carries a request id
-		c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+		setRequestID(c)
 		return c.Next()
 	})
 	for _, ep := range endpoints {
@@ -187,7 +187,7 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	f := formatOf(c)
 	if len(c.Response().Header.Peek(headerRequestID)) == 0 {
-		c.Set(headerRequestID, requestID(c.Get(headerRequestID)))
+		setRequestID(c)
 	}
 	switch status {
 	case fiber.StatusRequestEntityTooLarge:

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net"
 	"net/http"
@@ -205,9 +206,10 @@ func connOf(local net.Addr) *trackedConn {
 // carrying returns the connections whose last request carried id and was
 // written at or after since (monotonic, clockSince), appended to dst.
 func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration) []*trackedConn {
+	h := maphash.String(idSeed, id)
 	t.m.Range(func(k, _ any) bool {
 		c := k.(*trackedConn)
-		if x := c.request.Load(); x != nil && x.id == id && x.at >= since {
+		if at := time.Duration(c.writtenAt.Load()); at >= since && c.idHash.Load() == h {
 			dst = append(dst, c)
 		}
 		return true
@@ -228,22 +230,23 @@ func (t *connTable) closeAll() {
 }
 
 // trackedConn is a pooled upstream connection that leaves the table when
-// it closes. It notes the X-Request-Id of the request last written on it,
-// and when, so that a request whose caller went away can find and
-// interrupt it.
+// it closes. It notes the X-Request-Id of the request last written on it
+// (a hash: nothing allocated per request), and when, so that a request
+// whose caller went away can find and interrupt it. The two are stored
+// apart, the id first and read last: a reader racing a write sees a time
+// no later than the id's own write, so a connection another request just
+// took is never taken for the leaving one's.
 type trackedConn struct {
 	net.Conn
-	table   *connTable
-	local   connAddr
-	closed  atomic.Bool
-	request atomic.Pointer[written]
+	table     *connTable
+	local     connAddr
+	closed    atomic.Bool
+	idHash    atomic.Uint64
+	writtenAt atomic.Int64 // clockSince
 }
 
-// written is the request last written on a connection.
-type written struct {
-	id string
-	at time.Duration // clockSince
-}
+// idSeed seeds the request id hashes of trackedConn.
+var idSeed = maphash.MakeSeed()
 
 // clockStart anchors clockSince.
 var clockStart = time.Now()
@@ -261,7 +264,8 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
 			if j := bytes.IndexByte(rest, '\r'); j > 0 {
-				c.request.Store(&written{id: string(rest[:j]), at: clockSince()})
+				c.idHash.Store(maphash.Bytes(idSeed, rest[:j]))
+				c.writtenAt.Store(int64(clockSince()))
 			}
 		}
 	}
