@@ -101,8 +101,8 @@ func openAIShape(u []byte, prev usage.Tokens, inKey, inDetails, outKey, outDetai
 }
 
 var (
-	usageKey          = []byte(`"usage"`)
-	messageStartValue = []byte(`"message_start"`)
+	usageKey          = quoted(`"usage"`, 1)
+	messageStartValue = quoted(`"message_start"`, 8)
 	emptyChoicesJSON  = []byte("[]")
 )
 
@@ -115,8 +115,8 @@ var (
 // usageOnly is true for an OpenAI chunk that carries usage and no choices
 // (the chunk include_usage adds).
 func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly bool) {
-	i := indexQuoted(data, usageKey)
-	if i < 0 || nullAfterKey(data[i+len(usageKey):]) {
+	i := usageKey.index(data)
+	if i < 0 || nullAfterKey(data[i+len(usageKey.pat):]) {
 		return false, false // most chunks: no usage, or "usage":null
 	}
 	obj := data // the object whose usage field it is
@@ -125,7 +125,7 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 		if obj, ok = object(data, "response"); !ok {
 			return false, false
 		}
-	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && containsQuoted(data, messageStartValue)):
+	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && messageStartValue.in(data)):
 		if obj, ok = object(data, "message"); !ok {
 			return false, false
 		}
