@@ -89,6 +89,9 @@ func (r *Reader) Ready() bool {
 // io.ErrUnexpectedEOF (its Raw holds what arrived). Any other read error
 // (a deadline, a reset) is returned as is, with what arrived of the event.
 func (r *Reader) Next() (Event, error) {
+	if ev, ok := r.next1(); ok {
+		return ev, nil
+	}
 	r.raw, r.data, r.name = r.raw[:0], r.data[:0], r.name[:0]
 	hasData := false
 	for {
@@ -125,6 +128,36 @@ func (r *Reader) Next() (Event, error) {
 		r.field(trimmed, &hasData)
 	}
 }
+
+// next1 returns the next event without copying it when it is buffered
+// whole and is one "data:" line ended by "\n\n", the shape of nearly
+// every event a provider sends: its slices point into the read buffer,
+// which keeps them until the next read (the next call to Next). Any other
+// shape is left to Next's line-by-line path.
+func (r *Reader) next1() (Event, bool) {
+	if r.br.Buffered() == 0 {
+		if _, err := r.br.Peek(1); err != nil {
+			return Event{}, false // Next reads the error again
+		}
+	}
+	buf, _ := r.br.Peek(r.br.Buffered())
+	if !bytes.HasPrefix(buf, dataField) {
+		return Event{}, false
+	}
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 || i+1 >= len(buf) || buf[i+1] != '\n' || buf[i-1] == '\r' {
+		return Event{}, false
+	}
+	value := buf[len(dataField):i]
+	if len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	ev := Event{Data: value, Raw: buf[:i+2]}
+	_, _ = r.br.Discard(i + 2) // the bytes stay in the buffer until the next read
+	return ev, true
+}
+
+var dataField = []byte("data:")
 
 func (r *Reader) event() Event {
 	return Event{Name: r.name, Data: r.data, Raw: r.raw}

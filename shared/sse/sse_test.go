@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestReader(t *testing.T) {
@@ -83,4 +84,32 @@ func BenchmarkReader(b *testing.B) {
 			}
 		}
 	}
+}
+
+// Events read without copying (a whole "data:" event in the buffer) are
+// the events the line-by-line path reads: the same input read one byte at
+// a time (never a whole event buffered) gives the same events and error.
+func FuzzNextWholeVsByByte(f *testing.F) {
+	f.Add("data: a\n\ndata: b\n\n")
+	f.Add("event: x\ndata: a\n\ndata:b\r\n\r\ndata: c\n\n")
+	f.Add(": ping\n\ndata: {\"a\":1}\n\ndata: [DONE]\n\n")
+	f.Add("data: a\ndata: b\n\ndata: cut")
+	f.Add("\n\ndata:\n\ndata:  two spaces\n\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		read := func(rd *Reader) []string {
+			var out []string
+			for {
+				ev, err := rd.Next()
+				out = append(out, string(ev.Name)+"|"+string(ev.Data)+"|"+string(ev.Raw))
+				if err != nil {
+					return append(out, err.Error())
+				}
+			}
+		}
+		whole := read(NewReader(strings.NewReader(in)))
+		byByte := read(NewReader(iotest.OneByteReader(strings.NewReader(in))))
+		if strings.Join(whole, "\x00") != strings.Join(byByte, "\x00") {
+			t.Fatalf("%q:\nwhole   %q\nby byte %q", in, whole, byByte)
+		}
+	})
 }
