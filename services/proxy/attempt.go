@@ -191,7 +191,11 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 	r.estOut = int64(len(out) / 4)
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
-	c.Set(fiber.HeaderContentType, contentType)
+	if contentType == fiber.MIMEApplicationJSON {
+		c.Response().Header.SetContentTypeBytes(acceptJSON)
+	} else {
+		c.Set(fiber.HeaderContentType, contentType) // the upstream's (a transcript): line breaks stripped
+	}
 	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
 	r.logInfo("request served", t)
 	return attemptResult{done: true}
@@ -237,11 +241,16 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	h := &c.Response().Header
 	// Provider names and key ids are validated identifiers; a model name
-	// may come from the caller (unlisted models): c.Set strips line breaks
-	// (fasthttp 1.51's SetCanonical does not).
+	// may come from the caller (unlisted models): one that is not visible
+	// ASCII goes through c.Set, which strips line breaks (fasthttp 1.51's
+	// SetCanonical does not).
 	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
 	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
-	c.Set(headerModel, t.step.Model)
+	if visibleASCII(t.step.Model) {
+		h.SetCanonical(hdrModel, bytesOf(t.step.Model))
+	} else {
+		c.Set(headerModel, t.step.Model)
+	}
 	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.attempts)))
 }
 
@@ -252,6 +261,7 @@ var (
 	hdrRequestID      = []byte(headerRequestID)
 	hdrProvider       = []byte(headerProvider)
 	hdrKeyID          = []byte(headerKeyID)
+	hdrModel          = []byte(headerModel)
 	hdrAttempts       = []byte(headerAttempts)
 	hdrCacheControl   = []byte(fiber.HeaderCacheControl)
 	hdrAccelBuffering = []byte("X-Accel-Buffering")

@@ -179,6 +179,12 @@ func TestUnlistedModels(t *testing.T) {
 	if c := f.openai.Calls(); c[len(c)-1].Model != "brand-new-model" {
 		t.Fatalf("sent as %q", c[len(c)-1].Model)
 	}
+	// A caller's model name with a line break cannot split the response's
+	// headers.
+	st, h, body = rawCall(t, f, "/v1/chat/completions", `{"model":"fake-openai/brand\r\nX-Injected: 1","messages":[{"role":"user","content":"hi"}]}`)
+	if h.Get("X-Injected") != "" || strings.ContainsAny(h.Get(headerModel), "\r\n") {
+		t.Fatalf("a model name split the headers: %d %v %s", st, h, body)
+	}
 	// Callers name these models: no metric series per name.
 	m, err := servicetest.Scrape(f.url + "/metrics")
 	if err != nil {
