@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,13 +26,32 @@ type meter struct {
 	cost   *prometheus.CounterVec
 	// unpriced counts requests whose model has no price (cost unknown).
 	unpriced *prometheus.CounterVec
-	// The series in use, by label values (see proxyMetrics).
-	tokenSeries, costSeries, unpricedSeries sync.Map // meterLabels -> prometheus.Counter
+	// The series in use, one lookup a request: by provider, model and
+	// client.
+	series sync.Map // meterLabels -> *meterSeries
 }
 
-// meterLabels are the label values of the meter's series (kind only for
-// tokens, client not for unpriced).
-type meterLabels struct{ provider, model, client, kind string }
+// meterLabels are the label values the meter's series share (client is
+// not one of unpriced's).
+type meterLabels struct{ provider, model, client string }
+
+// meterSeries are the series of one provider, model and client, each made
+// on first use (a kind of token never reported has no series).
+type meterSeries struct {
+	tokens   [len(tokenKinds)]atomic.Pointer[prometheus.Counter]
+	cost     atomic.Pointer[prometheus.Counter]
+	unpriced atomic.Pointer[prometheus.Counter]
+}
+
+// counter returns *p, made by with on first use.
+func counter(p *atomic.Pointer[prometheus.Counter], with func() prometheus.Counter) prometheus.Counter {
+	if c := p.Load(); c != nil {
+		return *c
+	}
+	c := with()
+	p.CompareAndSwap(nil, &c) // a racing maker got the same child of the vector
+	return c
+}
 
 // tokenKinds are the token categories of switchyard_tokens_total.
 var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "reasoning"}
@@ -94,24 +114,21 @@ func (m *meter) observe(rec *usage.Record, model string) {
 		if client == "" {
 			client = providerNone
 		}
+		k := meterLabels{rec.Provider, model, client}
+		ms := series(&m.series, k, func() *meterSeries { return new(meterSeries) })
 		t := rec.Tokens
 		for i, n := range [...]int64{t.Input, t.CachedInput, t.CacheWrite, t.Output, t.Reasoning} {
 			if n > 0 {
-				k := meterLabels{rec.Provider, model, client, tokenKinds[i]}
-				series(&m.tokenSeries, k, func() prometheus.Counter {
-					return m.tokens.WithLabelValues(k.provider, k.model, k.client, k.kind)
+				counter(&ms.tokens[i], func() prometheus.Counter {
+					return m.tokens.WithLabelValues(k.provider, k.model, k.client, tokenKinds[i])
 				}).Add(float64(n))
 			}
 		}
 		switch {
 		case rec.CostUSD != nil:
-			k := meterLabels{provider: rec.Provider, model: model, client: client}
-			series(&m.costSeries, k, func() prometheus.Counter {
-				return m.cost.WithLabelValues(k.provider, k.model, k.client)
-			}).Add(*rec.CostUSD)
+			counter(&ms.cost, func() prometheus.Counter { return m.cost.WithLabelValues(k.provider, k.model, k.client) }).Add(*rec.CostUSD)
 		case t != (usage.Tokens{}):
-			k := meterLabels{provider: rec.Provider, model: model}
-			series(&m.unpricedSeries, k, func() prometheus.Counter { return m.unpriced.WithLabelValues(k.provider, k.model) }).Inc()
+			counter(&ms.unpriced, func() prometheus.Counter { return m.unpriced.WithLabelValues(k.provider, k.model) }).Inc()
 		}
 	}
 	if m.pub != nil {
