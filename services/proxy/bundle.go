@@ -79,7 +79,6 @@ type bundleTrace struct {
 	errCode   string
 	limits    *debug.LimitDecision
 	access    string
-	buf       [4]attemptRec
 	log       []attemptRec
 }
 
@@ -93,7 +92,7 @@ func (r *request) noteRequest(c *fiber.Ctx) {
 	t.reqLen = len(r.body)
 	t.reqSum = sha256.Sum256(r.body)
 	t.reqPrefix = sha256.Sum256(r.body[:min(len(r.body), debug.PrefixBytes)])
-	t.log = t.buf[:0]
+	t.log = make([]attemptRec, 0, 4) // made only when tracing: a request without it stays small
 }
 
 // beginAttempt notes an attempt about to be sent; the index is for

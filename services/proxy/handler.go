@@ -119,7 +119,6 @@ type request struct {
 	status int
 	ended  time.Duration
 	rec    *usage.Record
-	recBuf usage.Record
 
 	attempts int
 	last     *attemptError // the last failure, for the final error message
@@ -365,8 +364,8 @@ func (r *request) record(status int) {
 		}
 		r.s.meter.observe(&rec, model)
 		if r.trace.on {
-			r.recBuf = rec
-			r.rec = &r.recBuf
+			r.rec = new(usage.Record) // made only when tracing: a request without it stays small
+			*r.rec = rec
 		}
 	}
 	if r.trace.on {
