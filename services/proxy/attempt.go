@@ -161,20 +161,22 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if status != http.StatusOK {
 		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
-	if status, isErr := provider.ErrorIn200(respBody); isErr {
-		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
+	// One walk of the answer's fields (and one validation) for every check.
+	upOp := r.upstreamOp(a)
+	ans := provider.CheckAnswer(a.Format(), upOp, r.upFormat(a), respBody)
+	if ans.ErrorStatus != 0 {
+		return r.fail(t, &attemptError{status: ans.ErrorStatus, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
 	if r.ep.op == provider.OpTranscriptions {
 		// A transcript is JSON or text, as the caller's response_format asked.
 		return r.served(c, t, respBody, string(resp.Header.ContentType()))
 	}
-	upOp := r.upstreamOp(a)
-	if err := provider.ValidResponse(a.Format(), upOp, respBody); err != nil {
+	if ans.Invalid != nil {
 		// A 200 that is not an answer (an HTML page, text, cut JSON) is a
 		// failure of the target, like a 5xx.
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: err})
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: ans.Invalid})
 	}
-	if upOp == provider.OpChat && a.Format() == provider.FormatOpenAI && provider.EmptyChoices(respBody) {
+	if ans.NoChoices {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}
@@ -182,7 +184,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
-	r.tokens, r.tokensOK = provider.ResponseUsage(r.upFormat(a), respBody)
+	r.tokens, r.tokensOK = ans.Tokens, ans.TokensOK
 	return r.served(c, t, out, fiber.MIMEApplicationJSON)
 }
 

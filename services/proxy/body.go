@@ -13,71 +13,151 @@ import (
 // proxy must authorise exactly the value the upstream acts on.
 var readFields = []string{"model", "stream", "stream_options"}
 
+// streamUsageEdit sets stream_options.include_usage (stream_options become
+// {"include_usage":true} when absent or not an object); streamUsageField is
+// the most it adds to a body.
+var streamUsageEdit = jsonfield.EditMember("stream_options", "include_usage", []byte("true"))
+
+const streamUsageField = `"stream_options":{"include_usage":true},`
+
 // bodyError is a request body the proxy refuses before routing.
 type bodyError struct {
 	code string
 	msg  string
 }
 
-// parseBody reads what routing needs from a request body: the model and,
-// for chat, whether the caller asked for a stream. The body must be a JSON
-// object every parser reads the same way (no duplicate keys at any depth).
+// parsed is what routing needs from a request body.
+type parsed struct {
+	model string
+	// stream: the caller asked for a stream (of an op that streams).
+	stream bool
+	// callerUsage: a stream whose caller asked for its usage
+	// (stream_options.include_usage is true).
+	callerUsage bool
+}
+
+// parseBody is readBody without the stream_options: the model and whether
+// the caller asked for a stream.
 func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bodyError) {
+	p, berr := readBody(body, op)
+	return p.model, p.stream, berr
+}
+
+// readBody reads what routing needs from a request body: the model,
+// whether the caller asked for a stream, and its stream_options. The body
+// must be a JSON object every parser reads the same way (no duplicate keys
+// at any depth). After the validation and the key check, one walk of the
+// top-level fields reads them all.
+func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	if !jsonfield.Valid(body) {
-		return "", false, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
+		return parsed{}, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
 	}
 	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
 		var de *jsonfield.DuplicateKeyError
 		if errors.As(err, &de) {
-			return "", false, &bodyError{codeDuplicateKey, de.Error()}
+			return parsed{}, &bodyError{codeDuplicateKey, de.Error()}
 		}
-		return "", false, &bodyError{codeInvalidJSON, err.Error()}
+		return parsed{}, &bodyError{codeInvalidJSON, err.Error()}
 	}
-	model, ok := jsonfield.String(body, "model")
-	if !ok || model == "" {
-		return "", false, &bodyError{codeMissingModel, "the request body must name a model"}
+	need := requiredField(op)
+	var (
+		model, required, stream, options []byte
+		hasModel, hasRequired, hasStream bool
+		hasOptions                       bool
+	)
+	// CheckKeys passed: each name is at most one top-level key (the first
+	// is kept all the same, the one Find would read).
+	jsonfield.Fields(body, func(raw, v []byte) bool {
+		k := jsonfield.Key(raw)
+		switch string(k) {
+		case "model":
+			if !hasModel {
+				model, hasModel = v, true
+			}
+		case "stream":
+			if !hasStream {
+				stream, hasStream = v, true
+			}
+		case "stream_options":
+			if !hasOptions {
+				options, hasOptions = v, true
+			}
+		}
+		if need != "" && !hasRequired && string(k) == need {
+			required, hasRequired = v, true
+		}
+		return true
+	})
+	var ok bool
+	if hasModel {
+		p.model, ok = jsonfield.StringValue(model)
 	}
-	if !utf8.ValidString(model) {
-		return "", false, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+	if !ok || p.model == "" {
+		return parsed{}, &bodyError{codeMissingModel, "the request body must name a model"}
 	}
-	switch op {
-	case provider.OpChat:
-		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
-			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
-		}
-	case provider.OpEmbeddings, provider.OpModerations:
-		if v, _, _, found := jsonfield.Find(body, "input"); !found || string(v) == "null" {
-			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
-		}
-	case provider.OpCompletions:
-		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || string(v) == "null" {
-			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
-		}
-	case provider.OpImages:
-		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
-			return "", false, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
-		}
-	case provider.OpSpeech:
-		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || v[0] != '"' {
-			return "", false, &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
-		}
-	case provider.OpResponses:
-		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
-			return "", false, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
-		}
-	case provider.OpCountTokens:
-		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
-			return "", false, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
-		}
+	if !utf8.ValidString(p.model) {
+		return parsed{}, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
 	}
-	if v, _, _, found := jsonfield.Find(body, "stream"); found {
-		switch string(v) {
+	if berr := checkRequired(op, required, hasRequired); berr != nil {
+		return parsed{}, berr
+	}
+	if hasStream {
+		switch string(stream) {
 		case "true":
-			stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
+			p.stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
 		case "false", "null":
 		default:
-			return "", false, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
+			return parsed{}, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
 		}
 	}
-	return model, stream, nil
+	if p.stream && hasOptions {
+		p.callerUsage = jsonfield.Bool(options, "include_usage")
+	}
+	return p, nil
+}
+
+// requiredField is the top-level field a request for op must carry ("":
+// none is checked).
+func requiredField(op provider.Op) string {
+	switch op {
+	case provider.OpChat, provider.OpCountTokens:
+		return "messages"
+	case provider.OpEmbeddings, provider.OpModerations, provider.OpSpeech, provider.OpResponses:
+		return "input"
+	case provider.OpCompletions, provider.OpImages:
+		return "prompt"
+	}
+	return ""
+}
+
+// checkRequired checks the value v (found: present) of op's required
+// field.
+func checkRequired(op provider.Op, v []byte, found bool) *bodyError {
+	switch op {
+	case provider.OpChat, provider.OpCountTokens:
+		if !found || len(v) == 0 || v[0] != '[' {
+			return &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+		}
+	case provider.OpEmbeddings, provider.OpModerations:
+		if !found || string(v) == "null" {
+			return &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpCompletions:
+		if !found || string(v) == "null" {
+			return &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpImages:
+		if !found || len(v) == 0 || v[0] != '"' {
+			return &bodyError{codeInvalidRequest, "`prompt` must be a string"}
+		}
+	case provider.OpSpeech:
+		if !found || len(v) == 0 || v[0] != '"' {
+			return &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
+		}
+	case provider.OpResponses:
+		if !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+			return &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
+		}
+	}
+	return nil
 }

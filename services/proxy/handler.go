@@ -199,7 +199,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		r.contentType = strings.Clone(c.Get(fiber.HeaderContentType))
 		model, berr = parseForm(r.body, r.contentType)
 	} else {
-		model, stream, berr = parseBody(r.body, ep.op)
+		var p parsed
+		p, berr = readBody(r.body, ep.op)
+		model, stream, r.callerUsage = p.model, p.stream, p.callerUsage
 	}
 	if berr != nil {
 		r.class = classRejected
@@ -500,10 +502,8 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	if r.ep.op == provider.OpTranscriptions {
 		r.estIn = 0 // the body is audio, not tokens
 	}
-	if r.stream && r.ep.format == provider.FormatOpenAI {
-		if so, _, _, ok := jsonfield.Find(r.body, "stream_options"); ok {
-			r.callerUsage = jsonfield.Bool(so, "include_usage")
-		}
+	if !r.stream || r.ep.format != provider.FormatOpenAI {
+		r.callerUsage = false // readBody read stream_options: it counts for an OpenAI-format stream only
 	}
 	p := pass{gate: r.s.engine}
 	if out, done := r.pass(c, rte, &p); done {
@@ -792,16 +792,22 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 	}
 	if pf == r.ep.format || r.ep.op != provider.OpChat { // only chat translates; Supports kept the others to their format
 		body := r.body
+		var buf [2]jsonfield.Edit
+		edits := buf[:0]
 		if r.stream && pf == provider.FormatOpenAI && (r.ep.op == provider.OpChat || r.ep.op == provider.OpCompletions) {
-			body = streamOptionsFor(a, body, r.callerUsage)
+			body, edits = streamOptionsFor(a, body, edits, r.callerUsage)
 		}
-		if step.Upstream == r.model {
+		if step.Upstream != r.model {
+			if r.ep.op == provider.OpTranscriptions {
+				return formWithModel(body, r.contentType, step.Upstream)
+			}
+			edits = append(edits, jsonfield.EditString("model", step.Upstream))
+		}
+		if len(edits) == 0 {
 			return body, nil
 		}
-		if r.ep.op == provider.OpTranscriptions {
-			return formWithModel(body, r.contentType, step.Upstream)
-		}
-		return jsonfield.SetString(make([]byte, 0, len(body)+len(step.Upstream)), body, "model", step.Upstream), nil
+		// One walk and one copy for both edits.
+		return jsonfield.Rewrite(make([]byte, 0, len(body)+len(step.Upstream)+len(streamUsageField)), body, edits...), nil
 	}
 	return r.translatedFor(step, func() ([]byte, error) { return translateRequest(r.ep.format, r.body, step.Upstream) })
 }
@@ -826,26 +832,23 @@ func (r *request) translatedFor(step *route.Step, build func() ([]byte, error)) 
 	return body, nil
 }
 
-// streamOptionsFor is an OpenAI-format stream request's body for a
-// provider: one that refuses stream_options (Mistral, which reports usage
-// anyway) gets none; one that reports a stream's usage only when asked
-// gets stream_options.include_usage unless the caller asked already (the
-// relay then keeps the usage chunk from a caller that did not ask).
-func streamOptionsFor(a *provider.Adapter, body []byte, callerAsked bool) []byte {
+// streamOptionsFor is what an OpenAI-format stream request's body needs
+// for a provider: one that refuses stream_options (Mistral, which reports
+// usage anyway) gets none (the body is copied without them); one that
+// reports a stream's usage only when asked gets stream_options.include_usage
+// unless the caller asked already (an edit appended to edits, for the
+// caller's Rewrite; the relay then keeps the usage chunk from a caller that
+// did not ask).
+func streamOptionsFor(a *provider.Adapter, body []byte, edits []jsonfield.Edit, callerAsked bool) ([]byte, []jsonfield.Edit) {
 	switch {
 	case a.RejectsStreamOptions():
 		if _, _, _, ok := jsonfield.Find(body, "stream_options"); ok {
-			return jsonfield.Delete(make([]byte, 0, len(body)), body, "stream_options")
+			return jsonfield.Delete(make([]byte, 0, len(body)), body, "stream_options"), edits
 		}
 	case a.StreamUsageOption() && !callerAsked:
-		so, _, _, ok := jsonfield.Find(body, "stream_options")
-		if !ok || len(so) == 0 || so[0] != '{' {
-			so = []byte("{}")
-		}
-		opts := jsonfield.SetRaw(make([]byte, 0, len(so)+24), so, "include_usage", []byte("true"))
-		return jsonfield.SetRaw(make([]byte, 0, len(body)+len(opts)+20), body, "stream_options", opts)
+		return body, append(edits, streamUsageEdit)
 	}
-	return body
+	return body, edits
 }
 
 // setRequestID sets the response's X-Request-Id: the caller's own when it

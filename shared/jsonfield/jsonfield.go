@@ -64,10 +64,10 @@ func find(obj []byte, key string) (keyStart, start, end int, ok bool) {
 // resolved), and whether it was.
 func String(obj []byte, key string) (string, bool) {
 	v, _, _, ok := Find(obj, key)
-	if !ok || len(v) < 2 || v[0] != '"' {
+	if !ok {
 		return "", false
 	}
-	return string(canonical(v[1 : len(v)-1])), true
+	return StringValue(v)
 }
 
 // keyIs reports whether the raw (possibly escaped) key names key.

@@ -279,23 +279,29 @@ func ValidResponse(f Format, op Op, body []byte) error {
 	if b[0] != '{' || !jsonfield.Valid(b) {
 		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
 	}
-	field := "choices" // chat and completions
-	switch {
-	case op == OpEmbeddings, op == OpModels, op == OpImages:
-		field = "data"
-	case op == OpModerations:
-		field = "results"
-	case op == OpCountTokens:
-		field = "input_tokens"
-	case op == OpResponses:
-		field = "output"
-	case f == FormatAnthropic:
-		field = "content"
-	}
+	field := responseField(f, op)
 	if _, _, _, ok := jsonfield.Find(b, field); !ok {
 		return fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
 	}
 	return nil
+}
+
+// responseField is the top-level field every response of op in format f
+// carries.
+func responseField(f Format, op Op) string {
+	switch {
+	case op == OpEmbeddings, op == OpModels, op == OpImages:
+		return "data"
+	case op == OpModerations:
+		return "results"
+	case op == OpCountTokens:
+		return "input_tokens"
+	case op == OpResponses:
+		return "output"
+	case f == FormatAnthropic:
+		return "content"
+	}
+	return "choices" // chat and completions
 }
 
 func clipBytes(b []byte, n int) []byte {

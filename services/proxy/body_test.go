@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"errors"
+	"testing"
+	"unicode/utf8"
+
+	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/provider"
+)
+
+// readBodyOld is the request body's reading as the proxy did it before
+// readBody, a walk per field, plus the walk (*request).run made for
+// stream_options: the oracle readBody must agree with.
+func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
+	if !jsonfield.Valid(body) {
+		return parsed{}, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
+	}
+	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
+		var de *jsonfield.DuplicateKeyError
+		if errors.As(err, &de) {
+			return parsed{}, &bodyError{codeDuplicateKey, de.Error()}
+		}
+		return parsed{}, &bodyError{codeInvalidJSON, err.Error()}
+	}
+	model, ok := jsonfield.String(body, "model")
+	if !ok || model == "" {
+		return parsed{}, &bodyError{codeMissingModel, "the request body must name a model"}
+	}
+	if !utf8.ValidString(model) {
+		return parsed{}, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+	}
+	switch op {
+	case provider.OpChat:
+		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
+			return parsed{}, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+		}
+	case provider.OpEmbeddings, provider.OpModerations:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || string(v) == "null" {
+			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpCompletions:
+		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || string(v) == "null" {
+			return parsed{}, &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
+		}
+	case provider.OpImages:
+		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
+			return parsed{}, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
+		}
+	case provider.OpSpeech:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || v[0] != '"' {
+			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
+		}
+	case provider.OpResponses:
+		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
+		}
+	case provider.OpCountTokens:
+		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
+			return parsed{}, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+		}
+	}
+	stream := false
+	if v, _, _, found := jsonfield.Find(body, "stream"); found {
+		switch string(v) {
+		case "true":
+			stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
+		case "false", "null":
+		default:
+			return parsed{}, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
+		}
+	}
+	p = parsed{model: model, stream: stream}
+	if stream { // (*request).run, for an OpenAI-format stream
+		if so, _, _, ok := jsonfield.Find(body, "stream_options"); ok {
+			p.callerUsage = jsonfield.Bool(so, "include_usage")
+		}
+	}
+	return p, nil
+}
+
+// streamBodyOld is an OpenAI-format chat request's upstream body as
+// bodyFor built it before Rewrite: streamOptionsFor's walks and copies,
+// then the model renamed.
+func streamBodyOld(a *provider.Adapter, body []byte, stream, callerAsked bool, model, upstream string) []byte {
+	if stream {
+		switch {
+		case a.RejectsStreamOptions():
+			if _, _, _, ok := jsonfield.Find(body, "stream_options"); ok {
+				body = jsonfield.Delete(make([]byte, 0, len(body)), body, "stream_options")
+			}
+		case a.StreamUsageOption() && !callerAsked:
+			so, _, _, ok := jsonfield.Find(body, "stream_options")
+			if !ok || len(so) == 0 || so[0] != '{' {
+				so = []byte("{}")
+			}
+			opts := jsonfield.SetRaw(make([]byte, 0, len(so)+24), so, "include_usage", []byte("true"))
+			body = jsonfield.SetRaw(make([]byte, 0, len(body)+len(opts)+20), body, "stream_options", opts)
+		}
+	}
+	if upstream == model {
+		return body
+	}
+	return jsonfield.SetString(make([]byte, 0, len(body)+len(upstream)), body, "model", upstream)
+}
+
+var bodyAdapters = []*provider.Adapter{
+	provider.New("openai", "", "", nil),
+	provider.New("mistral", "", "", nil),
+	provider.New("azure", "", "2024-06-01", nil),
+	provider.New("azure", "", "2024-10-21", nil),
+}
+
+// streamBodyNew is bodyFor's body for a chat request to a.
+func streamBodyNew(a *provider.Adapter, body []byte, stream, callerUsage bool, model, upstream string) []byte {
+	r := &request{ep: epChat, body: body, model: model, stream: stream, callerUsage: callerUsage}
+	out, err := r.bodyFor(&route.Step{Provider: &route.Provider{Name: "p", Adapter: a}, Upstream: upstream})
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func sameParse(p1 parsed, e1 *bodyError, p2 parsed, e2 *bodyError) bool {
+	if (e1 == nil) != (e2 == nil) || e1 != nil && *e1 != *e2 {
+		return false
+	}
+	return p1 == p2
+}
+
+var readBodySeeds = []string{
+	`{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"a","stream":true,"stream_options":{"include_usage":true},"messages":[]}`,
+	`{"model":"a","stream":true,"stream_options":{"include_usage":false,"x":1},"messages":[]}`,
+	`{"model":"a","stream":true,"stream_options":null,"prompt":"p"}`,
+	`{"mod\u0065l":"g\u006dodel","str\u0065am":true,"messages":[],"input":"x","prompt":null}`,
+	`{"model":"a","Model":"b","STREAM":true}`,
+	`{"model":"a","stream":"yes","messages":[]}`,
+	`{"model":"a","messages":{}}`,
+	`{"model":"","messages":[]}`,
+	`{"model":"\ud800","messages":[]}`,
+	`{"model":7,"messages":[]}`,
+	` { "model" : "m" , "input" : [ 1 , 2 ] , "stream" : null } `,
+	`[{"model":"a"}]`,
+	`{"model":"a"`,
+}
+
+func TestReadBody(t *testing.T) {
+	for _, s := range readBodySeeds {
+		for op := provider.Op(0); op <= provider.OpTranscriptions; op++ {
+			p, berr := readBody([]byte(s), op)
+			po, bo := readBodyOld([]byte(s), op)
+			if !sameParse(p, berr, po, bo) {
+				t.Errorf("readBody(%s, %d) = %+v %v, the old way %+v %v", s, op, p, berr, po, bo)
+			}
+			if model, stream, berr2 := parseBody([]byte(s), op); model != p.model || stream != p.stream || berr2 != berr && *berr2 != *berr {
+				t.Errorf("parseBody(%s, %d) is not readBody", s, op)
+			}
+		}
+	}
+	p, berr := readBody([]byte(readBodySeeds[1]), provider.OpChat)
+	if berr != nil || p != (parsed{model: "a", stream: true, callerUsage: true}) {
+		t.Errorf("readBody = %+v, %v", p, berr)
+	}
+	body := []byte(readBodySeeds[0])
+	if n := testing.AllocsPerRun(100, func() { _, _ = readBody(body, provider.OpChat) }); n > 1 {
+		t.Errorf("readBody allocates %v times (the model name only)", n)
+	}
+}
+
+func TestStreamBody(t *testing.T) {
+	for _, s := range readBodySeeds {
+		for _, a := range bodyAdapters {
+			for _, up := range []string{"a", "up-model"} {
+				for _, asked := range []bool{false, true} {
+					got := streamBodyNew(a, []byte(s), true, asked, "a", up)
+					want := streamBodyOld(a, []byte(s), true, asked, "a", up)
+					if string(got) != string(want) {
+						t.Errorf("%s (%s, %s, asked %v): %s, the old way %s", s, a.Type(), up, asked, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzReadBody: readBody's one walk reads what the old walks per field
+// read, with the same errors, for every op.
+func FuzzReadBody(f *testing.F) {
+	for _, s := range readBodySeeds {
+		f.Add([]byte(s), uint8(provider.OpChat))
+		f.Add([]byte(s), uint8(provider.OpEmbeddings))
+		f.Add([]byte(s), uint8(provider.OpResponses))
+		f.Add([]byte(s), uint8(provider.OpCompletions))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, op uint8) {
+		o := provider.Op(op % (uint8(provider.OpTranscriptions) + 1))
+		p, berr := readBody(body, o)
+		po, bo := readBodyOld(body, o)
+		if !sameParse(p, berr, po, bo) {
+			t.Fatalf("readBody(%q, %d) = %+v %v, the old way %+v %v", body, o, p, berr, po, bo)
+		}
+	})
+}
+
+// FuzzStreamBody: bodyFor's one-pass body for an OpenAI-format chat
+// request (include_usage and the model in one Rewrite) is byte for byte
+// the old one, for each kind of OpenAI-format provider.
+func FuzzStreamBody(f *testing.F) {
+	for _, s := range readBodySeeds {
+		f.Add([]byte(s), "up-model", uint8(0), true, false)
+		f.Add([]byte(s), "", uint8(1), true, true)
+		f.Add([]byte(s), "q\"\\\n", uint8(2), false, false)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, upstream string, which uint8, stream, asked bool) {
+		a := bodyAdapters[int(which)%len(bodyAdapters)]
+		model := "a"
+		if p, berr := readBody(body, provider.OpChat); berr == nil {
+			model = p.model
+		}
+		if upstream == "" {
+			upstream = model
+		}
+		got := streamBodyNew(a, body, stream, asked, model, upstream)
+		want := streamBodyOld(a, body, stream, asked, model, upstream)
+		if string(got) != string(want) {
+			t.Fatalf("%s %q: %s, the old way %s", a.Type(), upstream, got, want)
+		}
+	})
+}
+
+// BenchmarkBodyPasses: the JSON passes of a request's path, the old way
+// and the new: reading a small chat stream request (parse), its upstream
+// body for OpenAI with the model renamed (stream body), and checking a
+// chat completion answer (answer, benchCompletion).
+func BenchmarkBodyPasses(b *testing.B) {
+	req := []byte(`{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	answer := []byte(benchCompletion)
+	openai := bodyAdapters[0]
+	r := &request{ep: epChat, body: req, model: "bench", stream: true}
+	step := &route.Step{Provider: &route.Provider{Name: "p", Adapter: openai}, Upstream: "gpt-4o-mini"}
+	checkOld := func(body []byte) {
+		if _, isErr := provider.ErrorIn200(body); isErr {
+			return
+		}
+		if provider.ValidResponse(provider.FormatOpenAI, provider.OpChat, body) != nil || provider.EmptyChoices(body) {
+			return
+		}
+		provider.ResponseUsage(provider.FormatOpenAI, body)
+	}
+	for _, bm := range []struct {
+		name     string
+		old, new func()
+	}{
+		{"parse",
+			func() { _, _ = readBodyOld(req, provider.OpChat) },
+			func() { _, _ = readBody(req, provider.OpChat) }},
+		{"stream body",
+			func() { streamBodyOld(openai, req, true, false, "bench", "gpt-4o-mini") },
+			func() { _, _ = r.bodyFor(step) }},
+		{"answer",
+			func() { checkOld(answer) },
+			func() { provider.CheckAnswer(provider.FormatOpenAI, provider.OpChat, provider.FormatOpenAI, answer) }},
+	} {
+		b.Run(bm.name+"/old", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bm.old()
+			}
+		})
+		b.Run(bm.name+"/new", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bm.new()
+			}
+		})
+	}
+}

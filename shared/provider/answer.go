@@ -1,0 +1,107 @@
+package provider
+
+import (
+	"bytes"
+	"fmt"
+
+	"switchyard.dev/shared/jsonfield"
+	"switchyard.dev/shared/usage"
+)
+
+// Answer is what a plain (not streamed) 200 answer tells the proxy, read by
+// CheckAnswer in one walk of its top-level fields.
+type Answer struct {
+	// ErrorStatus is not 0 when the answer is an error in a 200 (as
+	// ErrorIn200 reports it): the status it carries.
+	ErrorStatus int
+	// Invalid is ValidResponse's verdict: nil when the body is the
+	// operation's response.
+	Invalid error
+	// NoChoices: an OpenAI-format chat completion with no choices at all
+	// (EmptyChoices), an error in disguise.
+	NoChoices bool
+	// Tokens is the usage the answer reports (ResponseUsage); TokensOK
+	// is false when it reports none.
+	Tokens   usage.Tokens
+	TokensOK bool
+}
+
+// CheckAnswer reads a 200 answer to op from a provider of format f, whose
+// usage is in usageFormat, with one walk of its top-level fields and one
+// validation: the same verdicts as ErrorIn200, ValidResponse, EmptyChoices
+// (for OpenAI-format chat) and ResponseUsage, decided in that order; each
+// later field is zero once an earlier one fails the answer. A transcript
+// (OpTranscriptions, JSON or text) is checked for an error in a 200 only.
+func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	field := responseField(f, op)
+	var (
+		errV, choicesV, usageV            []byte
+		hasErr, hasChoices, hasID, hasUse bool
+		hasField                          bool
+	)
+	if len(b) > 0 && b[0] == '{' {
+		jsonfield.Fields(b, func(raw, v []byte) bool {
+			k := jsonfield.Key(raw)
+			switch string(k) { // the first field of each name, as Find
+			case "error":
+				if !hasErr {
+					errV, hasErr = v, true
+				}
+			case "choices":
+				if !hasChoices {
+					choicesV, hasChoices = v, true
+				}
+			case "id":
+				hasID = true
+			case "usage":
+				if !hasUse {
+					usageV, hasUse = v, true
+				}
+			}
+			if string(k) == field {
+				hasField = true
+			}
+			return !(hasErr && hasChoices && hasID && hasUse && hasField)
+		})
+	}
+
+	// ErrorIn200: an error member, unless a real completion carries it.
+	if hasErr && len(errV) > 0 && errV[0] != 'n' && !(hasChoices && hasID) {
+		ans.ErrorStatus = 502
+		if errV[0] == '{' {
+			if c, _, _, ok := jsonfield.Find(errV, "code"); ok {
+				if n := atoi(c); n >= 400 && n <= 599 {
+					ans.ErrorStatus = n
+				}
+			}
+		}
+		return ans
+	}
+	if op == OpTranscriptions {
+		return ans
+	}
+	// ValidResponse.
+	switch {
+	case len(b) == 0:
+		ans.Invalid = fmt.Errorf("%w: empty body", ErrInvalidResponse)
+		return ans
+	case b[0] != '{' || !jsonfield.Valid(b):
+		ans.Invalid = fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
+		return ans
+	case !hasField:
+		ans.Invalid = fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
+		return ans
+	}
+	// EmptyChoices.
+	if op == OpChat && f == FormatOpenAI && hasChoices &&
+		len(bytes.TrimSpace(bytes.Trim(bytes.TrimSpace(choicesV), "[]"))) == 0 {
+		ans.NoChoices = true
+		return ans
+	}
+	// ResponseUsage.
+	if hasUse && len(usageV) > 0 && usageV[0] == '{' {
+		ans.Tokens, ans.TokensOK = usageObject(usageFormat, usageV, usage.Tokens{})
+	}
+	return ans
+}
