@@ -36,13 +36,6 @@ type parsed struct {
 	callerUsage bool
 }
 
-// parseBody is readBody without the stream_options: the model and whether
-// the caller asked for a stream.
-func parseBody(body []byte, op provider.Op) (model string, stream bool, berr *bodyError) {
-	p, berr := readBody(body, op)
-	return p.model, p.stream, berr
-}
-
 // readBody reads what routing needs from a request body: the model,
 // whether the caller asked for a stream, and its stream_options. The body
 // must be a JSON object every parser reads the same way (no duplicate keys

@@ -86,7 +86,7 @@ func TestNonBooleanStreamRefused(t *testing.T) {
 	}
 }
 
-// FuzzParseBody checks that whatever the proxy accepts, it reads the way
+// FuzzParseBody checks that whatever the proxy accepts (readBody), it reads the way
 // every parser reads the body it forwards: encoding/json into a map (exact
 // keys, last wins), encoding/json into a struct (case-insensitive keys),
 // and a strict parser that refuses duplicate keys.
@@ -107,10 +107,11 @@ func FuzzParseBody(f *testing.F) {
 	}
 	const upstream = "upstream-model"
 	f.Fuzz(func(t *testing.T, body []byte) {
-		model, stream, berr := parseBody(body, provider.OpChat)
+		p, berr := readBody(body, provider.OpChat)
 		if berr != nil {
 			return
 		}
+		model, stream := p.model, p.stream
 		for _, fw := range []struct {
 			body []byte
 			want string
