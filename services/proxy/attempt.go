@@ -93,7 +93,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	case r.ep.op == provider.OpTranscriptions:
 		req.Header.SetContentType(r.contentType) // multipart, with its boundary
 	default:
-		req.Header.SetContentType("application/json")
+		req.Header.SetContentTypeBytes(acceptJSON)
 	}
 	switch {
 	case r.stream:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,16 +144,26 @@ func (u *upstream) authFor(a *provider.Adapter, key *route.Key) [][2]string {
 	return h.pairs
 }
 
+// buildAuth builds the credential headers for a secret once, ready to set
+// as they are: names in canonical form, line breaks in values replaced by
+// spaces (what fasthttp's normalizing setter would do on every request).
 func buildAuth(a *provider.Adapter, secret string) *authHeaders {
 	h := http.Header{}
 	a.Authorize(h, secret)
 	out := &authHeaders{secret: secret}
 	for k, vs := range h {
 		for _, v := range vs {
-			out.pairs = append(out.pairs, [2]string{k, v})
+			out.pairs = append(out.pairs, [2]string{http.CanonicalHeaderKey(k), strings.Map(noLineBreak, v)})
 		}
 	}
 	return out
+}
+
+func noLineBreak(r rune) rune {
+	if r == '\r' || r == '\n' {
+		return ' '
+	}
+	return r
 }
 
 // setAuth puts the credential headers on req. Authorize sets
@@ -163,7 +174,7 @@ func setAuth(req *fasthttp.Request, pairs [][2]string) {
 		if kv[0] == "Anthropic-Version" && len(req.Header.Peek(kv[0])) > 0 {
 			continue
 		}
-		req.Header.Set(kv[0], kv[1])
+		req.Header.SetCanonical(bytesOf(kv[0]), bytesOf(kv[1]))
 	}
 }
 
