@@ -40,6 +40,28 @@ func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
 	return usageObject(f, u, usage.Tokens{})
 }
 
+// fieldsOf returns the values of up to four top-level fields of the JSON
+// object obj, read in one walk: the first of each key, as jsonfield.Find
+// reads it (nil: absent).
+func fieldsOf(obj []byte, keys ...string) (vals [4][]byte) {
+	keys = keys[:min(len(keys), len(vals))]
+	left := len(keys)
+	jsonfield.Fields(obj, func(k, v []byte) bool {
+		for i, key := range keys {
+			if vals[i] == nil && jsonfield.KeyIs(k, key) {
+				vals[i] = v
+				left--
+				break
+			}
+		}
+		return left > 0
+	})
+	return vals
+}
+
+// isObject reports whether a raw JSON value is an object.
+func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
+
 // object is the top-level field key of obj when it is a JSON object.
 func object(obj []byte, key string) ([]byte, bool) {
 	v, _, _, ok := jsonfield.Find(obj, key)
@@ -54,10 +76,11 @@ func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
 	case FormatResponses:
 		return openAIShape(u, prev, "input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details")
 	case FormatAnthropic:
-		in, okIn := intField(u, "input_tokens")
-		out, okOut := intField(u, "output_tokens")
-		read, okRead := intField(u, "cache_read_input_tokens")
-		write, okWrite := intField(u, "cache_creation_input_tokens")
+		v := fieldsOf(u, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+		in, okIn := intValue(v[0])
+		out, okOut := intValue(v[1])
+		read, okRead := intValue(v[2])
+		write, okWrite := intValue(v[3])
 		if !okIn && !okOut && !okRead && !okWrite {
 			return prev, false
 		}
@@ -85,17 +108,18 @@ func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
 // input's details and the reasoning_tokens of the output's. It is prev,
 // false when neither count is there.
 func openAIShape(u []byte, prev usage.Tokens, inKey, inDetails, outKey, outDetails string) (usage.Tokens, bool) {
-	in, okIn := intField(u, inKey)
-	out, okOut := intField(u, outKey)
+	v := fieldsOf(u, inKey, outKey, inDetails, outDetails)
+	in, okIn := intValue(v[0])
+	out, okOut := intValue(v[1])
 	if !okIn && !okOut {
 		return prev, false
 	}
 	var cached, reasoning int64
-	if d, ok := object(u, inDetails); ok {
-		cached, _ = intField(d, "cached_tokens")
+	if isObject(v[2]) {
+		cached, _ = intField(v[2], "cached_tokens")
 	}
-	if d, ok := object(u, outDetails); ok {
-		reasoning, _ = intField(d, "reasoning_tokens")
+	if isObject(v[3]) {
+		reasoning, _ = intField(v[3], "reasoning_tokens")
 	}
 	return usage.OpenAIUsage(in, cached, out, reasoning), true
 }
@@ -121,6 +145,17 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 	}
 	obj := data // the object whose usage field it is
 	switch {
+	case f == FormatOpenAI:
+		// One walk for both fields: the usage, and whether the chunk has
+		// choices.
+		v := fieldsOf(data, "usage", "choices")
+		if !isObject(v[0]) {
+			return false, false
+		}
+		if *t, ok = usageObject(f, v[0], *t); !ok {
+			return false, false
+		}
+		return true, v[1] == nil || bytes.Equal(bytes.TrimSpace(v[1]), emptyChoicesJSON)
 	case f == FormatResponses:
 		if obj, ok = object(data, "response"); !ok {
 			return false, false
@@ -134,11 +169,8 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 	if !found {
 		return false, false
 	}
-	if *t, ok = usageObject(f, u, *t); !ok || f != FormatOpenAI {
-		return ok, false
-	}
-	c, _, _, found := jsonfield.Find(data, "choices")
-	return true, found && bytes.Equal(bytes.TrimSpace(c), emptyChoicesJSON) || !found
+	*t, ok = usageObject(f, u, *t)
+	return ok, false
 }
 
 // nullAfterKey reports whether rest (what follows a key) is `: null`.
@@ -153,8 +185,14 @@ func nullAfterKey(rest []byte) bool {
 // intField reads the integer top-level field key of the JSON object obj
 // (a whole number written as a float, 12.0, is read too).
 func intField(obj []byte, key string) (int64, bool) {
-	v, _, _, ok := jsonfield.Find(obj, key)
-	if !ok || len(v) == 0 {
+	v, _, _, _ := jsonfield.Find(obj, key)
+	return intValue(v)
+}
+
+// intValue reads a raw JSON value as an integer, as intField does (nil:
+// absent).
+func intValue(v []byte) (int64, bool) {
+	if len(v) == 0 {
 		return 0, false
 	}
 	var n int64
