@@ -53,34 +53,14 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		return parsed{}, &bodyError{codeInvalidJSON, err.Error()}
 	}
 	need := requiredField(op)
-	var (
-		model, required, stream, options []byte
-		hasModel, hasRequired, hasStream bool
-		hasOptions                       bool
-	)
-	// CheckKeys passed: each name is at most one top-level key (the first
-	// is kept all the same, the one Find would read).
-	jsonfield.Fields(body, func(raw, v []byte) bool {
-		k := jsonfield.Key(raw)
-		switch string(k) {
-		case "model":
-			if !hasModel {
-				model, hasModel = v, true
-			}
-		case "stream":
-			if !hasStream {
-				stream, hasStream = v, true
-			}
-		case "stream_options":
-			if !hasOptions {
-				options, hasOptions = v, true
-			}
-		}
-		if need != "" && !hasRequired && string(k) == need {
-			required, hasRequired = v, true
-		}
-		return true
-	})
+	// CheckKeys passed: each name is at most one top-level key.
+	keys := []string{"model", "stream", "stream_options", need}
+	if need == "" {
+		keys = keys[:3] // not a key named ""
+	}
+	v := jsonfield.Lookup(body, keys...)
+	model, stream, options, required := v[0], v[1], v[2], v[3]
+	hasModel, hasStream, hasOptions, hasRequired := model != nil, stream != nil, options != nil, required != nil
 	var ok bool
 	if hasModel {
 		p.model, ok = jsonfield.StringValue(model)

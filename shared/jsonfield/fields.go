@@ -32,6 +32,30 @@ func Fields(obj []byte, fn func(key, value []byte) bool) bool {
 	}
 }
 
+// MaxLookup is the most keys Lookup reads in one walk.
+const MaxLookup = 8
+
+// Lookup returns the raw value of the first top-level field of obj named
+// by each of keys (the one Find returns; nil when absent), read in one
+// walk of Fields that stops once every key is found. A key may appear
+// twice in keys (both slots get the value); keys past MaxLookup are not
+// read. It does not allocate (but for keys written with escapes, as
+// KeyIs).
+func Lookup(obj []byte, keys ...string) (vals [MaxLookup][]byte) {
+	keys = keys[:min(len(keys), MaxLookup)]
+	left := len(keys)
+	Fields(obj, func(k, v []byte) bool {
+		for i, key := range keys {
+			if vals[i] == nil && keyIs(k, key) {
+				vals[i] = v
+				left--
+			}
+		}
+		return left > 0
+	})
+	return vals
+}
+
 const (
 	fieldOK  = iota // a field
 	fieldEnd        // the object's closing brace

@@ -285,3 +285,35 @@ func BenchmarkStreamBody(b *testing.B) {
 		}
 	})
 }
+
+// Lookup reads the first field of each name in one walk, as Find would;
+// a key named twice fills both slots; absent keys and non-objects give nil.
+func TestLookup(t *testing.T) {
+	obj := []byte(`{"a":1, "b" : {"x":[1,2]}, "\u0063":"see", "a":2, "d":null}`)
+	v := Lookup(obj, "a", "b", "c", "d", "zz", "a")
+	want := []string{"1", `{"x":[1,2]}`, `"see"`, "null", "", "1"}
+	for i, w := range want {
+		if string(v[i]) != w || (w == "") != (v[i] == nil) {
+			t.Errorf("key %d: %q, want %q", i, v[i], w)
+		}
+	}
+	for _, bad := range []string{`[{"a":1}]`, `"a"`, ``, `{"a":`, `{"a" 1}`} {
+		if v := Lookup([]byte(bad), "a"); v[0] != nil && bad != `{"a":` {
+			t.Errorf("%q: %q", bad, v[0])
+		}
+	}
+	many := Lookup(obj, "a", "a", "a", "a", "a", "a", "a", "a", "b")
+	if string(many[MaxLookup-1]) != "1" {
+		t.Errorf("eighth key: %q", many[MaxLookup-1])
+	}
+	plain := []byte(`{"a":1, "b" : {"x":[1,2]}, "c":"see", "d":null}`) // no escaped key (KeyIs allocates for those)
+	if n := testing.AllocsPerRun(100, func() { Lookup(plain, "a", "b", "d") }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		fv, _, _, ok := Find(obj, k)
+		if lv := Lookup(obj, k); string(lv[0]) != string(fv) || (lv[0] != nil) != ok {
+			t.Errorf("%s: Lookup %q, Find %q %v", k, lv[0], fv, ok)
+		}
+	}
+}

@@ -35,36 +35,10 @@ type Answer struct {
 func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	field := responseField(f, op)
-	var (
-		errV, choicesV, usageV            []byte
-		hasErr, hasChoices, hasID, hasUse bool
-		hasField                          bool
-	)
-	if len(b) > 0 && b[0] == '{' {
-		jsonfield.Fields(b, func(raw, v []byte) bool {
-			k := jsonfield.Key(raw)
-			switch string(k) { // the first field of each name, as Find
-			case "error":
-				if !hasErr {
-					errV, hasErr = v, true
-				}
-			case "choices":
-				if !hasChoices {
-					choicesV, hasChoices = v, true
-				}
-			case "id":
-				hasID = true
-			case "usage":
-				if !hasUse {
-					usageV, hasUse = v, true
-				}
-			}
-			if string(k) == field {
-				hasField = true
-			}
-			return !(hasErr && hasChoices && hasID && hasUse && hasField)
-		})
-	}
+	// One walk for the five fields (field may be one of the others).
+	v := jsonfield.Lookup(b, "error", "choices", "id", "usage", field)
+	errV, choicesV, usageV := v[0], v[1], v[3]
+	hasErr, hasChoices, hasID, hasUse, hasField := errV != nil, choicesV != nil, v[2] != nil, usageV != nil, v[4] != nil
 
 	// ErrorIn200: an error member, unless a real completion carries it.
 	if hasErr && len(errV) > 0 && errV[0] != 'n' && !(hasChoices && hasID) {

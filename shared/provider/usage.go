@@ -40,25 +40,6 @@ func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
 	return usageObject(f, u, usage.Tokens{})
 }
 
-// fieldsOf returns the values of up to four top-level fields of the JSON
-// object obj, read in one walk: the first of each key, as jsonfield.Find
-// reads it (nil: absent).
-func fieldsOf(obj []byte, keys ...string) (vals [4][]byte) {
-	keys = keys[:min(len(keys), len(vals))]
-	left := len(keys)
-	jsonfield.Fields(obj, func(k, v []byte) bool {
-		for i, key := range keys {
-			if vals[i] == nil && jsonfield.KeyIs(k, key) {
-				vals[i] = v
-				left--
-				break
-			}
-		}
-		return left > 0
-	})
-	return vals
-}
-
 // isObject reports whether a raw JSON value is an object.
 func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 
@@ -76,7 +57,7 @@ func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
 	case FormatResponses:
 		return openAIShape(u, prev, "input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details")
 	case FormatAnthropic:
-		v := fieldsOf(u, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+		v := jsonfield.Lookup(u, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 		in, okIn := intValue(v[0])
 		out, okOut := intValue(v[1])
 		read, okRead := intValue(v[2])
@@ -108,7 +89,7 @@ func usageObject(f Format, u []byte, prev usage.Tokens) (usage.Tokens, bool) {
 // input's details and the reasoning_tokens of the output's. It is prev,
 // false when neither count is there.
 func openAIShape(u []byte, prev usage.Tokens, inKey, inDetails, outKey, outDetails string) (usage.Tokens, bool) {
-	v := fieldsOf(u, inKey, outKey, inDetails, outDetails)
+	v := jsonfield.Lookup(u, inKey, outKey, inDetails, outDetails)
 	in, okIn := intValue(v[0])
 	out, okOut := intValue(v[1])
 	if !okIn && !okOut {
@@ -148,7 +129,7 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 	case f == FormatOpenAI:
 		// One walk for both fields: the usage, and whether the chunk has
 		// choices.
-		v := fieldsOf(data, "usage", "choices")
+		v := jsonfield.Lookup(data, "usage", "choices")
 		if !isObject(v[0]) {
 			return false, false
 		}

@@ -8,7 +8,7 @@ import (
 	"switchyard.dev/shared/usage"
 )
 
-// The usage readers walk each object once (fieldsOf); they read what the
+// The usage readers walk each object once (jsonfield.Lookup); they read what the
 // field-by-field lookups read (the oracle below, as they were).
 func FuzzUsageOneWalk(f *testing.F) {
 	for _, seed := range []string{
