@@ -120,9 +120,12 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
-	r.sending.Store(int64(clockSince()) + 1)
+	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
 	err := up.client.DoDeadline(req, resp, deadline)
+	if !resp.StreamBody {
+		r.sending.Store(0) // the answer is read: the connection is back in the pool
+	}
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
@@ -242,22 +245,16 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.provider = t.step.Provider.Name
 	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	h := &c.Response().Header
-	// Provider names and key ids are validated identifiers; a model name
-	// may come from the caller (unlisted models): one that is not visible
-	// ASCII goes through c.Set, which strips line breaks (fasthttp 1.51's
-	// SetCanonical does not).
+	// A model name may come from the caller (unlisted models): SetCanonical
+	// copies a value with its line breaks replaced, as every setter does.
 	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
 	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
-	if visibleASCII(t.step.Model) {
-		h.SetCanonical(hdrModel, bytesOf(t.step.Model))
-	} else {
-		c.Set(headerModel, t.step.Model)
-	}
+	h.SetCanonical(hdrModel, bytesOf(t.step.Model))
 	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.attempts)))
 }
 
-// Header names in canonical form and fixed values, set without fasthttp's
-// per-call normalizing copy.
+// Header names in canonical form and fixed values, set without
+// normalizing the name on every call.
 var (
 	hdrAccept         = []byte("Accept")
 	hdrRequestID      = []byte(headerRequestID)

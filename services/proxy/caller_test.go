@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +57,7 @@ func TestCallerGoneEndsTheRequest(t *testing.T) {
 // its own (each still gets its answer, from its one upstream call).
 func TestCallerGoneSharedRequestID(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Timeouts.Attempt = time.Minute })
-	f.openai.AddRule(fakeprovider.Rule{FirstByteLatency: 1500 * time.Millisecond})
+	f.openai.AddRule(fakeprovider.Rule{FirstByteLatency: 3 * time.Second}) // longer than the waves take, even under load
 	const pairs = 3
 	send := func(ctx context.Context, id string, res chan<- int) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions",
@@ -134,5 +136,42 @@ func TestCallerGoneDuringBackoff(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
 	if n := f.openai.CountCalls(nil); n != 1 {
 		t.Errorf("%d upstream calls, want 1", n)
+	}
+}
+
+// An https provider's exchange is interrupted too when its caller leaves:
+// the gateway tracks the connection above TLS, where the request's header
+// block (its X-Request-Id) is in the clear.
+func TestCallerGoneTLSUpstream(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Options{Name: "tls-openai"})
+	ts := httptest.NewTLSServer(fp)
+	t.Cleanup(ts.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	old := upstreamRootCAs
+	upstreamRootCAs = roots
+	t.Cleanup(func() { upstreamRootCAs = old })
+	f := newFixture(t, func(c *config.Config) {
+		c.Timeouts.Attempt = time.Minute
+		c.Providers[0].BaseURL = ts.URL + "/v1"
+	})
+	body := `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`
+	if st, _, b := rawCall(t, f, "/v1/chat/completions", body); st != http.StatusOK {
+		t.Fatalf("over TLS: %d %s", st, b)
+	}
+	fp.AddRule(fakeprovider.Rule{Hang: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a hung upstream answered: %d", resp.StatusCode)
+	}
+	// The attempt timeout is a minute: the request ends soon after its
+	// caller left only if its exchange was cut.
+	testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+	if n := fp.CountCalls(nil); n != 2 {
+		t.Errorf("%d upstream calls, want 2 (no attempt after the caller left)", n)
 	}
 }

@@ -128,9 +128,12 @@ type request struct {
 	gone   atomic.Bool
 	goneCh chan struct{} // closed when gone is set; made on first use (goneC), under the caller watch's lock
 	// sending is when the attempt in flight was about to be written
-	// (clockSince()+1; 0 between attempts), for callerGone.
+	// (sendingNow; 0 between attempts), for callerGone.
 	sending atomic.Int64
 	watch   watchLink // in the caller watch's list while the handler runs
+	// idChosen: the caller gave the request id (X-Request-Id), which
+	// another request may carry too.
+	idChosen bool
 	// translated bodies, per upstream format, built on first use
 	translated [2][]byte
 	transErr   [2]error
@@ -142,6 +145,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		r := &request{s: s, ep: ep, started: time.Now()}
 		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
+		r.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)
@@ -307,19 +311,21 @@ func (r *request) expired() bool {
 
 // callerGone is called (once, under the watch's lock) by the caller watch
 // when the caller closed its connection: the attempt in flight is
-// interrupted. It is found by its X-Request-Id, written since the attempt
-// was sent; a caller may choose the id: when more than one upstream
-// connection carries it (a caller that reuses ids, or two callers that
-// chose the same), none is interrupted, so one caller leaving never cuts
-// another's exchange; the request still makes no further attempt.
+// interrupted. It is found by its X-Request-Id, written on one upstream
+// connection since the attempt was sent. Only an id the gateway made is
+// unique: a caller may choose its own, and another request (of the same
+// caller, or another) may carry the same one, so a request with a chosen
+// id is not interrupted (its attempt runs to its answer or timeout); one
+// caller leaving never cuts another's exchange. Either way the request
+// makes no further attempt.
 func (r *request) callerGone() {
 	r.gone.Store(true)
 	if r.goneCh != nil {
 		close(r.goneCh)
 	}
 	since := time.Duration(r.sending.Load())
-	if since == 0 {
-		return // between attempts: nothing to interrupt
+	if since == 0 || r.idChosen {
+		return // between attempts, or an id that may not be this request's alone
 	}
 	var buf [2]*trackedConn
 	found := buf[:0]

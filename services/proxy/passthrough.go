@@ -212,7 +212,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	r.sending.Store(int64(clockSince()) + 1)
+	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
 	err := up.client.DoDeadline(req, resp, deadline)
 	r.sending.Store(0)

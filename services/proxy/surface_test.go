@@ -182,7 +182,7 @@ func TestUnlistedModels(t *testing.T) {
 	// A caller's model name with a line break cannot split the response's
 	// headers.
 	st, h, body = rawCall(t, f, "/v1/chat/completions", `{"model":"fake-openai/brand\r\nX-Injected: 1","messages":[{"role":"user","content":"hi"}]}`)
-	if h.Get("X-Injected") != "" || strings.ContainsAny(h.Get(headerModel), "\r\n") {
+	if st != 200 || h.Get(headerModel) == "" || h.Get("X-Injected") != "" || strings.ContainsAny(h.Get(headerModel), "\r\n") {
 		t.Fatalf("a model name split the headers: %d %v %s", st, h, body)
 	}
 	// Callers name these models: no metric series per name.

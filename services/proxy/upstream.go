@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -109,10 +111,13 @@ func newUpstream(cfg *config.Config, p config.Provider) *upstream {
 	conns := &connTable{}
 	dialer := &net.Dialer{Timeout: pickDur(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
 	u := (&upstream{pool: &pool{conns: conns, conf: upstreamConf(cfg, p)}}).reuse(cfg, p) // refs 1
+	var tlsConf *tls.Config                                                               // https: the handshake is the dial's, under the tracking (see dial)
+	if strings.HasPrefix(strings.ToLower(p.BaseURL), "https://") {
+		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64), RootCAs: upstreamRootCAs}
+	}
 	u.client = &fasthttp.Client{
 		Name:                          userAgent,
-		Dial:                          func(addr string) (net.Conn, error) { return conns.dial(dialer, addr) },
-		TLSConfig:                     &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64)},
+		Dial:                          func(addr string) (net.Conn, error) { return conns.dial(dialer, addr, tlsConf) },
 		MaxConnsPerHost:               max(cfg.Limits.MaxInFlight+16, minConnsPerHost),
 		MaxIdleConnDuration:           idleConnTimeout,
 		WriteTimeout:                  writeTimeout,
@@ -145,8 +150,8 @@ func (u *upstream) authFor(a *provider.Adapter, key *route.Key) [][2]string {
 }
 
 // buildAuth builds the credential headers for a secret once, ready to set
-// as they are: names in canonical form, line breaks in values replaced by
-// spaces (what fasthttp's normalizing setter would do on every request).
+// with SetCanonical: names in canonical form (fasthttp's setters replace a
+// value's line breaks themselves; the values here have none either).
 func buildAuth(a *provider.Adapter, secret string) *authHeaders {
 	h := http.Header{}
 	a.Authorize(h, secret)
@@ -185,10 +190,35 @@ type connTable struct {
 	m sync.Map // *trackedConn -> struct{}
 }
 
-func (t *connTable) dial(d *net.Dialer, addr string) (net.Conn, error) {
+// upstreamRootCAs are the CAs upstream certificates are verified against
+// (nil: the system's); tests set their own.
+var upstreamRootCAs *x509.CertPool
+
+// dial connects to addr and, for an https provider (tlsConf), completes
+// the TLS handshake, so that the tracked connection sits above TLS: it
+// sees each request's header block in the clear (the X-Request-Id that
+// lets a leaving caller's exchange be found) and deadlines set on it
+// reach the TCP connection. fasthttp takes a connection with a Handshake
+// method as TLS already.
+func (t *connTable) dial(d *net.Dialer, addr string, tlsConf *tls.Config) (net.Conn, error) {
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if tlsConf != nil {
+		conf := tlsConf.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			conf.ServerName = host
+		}
+		tc := tls.Client(c, conf)
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c = tc
 	}
 	tc := &trackedConn{Conn: c, table: t}
 	tc.local = connAddr{Addr: c.LocalAddr(), conn: tc}
@@ -229,9 +259,29 @@ func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration)
 }
 
 // interrupt ends an exchange in flight (its caller went away): its pending
-// read fails at once. The connection is not reused (the pool drops a
+// read fails at once, and so does any later one, whatever deadline the
+// client sets next. The connection is not reused (the pool drops a
 // connection whose read failed).
-func (c *trackedConn) interrupt() { _ = c.SetDeadline(time.Unix(1, 0)) }
+func (c *trackedConn) interrupt() {
+	c.cut.Store(true)
+	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+}
+
+// cutDeadline keeps an interrupted connection's deadline in the past.
+func (c *trackedConn) cutDeadline(t time.Time) time.Time {
+	if c.cut.Load() {
+		return time.Unix(1, 0)
+	}
+	return t
+}
+
+func (c *trackedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.cutDeadline(t)) }
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.cutDeadline(t))
+}
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.cutDeadline(t))
+}
 
 func (t *connTable) closeAll() {
 	t.m.Range(func(k, _ any) bool {
@@ -252,6 +302,7 @@ type trackedConn struct {
 	table     *connTable
 	local     connAddr
 	closed    atomic.Bool
+	cut       atomic.Bool // interrupted: every deadline stays in the past
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
 }
@@ -262,6 +313,11 @@ var idSeed = maphash.MakeSeed()
 // clockStart anchors clockSince.
 var clockStart = time.Now()
 
+// sendingNow is a request's sending as its attempt is about to be
+// written: clockSince, never 0 (0: not sending). A write in the same clock
+// tick (a coarse clock) still counts as at or after it.
+func sendingNow() time.Duration { return max(clockSince(), 1) }
+
 // clockSince is the monotonic time since the process started, an integer
 // a request and a connection compare across goroutines.
 func clockSince() time.Duration { return time.Since(clockStart) }
@@ -270,7 +326,7 @@ var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
 
 // Write notes the request id when p starts a request (its header block).
 func (c *trackedConn) Write(p []byte) (int, error) {
-	if len(p) > 5 && (string(p[:5]) == "POST " || string(p[:4]) == "GET ") {
+	if startsRequest(p) {
 		head := p[:min(len(p), 8<<10)]
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
@@ -283,9 +339,31 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// Handshake is the TLS connection's (done by dial); nil for plain TCP.
+func (c *trackedConn) Handshake() error {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		return tc.Handshake()
+	}
+	return nil
+}
+
 // LocalAddr is the connection's local address, leading back to it
 // (connOf).
 func (c *trackedConn) LocalAddr() net.Addr { return &c.local }
+
+// startsRequest reports whether p starts a request's header block: a
+// method (upper-case letters) and a space (passthrough sends any method).
+func startsRequest(p []byte) bool {
+	for i := 0; i < len(p) && i < 8; i++ {
+		switch c := p[i]; {
+		case c == ' ':
+			return i > 0
+		case c < 'A' || c > 'Z':
+			return false
+		}
+	}
+	return false
+}
 
 func (c *trackedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {

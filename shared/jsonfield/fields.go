@@ -164,8 +164,8 @@ var emptyObject = []byte("{}")
 const maxEdits = 8
 
 // Rewrite appends to dst the JSON object obj with the edits applied, in
-// one walk of obj and one copy: the same bytes as applying them one after
-// another with SetRaw and SetString (a field present is replaced where it
+// one walk of obj and one copy: for valid JSON, the same bytes as applying
+// them one after another with SetRaw and SetString (a field present is replaced where it
 // stands, its first occurrence; one absent is inserted first, so absent
 // fields end up in the reverse order of edits). The edits must name
 // distinct keys. obj is copied unchanged when it is not an object.

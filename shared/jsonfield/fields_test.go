@@ -238,14 +238,20 @@ func FuzzFields(f *testing.F) {
 }
 
 // FuzzRewrite: the one-pass stream body (include_usage and the model in
-// one walk and one copy) is byte for byte the old three-pass one.
+// one walk and one copy) is byte for byte the old three-pass one, for the
+// valid JSON the proxy rewrites (readBody validates first: on a broken
+// body, replacing a value can move where the old way found the next key).
 func FuzzRewrite(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s), "upstream-model", true)
 		f.Add([]byte(s), "", true)
 		f.Add([]byte(s), "q\"\\\n", false)
 	}
+	f.Add([]byte(`{"stream_options":{"include_usage":x[}],"model":"a"}`), "up", true)
 	f.Fuzz(func(t *testing.T, b []byte, model string, usage bool) {
+		if !Valid(b) {
+			return
+		}
 		got, want := streamBodyNew(b, usage, model), streamBodyOld(b, usage, model)
 		if string(got) != string(want) {
 			t.Fatalf("Rewrite %s\nold way %s", got, want)
@@ -262,7 +268,7 @@ func FuzzRewrite(f *testing.F) {
 		if string(got) != string(want) {
 			t.Fatalf("Rewrite(x, a) %s\none at a time %s", got, want)
 		}
-		if json.Valid(b) && len(b) > 0 && b[len(b)-1] == '}' && !json.Valid(got) {
+		if len(b) > 0 && b[len(b)-1] == '}' && !json.Valid(got) {
 			t.Fatalf("Rewrite of valid JSON %s is not: %s", b, got)
 		}
 	})

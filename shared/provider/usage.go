@@ -141,7 +141,7 @@ func EventUsage(f Format, name, data []byte, t *usage.Tokens) (ok, usageOnly boo
 		if obj, ok = object(data, "response"); !ok {
 			return false, false
 		}
-	case f == FormatAnthropic && (string(name) == "message_start" || name == nil && messageStartValue.in(data)):
+	case f == FormatAnthropic && (string(name) == "message_start" || len(name) == 0 && messageStartValue.in(data)):
 		if obj, ok = object(data, "message"); !ok {
 			return false, false
 		}

@@ -89,6 +89,14 @@ func (r *Reader) Ready() bool {
 // io.ErrUnexpectedEOF (its Raw holds what arrived). Any other read error
 // (a deadline, a reset) is returned as is, with what arrived of the event.
 func (r *Reader) Next() (Event, error) {
+	if r.br.Buffered() == 0 {
+		// Between events: wait for bytes here, so that next1 can look
+		// at them. A read error is returned as it is (bufio hands it out
+		// once: reading again could report a clean end instead).
+		if _, err := r.br.Peek(1); err != nil {
+			return Event{}, err
+		}
+	}
 	if ev, ok := r.next1(); ok {
 		return ev, nil
 	}
@@ -135,11 +143,6 @@ func (r *Reader) Next() (Event, error) {
 // which keeps them until the next read (the next call to Next). Any other
 // shape is left to Next's line-by-line path.
 func (r *Reader) next1() (Event, bool) {
-	if r.br.Buffered() == 0 {
-		if _, err := r.br.Peek(1); err != nil {
-			return Event{}, false // Next reads the error again
-		}
-	}
 	buf, _ := r.br.Peek(r.br.Buffered())
 	if !bytes.HasPrefix(buf, dataField) {
 		return Event{}, false
@@ -152,15 +155,19 @@ func (r *Reader) next1() (Event, bool) {
 	if len(value) > 0 && value[0] == ' ' {
 		value = value[1:]
 	}
-	ev := Event{Data: value, Raw: buf[:i+2]}
-	_, _ = r.br.Discard(i + 2) // the bytes stay in the buffer until the next read
+	ev := Event{Data: value[:len(value):len(value)], Raw: buf[: i+2 : i+2]} // capped: an append cannot overwrite the next event
+	_, _ = r.br.Discard(i + 2)                                              // the bytes stay in the buffer until the next read
 	return ev, true
 }
 
 var dataField = []byte("data:")
 
 func (r *Reader) event() Event {
-	return Event{Name: r.name, Data: r.data, Raw: r.raw}
+	name := r.name
+	if len(name) == 0 {
+		name = nil // as next1 gives it
+	}
+	return Event{Name: name, Data: r.data, Raw: r.raw}
 }
 
 func (r *Reader) field(line []byte, hasData *bool) {

@@ -2,8 +2,10 @@ package sse
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 )
@@ -100,7 +102,7 @@ func FuzzNextWholeVsByByte(f *testing.F) {
 			var out []string
 			for {
 				ev, err := rd.Next()
-				out = append(out, string(ev.Name)+"|"+string(ev.Data)+"|"+string(ev.Raw))
+				out = append(out, fmt.Sprintf("%q %v|%s|%s", ev.Name, ev.Name == nil, ev.Data, ev.Raw))
 				if err != nil {
 					return append(out, err.Error())
 				}
@@ -112,4 +114,37 @@ func FuzzNextWholeVsByByte(f *testing.F) {
 			t.Fatalf("%q:\nwhole   %q\nby byte %q", in, whole, byByte)
 		}
 	})
+}
+
+// onceErrReader returns its data, then err once, then io.EOF (a reset
+// connection reads end-of-file afterwards).
+type onceErrReader struct {
+	data string
+	err  error
+	n    int
+}
+
+func (r *onceErrReader) Read(p []byte) (int, error) {
+	if r.data != "" {
+		n := copy(p, r.data)
+		r.data = r.data[n:]
+		return n, nil
+	}
+	r.n++
+	if r.n == 1 {
+		return 0, r.err
+	}
+	return 0, io.EOF
+}
+
+// A read error between events is the error Next returns, not the clean
+// end of stream a second read would report.
+func TestReadErrorOnceIsKept(t *testing.T) {
+	rd := NewReader(&onceErrReader{data: "data: a\n\n", err: syscall.ECONNRESET})
+	if ev, err := rd.Next(); err != nil || string(ev.Data) != "a" {
+		t.Fatalf("%q %v", ev.Data, err)
+	}
+	if _, err := rd.Next(); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("err %v, want the reset", err)
+	}
 }
