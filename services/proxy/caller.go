@@ -22,7 +22,7 @@ const callerWatchEvery = 100 * time.Millisecond
 // stays for the server) at the connection of every request that waited
 // past callerWatchEvery; end-of-file or a reset ends that request
 // (request.callerGone). A request costs a link into and out of a list
-// under a lock: no allocation, no goroutine, no timer.
+// under a lock: no allocation on its path, no goroutine, no timer.
 type callerWatch struct {
 	mu   sync.Mutex
 	head watchLink // sentinel of a circular list of the watched requests

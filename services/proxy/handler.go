@@ -873,9 +873,8 @@ func setRequestID(c *fiber.Ctx) {
 const requestIDLen = 4 + 24
 
 // newRequestID writes a new request id into b: req_ and 96 bits from the
-// runtime's ChaCha8 generator (seeded from the OS, no system call), unique
-// and unguessable, so another caller cannot name a request that is not
-// theirs.
+// runtime's ChaCha8 generator (seeded from the OS, no system call): unique,
+// and hard to guess (though not a secret: ids are no credential anywhere).
 func newRequestID(b *[requestIDLen]byte) []byte {
 	copy(b[:], "req_")
 	hexOf(b[4:16], rand.Uint64()>>16)
