@@ -59,10 +59,9 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		keys = keys[:3] // not a key named ""
 	}
 	v := jsonfield.Lookup(body, keys...)
-	model, stream, options, required := v[0], v[1], v[2], v[3]
-	hasModel, hasStream, hasOptions, hasRequired := model != nil, stream != nil, options != nil, required != nil
+	model, stream, options, required := v[0], v[1], v[2], v[3] // nil: absent
 	var ok bool
-	if hasModel {
+	if model != nil {
 		p.model, ok = jsonfield.StringValue(model)
 	}
 	if !ok || p.model == "" {
@@ -71,10 +70,10 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	if !utf8.ValidString(p.model) {
 		return parsed{}, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
 	}
-	if berr := checkRequired(op, required, hasRequired); berr != nil {
+	if berr := checkRequired(op, required, required != nil); berr != nil {
 		return parsed{}, berr
 	}
-	if hasStream {
+	if stream != nil {
 		switch string(stream) {
 		case "true":
 			p.stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
@@ -83,7 +82,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 			return parsed{}, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
 		}
 	}
-	if p.stream && hasOptions {
+	if p.stream && options != nil {
 		p.callerUsage = jsonfield.Bool(options, "include_usage")
 	}
 	return p, nil

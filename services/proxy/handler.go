@@ -205,7 +205,8 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	} else {
 		var p parsed
 		p, berr = readBody(r.body, ep.op)
-		model, stream, r.callerUsage = p.model, p.stream, p.callerUsage
+		// stream_options count for an OpenAI-format stream only.
+		model, stream, r.callerUsage = p.model, p.stream, p.callerUsage && ep.format == provider.FormatOpenAI
 	}
 	if berr != nil {
 		r.class = classRejected
@@ -507,9 +508,6 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.estIn = int64(len(r.body) / 4)
 	if r.ep.op == provider.OpTranscriptions {
 		r.estIn = 0 // the body is audio, not tokens
-	}
-	if !r.stream || r.ep.format != provider.FormatOpenAI {
-		r.callerUsage = false // readBody read stream_options: it counts for an OpenAI-format stream only
 	}
 	p := pass{gate: r.s.engine}
 	if out, done := r.pass(c, rte, &p); done {

@@ -61,15 +61,15 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	for name, p := range cfg.Plans {
 		rt.plans[name] = quota.LimitsOf(name, p)
 	}
-	for i, p := range cfg.Providers {
+	for _, p := range cfg.Providers {
+		var u *upstream
 		if old := prev.upstreamOf(p.Name); old != nil && old.conf == upstreamConf(s.cfg, p) {
-			rt.upstreams = append(rt.upstreams, old.reuse(s.cfg, p))
-			continue
+			u = old.reuse(s.cfg, p)
+		} else {
+			u = newUpstream(s.cfg, p)
 		}
-		rt.upstreams = append(rt.upstreams, newUpstream(s.cfg, cfg.Providers[i]))
-	}
-	for i, p := range cfg.Providers {
-		rt.upstreams[i].latency, rt.upstreams[i].ttft = s.metrics.providerSeries(p.Name)
+		u.latency, u.ttft = s.metrics.providerSeries(p.Name)
+		rt.upstreams = append(rt.upstreams, u)
 	}
 	s.rotated.Range(func(k, v any) bool {
 		id := k.(rotatedKey)
