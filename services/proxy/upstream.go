@@ -111,7 +111,8 @@ func newUpstream(cfg *config.Config, p config.Provider) *upstream {
 	conns := &connTable{}
 	dialer := &net.Dialer{Timeout: pickDur(p.Timeouts.Connect, cfg.Timeouts.Connect), KeepAlive: 30 * time.Second}
 	u := (&upstream{pool: &pool{conns: conns, conf: upstreamConf(cfg, p)}}).reuse(cfg, p) // refs 1
-	var tlsConf *tls.Config                                                               // https: the handshake is the dial's, under the tracking (see dial)
+	// https: the dial does the handshake, under the tracking (see dial).
+	var tlsConf *tls.Config
 	if strings.HasPrefix(strings.ToLower(p.BaseURL), "https://") {
 		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64), RootCAs: upstreamRootCAs}
 	}
@@ -150,25 +151,18 @@ func (u *upstream) authFor(a *provider.Adapter, key *route.Key) [][2]string {
 }
 
 // buildAuth builds the credential headers for a secret once, ready to set
-// with SetCanonical: names in canonical form (fasthttp's setters replace a
-// value's line breaks themselves; the values here have none either).
+// with SetCanonical: names in canonical form (the setter copies the value
+// with its line breaks replaced).
 func buildAuth(a *provider.Adapter, secret string) *authHeaders {
 	h := http.Header{}
 	a.Authorize(h, secret)
 	out := &authHeaders{secret: secret}
 	for k, vs := range h {
 		for _, v := range vs {
-			out.pairs = append(out.pairs, [2]string{http.CanonicalHeaderKey(k), strings.Map(noLineBreak, v)})
+			out.pairs = append(out.pairs, [2]string{http.CanonicalHeaderKey(k), v})
 		}
 	}
 	return out
-}
-
-func noLineBreak(r rune) rune {
-	if r == '\r' || r == '\n' {
-		return ' '
-	}
-	return r
 }
 
 // setAuth puts the credential headers on req. Authorize sets
