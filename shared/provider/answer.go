@@ -14,23 +14,27 @@ type Answer struct {
 	// ErrorStatus is not 0 when the answer is an error in a 200 (as
 	// ErrorIn200 reports it): the status it carries.
 	ErrorStatus int
-	// Invalid is ValidResponse's verdict: nil when the body is the
-	// operation's response.
+	// Invalid is not nil when the body is not the operation's response: a
+	// JSON object carrying the field every such response has (OpenAI chat
+	// "choices", Anthropic messages "content", embeddings "data"). An
+	// upstream that answers 200 with an HTML page, plain text or cut JSON
+	// has failed, whatever its status says (ErrInvalidResponse).
 	Invalid error
-	// NoChoices: an OpenAI-format chat completion with no choices at all
-	// (EmptyChoices), an error in disguise.
+	// NoChoices: an OpenAI-format chat completion with no choices at all,
+	// an error in disguise.
 	NoChoices bool
-	// Tokens is the usage the answer reports (ResponseUsage); TokensOK
-	// is false when it reports none.
+	// Tokens is the usage the answer reports (in usageFormat's shape);
+	// TokensOK is false when it reports none.
 	Tokens   usage.Tokens
 	TokensOK bool
 }
 
 // CheckAnswer reads a 200 answer to op from a provider of format f, whose
 // usage is in usageFormat, with one walk of its top-level fields and one
-// validation: the same verdicts as ErrorIn200, ValidResponse, EmptyChoices
-// (for OpenAI-format chat) and ResponseUsage, decided in that order; each
-// later field is zero once an earlier one fails the answer. A transcript
+// validation: an error in a 200 (as ErrorIn200 reads it), then whether it
+// is the operation's response, then empty choices (OpenAI-format chat),
+// then its usage, decided in that order; each later field is zero once an
+// earlier one fails the answer. A transcript
 // (OpTranscriptions, JSON or text) is checked for an error in a 200 only.
 func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) {
 	b := bytes.TrimLeft(body, " \t\r\n")
@@ -55,7 +59,7 @@ func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) 
 	if op == OpTranscriptions {
 		return ans
 	}
-	// ValidResponse.
+	// The operation's response.
 	switch {
 	case len(b) == 0:
 		ans.Invalid = fmt.Errorf("%w: empty body", ErrInvalidResponse)
@@ -67,13 +71,13 @@ func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) 
 		ans.Invalid = fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
 		return ans
 	}
-	// EmptyChoices.
+	// Empty choices.
 	if op == OpChat && f == FormatOpenAI && hasChoices &&
 		len(bytes.TrimSpace(bytes.Trim(bytes.TrimSpace(choicesV), "[]"))) == 0 {
 		ans.NoChoices = true
 		return ans
 	}
-	// ResponseUsage.
+	// Usage.
 	if hasUse && len(usageV) > 0 && usageV[0] == '{' {
 		ans.Tokens, ans.TokensOK = usageObject(usageFormat, usageV, usage.Tokens{})
 	}

@@ -1,9 +1,12 @@
 package provider
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
+	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/usage"
 )
 
@@ -17,13 +20,13 @@ func checkAnswerOld(f Format, op Op, usageFormat Format, body []byte) Answer {
 	if op == OpTranscriptions {
 		return Answer{}
 	}
-	if err := ValidResponse(f, op, body); err != nil {
+	if err := validResponse(f, op, body); err != nil {
 		return Answer{Invalid: err}
 	}
-	if op == OpChat && f == FormatOpenAI && EmptyChoices(body) {
+	if op == OpChat && f == FormatOpenAI && emptyChoices(body) {
 		return Answer{NoChoices: true}
 	}
-	t, ok := ResponseUsage(usageFormat, body)
+	t, ok := responseUsage(usageFormat, body)
 	return Answer{Tokens: t, TokensOK: ok}
 }
 
@@ -143,4 +146,47 @@ func BenchmarkCheckAnswer(b *testing.B) {
 			CheckAnswer(FormatOpenAI, OpChat, FormatOpenAI, body)
 		}
 	})
+}
+
+// The old functions, one walk each, kept as the oracle.
+
+// ValidResponse checks that a 200 body is the response the operation asks
+// for: a JSON object carrying the field every such response has (OpenAI
+// chat "choices", Anthropic messages "content", embeddings "data", a model
+// list "data"). An upstream that answers 200 with an HTML page, plain text
+// or truncated JSON has failed, whatever its status says.
+func validResponse(f Format, op Op, body []byte) error {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 {
+		return fmt.Errorf("%w: empty body", ErrInvalidResponse)
+	}
+	if b[0] != '{' || !jsonfield.Valid(b) {
+		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
+	}
+	field := responseField(f, op)
+	if _, _, _, ok := jsonfield.Find(b, field); !ok {
+		return fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
+	}
+	return nil
+}
+
+// EmptyChoices reports whether an OpenAI-format chat completion came back
+// with no choices at all (an error in disguise).
+func emptyChoices(body []byte) bool {
+	v, _, _, ok := jsonfield.Find(body, "choices")
+	if !ok {
+		return false
+	}
+	return len(bytes.TrimSpace(bytes.Trim(bytes.TrimSpace(v), "[]"))) == 0
+}
+
+// ResponseUsage reads the token usage a provider reports in a response body
+// in format f (chat completions and embeddings in OpenAI's format, messages
+// in Anthropic's). ok is false when the body reports none.
+func responseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
+	u, found := object(body, "usage")
+	if !found {
+		return usage.Tokens{}, false
+	}
+	return usageObject(f, u, usage.Tokens{})
 }

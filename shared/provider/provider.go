@@ -6,7 +6,6 @@ package provider
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -238,16 +237,6 @@ func ErrorIn200(body []byte) (status int, isError bool) {
 	return status, true
 }
 
-// EmptyChoices reports whether an OpenAI-format chat completion came back
-// with no choices at all (an error in disguise).
-func EmptyChoices(body []byte) bool {
-	v, _, _, ok := jsonfield.Find(body, "choices")
-	if !ok {
-		return false
-	}
-	return len(bytes.TrimSpace(bytes.Trim(bytes.TrimSpace(v), "[]"))) == 0
-}
-
 func atoi(b []byte) int {
 	b = bytes.Trim(b, `" `)
 	if len(b) == 0 || len(b) > 4 {
@@ -265,26 +254,6 @@ func atoi(b []byte) int {
 
 // ErrInvalidResponse: a 200 answer that is not the endpoint's response.
 var ErrInvalidResponse = errors.New("not a valid response")
-
-// ValidResponse checks that a 200 body is the response the operation asks
-// for: a JSON object carrying the field every such response has (OpenAI
-// chat "choices", Anthropic messages "content", embeddings "data", a model
-// list "data"). An upstream that answers 200 with an HTML page, plain text
-// or truncated JSON has failed, whatever its status says.
-func ValidResponse(f Format, op Op, body []byte) error {
-	b := bytes.TrimLeft(body, " \t\r\n")
-	if len(b) == 0 {
-		return fmt.Errorf("%w: empty body", ErrInvalidResponse)
-	}
-	if b[0] != '{' || !jsonfield.Valid(b) {
-		return fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
-	}
-	field := responseField(f, op)
-	if _, _, _, ok := jsonfield.Find(b, field); !ok {
-		return fmt.Errorf("%w: no %q field", ErrInvalidResponse, field)
-	}
-	return nil
-}
 
 // responseField is the top-level field every response of op in format f
 // carries.

@@ -74,13 +74,13 @@ func TestErrorIn200(t *testing.T) {
 }
 
 func TestEmptyChoices(t *testing.T) {
-	if !EmptyChoices([]byte(`{"id":"x","choices":[ ]}`)) {
+	if !CheckAnswer(FormatOpenAI, OpChat, FormatOpenAI, []byte(`{"id":"x","choices":[ ]}`)).NoChoices {
 		t.Error("empty choices not seen")
 	}
-	if EmptyChoices([]byte(`{"id":"x","choices":[{"index":0}]}`)) {
+	if CheckAnswer(FormatOpenAI, OpChat, FormatOpenAI, []byte(`{"id":"x","choices":[{"index":0}]}`)).NoChoices {
 		t.Error("choices seen as empty")
 	}
-	if EmptyChoices([]byte(`{"object":"list","data":[]}`)) {
+	if CheckAnswer(FormatOpenAI, OpChat, FormatOpenAI, []byte(`{"object":"list","data":[]}`)).NoChoices {
 		t.Error("no choices field is not empty choices")
 	}
 }
@@ -195,10 +195,10 @@ func TestOperationsBeyondChat(t *testing.T) {
 		if got := tt.a.URL(tt.op, "inst"); got != tt.url {
 			t.Errorf("%s op %d: URL = %s, want %s", tt.a.Type(), tt.op, got, tt.url)
 		}
-		if err := ValidResponse(tt.a.Format(), tt.op, []byte(tt.resp)); err != nil {
+		if err := CheckAnswer(tt.a.Format(), tt.op, tt.a.Format(), []byte(tt.resp)).Invalid; err != nil {
 			t.Errorf("%s op %d: %s is not valid: %v", tt.a.Type(), tt.op, tt.resp, err)
 		}
-		if err := ValidResponse(tt.a.Format(), tt.op, []byte(`{"unrelated":1}`)); err == nil {
+		if err := CheckAnswer(tt.a.Format(), tt.op, tt.a.Format(), []byte(`{"unrelated":1}`)).Invalid; err == nil {
 			t.Errorf("%s op %d: an unrelated object passes", tt.a.Type(), tt.op)
 		}
 	}

@@ -29,17 +29,6 @@ func (a *Adapter) RejectsStreamOptions() bool {
 	return a.typ == "mistral" || a.typ == "azure" && a.apiVersion < "2024-09-01"
 }
 
-// ResponseUsage reads the token usage a provider reports in a response body
-// in format f (chat completions and embeddings in OpenAI's format, messages
-// in Anthropic's). ok is false when the body reports none.
-func ResponseUsage(f Format, body []byte) (t usage.Tokens, ok bool) {
-	u, found := object(body, "usage")
-	if !found {
-		return usage.Tokens{}, false
-	}
-	return usageObject(f, u, usage.Tokens{})
-}
-
 // isObject reports whether a raw JSON value is an object.
 func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 

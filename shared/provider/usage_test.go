@@ -29,7 +29,7 @@ func TestResponseUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ResponseUsage(tt.f, []byte(tt.body))
+			got, ok := responseUsage(tt.f, []byte(tt.body)) // a response's usage object, as CheckAnswer reads it
 			if ok != tt.ok || got != tt.want {
 				t.Errorf("got %+v %v, want %+v %v", got, ok, tt.want, tt.ok)
 			}

@@ -35,7 +35,7 @@ func FuzzUsageOneWalk(f *testing.F) {
 				t.Fatalf("EventUsage(%d, %q, %q) = %v %v %+v, was %v %v %+v", fm, name, data, ok1, only1, a, ok2, only2, b)
 			}
 		}
-		t1, ok1 := ResponseUsage(fm, data)
+		t1, ok1 := responseUsage(fm, data)
 		t2, ok2 := ResponseUsageOld(fm, data)
 		if ok1 != ok2 || t1 != t2 {
 			t.Fatalf("ResponseUsage(%d, %q) = %+v %v, was %+v %v", fm, data, t1, ok1, t2, ok2)
