@@ -7,7 +7,7 @@ package jsonfield
 // fault, the ones Find would find). It does not allocate.
 //
 // key is the key as written, between its quotes, escapes unresolved
-// (compare it with KeyIs, or resolve it with Key); value is the value's
+// (Lookup compares names with escapes resolved); value is the value's
 // raw JSON. One walk of Fields reads what several calls of Find would, the
 // first field of each name being the one Find returns. Once CheckKeys has
 // passed on obj, no two top-level keys resolve to the same name, so every
@@ -39,8 +39,8 @@ const MaxLookup = 8
 // by each of keys (the one Find returns; nil when absent), read in one
 // walk of Fields that stops once every key is found. A key may appear
 // twice in keys (both slots get the value); keys past MaxLookup are not
-// read. It does not allocate (but for keys written with escapes, as
-// KeyIs).
+// read. It does not allocate, but for keys written with escapes (resolved
+// to compare them).
 func Lookup(obj []byte, keys ...string) (vals [MaxLookup][]byte) {
 	keys = keys[:min(len(keys), MaxLookup)]
 	left := len(keys)
@@ -96,14 +96,6 @@ func nextField(obj []byte, i int) (ks, ke, vs, ve, st int) {
 		return ks, ke, vs, ve, fieldOK
 	}
 }
-
-// KeyIs reports whether the raw key (as Fields gives it, escapes
-// unresolved) names key. It allocates only for a key with escapes.
-func KeyIs(raw []byte, key string) bool { return keyIs(raw, key) }
-
-// Key returns the raw key (as Fields gives it) with its escapes resolved:
-// raw itself when it has none (no allocation).
-func Key(raw []byte) []byte { return canonical(raw) }
 
 // StringValue returns the raw JSON value v when it is a string, escapes
 // resolved as String resolves them, and whether it was one. It allocates

@@ -60,13 +60,13 @@ func TestFields(t *testing.T) {
 }
 
 func TestKeyAndStringValue(t *testing.T) {
-	if !KeyIs([]byte(`mod\u0065l`), "model") || !KeyIs([]byte("model"), "model") || KeyIs([]byte("Model"), "model") {
+	if !keyIs([]byte(`mod\u0065l`), "model") || !keyIs([]byte("model"), "model") || keyIs([]byte("Model"), "model") {
 		t.Error("KeyIs")
 	}
-	if k := Key([]byte(`a\"b\u0063`)); string(k) != `a"bc` {
+	if k := canonical([]byte(`a\"b\u0063`)); string(k) != `a"bc` {
 		t.Errorf("Key = %q", k)
 	}
-	if k := Key([]byte(`bad\x`)); string(k) != `bad\x` {
+	if k := canonical([]byte(`bad\x`)); string(k) != `bad\x` {
 		t.Errorf("Key of a bad escape = %q (want it raw, as CheckKeys compares it)", k)
 	}
 	for _, tt := range []struct {
@@ -180,7 +180,7 @@ func fieldsFirst(b []byte, keys []string) (vals [][]byte, found []bool) {
 	vals, found = make([][]byte, len(keys)), make([]bool, len(keys))
 	Fields(b, func(raw, v []byte) bool {
 		for i, k := range keys {
-			if !found[i] && KeyIs(raw, k) {
+			if !found[i] && keyIs(raw, k) {
 				vals[i], found[i] = v, true
 			}
 		}
