@@ -42,15 +42,8 @@ type parsed struct {
 // at any depth). After the validation and the key check, one walk of the
 // top-level fields reads them all.
 func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
-	if !jsonfield.Valid(body) {
-		return parsed{}, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
-	}
-	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
-		var de *jsonfield.DuplicateKeyError
-		if errors.As(err, &de) {
-			return parsed{}, &bodyError{codeDuplicateKey, de.Error()}
-		}
-		return parsed{}, &bodyError{codeInvalidJSON, err.Error()}
+	if berr := unambiguous(body); berr != nil {
+		return parsed{}, berr
 	}
 	need := requiredField(op)
 	// CheckKeys passed: each name is at most one top-level key.
@@ -86,6 +79,23 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		p.callerUsage = jsonfield.Bool(options, "include_usage")
 	}
 	return p, nil
+}
+
+// unambiguous checks that body is valid JSON every parser reads the same
+// way: no key twice in an object, no two top-level keys (or a key and one
+// the proxy reads) that differ only in case.
+func unambiguous(body []byte) *bodyError {
+	if !jsonfield.Valid(body) {
+		return &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
+	}
+	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
+		var de *jsonfield.DuplicateKeyError
+		if errors.As(err, &de) {
+			return &bodyError{codeDuplicateKey, de.Error()}
+		}
+		return &bodyError{codeInvalidJSON, err.Error()}
+	}
+	return nil
 }
 
 // requiredField is the top-level field a request for op must carry ("":

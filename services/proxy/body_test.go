@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"testing"
 	"unicode/utf8"
 
@@ -14,15 +13,8 @@ import (
 // readBody, a walk per field, plus the walk (*request).run made for
 // stream_options: the oracle readBody must agree with.
 func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
-	if !jsonfield.Valid(body) {
-		return parsed{}, &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
-	}
-	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
-		var de *jsonfield.DuplicateKeyError
-		if errors.As(err, &de) {
-			return parsed{}, &bodyError{codeDuplicateKey, de.Error()}
-		}
-		return parsed{}, &bodyError{codeInvalidJSON, err.Error()}
+	if berr := unambiguous(body); berr != nil { // unchanged by readBody
+		return parsed{}, berr
 	}
 	model, ok := jsonfield.String(body, "model")
 	if !ok || model == "" {
