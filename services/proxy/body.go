@@ -39,19 +39,18 @@ type parsed struct {
 // readBody reads what routing needs from a request body: the model,
 // whether the caller asked for a stream, and its stream_options. The body
 // must be a JSON object every parser reads the same way (no duplicate keys
-// at any depth). After the validation and the key check, one walk of the
-// top-level fields reads them all.
+// at any depth). One pass validates it, checks its keys and reads them all.
 func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
-	if berr := unambiguous(body); berr != nil {
+	need := requiredField(op)
+	keys := [...]string{"model", "stream", "stream_options", need}
+	n := len(keys)
+	if need == "" {
+		n-- // not a key named ""
+	}
+	v, err := jsonfield.Strict(body, readFields, keys[:n]...)
+	if berr := bodyErrorOf(err); berr != nil {
 		return parsed{}, berr
 	}
-	need := requiredField(op)
-	// CheckKeys passed: each name is at most one top-level key.
-	keys := []string{"model", "stream", "stream_options", need}
-	if need == "" {
-		keys = keys[:3] // not a key named ""
-	}
-	v := jsonfield.Lookup(body, keys...)
 	model, stream, options, required := v[0], v[1], v[2], v[3] // nil: absent
 	var ok bool
 	if model != nil {
@@ -81,21 +80,22 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	return p, nil
 }
 
-// unambiguous checks that body is valid JSON every parser reads the same
-// way: no key twice in an object, no two top-level keys (or a key and one
-// the proxy reads) that differ only in case.
-func unambiguous(body []byte) *bodyError {
-	if !jsonfield.Valid(body) {
+// bodyErrorOf is the caller's error for what jsonfield.Strict found: a body
+// that is not valid JSON, or one that parsers read differently (a key twice
+// in an object, two top-level keys, or a key and one the proxy reads, that
+// differ only in case).
+func bodyErrorOf(err error) *bodyError {
+	if err == nil {
+		return nil
+	}
+	var de *jsonfield.DuplicateKeyError
+	switch {
+	case errors.As(err, &de):
+		return &bodyError{codeDuplicateKey, de.Error()}
+	case errors.Is(err, jsonfield.ErrInvalid):
 		return &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
 	}
-	if err := jsonfield.CheckKeys(body, readFields...); err != nil {
-		var de *jsonfield.DuplicateKeyError
-		if errors.As(err, &de) {
-			return &bodyError{codeDuplicateKey, de.Error()}
-		}
-		return &bodyError{codeInvalidJSON, err.Error()}
-	}
-	return nil
+	return &bodyError{codeInvalidJSON, err.Error()}
 }
 
 // requiredField is the top-level field a request for op must carry ("":

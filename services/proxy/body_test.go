@@ -13,8 +13,10 @@ import (
 // readBody, a walk per field, plus the walk (*request).run made for
 // stream_options: the oracle readBody must agree with.
 func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
-	if berr := unambiguous(body); berr != nil { // unchanged by readBody
-		return parsed{}, berr
+	// The validation and the key check, as readBody's one pass makes them
+	// (jsonfield's FuzzStrict holds them to the separate passes of old).
+	if _, err := jsonfield.Strict(body, readFields); err != nil {
+		return parsed{}, bodyErrorOf(err)
 	}
 	model, ok := jsonfield.String(body, "model")
 	if !ok || model == "" {

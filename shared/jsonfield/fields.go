@@ -9,7 +9,7 @@ package jsonfield
 // key is the key as written, between its quotes, escapes unresolved
 // (Lookup compares names with escapes resolved); value is the value's
 // raw JSON. One walk of Fields reads what several calls of Find would, the
-// first field of each name being the one Find returns. Once CheckKeys has
+// first field of each name being the one Find returns. Once Strict has
 // passed on obj, no two top-level keys resolve to the same name, so every
 // name is unambiguous.
 func Fields(obj []byte, fn func(key, value []byte) bool) bool {

@@ -67,7 +67,7 @@ func TestKeyAndStringValue(t *testing.T) {
 		t.Errorf("Key = %q", k)
 	}
 	if k := canonical([]byte(`bad\x`)); string(k) != `bad\x` {
-		t.Errorf("Key of a bad escape = %q (want it raw, as CheckKeys compares it)", k)
+		t.Errorf("Key of a bad escape = %q (want it raw, as Strict compares it)", k)
 	}
 	for _, tt := range []struct {
 		v, want string

@@ -3,6 +3,7 @@ package jsonfield
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -30,89 +31,189 @@ func (e *DuplicateKeyError) Error() string {
 // many keys costs linear time.
 const largeObject = 32
 
-// CheckKeys reports the first ambiguous key of the valid JSON value obj:
-// a key repeated within any object (after unescaping), two top-level keys
-// equal under Unicode case folding, or a top-level key equal to one of
-// fields under case folding but not exactly. It returns nil when every
-// parser reads obj the same way. obj must be valid JSON (json.Valid).
-func CheckKeys(obj []byte, fields ...string) error {
-	type object struct {
-		first int                 // index of its first key in keys
-		set   map[string]struct{} // built once the object is large
+// ErrInvalid is a body that is not valid JSON (as Valid decides).
+var ErrInvalid = errors.New("not valid JSON")
+
+// Strict reads the JSON value b in one pass: it validates b as Valid does
+// (ErrInvalid), then refuses an ambiguous key (*DuplicateKeyError, the
+// first in b): a key repeated within any object (after unescaping), two
+// top-level keys equal under Unicode case folding, or a top-level key equal
+// to one of fields under case folding but not exactly. When b is valid and
+// unambiguous, every parser reads it the same way, and vals holds the raw
+// value of each top-level member named in want (nil when absent, or when b
+// is not an object), as Lookup would read it. It does not allocate, but
+// for keys written with escapes and objects of more than 32 keys.
+func Strict(b []byte, fields []string, want ...string) (vals [MaxLookup][]byte, err error) {
+	k := keyScan{dups: true, fields: fields}
+	k.nwant = copy(k.want[:], want)
+	if !scan(b, &k) {
+		return vals, ErrInvalid
 	}
-	var (
-		keyBuf   [32][]byte
-		stackBuf [8]object
-		depthBuf [8]int
-		keys     = keyBuf[:0]   // canonical (unescaped) keys of the open objects
-		stack    = stackBuf[:0] // open objects; arrays are not tracked
-		objDepth = depthBuf[:0] // the container depth at which stack[i] opened
-		depth    int            // containers open
-	)
-	for i := 0; i < len(obj); i++ {
-		switch obj[i] {
-		case '{':
-			depth++
-			stack = append(stack, object{first: len(keys)})
-			objDepth = append(objDepth, depth)
-		case '[':
-			depth++
-		case '}':
-			if n := len(stack); n > 0 && objDepth[n-1] == depth {
-				keys = keys[:stack[n-1].first]
-				stack, objDepth = stack[:n-1], objDepth[:n-1]
-			}
-			depth--
-		case ']':
-			depth--
-		case '"':
-			end := skipString(obj, i)
-			if end < 0 {
-				return nil // not valid JSON: the caller's json.Valid says so
-			}
-			raw := obj[i+1 : end-1]
-			j := skipWS(obj, end)
-			n := len(stack)
-			if j < len(obj) && obj[j] == ':' && n > 0 && objDepth[n-1] == depth {
-				key := canonical(raw)
-				top := n == 1 && depth == 1
-				o := &stack[n-1]
-				if o.set != nil {
-					if _, dup := o.set[foldKey(key, top)]; dup {
-						return &DuplicateKeyError{Key: string(key), Depth: depth - 1}
-					}
-				} else {
-					for _, k := range keys[o.first:] {
-						if bytes.Equal(k, key) || top && bytes.EqualFold(k, key) {
-							return &DuplicateKeyError{Key: string(key), Depth: depth - 1}
-						}
-					}
-				}
-				if top {
-					for _, f := range fields {
-						if string(key) != f && bytes.EqualFold(key, []byte(f)) {
-							return &DuplicateKeyError{Key: string(key), Depth: 0}
-						}
-					}
-				}
-				switch {
-				case o.set != nil:
-					o.set[foldKey(key, top)] = struct{}{}
-				case len(keys)-o.first >= largeObject:
-					o.set = make(map[string]struct{}, 2*largeObject)
-					for _, k := range keys[o.first:] {
-						o.set[foldKey(k, top)] = struct{}{}
-					}
-					keys = keys[:o.first]
-					o.set[foldKey(key, top)] = struct{}{}
-				default:
-					keys = append(keys, key)
-				}
-			}
-			i = end - 1
+	if k.err != nil {
+		return vals, k.err
+	}
+	return k.vals, nil
+}
+
+// ValidLookup is Valid and Lookup in one pass: whether b is valid JSON,
+// and, when it is, what Lookup(b, keys...) returns. Where b is not valid,
+// vals is partial; Lookup reads what it can of such a body.
+func ValidLookup(b []byte, keys ...string) (vals [MaxLookup][]byte, ok bool) {
+	var k keyScan
+	k.nwant = copy(k.want[:], keys)
+	ok = scan(b, &k)
+	return k.vals, ok
+}
+
+// keyScan follows the keys of a validation pass (scanValid): it notes the
+// values of the top-level members named in want and, with dups, the first
+// ambiguous key. It keeps the names and the first entries of its lists in
+// place (no slice of it points into it, none of the caller's is kept), so
+// that neither it nor the caller's variadic names move to the heap.
+type keyScan struct {
+	want    [MaxLookup]string
+	nwant   int
+	vals    [MaxLookup][]byte
+	pending uint8 // the slots of want the member being read fills
+	start   int   // where that member's value starts
+
+	dups   bool
+	fields []string                 // top-level names compared under case folding
+	err    *DuplicateKeyError       // the first ambiguous key
+	keys   list[[]byte, [32][]byte] // canonical (unescaped) keys of the open objects
+	objs   list[object, [8]object]  // the open objects, innermost last
+}
+
+// object is an open object's share of keyScan.keys.
+type object struct {
+	first int                 // index of its first key in keys
+	set   map[string]struct{} // built once the object is large
+}
+
+// list is a stack of T whose first len(A) entries live in A, in place.
+type list[T any, A ~[32]T | ~[8]T] struct {
+	n    int
+	in   A
+	more []T // the entries past in
+}
+
+func (l *list[T, A]) push(v T) {
+	if l.n < len(l.in) {
+		l.in[l.n] = v
+	} else {
+		l.more = append(l.more[:l.n-len(l.in)], v)
+	}
+	l.n++
+}
+
+func (l *list[T, A]) at(i int) *T {
+	if i < len(l.in) {
+		return &l.in[i]
+	}
+	return &l.more[i-len(l.in)]
+}
+
+// reset forgets what a pass saw, for another pass over the same body.
+func (k *keyScan) reset() {
+	if k == nil {
+		return
+	}
+	k.vals, k.pending, k.keys.n, k.objs.n, k.err = [MaxLookup][]byte{}, 0, 0, 0, nil
+}
+
+// open notes an object's opening brace.
+func (k *keyScan) open() {
+	if k.dups {
+		k.objs.push(object{first: k.keys.n})
+	}
+}
+
+// close notes an object's closing brace.
+func (k *keyScan) close() {
+	if k.objs.n > 0 {
+		k.objs.n--
+		o := k.objs.at(k.objs.n)
+		k.keys.n = o.first
+		o.set = nil
+	}
+}
+
+// value is the value of the top-level member whose key was the last.
+func (k *keyScan) value(v []byte) {
+	for i := range k.nwant {
+		if k.pending&(1<<i) != 0 {
+			k.vals[i] = v
 		}
 	}
-	return nil
+	k.pending = 0
+}
+
+// key notes raw, a key as written, of an object depth containers deep.
+func (k *keyScan) key(raw []byte, depth int) {
+	top := depth == 1
+	if !k.dups {
+		if top {
+			for i, w := range k.want[:k.nwant] {
+				if k.vals[i] == nil && keyIs(raw, w) {
+					k.pending |= 1 << i
+				}
+			}
+		}
+		return
+	}
+	key := canonical(raw)
+	if top {
+		for i, w := range k.want[:k.nwant] {
+			if k.vals[i] == nil && string(key) == w {
+				k.pending |= 1 << i
+			}
+		}
+	}
+	if k.err != nil || k.objs.n == 0 {
+		return
+	}
+	o := k.objs.at(k.objs.n - 1)
+	if k.ambiguous(o, key, top) {
+		k.err = &DuplicateKeyError{Key: string(key), Depth: depth - 1}
+		return
+	}
+	switch {
+	case o.set != nil:
+		o.set[foldKey(key, top)] = struct{}{}
+	case k.keys.n-o.first >= largeObject:
+		o.set = make(map[string]struct{}, 2*largeObject)
+		for i := o.first; i < k.keys.n; i++ {
+			o.set[foldKey(*k.keys.at(i), top)] = struct{}{}
+		}
+		k.keys.n = o.first
+		o.set[foldKey(key, top)] = struct{}{}
+	default:
+		k.keys.push(key)
+	}
+}
+
+// ambiguous reports whether key repeats a key of o, the innermost open
+// object (or, at the top level, folds to one of it or of fields).
+func (k *keyScan) ambiguous(o *object, key []byte, top bool) bool {
+	if o.set != nil {
+		if _, dup := o.set[foldKey(key, top)]; dup {
+			return true
+		}
+	} else {
+		for i := o.first; i < k.keys.n; i++ {
+			if s := *k.keys.at(i); bytes.Equal(s, key) || top && bytes.EqualFold(s, key) {
+				return true
+			}
+		}
+	}
+	if top {
+		for _, f := range k.fields {
+			if string(key) != f && bytes.EqualFold(key, []byte(f)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // foldKey is the map form of a key: case-folded at the top level.

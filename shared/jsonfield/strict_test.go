@@ -1,6 +1,7 @@
 package jsonfield
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,7 +9,7 @@ import (
 	"testing"
 )
 
-func TestCheckKeys(t *testing.T) {
+func TestStrictKeys(t *testing.T) {
 	many := func(n int, extra string) string {
 		var b strings.Builder
 		b.WriteString(`{"model":"m"`)
@@ -47,7 +48,7 @@ func TestCheckKeys(t *testing.T) {
 			if !json.Valid([]byte(tt.in)) {
 				t.Fatalf("test body is not valid JSON: %s", tt.in)
 			}
-			err := CheckKeys([]byte(tt.in), "model", "stream", "stream_options")
+			_, err := Strict([]byte(tt.in), []string{"model", "stream", "stream_options"})
 			var de *DuplicateKeyError
 			switch {
 			case tt.dup == "" && err != nil:
@@ -72,14 +73,161 @@ func TestFindUnescapesKeys(t *testing.T) {
 	}
 }
 
-func BenchmarkCheckKeys(b *testing.B) {
+func BenchmarkStrict(b *testing.B) {
 	body := []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"temperature":0.2,` +
 		`"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + strings.Repeat("hello world ", 100) + `"}]}`)
+	fields := []string{"model", "stream", "stream_options"}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if err := CheckKeys(body, "model", "stream", "stream_options"); err != nil {
+		if _, err := Strict(body, fields, "model", "stream", "stream_options", "messages"); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// checkKeysOld is the key check as it was before Strict read keys during
+// the validation pass, the oracle Strict must agree with: the first ambiguous key of the valid JSON value obj:
+// a key repeated within any object (after unescaping), two top-level keys
+// equal under Unicode case folding, or a top-level key equal to one of
+// fields under case folding but not exactly. It returns nil when every
+// parser reads obj the same way. obj must be valid JSON (json.Valid).
+func checkKeysOld(obj []byte, fields ...string) error {
+	var (
+		keyBuf   [32][]byte
+		stackBuf [8]object
+		depthBuf [8]int
+		keys     = keyBuf[:0]   // canonical (unescaped) keys of the open objects
+		stack    = stackBuf[:0] // open objects; arrays are not tracked
+		objDepth = depthBuf[:0] // the container depth at which stack[i] opened
+		depth    int            // containers open
+	)
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{':
+			depth++
+			stack = append(stack, object{first: len(keys)})
+			objDepth = append(objDepth, depth)
+		case '[':
+			depth++
+		case '}':
+			if n := len(stack); n > 0 && objDepth[n-1] == depth {
+				keys = keys[:stack[n-1].first]
+				stack, objDepth = stack[:n-1], objDepth[:n-1]
+			}
+			depth--
+		case ']':
+			depth--
+		case '"':
+			end := skipString(obj, i)
+			if end < 0 {
+				return nil // not valid JSON: the caller's json.Valid says so
+			}
+			raw := obj[i+1 : end-1]
+			j := skipWS(obj, end)
+			n := len(stack)
+			if j < len(obj) && obj[j] == ':' && n > 0 && objDepth[n-1] == depth {
+				key := canonical(raw)
+				top := n == 1 && depth == 1
+				o := &stack[n-1]
+				if o.set != nil {
+					if _, dup := o.set[foldKey(key, top)]; dup {
+						return &DuplicateKeyError{Key: string(key), Depth: depth - 1}
+					}
+				} else {
+					for _, k := range keys[o.first:] {
+						if bytes.Equal(k, key) || top && bytes.EqualFold(k, key) {
+							return &DuplicateKeyError{Key: string(key), Depth: depth - 1}
+						}
+					}
+				}
+				if top {
+					for _, f := range fields {
+						if string(key) != f && bytes.EqualFold(key, []byte(f)) {
+							return &DuplicateKeyError{Key: string(key), Depth: 0}
+						}
+					}
+				}
+				switch {
+				case o.set != nil:
+					o.set[foldKey(key, top)] = struct{}{}
+				case len(keys)-o.first >= largeObject:
+					o.set = make(map[string]struct{}, 2*largeObject)
+					for _, k := range keys[o.first:] {
+						o.set[foldKey(k, top)] = struct{}{}
+					}
+					keys = keys[:o.first]
+					o.set[foldKey(key, top)] = struct{}{}
+				default:
+					keys = append(keys, key)
+				}
+			}
+			i = end - 1
+		}
+	}
+	return nil
+}
+
+// FuzzStrict: Strict's one pass decides what Valid, then checkKeysOld,
+// then Lookup decided in three, and ValidLookup what Valid and Lookup did,
+// on any input.
+func FuzzStrict(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	for _, tt := range validCases {
+		f.Add([]byte(tt.in))
+	}
+	bodies := benchBodies()
+	f.Add(bodies["request"])
+	f.Add(bodies["response"])
+	for _, s := range []string{`{"model":"a","Model":"b"}`, `{"a":{"b":1,"b":2},"model":"x"}`, `[{"a":1,"a":2}]`,
+		`{"str\u0065am":false,"stream":true}`, `{"model":"a","ſtream":true}`, `{"a":[{"x":1},{"x":2}],"x":{"x":{"x":3}}}`,
+		`{"model":"a","model":"b",}`, `{"MODEL":1,"model":[`} {
+		f.Add([]byte(s))
+	}
+	fields := []string{"model", "stream", "stream_options"}
+	want := []string{"model", "stream", "stream_options", "messages", "x", "model", "a"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vals, err := Strict(b, fields, want...)
+		valid := Valid(b)
+		switch {
+		case !valid:
+			if err != ErrInvalid {
+				t.Fatalf("invalid body: Strict err %v", err)
+			}
+		case checkKeysOld(b, fields...) != nil:
+			old := checkKeysOld(b, fields...).(*DuplicateKeyError)
+			de, ok := err.(*DuplicateKeyError)
+			if !ok || *de != *old {
+				t.Fatalf("Strict err %v, old %v", err, old)
+			}
+		case err != nil:
+			t.Fatalf("Strict err %v on an unambiguous body", err)
+		default:
+			if l := Lookup(b, want...); !sameVals(l, vals) {
+				t.Fatalf("Strict %q, Lookup %q", vals, l)
+			}
+		}
+		lv, ok := ValidLookup(b, want...)
+		if ok != valid {
+			t.Fatalf("ValidLookup ok %v, Valid %v", ok, valid)
+		}
+		if ok {
+			if l := Lookup(b, want...); !sameVals(l, lv) {
+				t.Fatalf("ValidLookup %q, Lookup %q", lv, l)
+			}
+		}
+	})
+}
+
+// sameVals reports whether two lookups found the same fields (nil for
+// absent) with the same bytes.
+func sameVals(a, b [MaxLookup][]byte) bool {
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }

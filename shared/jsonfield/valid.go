@@ -17,12 +17,18 @@ const MaxDepth = 10000
 // encoding/json.Valid: strings, the bulk of a request or response body, are
 // scanned eight bytes at a time.
 func Valid(b []byte) bool {
+	return scan(b, nil)
+}
+
+// scan validates b as Valid does, telling k (nil: nobody) of its keys.
+func scan(b []byte, k *keyScan) bool {
 	var stack [1]uint64 // the first 64 levels live in a register-sized word
-	switch scanValid(b, stack[:]) {
+	switch scanValid(b, stack[:], k) {
 	case validOK:
 		return true
 	case validDeep:
-		return validDeeply(b)
+		k.reset()
+		return validDeeply(b, k)
 	}
 	return false
 }
@@ -31,9 +37,9 @@ func Valid(b []byte) bool {
 // function so that the common shallow body does not pay for zeroing it.
 //
 //go:noinline
-func validDeeply(b []byte) bool {
+func validDeeply(b []byte, k *keyScan) bool {
 	var stack [(MaxDepth + 63) / 64]uint64
-	return scanValid(b, stack[:]) == validOK
+	return scanValid(b, stack[:], k) == validOK
 }
 
 const (
@@ -43,8 +49,10 @@ const (
 )
 
 // scanValid validates b, tracking in stack (one bit per open container, set
-// for an object) whether each open container is an object or an array.
-func scanValid(b []byte, stack []uint64) int {
+// for an object) whether each open container is an object or an array. k,
+// when not nil, is told of each object's opening and closing and of each
+// key, and given the span of each top-level value it asked for.
+func scanValid(b []byte, stack []uint64, k *keyScan) int {
 	var (
 		i     int
 		depth int  // open containers
@@ -78,6 +86,9 @@ value: // a value starts at or after i, past optional whitespace
 		w, bit := depth>>6, uint64(1)<<(depth&63)
 		if inObj {
 			stack[w] |= bit
+			if k != nil {
+				k.open()
+			}
 		} else {
 			stack[w] &^= bit
 		}
@@ -119,6 +130,9 @@ value: // a value starts at or after i, past optional whitespace
 	}
 
 after: // a value ended at i: a separator, a close or the end follows
+	if k != nil && depth == 1 && k.pending != 0 {
+		k.value(b[k.start:i])
+	}
 	for i < len(b) && b[i] <= ' ' && isWS(b[i]) {
 		i++
 	}
@@ -155,6 +169,9 @@ after: // a value ended at i: a separator, a close or the end follows
 	i++
 
 pop: // the innermost container closed just before i
+	if k != nil && inObj {
+		k.close()
+	}
 	depth--
 	if depth > 0 {
 		d := depth - 1
@@ -166,8 +183,12 @@ key: // an object member starts at i: "key" :
 	if i >= len(b) || b[i] != '"' {
 		return validBad
 	}
+	ks := i
 	if i = validString(b, i+1); i < 0 {
 		return validBad
+	}
+	if k != nil {
+		k.key(b[ks+1:i-1], depth)
 	}
 	for i < len(b) && b[i] <= ' ' && isWS(b[i]) {
 		i++
@@ -176,6 +197,12 @@ key: // an object member starts at i: "key" :
 		return validBad
 	}
 	i++
+	if k != nil && depth == 1 && k.pending != 0 {
+		for i < len(b) && b[i] <= ' ' && isWS(b[i]) {
+			i++
+		}
+		k.start = i
+	}
 	goto value
 }
 

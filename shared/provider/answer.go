@@ -30,8 +30,8 @@ type Answer struct {
 }
 
 // CheckAnswer reads a 200 answer to op from a provider of format f, whose
-// usage is in usageFormat, with one walk of its top-level fields and one
-// validation: an error in a 200 (as ErrorIn200 reads it), then whether it
+// usage is in usageFormat, with one pass that validates it and reads its
+// top-level fields: an error in a 200 (as ErrorIn200 reads it), then whether it
 // is the operation's response, then empty choices (OpenAI-format chat),
 // then its usage, decided in that order; each later field is zero once an
 // earlier one fails the answer. A transcript
@@ -39,8 +39,12 @@ type Answer struct {
 func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	field := responseField(f, op)
-	// One walk for the five fields (field may be one of the others).
-	v := jsonfield.Lookup(b, "error", "choices", "id", "usage", field)
+	// One pass validates b and reads the five fields (field may be one of
+	// the others); Lookup reads what it can of a body that is not valid.
+	v, valid := jsonfield.ValidLookup(b, "error", "choices", "id", "usage", field)
+	if !valid {
+		v = jsonfield.Lookup(b, "error", "choices", "id", "usage", field)
+	}
 	errV, choicesV, usageV := v[0], v[1], v[3]
 	hasErr, hasChoices, hasID, hasUse, hasField := errV != nil, choicesV != nil, v[2] != nil, usageV != nil, v[4] != nil
 
@@ -64,7 +68,7 @@ func CheckAnswer(f Format, op Op, usageFormat Format, body []byte) (ans Answer) 
 	case len(b) == 0:
 		ans.Invalid = fmt.Errorf("%w: empty body", ErrInvalidResponse)
 		return ans
-	case b[0] != '{' || !jsonfield.Valid(b):
+	case b[0] != '{' || !valid:
 		ans.Invalid = fmt.Errorf("%w: not a JSON object (%q...)", ErrInvalidResponse, clipBytes(b, 32))
 		return ans
 	case !hasField:
