@@ -39,7 +39,7 @@ type relay struct {
 	rd       *sse.Reader
 	upFormat provider.Format
 	conv     translate.StreamConverter // nil when formats match
-	first    []byte                    // the first events, already converted
+	first    []byte                    // the first events, already converted (in firstBuf when they fit)
 	done     bool                      // terminal event seen
 	// dropUsage: the proxy asked the upstream for the stream's usage
 	// (stream_options.include_usage) and the caller did not: the usage
@@ -47,6 +47,9 @@ type relay struct {
 	dropUsage bool
 	upErr     bool // the upstream reported an error in the stream
 	atEOF     bool // the upstream body was read to its end
+	// firstBuf holds the opening events of most streams (a role chunk and
+	// the first content), so that a relay is one allocation.
+	firstBuf [512]byte
 }
 
 // maxPreamble bounds the opening events held back before a stream is
@@ -99,7 +102,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			return r.fail(t, &attemptError{stream: true, header: header, body: data})
 		}
 		if rl.first == nil {
-			rl.first = make([]byte, 0, 2*len(ev.Raw)+256) // the opening events, usually the first content too
+			rl.first = rl.firstBuf[:0]
 		}
 		rl.first = append(rl.first, rl.convertKind(ev, kind)...)
 		held++
