@@ -43,6 +43,7 @@ type options struct {
 	Baseline   string        `json:"baseline_proxy,omitempty"` // prebuilt proxy binary: target switchyard-base
 	Peers      []string      `json:"peers,omitempty"`          // other gateways (peers.go)
 	Wasted     int           `json:"wasted,omitempty"`         // requests per phase of the wasted-calls mode (wasted.go); 0: off
+	Perf       bool          `json:"perf,omitempty"`           // split each process's CPU with perf (perf.go)
 	Out        string        `json:"-"`
 	Progress   io.Writer     `json:"-"`
 }
@@ -445,7 +446,11 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				}
 				return chatBody("chain:"+benchChain, stream)
 			}
-			cells, err := measure(ctx, modeTargets(o, ts, m), m, stream, body, o.Warmup, o.Duration, o.Rounds)
+			perfDir := ""
+			if o.Perf {
+				perfDir = dir
+			}
+			cells, err := measure(ctx, modeTargets(o, ts, m), m, stream, body, o.Warmup, o.Duration, o.Rounds, perfDir)
 			if err != nil {
 				return nil, err
 			}

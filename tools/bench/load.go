@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -333,6 +334,9 @@ type cellResult struct {
 	// CPU is what the target's process used while it was measured (not
 	// during warmups), per request; nil for direct.
 	CPU *cpuCost `json:"cpu,omitempty"`
+	// Where is CPU split by where its last turn's perf samples fell
+	// (-perf); nil without it, and for direct.
+	Where *perfSplit `json:"where,omitempty"`
 }
 
 // cpuCost is a process's CPU time and system calls over the requests it
@@ -379,13 +383,16 @@ const rewarm = 250 * time.Millisecond
 // turn, at most rewarm after). A target's latencies, counts and process
 // usage add up over its turns. Interleaving spreads the machine's drift
 // (other processes, heat, the upstream's own state) over every target
-// instead of charging it to whichever ran at the time.
-func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body func(target) []byte, warmup, d time.Duration, rounds int) ([]cellResult, error) {
+// instead of charging it to whichever ran at the time. With perfDir (not
+// ""), each target's process is sampled with perf during its last turn,
+// into a file there.
+func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body func(target) []byte, warmup, d time.Duration, rounds int, perfDir string) ([]cellResult, error) {
 	type run struct {
 		t       target
 		l       *loader
 		elapsed time.Duration
 		used    usage
+		where   *perfSplit
 	}
 	runs := make([]*run, len(ts))
 	for i, t := range ts {
@@ -405,6 +412,14 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				}
 				ru.l.scratch().run(ctx, m, w)
 			}
+			var rec *perfRecording
+			if perfDir != "" && r == rounds-1 && ru.t.Proc != nil {
+				var err error
+				out := filepath.Join(perfDir, fmt.Sprintf("perf-%s-%s-%s.data", m.Name, kindName(stream), ru.t.Name))
+				if rec, err = startPerf(ctx, ru.t.Proc.cmd.Process.Pid, out); err != nil {
+					return nil, err
+				}
+			}
 			before, err := ru.t.usage()
 			if err != nil {
 				return nil, err
@@ -413,6 +428,13 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 			after, err := ru.t.usage()
 			if err != nil {
 				return nil, err
+			}
+			if rec != nil {
+				split, err := rec.stop(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("perf of %s: %w", ru.t.Name, err)
+				}
+				ru.where = &split
 			}
 			ru.used = ru.used.add(after.sub(before))
 			if err := ctx.Err(); err != nil {
@@ -435,6 +457,10 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 		}
 		if p := ru.t.Proc; p != nil {
 			res.CPU = newCPUCost(p.name, ru.used, res.OK+res.Errors-l.unsent.Load())
+			if ru.where != nil {
+				ru.where.charge(res.CPU.TotalUs)
+				res.Where = ru.where
+			}
 		}
 		out[i] = res
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	baseline := fs.String("baseline-proxy", "", "a prebuilt proxy binary (say, of an earlier commit) measured as target switchyard-base, side by side with the current one")
 	peers := fs.String("peers", "", "comma-separated peer gateways, measured as targets of their own name: portkey (npm @portkey-ai/gateway, installed on demand under the user cache directory; needs node and npm)")
 	wasted := fs.Int("wasted", 0, "after the latency cells, the wasted-calls mode: N sequential requests per gateway (switchyard and each peer) configured to fall back from a revoked key to a good one, counting the revoked key's upstream calls (0: off)")
+	perf := fs.Bool("perf", false, "sample each target's process with Linux perf during its last turn of each cell, and split its CPU per request by where it is spent: the handler's own work, the upstream exchange, the server, a stream's body writer, GC, the scheduler (needs perf: Debian's linux-perf)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, and one of the floor to this file + .floor (implies -proxy=harness)")
 	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
 	// Hidden: the helper processes.
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	o := options{
 		Duration: *duration, Warmup: *warmup, Rounds: *rounds, Latency: *latency, Chunks: *chunks,
-		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr, Wasted: *wasted,
+		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr, Wasted: *wasted, Perf: *perf,
 	}
 	var err error
 	if o.Peers, err = parsePeers(*peers); err != nil {
@@ -99,6 +101,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		o.Baseline = p
+	}
+	if o.Perf {
+		if _, err := exec.LookPath("perf"); err != nil {
+			return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
+		}
 	}
 	if *short {
 		o.Duration, o.Warmup = time.Second, 250*time.Millisecond

@@ -296,6 +296,10 @@ func printReport(w io.Writer, r *report) error {
 		return err
 	}
 
+	if err := printWhere(w, r.Cells); err != nil {
+		return err
+	}
+
 	fmt.Fprintln(w, "\nSwitchyard next to the floor: added latency, throughput and CPU per request as multiples of the floor's:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
@@ -395,6 +399,68 @@ func writeJSON(path string, r *report) error {
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// printWhere prints, for each mode and kind measured with -perf, each
+// target's CPU per request split by where its perf samples fell.
+func printWhere(w io.Writer, cells []cellResult) error {
+	type key struct {
+		mode   string
+		stream bool
+	}
+	var order []key
+	byKey := map[key][]cellResult{}
+	for _, c := range cells {
+		if c.Where == nil {
+			continue
+		}
+		k := key{c.Mode, c.Stream}
+		if byKey[k] == nil {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], c)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nWhere each process's CPU per request goes (-perf: its samples in its last turn, perf record -g at 4 kHz,")
+	fmt.Fprintln(w, "each charged to the first place its stack is under; the shares of the cpu column above), us:")
+	for _, k := range order {
+		cs := byKey[k]
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%s %s\t", k.mode, kindName(k.stream))
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s\t", c.Target)
+		}
+		fmt.Fprintln(tw)
+		for _, p := range perfPlaces {
+			fmt.Fprintf(tw, "%s\t", p.name)
+			for _, c := range cs {
+				us := 0.0
+				for _, pl := range c.Where.Places {
+					if pl.Place == p.name {
+						us = pl.Us
+					}
+				}
+				fmt.Fprintf(tw, "%.1f\t", us)
+			}
+			fmt.Fprintln(tw)
+		}
+		row := func(name string, v func(c cellResult) string) {
+			fmt.Fprintf(tw, "%s\t", name)
+			for _, c := range cs {
+				fmt.Fprintf(tw, "%s\t", v(c))
+			}
+			fmt.Fprintln(tw)
+		}
+		row("total (cpu)", func(c cellResult) string { return fmt.Sprintf("%.1f", c.CPU.TotalUs) })
+		row("in the kernel", func(c cellResult) string { return fmt.Sprintf("%.0f%%", 100*c.Where.Kernel) })
+		row("samples", func(c cellResult) string { return fmt.Sprint(c.Where.Samples) })
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

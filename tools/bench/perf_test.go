@@ -1,0 +1,81 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// A few samples as `perf script -F ip,sym` prints them (leaf first).
+const perfScript = `
+	  4a1b2c runtime.memmove+0x1c
+	  4a2b3c switchyard.dev/shared/jsonfield.scanValid+0x40
+	  4a3b4c switchyard.dev/services/proxy.readBody+0x80
+	  4a4b5c github.com/gofiber/fiber/v2.(*App).handler+0x10
+	  4a5b6c github.com/valyala/fasthttp.(*workerPool).workerFunc+0x9
+
+	ffffffff81000000 entry_SYSCALL_64_after_hwframe+0x76
+	  4b1b2c internal/runtime/syscall/linux.Syscall6+0xe
+	  4b2b3c net.(*conn).Write+0x20
+	  4b3b4c github.com/valyala/fasthttp.(*HostClient).Do+0x30
+	  4b4b5c github.com/valyala/fasthttp.(*Client).Do+0x30
+	  4b5b6c github.com/gofiber/fiber/v2.(*App).handler+0x10
+	  4b6b7c github.com/valyala/fasthttp.(*workerPool).workerFunc+0x9
+
+	  4c1b2c bufio.(*Writer).Flush+0x10
+	  4c2b3c switchyard.dev/services/proxy.(*relay).run+0x99
+	  4c3b4c github.com/valyala/fasthttp.NewStreamReader.func1+0x20
+
+	  4d1b2c switchyard.dev/shared/sse.(*Reader).Next+0x10
+	  4d2b3c switchyard.dev/services/proxy.(*relay).run+0x99
+	  4d3b4c github.com/valyala/fasthttp.NewStreamReader.func1+0x20
+
+	  4e1b2c github.com/valyala/fasthttp.(*Server).serveConn+0x10
+	  4e2b3c github.com/valyala/fasthttp.(*workerPool).workerFunc+0x9
+
+	  4f1b2c runtime.gcDrain+0x10
+	  4f2b3c runtime.gcBgMarkWorker+0x10
+
+	  501b2c runtime.findRunnable+0x10
+	  502b3c runtime.schedule+0x10
+	ffffffff81000010 asm_sysvec_apic_timer_interrupt+0x1a
+
+`
+
+func TestSplitPerfScript(t *testing.T) {
+	split, err := splitPerfScript(strings.NewReader(perfScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if split.Samples != 7 {
+		t.Fatalf("samples = %d, want 7", split.Samples)
+	}
+	want := map[string]float64{
+		"handler: own work":                1,
+		"upstream exchange":                1,
+		"body writer: flushes":             1,
+		"body writer: own work":            1,
+		"server: request in, response out": 1,
+		"garbage collection":               1,
+		"scheduler, sysmon, other":         1,
+	}
+	split.charge(70) // 10 µs per sample
+	got := map[string]float64{}
+	for _, p := range split.Places {
+		got[p.Place] = p.Share * 7
+		if math.Abs(p.Us-10*p.Share*7) > 1e-9 {
+			t.Errorf("%s: %.2f us, want %.2f", p.Place, p.Us, 10*p.Share*7)
+		}
+	}
+	for k, v := range want {
+		if math.Abs(got[k]-v) > 1e-9 {
+			t.Errorf("%s: %.2f samples, want %.0f (all: %v)", k, got[k], v, got)
+		}
+	}
+	if math.Abs(split.Kernel-2.0/7) > 1e-9 {
+		t.Errorf("kernel share %.3f, want 2/7", split.Kernel)
+	}
+	if _, err := splitPerfScript(strings.NewReader("\n\n")); err == nil {
+		t.Error("no samples: no error")
+	}
+}
