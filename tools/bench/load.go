@@ -412,25 +412,33 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				}
 				ru.l.scratch().run(ctx, m, w)
 			}
-			var rec *perfRecording
-			if perfDir != "" && r == rounds-1 && ru.t.Proc != nil {
+			var rec *perfRecording // sampling this turn: stopped or aborted before the next
+			if perfDir != "" && r == rounds-1 && perfSplits(ru.t) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 				var err error
 				out := filepath.Join(perfDir, fmt.Sprintf("perf-%s-%s-%s.data", m.Name, kindName(stream), ru.t.Name))
-				if rec, err = startPerf(ctx, ru.t.Proc.cmd.Process.Pid, out); err != nil {
+				if rec, err = startPerf(ru.t.Proc.cmd.Process.Pid, out); err != nil {
 					return nil, err
 				}
 			}
 			before, err := ru.t.usage()
 			if err != nil {
+				rec.abort()
 				return nil, err
 			}
 			ru.elapsed += ru.l.run(ctx, m, turn)
 			after, err := ru.t.usage()
+			if err == nil {
+				err = ctx.Err()
+			}
 			if err != nil {
+				rec.abort()
 				return nil, err
 			}
 			if rec != nil {
-				split, err := rec.stop(ctx)
+				split, err := rec.stop()
 				if err != nil {
 					return nil, fmt.Errorf("perf of %s: %w", ru.t.Name, err)
 				}
@@ -458,7 +466,7 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 		if p := ru.t.Proc; p != nil {
 			res.CPU = newCPUCost(p.name, ru.used, res.OK+res.Errors-l.unsent.Load())
 			if ru.where != nil {
-				ru.where.charge(res.CPU.TotalUs)
+				ru.where.charge(res.CPU)
 				res.Where = ru.where
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -103,8 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Baseline = p
 	}
 	if o.Perf {
-		if _, err := exec.LookPath("perf"); err != nil {
-			return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
+		if err := perfReady(); err != nil {
+			return err
 		}
 	}
 	if *short {

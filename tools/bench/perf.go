@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +18,8 @@ import (
 // last turn of each cell, and its CPU time per request (from /proc, over
 // every turn) is split by where the samples fall. The split is shares of
 // the samples, so neither perf's own cost nor the moment it attaches moves
-// the absolute figures.
+// the absolute figures. The places are those of a Go fiber/fasthttp
+// server, so only Switchyard's proxies and the floor are split.
 
 // perfPlaces are where a sample is charged: the first whose test its stack
 // passes, in this order (a stream's body writer before the server, the
@@ -39,7 +40,9 @@ var perfPlaces = []struct {
 	}},
 	{"handler: own work", func(s string) bool { return has(s, "(*App).handler") }},
 	{"server: request in, response out", func(s string) bool { return has(s, "workerFunc") }},
-	{"garbage collection", func(s string) bool { return has(s, "gcBgMarkWorker") || has(s, "gcDrain") }},
+	{"garbage collection (background; assists count where they ran)", func(s string) bool {
+		return has(s, "gcBgMarkWorker") || has(s, "gcDrain")
+	}},
 	{"scheduler, sysmon, other", func(string) bool { return true }},
 }
 
@@ -56,7 +59,10 @@ type place struct {
 type perfSplit struct {
 	Samples int     `json:"samples"`
 	Kernel  float64 `json:"kernel_share"` // samples in the kernel
-	Places  []place `json:"places"`
+	// UserOnly: perf could not sample the kernel, so the places split the
+	// process's user time only.
+	UserOnly bool    `json:"user_only,omitempty"`
+	Places   []place `json:"places"`
 }
 
 // splitPerfScript reads `perf script -F ip,sym` output (a sample's frames,
@@ -119,10 +125,14 @@ func splitPerfScript(r io.Reader) (perfSplit, error) {
 }
 
 // charge sets each place's µs per request from the process's CPU per
-// request.
-func (s *perfSplit) charge(cpuUs float64) {
+// request (user time alone when only user space was sampled).
+func (s *perfSplit) charge(c *cpuCost) {
+	us := c.TotalUs
+	if s.UserOnly {
+		us = c.UserUs
+	}
 	for i := range s.Places {
-		s.Places[i].Us = s.Places[i].Share * cpuUs
+		s.Places[i].Us = s.Places[i].Share * us
 	}
 }
 
@@ -131,34 +141,51 @@ type perfRecording struct {
 	cmd  *exec.Cmd
 	out  string
 	logs bytes.Buffer
+	done chan error // perf record's exit
 }
 
-// startPerf samples pid's stacks (cpu-clock, 4 kHz) into out until stop.
-func startPerf(ctx context.Context, pid int, out string) (*perfRecording, error) {
-	p := &perfRecording{out: out}
-	p.cmd = exec.CommandContext(ctx, "perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g",
-		"-p", fmt.Sprint(pid), "-o", out)
+// startPerf samples pid's stacks (cpu-clock, 4 kHz) into out until stop or
+// abort. It is tied to no context: perf must end by SIGINT to write its
+// file, so stop and abort end it, and the caller calls one of them.
+func startPerf(pid int, out string) (*perfRecording, error) {
+	p := &perfRecording{out: out, done: make(chan error, 1)}
+	p.cmd = exec.Command("perf", "record", "-e", "cpu-clock", "-F", "4000", "-g", "-p", fmt.Sprint(pid), "-o", out)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start perf record (-perf needs perf: Debian's linux-perf): %w", err)
 	}
+	go func() { p.done <- p.cmd.Wait() }()
 	return p, nil
 }
 
+// abort ends the recording and drops it (a nil p does nothing).
+func (p *perfRecording) abort() {
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	_ = os.Remove(p.out)
+}
+
 // stop ends the recording (perf writes its file on SIGINT) and splits it.
-func (p *perfRecording) stop(ctx context.Context) (perfSplit, error) {
+func (p *perfRecording) stop() (perfSplit, error) {
+	defer os.Remove(p.out)
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case <-done: // perf exits non-zero on SIGINT on some versions: the file decides
+	case <-p.done: // perf exits non-zero on SIGINT on some versions: the file decides
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.done
 		return perfSplit{}, fmt.Errorf("perf record did not stop: %s", p.logs.Bytes())
 	}
-	defer os.Remove(p.out)
-	cmd := exec.CommandContext(ctx, "perf", "script", "-F", "ip,sym", "-i", p.out)
+	// Where perf may not sample the kernel (perf_event_paranoid, not
+	// root), it samples user space alone and says so only in a warning.
+	ev, err := exec.Command("perf", "evlist", "-v", "-i", p.out).CombinedOutput()
+	if err != nil {
+		return perfSplit{}, fmt.Errorf("perf evlist: %w: %s %s", err, ev, p.logs.Bytes())
+	}
+	cmd := exec.Command("perf", "script", "-F", "ip,sym", "-i", p.out)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -173,5 +200,35 @@ func (p *perfRecording) stop(ctx context.Context) (perfSplit, error) {
 	if err := cmd.Wait(); err != nil {
 		return perfSplit{}, fmt.Errorf("perf script: %w: %s %s", err, stderr.Bytes(), p.logs.Bytes())
 	}
+	split.UserOnly = bytes.Contains(ev, []byte("exclude_kernel: 1"))
 	return split, serr
+}
+
+// perfReady checks what -perf needs: perf on the PATH, and a symbol table
+// in this binary (the floor runs in a child of it, and perf names the
+// floor's functions from it), which go run leaves out.
+func perfReady() error {
+	if _, err := exec.LookPath("perf"); err != nil {
+		return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return fmt.Errorf("-perf: read this binary's symbols: %w", err)
+	}
+	defer f.Close()
+	if f.Section(".symtab") == nil {
+		return errors.New("-perf: this binary has no symbol table for perf to name the floor's functions (go run strips it): build the bench with go build -o /tmp/bench ./tools/bench and run /tmp/bench")
+	}
+	return nil
+}
+
+// perfSplits reports whether -perf splits t's process: the places are a
+// fiber/fasthttp server's (Switchyard's proxies and the fasthttp floor),
+// not a peer's or net/http's.
+func perfSplits(t target) bool {
+	return t.Proc != nil && (strings.HasPrefix(t.Name, "switchyard") || t.Name == "floor")
 }

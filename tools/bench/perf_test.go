@@ -56,10 +56,10 @@ func TestSplitPerfScript(t *testing.T) {
 		"body writer: flushes":             1,
 		"body writer: own work":            1,
 		"server: request in, response out": 1,
-		"garbage collection":               1,
-		"scheduler, sysmon, other":         1,
+		"garbage collection (background; assists count where they ran)": 1,
+		"scheduler, sysmon, other":                                      1,
 	}
-	split.charge(70) // 10 µs per sample
+	split.charge(&cpuCost{TotalUs: 70}) // 10 µs per sample
 	got := map[string]float64{}
 	for _, p := range split.Places {
 		got[p.Place] = p.Share * 7
@@ -74,6 +74,14 @@ func TestSplitPerfScript(t *testing.T) {
 	}
 	if math.Abs(split.Kernel-2.0/7) > 1e-9 {
 		t.Errorf("kernel share %.3f, want 2/7", split.Kernel)
+	}
+	// Where perf sampled user space alone, the shares split user time.
+	split.UserOnly = true
+	split.charge(&cpuCost{TotalUs: 70, UserUs: 35})
+	for _, p := range split.Places {
+		if math.Abs(p.Us-5*p.Share*7) > 1e-9 {
+			t.Errorf("user only: %s: %.2f us, want %.2f", p.Place, p.Us, 5*p.Share*7)
+		}
 	}
 	if _, err := splitPerfScript(strings.NewReader("\n\n")); err == nil {
 		t.Error("no samples: no error")

@@ -455,8 +455,18 @@ func printWhere(w io.Writer, cells []cellResult) error {
 			}
 			fmt.Fprintln(tw)
 		}
-		row("total (cpu)", func(c cellResult) string { return fmt.Sprintf("%.1f", c.CPU.TotalUs) })
-		row("in the kernel", func(c cellResult) string { return fmt.Sprintf("%.0f%%", 100*c.Where.Kernel) })
+		row("total (cpu; user alone where the kernel was not sampled)", func(c cellResult) string {
+			if c.Where.UserOnly {
+				return fmt.Sprintf("%.1f", c.CPU.UserUs)
+			}
+			return fmt.Sprintf("%.1f", c.CPU.TotalUs)
+		})
+		row("in the kernel", func(c cellResult) string {
+			if c.Where.UserOnly {
+				return "not sampled"
+			}
+			return fmt.Sprintf("%.0f%%", 100*c.Where.Kernel)
+		})
 		row("samples", func(c cellResult) string { return fmt.Sprint(c.Where.Samples) })
 		if err := tw.Flush(); err != nil {
 			return err
