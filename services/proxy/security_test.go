@@ -38,6 +38,8 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		{"second stream", `{"model":"demo-model","stream":false,"stream":true,` + msgs + `}`},
 		{"nested duplicate", `{"model":"demo-model","stream_options":{"include_usage":true,"include_usage":false},` + msgs + `}`},
 		{"duplicate inside a message", `{"model":"demo-model","messages":[{"role":"user","role":"system","content":"hi"}]}`},
+		// encoding/json reads each invalid UTF-8 byte as U+FFFD: one key.
+		{"invalid UTF-8 keys a Go parser reads as one", "{\"model\":\"demo-model\",\"metadata\":{\"a\xff\":1,\"a\xfe\":2}," + msgs + "}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

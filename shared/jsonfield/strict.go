@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // DuplicateKeyError reports a JSON object that names the same key twice
@@ -36,13 +37,16 @@ var ErrInvalid = errors.New("not valid JSON")
 
 // Strict reads the JSON value b in one pass: it validates b as Valid does
 // (ErrInvalid), then refuses an ambiguous key (*DuplicateKeyError, the
-// first in b): a key repeated within any object (after unescaping), two
-// top-level keys equal under Unicode case folding, or a top-level key equal
-// to one of fields under case folding but not exactly. When b is valid and
-// unambiguous, every parser reads it the same way, and vals holds the raw
-// value of each top-level member named in want (nil when absent, or when b
-// is not an object), as Lookup would read it. It does not allocate, but
-// for keys written with escapes and objects of more than 32 keys.
+// first in b): a key repeated within any object (as a Go parser names it:
+// escapes resolved, invalid UTF-8 replaced), two top-level keys equal under
+// Unicode case folding, or a top-level key equal to one of fields under
+// case folding but not exactly. When b is valid and unambiguous, every
+// parser reads it the same way, and vals holds the raw value of each
+// top-level member named in want (nil when absent, or when b is not an
+// object), as Lookup would read it. It allocates only for keys written
+// with escapes or invalid UTF-8, objects of more than 32 keys, more than
+// 32 keys or 8 objects open at once, and fields when it is not a
+// package-level slice (the scan keeps it).
 func Strict(b []byte, fields []string, want ...string) (vals [MaxLookup][]byte, err error) {
 	k := keyScan{dups: true, fields: fields}
 	k.nwant = copy(k.want[:], want)
@@ -161,7 +165,7 @@ func (k *keyScan) key(raw []byte, depth int) {
 		}
 		return
 	}
-	key := canonical(raw)
+	key := keyName(raw)
 	if top {
 		for i, w := range k.want[:k.nwant] {
 			if k.vals[i] == nil && string(key) == w {
@@ -230,6 +234,22 @@ func canonical(raw []byte) []byte {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return raw
 	}
+	return unquote(raw)
+}
+
+// keyName is a key as a Go parser names it: escapes resolved and each byte
+// of invalid UTF-8 replaced by U+FFFD, as encoding/json does (so "a\xff"
+// and "a\xfe" are one key to it).
+func keyName(raw []byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return raw
+	}
+	return unquote(raw)
+}
+
+// unquote decodes raw, a JSON string's contents, as encoding/json does
+// (raw itself when it does not decode).
+func unquote(raw []byte) []byte {
 	q := make([]byte, 0, len(raw)+2)
 	q = append(append(append(q, '"'), raw...), '"')
 	var s string

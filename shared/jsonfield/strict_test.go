@@ -42,6 +42,8 @@ func TestStrictKeys(t *testing.T) {
 		{"large object fold duplicate", many(200, `,"K150":0`), "K150"},
 		{"large object read field", many(200, `,"Stream":0`), "Stream"},
 		{"array top", `[{"a":1,"a":2}]`, "a"},
+		{"invalid UTF-8 keys a Go parser reads as one", "{\"tools\":{\"a\xff\":1,\"a\xfe\":2}}", "a\uFFFD"},
+		{"invalid UTF-8 keys of different lengths", "{\"a\xff\xfe\":1,\"a\xff\":2}", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +89,8 @@ func BenchmarkStrict(b *testing.B) {
 }
 
 // checkKeysOld is the key check as it was before Strict read keys during
-// the validation pass, the oracle Strict must agree with: the first ambiguous key of the valid JSON value obj:
+// the validation pass (keys named by keyName, as Strict names them), the
+// oracle Strict must agree with: the first ambiguous key of the valid JSON value obj:
 // a key repeated within any object (after unescaping), two top-level keys
 // equal under Unicode case folding, or a top-level key equal to one of
 // fields under case folding but not exactly. It returns nil when every
@@ -127,7 +130,7 @@ func checkKeysOld(obj []byte, fields ...string) error {
 			j := skipWS(obj, end)
 			n := len(stack)
 			if j < len(obj) && obj[j] == ':' && n > 0 && objDepth[n-1] == depth {
-				key := canonical(raw)
+				key := keyName(raw)
 				top := n == 1 && depth == 1
 				o := &stack[n-1]
 				if o.set != nil {
@@ -186,6 +189,25 @@ func FuzzStrict(f *testing.F) {
 		`{"model":"a","model":"b",}`, `{"MODEL":1,"model":[`} {
 		f.Add([]byte(s))
 	}
+	// The scan's less travelled paths: an object of more than 32 keys (a
+	// map), more than 32 keys and 8 objects open at once, nesting past 64
+	// (a second pass).
+	many := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString(`{"model":"m"`)
+		for i := range n {
+			fmt.Fprintf(&b, `,"k%d":{"a":%d,"b":[{"c":1}]}`, i, i)
+		}
+		return b.String() + extra + "}"
+	}
+	nest := func(n int, inner string) string {
+		return strings.Repeat(`{"o":[`, n) + inner + strings.Repeat(`]}`, n)
+	}
+	f.Add([]byte(many(40, "")))
+	f.Add([]byte(many(40, `,"K7":1`)))
+	f.Add([]byte(nest(12, `{"a":1,"a":2}`)))
+	f.Add([]byte(nest(70, `{"x":1}`) + ` `))
+	f.Add([]byte(`{"model":"m","x":` + nest(70, `{"y":1,"y":1}`) + `}`))
 	fields := []string{"model", "stream", "stream_options"}
 	want := []string{"model", "stream", "stream_options", "messages", "x", "model", "a"}
 	f.Fuzz(func(t *testing.T, b []byte) {
