@@ -88,14 +88,10 @@ func bodyErrorOf(err error) *bodyError {
 	if err == nil {
 		return nil
 	}
-	var de *jsonfield.DuplicateKeyError
-	switch {
-	case errors.As(err, &de):
+	if de := (*jsonfield.DuplicateKeyError)(nil); errors.As(err, &de) {
 		return &bodyError{codeDuplicateKey, de.Error()}
-	case errors.Is(err, jsonfield.ErrInvalid):
-		return &bodyError{codeInvalidJSON, "the request body is not valid JSON"}
 	}
-	return &bodyError{codeInvalidJSON, err.Error()}
+	return &bodyError{codeInvalidJSON, "the request body is not valid JSON"} // jsonfield.ErrInvalid
 }
 
 // requiredField is the top-level field a request for op must carry ("":
