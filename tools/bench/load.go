@@ -337,6 +337,36 @@ type cellResult struct {
 	// Where is CPU split by where its last turn's perf samples fell
 	// (-perf); nil without it, and for direct.
 	Where *perfSplit `json:"where,omitempty"`
+	// Turns are the target's turns, in the order of the rounds: how much
+	// its figures move within one run.
+	Turns []turn `json:"turns"`
+}
+
+// turn is what one turn of a target served, and at what CPU cost.
+type turn struct {
+	Throughput float64 `json:"throughput_rps"`
+	CPUUs      float64 `json:"cpu_us_per_request,omitempty"` // 0 for direct
+}
+
+// newTurn is a turn of took that answered ok requests and served (ok,
+// failed, but sent) requests for used.
+func newTurn(ok, served uint64, took time.Duration, used usage) turn {
+	var t turn
+	if took > 0 {
+		t.Throughput = float64(ok) / took.Seconds()
+	}
+	if served > 0 {
+		t.CPUUs = (us(used.User) + us(used.Sys)) / float64(served)
+	}
+	return t
+}
+
+// counts are the requests answered so far, and those served (answered or
+// failed, not counting the ones never sent): what throughput and CPU per
+// request divide by.
+func (l *loader) counts() (ok, served uint64) {
+	ok = l.ok.Load()
+	return ok, ok + l.errs.Load() - l.unsent.Load()
 }
 
 // cpuCost is a process's CPU time and system calls over the requests it
@@ -393,6 +423,7 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 		elapsed time.Duration
 		used    usage
 		where   *perfSplit
+		turns   []turn
 	}
 	runs := make([]*run, len(ts))
 	for i, t := range ts {
@@ -428,7 +459,9 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				rec.abort()
 				return nil, err
 			}
-			ru.elapsed += ru.l.run(ctx, m, turn)
+			ok0, served0 := ru.l.counts()
+			took := ru.l.run(ctx, m, turn)
+			ru.elapsed += took
 			after, err := ru.t.usage()
 			if err == nil {
 				err = ctx.Err()
@@ -445,6 +478,8 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				ru.where = &split
 			}
 			ru.used = ru.used.add(after.sub(before))
+			ok1, served1 := ru.l.counts()
+			ru.turns = append(ru.turns, newTurn(ok1-ok0, served1-served0, took, after.sub(before)))
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -459,6 +494,7 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 			Latency: l.total.Summary(),
 		}
 		res.Throughput = float64(res.OK) / ru.elapsed.Seconds()
+		res.Turns = ru.turns
 		if stream {
 			s := l.ttft.Summary()
 			res.TTFT = &s

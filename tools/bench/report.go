@@ -35,6 +35,11 @@ type comparison struct {
 	// CPUXFloor its process's CPU time per request over the floor's.
 	ThroughputXFloor *float64 `json:"throughput_x_floor,omitempty"`
 	CPUXFloor        *float64 `json:"cpu_x_floor,omitempty"`
+	// ThroughputXFloorTurns and CPUXFloorTurns are the least and the most
+	// of those multiples over the rounds, each from the two targets' turns
+	// of one round: how far the run's own noise moves them.
+	ThroughputXFloorTurns *[2]float64 `json:"throughput_x_floor_turns,omitempty"`
+	CPUXFloorTurns        *[2]float64 `json:"cpu_x_floor_turns,omitempty"`
 	// Metering, Debug and OTel are what one feature costs: the same proxy
 	// with it on (switchyard-metered, switchyard-debug, switchyard-otel)
 	// against switchyard, in the same run.
@@ -130,8 +135,10 @@ func compare(cells []cellResult) []comparison {
 			cmp.OverheadP50 = ratio(cmp.Switchyard.AddedP50, cmp.Floor.AddedP50)
 			cmp.OverheadP99 = ratio(cmp.Switchyard.AddedP99, cmp.Floor.AddedP99)
 			cmp.ThroughputXFloor = ratio(sy.Throughput, fl.Throughput)
+			cmp.ThroughputXFloorTurns = turnRange(sy.Turns, fl.Turns, func(t turn) float64 { return t.Throughput })
 			if sy.CPU != nil && fl.CPU != nil {
 				cmp.CPUXFloor = ratio(sy.CPU.TotalUs, fl.CPU.TotalUs)
+				cmp.CPUXFloorTurns = turnRange(sy.Turns, fl.Turns, func(t turn) float64 { return t.CPUUs })
 			}
 		}
 		for _, f := range features {
@@ -167,6 +174,9 @@ type check struct {
 	Value  float64 `json:"value"`
 	Unit   string  `json:"unit"`
 	Pass   bool    `json:"pass"`
+	// Turns is the value's least and most over the rounds, where it has
+	// them (the multiples of the floor's throughput).
+	Turns *[2]float64 `json:"turns,omitempty"`
 }
 
 // Switchyard next to the floor, by kind: sequential added p50 at most
@@ -218,7 +228,7 @@ func checks(cmps []comparison) []check {
 				least := floorThroughputMin[c.Kind]
 				out = append(out, check{
 					Name: c.Mode + " " + c.Kind + ": throughput / floor's", Target: fmt.Sprintf(">= %.2fx", least),
-					Value: *c.ThroughputXFloor, Unit: "x", Pass: *c.ThroughputXFloor >= least,
+					Value: *c.ThroughputXFloor, Unit: "x", Pass: *c.ThroughputXFloor >= least, Turns: c.ThroughputXFloorTurns,
 				})
 			}
 		}
@@ -300,12 +310,13 @@ func printReport(w io.Writer, r *report) error {
 		return err
 	}
 
-	fmt.Fprintln(w, "\nSwitchyard next to the floor: added latency, throughput and CPU per request as multiples of the floor's:")
+	fmt.Fprintln(w, "\nSwitchyard next to the floor: added latency, throughput and CPU per request as multiples of the floor's")
+	fmt.Fprintln(w, "(in parentheses, the least and the most of one round's turns):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
 	for _, c := range r.Compare {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(c.OverheadP50, 1), times(c.OverheadP99, 1),
-			times(c.ThroughputXFloor, 2), times(c.CPUXFloor, 2))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%s%s\t\n", c.Mode, c.Kind, times(c.OverheadP50, 1), times(c.OverheadP99, 1),
+			times(c.ThroughputXFloor, 2), spread(c.ThroughputXFloorTurns), times(c.CPUXFloor, 2), spread(c.CPUXFloorTurns))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -371,7 +382,11 @@ func printReport(w io.Writer, r *report) error {
 		if c.Unit == "x" {
 			prec = 2 // multiples near their limit (1.1x, 0.95x)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%.*f %s\ttarget %s\t\n", mark, c.Name, prec, c.Value, c.Unit, c.Target)
+		turns := ""
+		if c.Turns != nil {
+			turns = fmt.Sprintf("turns %.2f-%.2f", c.Turns[0], c.Turns[1])
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.*f %s\ttarget %s\t%s\t\n", mark, c.Name, prec, c.Value, c.Unit, c.Target, turns)
 	}
 	return tw.Flush()
 }
@@ -381,6 +396,31 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
 
 // times is a multiple to prec decimals, n/a when there is none.
+// turnRange is the least and the most over the rounds of a's value over
+// b's in the same round (nil without a round with both).
+func turnRange(a, b []turn, v func(turn) float64) *[2]float64 {
+	var r *[2]float64
+	for i := range min(len(a), len(b)) {
+		x := ratio(v(a[i]), v(b[i]))
+		if x == nil {
+			continue
+		}
+		if r == nil {
+			r = &[2]float64{*x, *x}
+		}
+		r[0], r[1] = min(r[0], *x), max(r[1], *x)
+	}
+	return r
+}
+
+// spread is " (lo-hi)" of a turn range, "" without one.
+func spread(r *[2]float64) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f-%.2f)", r[0], r[1])
+}
+
 func times(v *float64, prec int) string {
 	if v == nil {
 		return "n/a"

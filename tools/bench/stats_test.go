@@ -306,3 +306,33 @@ func TestFeatureCosts(t *testing.T) {
 func testCell(mode, target string, p50, p99, rps float64) cellResult {
 	return cellResult{Mode: mode, Target: target, Throughput: rps, Latency: summary{P50: p50, P99: p99}}
 }
+
+// The multiples of the floor's throughput and CPU carry their least and
+// most over the rounds, each from one round's pair of turns, and the
+// throughput check carries them too.
+func TestTurnRanges(t *testing.T) {
+	sy := testCell("sat64", "switchyard", 6000, 12000, 5000)
+	fl := testCell("sat64", "floor", 5000, 11000, 5400)
+	sy.Turns = []turn{{Throughput: 4500, CPUUs: 120}, {Throughput: 5500, CPUUs: 110}, {Throughput: 5000, CPUUs: 0}}
+	fl.Turns = []turn{{Throughput: 5000, CPUUs: 100}, {Throughput: 5000, CPUUs: 100}}
+	sy.CPU, fl.CPU = &cpuCost{TotalUs: 115}, &cpuCost{TotalUs: 100}
+	cmps := compare([]cellResult{testCell("sat64", "direct", 3000, 9000, 10000), sy, fl})
+	if len(cmps) != 1 {
+		t.Fatalf("%d comparisons", len(cmps))
+	}
+	c := cmps[0]
+	if r := c.ThroughputXFloorTurns; r == nil || r[0] != 0.9 || r[1] != 1.1 {
+		t.Errorf("throughput turns %v, want [0.9 1.1] (the third round has no floor turn)", r)
+	}
+	if r := c.CPUXFloorTurns; r == nil || r[0] != 1.1 || math.Abs(r[1]-1.2) > 1e-12 {
+		t.Errorf("cpu turns %v, want [1.1 1.2]", r)
+	}
+	for _, ch := range checks(cmps) {
+		if ch.Name == "sat64 nonstream: throughput / floor's" && (ch.Turns == nil || *ch.Turns != *c.ThroughputXFloorTurns) {
+			t.Errorf("check %q turns %v", ch.Name, ch.Turns)
+		}
+	}
+	if r := turnRange(nil, fl.Turns, func(t turn) float64 { return t.Throughput }); r != nil {
+		t.Errorf("no turns: %v", r)
+	}
+}
