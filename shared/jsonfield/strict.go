@@ -84,7 +84,7 @@ type keyScan struct {
 	dups   bool
 	fields []string                 // top-level names compared under case folding
 	err    *DuplicateKeyError       // the first ambiguous key
-	keys   list[[]byte, [32][]byte] // canonical (unescaped) keys of the open objects
+	keys   list[[]byte, [32][]byte] // the keys of the open objects, as keyName names them
 	objs   list[object, [8]object]  // the open objects, innermost last
 }
 

@@ -348,6 +348,60 @@ type turn struct {
 	CPUUs      float64 `json:"cpu_us_per_request,omitempty"` // 0 for direct
 }
 
+// targetRun is a target's share of measure: its loader and what its turns
+// added up to.
+type targetRun struct {
+	t       target
+	l       *loader
+	elapsed time.Duration
+	used    usage
+	where   *perfSplit
+	turns   []turn
+}
+
+// turn measures one turn of d, its process sampled by perf into perfOut
+// (when not "").
+func (ru *targetRun) turn(ctx context.Context, m modeSpec, d time.Duration, perfOut string) error {
+	var rec *perfRecording // stopped or aborted before turn returns
+	if perfOut != "" {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if rec, err = startPerf(ru.t.Proc.cmd.Process.Pid, perfOut); err != nil {
+			return err
+		}
+	}
+	before, err := ru.t.usage()
+	if err != nil {
+		rec.abort()
+		return err
+	}
+	ok0, served0 := ru.l.counts()
+	took := ru.l.run(ctx, m, d)
+	after, err := ru.t.usage()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		rec.abort()
+		return err
+	}
+	if rec != nil {
+		split, err := rec.stop()
+		if err != nil {
+			return fmt.Errorf("perf of %s: %w", ru.t.Name, err)
+		}
+		ru.where = &split
+	}
+	used := after.sub(before)
+	ok1, served1 := ru.l.counts()
+	ru.elapsed += took
+	ru.used = ru.used.add(used)
+	ru.turns = append(ru.turns, newTurn(ok1-ok0, served1-served0, took, used))
+	return nil
+}
+
 // newTurn is a turn of took that answered ok requests and served (ok,
 // failed, but sent) requests for used.
 func newTurn(ok, served uint64, took time.Duration, used usage) turn {
@@ -417,17 +471,9 @@ const rewarm = 250 * time.Millisecond
 // ""), each target's process is sampled with perf during its last turn,
 // into a file there.
 func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body func(target) []byte, warmup, d time.Duration, rounds int, perfDir string) ([]cellResult, error) {
-	type run struct {
-		t       target
-		l       *loader
-		elapsed time.Duration
-		used    usage
-		where   *perfSplit
-		turns   []turn
-	}
-	runs := make([]*run, len(ts))
+	runs := make([]*targetRun, len(ts))
 	for i, t := range ts {
-		runs[i] = &run{t: t, l: newLoader(t, m.Conns, stream, body(t))}
+		runs[i] = &targetRun{t: t, l: newLoader(t, m.Conns, stream, body(t))}
 		defer runs[i].l.hc.CloseIdleConnections()
 	}
 	turn := d / time.Duration(rounds)
@@ -443,44 +489,11 @@ func measure(ctx context.Context, ts []target, m modeSpec, stream bool, body fun
 				}
 				ru.l.scratch().run(ctx, m, w)
 			}
-			var rec *perfRecording // sampling this turn: stopped or aborted before the next
+			perfOut := ""
 			if perfDir != "" && r == rounds-1 && perfSplits(ru.t) {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				var err error
-				out := filepath.Join(perfDir, fmt.Sprintf("perf-%s-%s-%s.data", m.Name, kindName(stream), ru.t.Name))
-				if rec, err = startPerf(ru.t.Proc.cmd.Process.Pid, out); err != nil {
-					return nil, err
-				}
+				perfOut = filepath.Join(perfDir, fmt.Sprintf("perf-%s-%s-%s.data", m.Name, kindName(stream), ru.t.Name))
 			}
-			before, err := ru.t.usage()
-			if err != nil {
-				rec.abort()
-				return nil, err
-			}
-			ok0, served0 := ru.l.counts()
-			took := ru.l.run(ctx, m, turn)
-			ru.elapsed += took
-			after, err := ru.t.usage()
-			if err == nil {
-				err = ctx.Err()
-			}
-			if err != nil {
-				rec.abort()
-				return nil, err
-			}
-			if rec != nil {
-				split, err := rec.stop()
-				if err != nil {
-					return nil, fmt.Errorf("perf of %s: %w", ru.t.Name, err)
-				}
-				ru.where = &split
-			}
-			ru.used = ru.used.add(after.sub(before))
-			ok1, served1 := ru.l.counts()
-			ru.turns = append(ru.turns, newTurn(ok1-ok0, served1-served0, took, after.sub(before)))
-			if err := ctx.Err(); err != nil {
+			if err := ru.turn(ctx, m, turn, perfOut); err != nil {
 				return nil, err
 			}
 		}
