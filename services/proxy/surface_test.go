@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -343,5 +344,46 @@ func TestWiderSurfaceCutStreams(t *testing.T) {
 	// the cut instead of a shorter file that looks whole.
 	if resp.StatusCode != 200 || len(audio) == 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("cut speech: %d, %d bytes, read error %v (want unexpected EOF)", resp.StatusCode, len(audio), err)
+	}
+}
+
+// An answer that fails between its headers and its first byte (a speech
+// answer or an event stream cut, or reset, right after its status) has
+// reached nobody yet: the attempt fails and another key serves the whole
+// answer.
+func TestAnswerFailsBeforeFirstByte(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
+	})
+	speech := `{"model":"voice","input":"hello","voice":"alloy"}`
+	_, _, whole := rawCall(t, f, "/v1/audio/speech", speech)
+	if len(whole) == 0 {
+		t.Fatal("no audio without a rule")
+	}
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("speech, reset %v", reset), func(t *testing.T) {
+			f.openai.ClearRules()
+			f.openai.ResetCalls()
+			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/audio/speech", CutAtStart: true, Reset: reset, Times: 1})
+			st, h, audio := rawCall(t, f, "/v1/audio/speech", speech)
+			if st != 200 || audio != whole || h.Get(headerAttempts) != "2" {
+				t.Fatalf("%d, %d bytes of %d, attempts %q", st, len(audio), len(whole), h.Get(headerAttempts))
+			}
+			if n := len(f.openai.Calls()); n != 2 {
+				t.Errorf("%d upstream calls, want 2", n)
+			}
+		})
+		t.Run(fmt.Sprintf("chat stream, reset %v", reset), func(t *testing.T) {
+			f.openai.ClearRules()
+			f.openai.ResetCalls()
+			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/chat/completions", CutAtStart: true, Reset: reset, Times: 1})
+			st, h, body := rawCall(t, f, "/v1/chat/completions", `{"model":"demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if st != 200 || !strings.Contains(body, "[DONE]") || h.Get(headerAttempts) != "2" {
+				t.Fatalf("%d, attempts %q:\n%s", st, h.Get(headerAttempts), body)
+			}
+			if n := len(f.openai.Calls()); n != 2 {
+				t.Errorf("%d upstream calls, want 2", n)
+			}
+		})
 	}
 }

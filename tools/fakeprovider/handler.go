@@ -181,7 +181,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 		case <-s.done:
 		}
 		return
-	case rl.Reset && !(chunked && rl.CutAfter > 0):
+	case rl.Reset && !(chunked && (rl.CutAfter > 0 || rl.CutAtStart)):
 		resetConn(w)
 		return
 	case !authorized:
@@ -481,7 +481,10 @@ func (s *Server) runStream(ctx context.Context, w http.ResponseWriter, req *requ
 		return
 	}
 	cutAt, failAt := -1, -1
-	if rl.CutAfter > 0 {
+	switch {
+	case rl.CutAtStart:
+		cutAt = 0
+	case rl.CutAfter > 0:
 		cutAt = min(rl.CutAfter, chunks)
 	}
 	if rl.ErrorInStream {

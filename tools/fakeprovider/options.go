@@ -112,6 +112,10 @@ type Rule struct {
 	// CutAfter ends a stream cleanly after K content chunks, without its
 	// terminal events. With Reset, the connection is reset there instead.
 	CutAfter int `json:"cut_after,omitempty" yaml:"cut_after,omitempty"`
+	// CutAtStart ends a stream (or speech audio) right after its headers,
+	// before its first chunk: an answer that fails between its status and
+	// its first byte. With Reset, the connection is reset there instead.
+	CutAtStart bool `json:"cut_at_start,omitempty" yaml:"cut_at_start,omitempty"`
 
 	// Reset resets the TCP connection (SO_LINGER 0) instead of answering.
 	Reset bool `json:"reset,omitempty" yaml:"reset,omitempty"`
@@ -144,6 +148,8 @@ func (r Rule) Validate() error {
 		return errors.New("first_byte_latency, chunk_delay, retry_after: must not be negative")
 	case r.Reset && r.Hang:
 		return errors.New("reset, hang: choose one")
+	case r.CutAtStart && r.CutAfter > 0:
+		return errors.New("cut_at_start, cut_after: choose one")
 	}
 	return nil
 }
@@ -206,6 +212,7 @@ type ruleJSON struct {
 	ChunkDelay       Duration `json:"chunk_delay,omitempty"`
 	Chunks           int      `json:"chunks,omitempty"`
 	CutAfter         int      `json:"cut_after,omitempty"`
+	CutAtStart       bool     `json:"cut_at_start,omitempty"`
 	Reset            bool     `json:"reset,omitempty"`
 	Hang             bool     `json:"hang,omitempty"`
 	ErrorInStream    bool     `json:"error_in_stream,omitempty"`
@@ -219,7 +226,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 		Error: r.Error, Status: r.Status, RetryAfter: Duration(r.RetryAfter),
 		Times: r.Times, Probability: r.Probability,
 		FirstByteLatency: Duration(r.FirstByteLatency), ChunkDelay: Duration(r.ChunkDelay),
-		Chunks: r.Chunks, CutAfter: r.CutAfter,
+		Chunks: r.Chunks, CutAfter: r.CutAfter, CutAtStart: r.CutAtStart,
 		Reset: r.Reset, Hang: r.Hang,
 		ErrorInStream: r.ErrorInStream, ErrorAfterChunks: r.ErrorAfterChunks,
 	})
@@ -238,7 +245,7 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 		Error: j.Error, Status: j.Status, RetryAfter: time.Duration(j.RetryAfter),
 		Times: j.Times, Probability: j.Probability,
 		FirstByteLatency: time.Duration(j.FirstByteLatency), ChunkDelay: time.Duration(j.ChunkDelay),
-		Chunks: j.Chunks, CutAfter: j.CutAfter,
+		Chunks: j.Chunks, CutAfter: j.CutAfter, CutAtStart: j.CutAtStart,
 		Reset: j.Reset, Hang: j.Hang,
 		ErrorInStream: j.ErrorInStream, ErrorAfterChunks: j.ErrorAfterChunks,
 	}

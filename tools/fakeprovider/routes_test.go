@@ -807,6 +807,25 @@ func TestNewRoutesCutAfter(t *testing.T) {
 			t.Errorf("cut audio %d bytes, want the first half of %d", len(audio), len(full))
 		}
 	})
+	t.Run("speech cut at start", func(t *testing.T) {
+		s.ClearRules()
+		s.AddRule(Rule{CutAtStart: true})
+		resp := call(t, c, "POST", s.URL()+"/v1/audio/speech", `{"model":"tts-1","input":"x","voice":"alloy"}`, bearer)
+		audio := readAll(t, resp)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "audio/") || len(audio) != 0 {
+			t.Errorf("%d %q, %d bytes: want the audio's headers and no byte", resp.StatusCode, resp.Header.Get("Content-Type"), len(audio))
+		}
+	})
+	t.Run("stream cut at start, reset", func(t *testing.T) {
+		s.ClearRules()
+		s.AddRule(Rule{CutAtStart: true, Reset: true})
+		resp := call(t, c, "POST", s.URL()+"/v1/completions", completionBody("m", true, true), bearer)
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || err == nil || len(got) != 0 {
+			t.Errorf("%d, %d bytes, read error %v: want the headers, no event, then a reset", resp.StatusCode, len(got), err)
+		}
+	})
 	t.Run("speech reset", func(t *testing.T) {
 		s.ClearRules()
 		s.AddRule(Rule{CutAfter: 1, Reset: true})

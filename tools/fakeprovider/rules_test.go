@@ -689,6 +689,14 @@ func TestRuleJSON(t *testing.T) {
 	if back != r {
 		t.Errorf("round trip %+v, want %+v", back, r)
 	}
+	var cut Rule
+	decode(t, []byte(`{"cut_at_start":true,"reset":true}`), &cut)
+	if !cut.CutAtStart || !cut.Reset {
+		t.Errorf("cut_at_start: %+v", cut)
+	}
+	if b, _ := json.Marshal(cut); string(b) != `{"cut_at_start":true,"reset":true}` {
+		t.Errorf("marshal %s", b)
+	}
 	var o Options
 	decode(t, []byte(`{"name":"x","latency":"1s","keys":["a"],"rules":[{"hang":true}]}`), &o)
 	if o.Name != "x" || o.Latency != time.Second || len(o.Rules) != 1 || !o.Rules[0].Hang {
@@ -706,6 +714,7 @@ func TestValidate(t *testing.T) {
 		{"negative chunks", Options{Chunks: -1}, "chunks"},
 		{"unknown error", Options{Rules: []Rule{{}, {Error: "nope"}}}, "rules[1].error"},
 		{"reset and hang", Options{Rules: []Rule{{Reset: true, Hang: true}}}, "reset, hang"},
+		{"cut at start and after", Options{Rules: []Rule{{CutAtStart: true, CutAfter: 2}}}, "cut_at_start, cut_after"},
 		{"bad status", Options{Rules: []Rule{{Status: 42}}}, "status"},
 	}
 	for _, tt := range tests {
