@@ -395,7 +395,6 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
 
-// times is a multiple to prec decimals, n/a when there is none.
 // turnRange is the least and the most over the rounds of a's value over
 // b's in the same round (nil without a round with both).
 func turnRange(a, b []turn, v func(turn) float64) *[2]float64 {
@@ -421,6 +420,7 @@ func spread(r *[2]float64) string {
 	return fmt.Sprintf(" (%.2f-%.2f)", r[0], r[1])
 }
 
+// times is a multiple to prec decimals, n/a when there is none.
 func times(v *float64, prec int) string {
 	if v == nil {
 		return "n/a"
