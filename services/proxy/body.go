@@ -91,6 +91,9 @@ func bodyErrorOf(err error) *bodyError {
 	if de := (*jsonfield.DuplicateKeyError)(nil); errors.As(err, &de) {
 		return &bodyError{codeDuplicateKey, de.Error()}
 	}
+	if errors.Is(err, jsonfield.ErrKeyNotUTF8) {
+		return &bodyError{codeInvalidJSON, "the request body names a key that is not valid UTF-8"}
+	}
 	return &bodyError{codeInvalidJSON, "the request body is not valid JSON"} // jsonfield.ErrInvalid
 }
 

@@ -38,8 +38,8 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		{"second stream", `{"model":"demo-model","stream":false,"stream":true,` + msgs + `}`},
 		{"nested duplicate", `{"model":"demo-model","stream_options":{"include_usage":true,"include_usage":false},` + msgs + `}`},
 		{"duplicate inside a message", `{"model":"demo-model","messages":[{"role":"user","role":"system","content":"hi"}]}`},
-		// encoding/json reads each invalid UTF-8 byte as U+FFFD: one key.
-		{"invalid UTF-8 keys a Go parser reads as one", "{\"model\":\"demo-model\",\"metadata\":{\"a\xff\":1,\"a\xfe\":2}," + msgs + "}"},
+		// encoding/json reads a lone surrogate as U+FFFD: one key to it.
+		{"lone surrogates a Go parser reads as one", `{"model":"demo-model","metadata":{"a\ud800":1,"a\udbff":2},` + msgs + `}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +67,22 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	}
 	if status, _, _ := f.call(t, "/v1/chat/completions", `{"model":"demo-claude",`+msgs+`}`, "Authorization", "Bearer "+limited); status != http.StatusForbidden {
 		t.Fatalf("other model: %d, want 403", status)
+	}
+	// A key that is not valid UTF-8: encoding/json reads "a\xe2\x82" and
+	// "a\xff" as two keys, a WHATWG decoder (Node's) as one. Refused as
+	// not JSON, whatever the other keys say.
+	for _, b := range []string{
+		"{\"model\":\"demo-model\",\"metadata\":{\"a\xe2\x82\":1,\"a\xff\":2}," + msgs + "}",
+		"{\"model\":\"demo-model\",\"mod\xffel\":\"demo-claude\"," + msgs + "}",
+	} {
+		f.openai.ResetCalls()
+		status, _, body := f.call(t, "/v1/chat/completions", b, "Authorization", "Bearer "+limited)
+		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(codeInvalidJSON)) || !bytes.Contains(body, []byte("UTF-8")) {
+			t.Fatalf("key not UTF-8: %d %s", status, body)
+		}
+		if n := f.openai.CountCalls(nil); n != 0 {
+			t.Fatalf("%d upstream calls for a key not UTF-8", n)
+		}
 	}
 	// Anthropic format: refused in its own error shape.
 	status, _, body := f.call(t, "/v1/messages", `{"model":"demo-model","max_tokens":5,"model":"demo-claude",`+msgs+`}`, "Authorization", "Bearer "+limited)

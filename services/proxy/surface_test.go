@@ -347,13 +347,16 @@ func TestWiderSurfaceCutStreams(t *testing.T) {
 	}
 }
 
-// An answer that fails between its headers and its first byte (a speech
-// answer or an event stream cut, or reset, right after its status) has
+// An answer that fails before its first content (a speech answer or a
+// legacy completions stream cut, or reset, right after its headers, with no
+// byte of body; a chat stream after its role chunk, which is held back) has
 // reached nobody yet: the attempt fails and another key serves the whole
 // answer.
 func TestAnswerFailsBeforeFirstByte(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
-		c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
+		c.Providers[0].Models = append(c.Providers[0].Models,
+			config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech},
+			config.Model{Name: "instruct", Upstream: "gpt-3.5-turbo-instruct", Kind: config.KindCompletion})
 	})
 	speech := `{"model":"voice","input":"hello","voice":"alloy"}`
 	_, _, whole := rawCall(t, f, "/v1/audio/speech", speech)
@@ -368,6 +371,18 @@ func TestAnswerFailsBeforeFirstByte(t *testing.T) {
 			st, h, audio := rawCall(t, f, "/v1/audio/speech", speech)
 			if st != 200 || audio != whole || h.Get(headerAttempts) != "2" {
 				t.Fatalf("%d, %d bytes of %d, attempts %q", st, len(audio), len(whole), h.Get(headerAttempts))
+			}
+			if n := len(f.openai.Calls()); n != 2 {
+				t.Errorf("%d upstream calls, want 2", n)
+			}
+		})
+		t.Run(fmt.Sprintf("completions stream, reset %v", reset), func(t *testing.T) {
+			f.openai.ClearRules()
+			f.openai.ResetCalls()
+			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/completions", CutAtStart: true, Reset: reset, Times: 1})
+			st, h, body := rawCall(t, f, "/v1/completions", `{"model":"instruct","prompt":"hi","stream":true}`)
+			if st != 200 || !strings.Contains(body, "[DONE]") || strings.Contains(body, "stream_incomplete") || h.Get(headerAttempts) != "2" {
+				t.Fatalf("%d, attempts %q:\n%s", st, h.Get(headerAttempts), body)
 			}
 			if n := len(f.openai.Calls()); n != 2 {
 				t.Errorf("%d upstream calls, want 2", n)

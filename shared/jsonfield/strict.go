@@ -35,16 +35,23 @@ const largeObject = 32
 // ErrInvalid is a body that is not valid JSON (as Valid decides).
 var ErrInvalid = errors.New("not valid JSON")
 
+// ErrKeyNotUTF8 is a body with an object key that is not valid UTF-8.
+// Parsers replace the bad bytes in different ways (encoding/json each byte,
+// a WHATWG decoder each maximal bad sequence), so they can disagree about
+// whether two such keys are one, and JSON exchanged between systems must
+// be UTF-8 (RFC 8259, section 8.1).
+var ErrKeyNotUTF8 = errors.New("an object key is not valid UTF-8")
+
 // Strict reads the JSON value b in one pass: it validates b as Valid does
-// (ErrInvalid), then refuses an ambiguous key (*DuplicateKeyError, the
-// first in b): a key repeated within any object (as a Go parser names it:
-// escapes resolved, invalid UTF-8 replaced), two top-level keys equal under
-// Unicode case folding, or a top-level key equal to one of fields under
-// case folding but not exactly. When b is valid and unambiguous, every
+// (ErrInvalid), then refuses the first ambiguous key in b: a key that is
+// not valid UTF-8 as written (ErrKeyNotUTF8), or (*DuplicateKeyError) a
+// key repeated within any object (escapes resolved), two top-level keys
+// equal under Unicode case folding, or a top-level key equal to one of
+// fields under case folding but not exactly. When b is valid and unambiguous, every
 // parser reads it the same way, and vals holds the raw value of each
 // top-level member named in want (nil when absent, or when b is not an
 // object), as Lookup would read it. It allocates only for keys written
-// with escapes or invalid UTF-8, objects of more than 32 keys, more than
+// with escapes, objects of more than 32 keys, more than
 // 32 keys or 8 objects open at once, and fields when it is not a
 // package-level slice (the scan keeps it).
 func Strict(b []byte, fields []string, want ...string) (vals [MaxLookup][]byte, err error) {
@@ -83,8 +90,8 @@ type keyScan struct {
 
 	dups   bool
 	fields []string                 // top-level names compared under case folding
-	err    *DuplicateKeyError       // the first ambiguous key
-	keys   list[[]byte, [32][]byte] // the keys of the open objects, as keyName names them
+	err    error                    // the first ambiguous key
+	keys   list[[]byte, [32][]byte] // the keys of the open objects, escapes resolved
 	objs   list[object, [8]object]  // the open objects, innermost last
 }
 
@@ -165,7 +172,13 @@ func (k *keyScan) key(raw []byte, depth int) {
 		}
 		return
 	}
-	key := keyName(raw)
+	if !utf8.Valid(raw) {
+		if k.err == nil {
+			k.err = ErrKeyNotUTF8
+		}
+		return
+	}
+	key := canonical(raw)
 	if top {
 		for i, w := range k.want[:k.nwant] {
 			if k.vals[i] == nil && string(key) == w {
@@ -232,16 +245,6 @@ func foldKey(k []byte, top bool) string {
 // it has none).
 func canonical(raw []byte) []byte {
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return raw
-	}
-	return unquote(raw)
-}
-
-// keyName is a key as a Go parser names it: escapes resolved and each byte
-// of invalid UTF-8 replaced by U+FFFD, as encoding/json does (so "a\xff"
-// and "a\xfe" are one key to it).
-func keyName(raw []byte) []byte {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return raw
 	}
 	return unquote(raw)

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Baseline = p
 	}
 	if o.Perf {
-		if err := perfReady(); err != nil {
+		if err := perfReady(o.Baseline); err != nil {
 			return err
 		}
 	}

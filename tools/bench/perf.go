@@ -206,8 +206,9 @@ func (p *perfRecording) stop() (perfSplit, error) {
 
 // perfReady checks what -perf needs: perf on the PATH, and a symbol table
 // in this binary (the floor runs in a child of it, and perf names the
-// floor's functions from it), which go run leaves out.
-func perfReady() error {
+// floor's functions from it), which go run leaves out, and in the baseline
+// proxy binary when there is one.
+func perfReady(baseline string) error {
 	if _, err := exec.LookPath("perf"); err != nil {
 		return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
 	}
@@ -215,13 +216,27 @@ func perfReady() error {
 	if err != nil {
 		return err
 	}
-	f, err := elf.Open(exe)
+	if err := hasSymbols(exe); err != nil {
+		return fmt.Errorf("-perf: %w: build the bench with go build -o /tmp/bench ./tools/bench and run /tmp/bench (go run strips it)", err)
+	}
+	if baseline != "" {
+		if err := hasSymbols(baseline); err != nil {
+			return fmt.Errorf("-perf: -baseline-proxy: %w: build it without -ldflags=-s", err)
+		}
+	}
+	return nil
+}
+
+// hasSymbols reports whether the ELF binary at path has the symbol table
+// perf names a Go process's functions from.
+func hasSymbols(path string) error {
+	f, err := elf.Open(path)
 	if err != nil {
-		return fmt.Errorf("-perf: read this binary's symbols: %w", err)
+		return fmt.Errorf("read %s's symbols: %w", path, err)
 	}
 	defer f.Close()
 	if f.Section(".symtab") == nil {
-		return errors.New("-perf: this binary has no symbol table for perf to name the floor's functions (go run strips it): build the bench with go build -o /tmp/bench ./tools/bench and run /tmp/bench")
+		return fmt.Errorf("%s has no symbol table", path)
 	}
 	return nil
 }

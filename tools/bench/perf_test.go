@@ -2,6 +2,9 @@ package main
 
 import (
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -85,5 +88,45 @@ func TestSplitPerfScript(t *testing.T) {
 	}
 	if _, err := splitPerfScript(strings.NewReader("\n\n")); err == nil {
 		t.Error("no samples: no error")
+	}
+}
+
+// -perf names functions from symbol tables: go build keeps one, go test
+// (like go run) strips it, a file that is not a binary has none, and a
+// bench or baseline proxy without one is refused before any target starts.
+func TestHasSymbols(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hasSymbols(exe); err == nil {
+		t.Error("the test binary (stripped by go test) has symbols")
+	}
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "proxy")
+	if err := os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := hasSymbols(notELF); err == nil {
+		t.Error("a shell script has symbols")
+	}
+	if err := perfReady(notELF); err == nil {
+		t.Error("perfReady passed a stripped bench and a baseline without symbols")
+	}
+	if testing.Short() {
+		return
+	}
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "built")
+	cmd := exec.Command("go", "build", "-o", bin, src)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	if err := hasSymbols(bin); err != nil {
+		t.Errorf("a go build binary: %v", err)
 	}
 }

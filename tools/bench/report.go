@@ -311,7 +311,7 @@ func printReport(w io.Writer, r *report) error {
 	}
 
 	fmt.Fprintln(w, "\nSwitchyard next to the floor: added latency, throughput and CPU per request as multiples of the floor's")
-	fmt.Fprintln(w, "(in parentheses, the least and the most of one round's turns):")
+	fmt.Fprintln(w, "(in parentheses, the least and the most over the rounds of the multiple of one round's two turns):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
 	for _, c := range r.Compare {
@@ -400,6 +400,9 @@ func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
 func turnRange(a, b []turn, v func(turn) float64) *[2]float64 {
 	var r *[2]float64
 	for i := range min(len(a), len(b)) {
+		if v(a[i]) <= 0 {
+			continue // not measured in that turn (ratio skips b's)
+		}
 		x := ratio(v(a[i]), v(b[i]))
 		if x == nil {
 			continue

@@ -335,4 +335,13 @@ func TestTurnRanges(t *testing.T) {
 	if r := turnRange(nil, fl.Turns, func(t turn) float64 { return t.Throughput }); r != nil {
 		t.Errorf("no turns: %v", r)
 	}
+	// A turn whose CPU was not read (0) on either side is left out, not
+	// counted as 0x or as no range at all.
+	cpu := func(t turn) float64 { return t.CPUUs }
+	if r := turnRange([]turn{{CPUUs: 0}, {CPUUs: 130}}, []turn{{CPUUs: 100}, {CPUUs: 100}}, cpu); r == nil || r[0] != 1.3 || r[1] != 1.3 {
+		t.Errorf("a turn without Switchyard's CPU: %v, want [1.3 1.3]", r)
+	}
+	if r := turnRange([]turn{{CPUUs: 120}, {CPUUs: 130}}, []turn{{CPUUs: 0}, {CPUUs: 100}}, cpu); r == nil || r[0] != 1.3 || r[1] != 1.3 {
+		t.Errorf("a turn without the floor's CPU: %v, want [1.3 1.3]", r)
+	}
 }

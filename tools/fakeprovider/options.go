@@ -112,9 +112,13 @@ type Rule struct {
 	// CutAfter ends a stream cleanly after K content chunks, without its
 	// terminal events. With Reset, the connection is reset there instead.
 	CutAfter int `json:"cut_after,omitempty" yaml:"cut_after,omitempty"`
-	// CutAtStart ends a stream (or speech audio) right after its headers,
-	// before its first chunk: an answer that fails between its status and
-	// its first byte. With Reset, the connection is reset there instead.
+	// CutAtStart ends a stream (or speech audio) before its first content
+	// chunk, after the flavour's opening events: chat's role chunk,
+	// Anthropic's message_start, the Responses API's response.created.
+	// Legacy completions, transcriptions and speech have none, so theirs is
+	// an answer that fails between its headers and its first byte. With
+	// Reset, the connection is reset there instead. Calls that do not
+	// stream ignore it.
 	CutAtStart bool `json:"cut_at_start,omitempty" yaml:"cut_at_start,omitempty"`
 
 	// Reset resets the TCP connection (SO_LINGER 0) instead of answering.
