@@ -21,7 +21,7 @@ const callerWatchEvery = 100 * time.Millisecond
 // peeks (MSG_PEEK | MSG_DONTWAIT: nothing is consumed, a pipelined request
 // stays for the server) at the connection of every request that waited
 // past callerWatchEvery; end-of-file or a reset ends that request
-// (request.callerGone). A request costs a link into and out of a list
+// (request.callerGone, then request.cutAttempt). A request costs a link into and out of a list
 // under a lock: no allocation on its path, no goroutine, no timer.
 type callerWatch struct {
 	mu   sync.Mutex
@@ -93,11 +93,15 @@ func (w *callerWatch) run(ctx context.Context) {
 					continue
 				}
 				w.mu.Lock()
-				if r.watch.next != nil { // still waiting: end it
+				waiting := r.watch.next != nil
+				if waiting { // still waiting: end it
 					w.unlink(&r.watch)
 					r.callerGone()
 				}
 				w.mu.Unlock()
+				if waiting {
+					r.cutAttempt()
+				}
 			}
 			clear(due)
 			clear(conns)

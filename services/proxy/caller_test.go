@@ -108,12 +108,13 @@ func TestCallerGoneSharedRequestID(t *testing.T) {
 // A caller that leaves while its request waits to retry (a backoff) ends
 // it there: no further attempt.
 func TestCallerGoneDuringBackoff(t *testing.T) {
-	// Full jitter over an hour: the wait is over a second but for one
-	// request in 3,600.
+	// Full jitter over an hour, and the upstream's Retry-After of half an
+	// hour as the least wait: the backoff always outlasts the test (full
+	// jitter alone was under a second once in 3,600 runs).
 	f := newFixture(t, func(c *config.Config) {
 		c.Retry.BackoffBase, c.Retry.BackoffMax, c.Timeouts.Request = time.Hour, time.Hour, 2*time.Hour
 	})
-	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error", RetryAfter: 30 * time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -310,20 +310,26 @@ func (r *request) expired() bool {
 	return r.s.closing.Load() || r.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
 }
 
-// callerGone is called (once, under the watch's lock) by the caller watch
-// when the caller closed its connection: the attempt in flight is
-// interrupted. It is found by its X-Request-Id, written on one upstream
-// connection since the attempt was sent. Only an id the gateway made is
-// unique: a caller may choose its own, and another request (of the same
-// caller, or another) may carry the same one, so a request with a chosen
-// id is not interrupted (its attempt runs to its answer or timeout); one
-// caller leaving never cuts another's exchange. Either way the request
-// makes no further attempt.
+// callerGone is called once, under the caller watch's lock, when the
+// caller closed its connection: the request makes no further attempt.
+// The watch then calls cutAttempt, outside its lock.
 func (r *request) callerGone() {
 	r.gone.Store(true)
 	if r.goneCh != nil {
 		close(r.goneCh)
 	}
+}
+
+// cutAttempt interrupts the attempt in flight of a request whose caller
+// went away. It is found by its X-Request-Id, written on one upstream
+// connection since the attempt was sent. Only an id the gateway made is
+// unique: a caller may choose its own, and another request (of the same
+// caller, or another) may carry the same one, so a request with a chosen
+// id is not interrupted (its attempt runs to its answer or timeout); one
+// caller leaving never cuts another's exchange. It walks every upstream's
+// connections, so the watch calls it without holding the lock every
+// request takes on its way in and out.
+func (r *request) cutAttempt() {
 	since := time.Duration(r.sending.Load())
 	if since == 0 || r.idChosen {
 		return // between attempts, or an id that may not be this request's alone
