@@ -80,6 +80,10 @@ type bundleTrace struct {
 	limits    *debug.LimitDecision
 	access    string
 	log       []attemptRec
+
+	// The caller's traceparent and tracestate headers, copied as sent
+	// (checked when the bundle is built, off the request path).
+	traceParent, traceState string
 }
 
 // noteRequest starts the trace once the body is known.
@@ -89,6 +93,13 @@ func (r *request) noteRequest(c *fiber.Ctx) {
 		return
 	}
 	t.forced = strings.EqualFold(c.Get(headerDebug), "true")
+	h := &c.Request().Header
+	if tp := h.Peek(headerTraceParent); len(tp) > 0 && len(tp) <= maxTraceParent {
+		t.traceParent = string(tp) // a copy: the header's buffer is reused
+		if ts := h.Peek(headerTraceState); len(ts) <= maxTraceState {
+			t.traceState = string(ts)
+		}
+	}
 	t.reqLen = len(r.body)
 	t.reqSum = sha256.Sum256(r.body)
 	t.reqPrefix = sha256.Sum256(r.body[:min(len(r.body), debug.PrefixBytes)])
@@ -333,6 +344,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		LatencyMS: ms(r.ended), TTFTMS: ms(r.ttft), StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),
 		Request: digest(t.reqLen, t.reqSum, t.reqPrefix),
 	}
+	bd.TraceParent, bd.TraceState = callerTrace(t.traceParent, t.traceState)
 	streamCut := r.class == classStreamIncomplete
 	bd.Outcome = debug.OutcomeOf(status, streamCut)
 	if streamCut && bd.ErrorCode == "" {

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
@@ -281,5 +284,55 @@ func TestProxyExportsTraces(t *testing.T) {
 	}
 	if children < 1 {
 		t.Errorf("request 0 has %d attempt spans", children)
+	}
+}
+
+// A caller that sends a W3C traceparent finds the request's spans in its
+// own trace: the request span is a child of the caller's span. A request
+// without one, or with one that is not valid, starts a trace of its own.
+func TestProxyJoinsCallerTrace(t *testing.T) {
+	const (
+		tid = "0af7651916cd43dd8448eb211c80319c"
+		sid = "b7ad6b7169203331"
+	)
+	rcv := startOTLPReceiver(t)
+	oa, an := startFakes(t)
+	env := receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
+	_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t), Environ: env})
+	body := `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`
+	for id, h := range map[string][]string{
+		"req-joined":  {"traceparent", "00-" + tid + "-" + sid + "-01", "tracestate", "vendor=abc"},
+		"req-invalid": {"traceparent", "00-" + strings.ToUpper(tid) + "-" + sid + "-01"},
+		"req-none":    nil,
+	} {
+		if st := post(t, url, id, body, h...); st != 200 {
+			t.Fatalf("%s: status %d", id, st)
+		}
+	}
+	roots := map[string]receivedSpan{}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, s := range rcv.spans() {
+			if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				roots[attrMap(s.Attributes)["switchyard.request_id"].GetStringValue()] = s
+			}
+		}
+		if len(roots) < 3 {
+			return fmt.Errorf("%d request spans", len(roots))
+		}
+		return nil
+	})
+	joined := roots["req-joined"]
+	if hex.EncodeToString(joined.TraceId) != tid || hex.EncodeToString(joined.ParentSpanId) != sid || joined.TraceState != "vendor=abc" {
+		t.Errorf("joined: trace %x parent %x state %q, want %s, %s, vendor=abc", joined.TraceId, joined.ParentSpanId, joined.TraceState, tid, sid)
+	}
+	for _, id := range []string{"req-invalid", "req-none"} {
+		if s := roots[id]; len(s.ParentSpanId) != 0 || hex.EncodeToString(s.TraceId) == tid {
+			t.Errorf("%s: trace %x parent %x, want a trace of its own", id, s.TraceId, s.ParentSpanId)
+		}
+	}
+	for _, s := range rcv.spans() {
+		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT && bytes.Equal(s.TraceId, joined.TraceId) && !bytes.Equal(s.ParentSpanId, joined.SpanId) {
+			t.Errorf("attempt span %s: parent %x, want the request span %x", s.Name, s.ParentSpanId, joined.SpanId)
+		}
 	}
 }

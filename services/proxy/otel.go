@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -387,6 +388,41 @@ func traceResource(cfg config.Telemetry, env map[string]string, instance string)
 	)
 }
 
+// The W3C trace context a caller may send: the request's spans join the
+// caller's trace (and follow its sampling decision, as the sampler is
+// parent-based). Longer headers are ignored (a traceparent is 55 bytes;
+// a tracestate may be cut past 512).
+const (
+	headerTraceParent = "traceparent"
+	headerTraceState  = "tracestate"
+	maxTraceParent    = 256
+	maxTraceState     = 512
+)
+
+var traceContext propagation.TraceContext
+
+// callerTrace checks a caller's traceparent and tracestate headers as the
+// W3C Trace Context specification reads them: a valid traceparent comes
+// back in its version-00 form with the tracestate that parsed (empty when
+// it did not); an invalid one comes back empty (the request's spans start
+// a trace of their own).
+func callerTrace(parent, state string) (traceParent, traceState string) {
+	if parent == "" {
+		return "", ""
+	}
+	carrier := propagation.MapCarrier{headerTraceParent: parent}
+	if state != "" {
+		carrier[headerTraceState] = state
+	}
+	ctx := traceContext.Extract(context.Background(), carrier)
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "", ""
+	}
+	out := propagation.MapCarrier{}
+	traceContext.Inject(ctx, out)
+	return out[headerTraceParent], out[headerTraceState]
+}
+
 // export queues b's spans; the batch processor sends them. It does not
 // block: when the queue is full the spans are dropped.
 func (t *tracer) export(b *debug.Bundle) {
@@ -398,7 +434,11 @@ func (t *tracer) export(b *debug.Bundle) {
 		start = time.Now().Add(-msDuration(b.LatencyMS))
 	}
 	op := genAIOperation(b.Endpoint)
-	ctx, root := t.tr.Start(context.Background(), spanName(op, b.Model),
+	parent := context.Background()
+	if b.TraceParent != "" { // the caller's trace: the request's spans join it
+		parent = traceContext.Extract(parent, propagation.MapCarrier{headerTraceParent: b.TraceParent, headerTraceState: b.TraceState})
+	}
+	ctx, root := t.tr.Start(parent, spanName(op, b.Model),
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer))
 	if !root.IsRecording() { // not sampled
 		root.End(trace.WithTimestamp(start))

@@ -63,6 +63,11 @@ type Bundle struct {
 	Instance  string    `json:"instance"`
 	Endpoint  string    `json:"endpoint"`
 	Stream    bool      `json:"stream"`
+	// TraceParent and TraceState are the caller's W3C trace context (its
+	// traceparent and tracestate headers, when traceparent was valid): the
+	// trace the request's spans join when the proxy exports traces.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 
 	// The caller: client key id (never its secret), plan, client type.
 	Client     string `json:"client,omitempty"`
