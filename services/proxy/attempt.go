@@ -105,6 +105,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	}
 	req.Header.SetUserAgent(userAgent)
 	req.Header.SetCanonical(hdrRequestID, bytesOf(r.id)) // visible ASCII (requestID)
+	r.setTraceHeaders(&req.Header)
 	if withIdem && r.idemKey != "" {
 		req.Header.Set("Idempotency-Key", r.idemKey)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
@@ -58,6 +59,7 @@ type attemptRec struct {
 	probe     bool
 	soft      bool
 	completed bool // a stream reached its terminal event
+	span      trace.SpanID
 }
 
 // bundleTrace is what a request notes for its bundle (on the request: no
@@ -80,10 +82,6 @@ type bundleTrace struct {
 	limits    *debug.LimitDecision
 	access    string
 	log       []attemptRec
-
-	// The caller's traceparent and tracestate headers, copied as sent
-	// (checked when the bundle is built, off the request path).
-	traceParent, traceState string
 }
 
 // noteRequest starts the trace once the body is known.
@@ -93,13 +91,6 @@ func (r *request) noteRequest(c *fiber.Ctx) {
 		return
 	}
 	t.forced = strings.EqualFold(c.Get(headerDebug), "true")
-	h := &c.Request().Header
-	if tp := h.Peek(headerTraceParent); len(tp) > 0 && len(tp) <= maxTraceParent {
-		t.traceParent = string(tp) // a copy: the header's buffer is reused
-		if ts := h.Peek(headerTraceState); len(ts) <= maxTraceState {
-			t.traceState = string(ts)
-		}
-	}
 	t.reqLen = len(r.body)
 	t.reqSum = sha256.Sum256(r.body)
 	t.reqPrefix = sha256.Sum256(r.body[:min(len(r.body), debug.PrefixBytes)])
@@ -113,7 +104,7 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 	if !t.on {
 		return -1
 	}
-	t.log = append(t.log, attemptRec{step: step, key: key, start: time.Since(r.started), probe: probe, soft: soft})
+	t.log = append(t.log, attemptRec{step: step, key: key, start: time.Since(r.started), probe: probe, soft: soft, span: r.newAttemptSpan()})
 	return len(t.log) - 1
 }
 
@@ -344,7 +335,13 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		LatencyMS: ms(r.ended), TTFTMS: ms(r.ttft), StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),
 		Request: digest(t.reqLen, t.reqSum, t.reqPrefix),
 	}
-	bd.TraceParent, bd.TraceState = callerTrace(t.traceParent, t.traceState)
+	if tc := &r.tc; tc.caller || tc.export {
+		bd.TraceID = tc.traceID.String()
+		if tc.caller {
+			var b [55]byte
+			bd.TraceParent, bd.TraceState = string(appendTraceParent(b[:0], tc.traceID, tc.parent, tc.flags)), tc.state
+		}
+	}
 	streamCut := r.class == classStreamIncomplete
 	bd.Outcome = debug.OutcomeOf(status, streamCut)
 	if streamCut && bd.ErrorCode == "" {
@@ -383,6 +380,9 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		da := debug.Attempt{N: i + 1, Provider: a.step.Provider.Name, Model: a.step.Upstream, KeyID: a.key.ID,
 			Fingerprint: a.key.Fingerprint(), StartMS: ms(a.start), DurationMS: ms(a.dur), TTFTMS: ms(a.ttft),
 			Status: a.status, Action: a.action, BackoffMS: ms(a.backoff), Probe: a.probe, Soft: a.soft}
+		if a.span.IsValid() {
+			da.SpanID = a.span.String()
+		}
 		if a.failed {
 			da.Class = a.class.String()
 			da.Error = providerError(a)

@@ -120,6 +120,8 @@ type request struct {
 	ended  time.Duration
 	rec    *usage.Record
 
+	tc traceCtx // the W3C trace context it joins and carries upstream (tracecontext.go)
+
 	attempts int
 	last     *attemptError // the last failure, for the final error message
 	// gone is set when the caller closed its connection while the request
@@ -195,6 +197,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.body = c.Body()
+	r.readTraceContext(c)
 	r.noteRequest(c)
 	var model string
 	var stream bool

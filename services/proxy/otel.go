@@ -96,6 +96,9 @@ type tracer struct {
 	tp  *sdktrace.TracerProvider
 	tr  trace.Tracer
 	exp *spanExporter
+	// sampler is the provider's: the request path asks it whether a trace
+	// it starts will be exported, to tell the upstream.
+	sampler sdktrace.Sampler
 	// providerType maps a provider's name to its type, for gen_ai.system;
 	// nil, or "" for a name: gen_ai.system is the provider's name. Set it
 	// before the first export; it must be safe for concurrent use.
@@ -136,13 +139,15 @@ func newTracer(cfg config.Telemetry, environ []string, instance string, log *slo
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
 	exp := newSpanExporter(client, log)
+	sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))),
+		sdktrace.WithSampler(sampler),
+		sdktrace.WithIDGenerator(idGenerator{}),
 		sdktrace.WithBatcher(exp, bspOpts...),
 	)
 	log.Info("exporting traces over OTLP", "service", serviceName(res), "sample_ratio", cfg.Ratio())
-	return &tracer{tp: tp, tr: tp.Tracer(tracerScope), exp: exp}, nil
+	return &tracer{tp: tp, tr: tp.Tracer(tracerScope), exp: exp, sampler: sampler}, nil
 }
 
 // tracingEnabled applies the precedence of newTracer.
@@ -388,40 +393,8 @@ func traceResource(cfg config.Telemetry, env map[string]string, instance string)
 	)
 }
 
-// The W3C trace context a caller may send: the request's spans join the
-// caller's trace (and follow its sampling decision, as the sampler is
-// parent-based). Longer headers are ignored (a traceparent is 55 bytes;
-// a tracestate may be cut past 512).
-const (
-	headerTraceParent = "traceparent"
-	headerTraceState  = "tracestate"
-	maxTraceParent    = 256
-	maxTraceState     = 512
-)
-
+// traceContext reads a bundle's caller trace context back for export.
 var traceContext propagation.TraceContext
-
-// callerTrace checks a caller's traceparent and tracestate headers as the
-// W3C Trace Context specification reads them: a valid traceparent comes
-// back in its version-00 form with the tracestate that parsed (empty when
-// it did not); an invalid one comes back empty (the request's spans start
-// a trace of their own).
-func callerTrace(parent, state string) (traceParent, traceState string) {
-	if parent == "" {
-		return "", ""
-	}
-	carrier := propagation.MapCarrier{headerTraceParent: parent}
-	if state != "" {
-		carrier[headerTraceState] = state
-	}
-	ctx := traceContext.Extract(context.Background(), carrier)
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return "", ""
-	}
-	out := propagation.MapCarrier{}
-	traceContext.Inject(ctx, out)
-	return out[headerTraceParent], out[headerTraceState]
-}
 
 // export queues b's spans; the batch processor sends them. It does not
 // block: when the queue is full the spans are dropped.
@@ -438,6 +411,9 @@ func (t *tracer) export(b *debug.Bundle) {
 	if b.TraceParent != "" { // the caller's trace: the request's spans join it
 		parent = traceContext.Extract(parent, propagation.MapCarrier{headerTraceParent: b.TraceParent, headerTraceState: b.TraceState})
 	}
+	if tid, err := trace.TraceIDFromHex(b.TraceID); err == nil { // the trace its upstreams were told
+		parent = withPresetIDs(parent, presetIDs{trace: tid})
+	}
 	ctx, root := t.tr.Start(parent, spanName(op, b.Model),
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer))
 	if !root.IsRecording() { // not sampled
@@ -451,7 +427,11 @@ func (t *tracer) export(b *debug.Bundle) {
 	for i := range b.Attempts {
 		a := &b.Attempts[i]
 		at := start.Add(msDuration(a.StartMS))
-		_, s := t.tr.Start(ctx, spanName(op, a.Model),
+		actx := ctx
+		if sid, err := trace.SpanIDFromHex(a.SpanID); err == nil { // the span its upstream was told
+			actx = withPresetIDs(ctx, presetIDs{span: sid})
+		}
+		_, s := t.tr.Start(actx, spanName(op, a.Model),
 			trace.WithTimestamp(at), trace.WithSpanKind(trace.SpanKindClient))
 		s.SetAttributes(t.attemptAttributes(b, a, op)...)
 		if attemptFailed(a) {

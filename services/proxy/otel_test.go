@@ -570,42 +570,6 @@ func BenchmarkTracerExport(b *testing.B) {
 	}
 }
 
-// A caller's W3C traceparent is read as the specification says: a valid
-// one comes back in version-00 form with the tracestate that parsed,
-// anything else is dropped (the request starts a trace of its own).
-func TestCallerTrace(t *testing.T) {
-	const (
-		tid = "4bf92f3577b34da6a3ce929d0e0e4736"
-		sid = "00f067aa0ba902b7"
-	)
-	for _, c := range []struct {
-		name, parent, state string
-		wantParent          string
-		wantState           string
-	}{
-		{"sampled", "00-" + tid + "-" + sid + "-01", "", "00-" + tid + "-" + sid + "-01", ""},
-		{"not sampled", "00-" + tid + "-" + sid + "-00", "", "00-" + tid + "-" + sid + "-00", ""},
-		{"with state", "00-" + tid + "-" + sid + "-01", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", "00-" + tid + "-" + sid + "-01", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
-		{"bad state dropped, parent kept", "00-" + tid + "-" + sid + "-01", "not a list entry", "00-" + tid + "-" + sid + "-01", ""},
-		{"a later version's extra field", "01-" + tid + "-" + sid + "-01-what-comes-next", "", "00-" + tid + "-" + sid + "-01", ""},
-		{"version ff", "ff-" + tid + "-" + sid + "-01", "", "", ""},
-		{"upper-case hex", "00-" + strings.ToUpper(tid) + "-" + sid + "-01", "", "", ""},
-		{"zero trace id", "00-00000000000000000000000000000000-" + sid + "-01", "", "", ""},
-		{"zero span id", "00-" + tid + "-0000000000000000-01", "", "", ""},
-		{"version 00 too long", "00-" + tid + "-" + sid + "-01-x", "", "", ""},
-		{"short", "00-" + tid[:31] + "-" + sid + "-01", "", "", ""},
-		{"not one", "hello", "rojo=1", "", ""},
-		{"none", "", "rojo=1", "", ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p, s := callerTrace(c.parent, c.state)
-			if p != c.wantParent || s != c.wantState {
-				t.Errorf("callerTrace(%q, %q) = %q, %q; want %q, %q", c.parent, c.state, p, s, c.wantParent, c.wantState)
-			}
-		})
-	}
-}
-
 // A bundle with the caller's trace context is exported into the caller's
 // trace: its root span's parent is the caller's span, and the caller's
 // sampling decision wins over sample_ratio both ways.

@@ -68,6 +68,9 @@ type Bundle struct {
 	// trace the request's spans join when the proxy exports traces.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// TraceID is the request's trace: the caller's, or the one the proxy
+	// started when it exports traces (absent when neither).
+	TraceID string `json:"trace_id,omitempty"`
 
 	// The caller: client key id (never its secret), plan, client type.
 	Client     string `json:"client,omitempty"`
@@ -175,6 +178,9 @@ type Attempt struct {
 	Soft      bool    `json:"soft,omitempty"` // an early probe of a soft hold (try_soft)
 	// Stream: whether the attempt's stream reached its terminal event.
 	StreamCompleted bool `json:"stream_completed,omitempty"`
+	// SpanID is the attempt's span in the request's trace (the parent its
+	// upstream was told), when the proxy exports traces.
+	SpanID string `json:"span_id,omitempty"`
 }
 
 // ProviderError is what a bundle keeps of a provider's error.

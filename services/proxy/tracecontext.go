@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// W3C Trace Context (https://www.w3.org/TR/trace-context/). A request that
+// carries a valid traceparent header belongs to the caller's trace: its
+// upstream requests carry that trace on, and when the proxy exports
+// traces its spans join it. The upstream's traceparent names the
+// gateway's span of that attempt when the proxy exports traces (so an
+// instrumented upstream, a self-hosted model server say, nests under it),
+// and the caller's own span otherwise (the gateway passes the context on
+// unchanged, as a participant that records nothing). Without a caller's
+// traceparent, a proxy that exports traces starts a trace per request and
+// sends it upstream the same way; one that does not sends nothing.
+const (
+	headerTraceParent = "traceparent"
+	headerTraceState  = "tracestate"
+	// maxTraceState bounds the tracestate passed on (the specification's
+	// 512 characters; a longer one is dropped).
+	maxTraceState = 512
+)
+
+var (
+	hdrTraceParent = []byte("Traceparent")
+	hdrTraceState  = []byte("Tracestate")
+)
+
+// traceCtx is a request's trace context: the caller's, and what its
+// upstream requests carry.
+type traceCtx struct {
+	caller  bool          // the caller sent a valid traceparent
+	export  bool          // the proxy exports this request's spans
+	traceID trace.TraceID // the caller's trace, or the one the proxy started
+	parent  trace.SpanID  // the caller's span
+	// flags are the caller's (sampled and random bits); with export, the
+	// sampled bit is the proxy's decision, which its exporter follows.
+	flags trace.TraceFlags
+	state string       // the caller's tracestate when it parsed (a copy)
+	span  trace.SpanID // with export: the span of the attempt in flight
+}
+
+// readTraceContext reads the caller's trace context and, when the proxy
+// exports traces, decides the request's trace and whether it is sampled.
+func (r *request) readTraceContext(c *fiber.Ctx) {
+	tc := &r.tc
+	h := &c.Request().Header
+	if tid, sid, flags, ok := parseTraceParent(h.Peek(headerTraceParent)); ok {
+		tc.caller, tc.traceID, tc.parent, tc.flags = true, tid, sid, flags
+		if ts := h.Peek(headerTraceState); len(ts) > 0 && len(ts) <= maxTraceState {
+			if st, err := trace.ParseTraceState(string(ts)); err == nil {
+				tc.state = st.String()
+			}
+		}
+	}
+	tr := r.s.tracer
+	if tr == nil || !r.trace.on {
+		return
+	}
+	tc.export = true
+	if !tc.caller {
+		tc.traceID = newTraceID()
+		// The exporter's sampler decides a root span from its trace id
+		// alone: ask it now, so that the upstream hears the decision the
+		// exported trace will have.
+		res := tr.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tc.traceID, Kind: trace.SpanKindServer})
+		tc.flags = 0
+		if res.Decision == sdktrace.RecordAndSample {
+			tc.flags = trace.FlagsSampled
+		}
+	}
+}
+
+// newAttemptSpan gives the attempt about to be sent its span id, when the
+// proxy exports traces (the zero id otherwise).
+func (r *request) newAttemptSpan() trace.SpanID {
+	if !r.tc.export {
+		return trace.SpanID{}
+	}
+	r.tc.span = newSpanID()
+	return r.tc.span
+}
+
+// setTraceHeaders sets the trace context an upstream request carries.
+func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
+	tc := &r.tc
+	if !tc.caller && !tc.export {
+		return
+	}
+	parent, flags := tc.parent, tc.flags
+	if tc.export {
+		parent, flags = tc.span, tc.flags&trace.FlagsSampled
+	}
+	var b [55]byte
+	h.SetCanonical(hdrTraceParent, appendTraceParent(b[:0], tc.traceID, parent, flags))
+	if tc.state != "" {
+		h.SetCanonical(hdrTraceState, bytesOf(tc.state))
+	}
+}
+
+// appendTraceParent appends a version-00 traceparent.
+func appendTraceParent(b []byte, tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags) []byte {
+	b = append(b, "00-"...)
+	b = appendHex(b, tid[:])
+	b = append(b, '-')
+	b = appendHex(b, sid[:])
+	b = append(b, '-')
+	return appendHex(b, []byte{byte(flags)})
+}
+
+func appendHex(b, src []byte) []byte {
+	const digits = "0123456789abcdef"
+	for _, c := range src {
+		b = append(b, digits[c>>4], digits[c&0xf])
+	}
+	return b
+}
+
+// parseTraceParent reads a traceparent header as the W3C specification
+// (and OpenTelemetry's propagator) does: four dash-separated fields of
+// lower-case hex, version (not ff), trace id and parent span id (neither
+// all zeros), flags; version 00 has nothing after its flags and no
+// reserved flag bit set, a later version may add fields after a dash.
+// flags keeps the sampled and random bits.
+func parseTraceParent(h []byte) (tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags, ok bool) {
+	if len(h) < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-' || len(h) > 55 && h[55] != '-' {
+		return tid, sid, 0, false
+	}
+	var ver, f [1]byte
+	if !unhex(ver[:], h[0:2]) || ver[0] == 0xff || !unhex(tid[:], h[3:35]) || !unhex(sid[:], h[36:52]) || !unhex(f[:], h[53:55]) {
+		return tid, sid, 0, false
+	}
+	if ver[0] == 0 && (len(h) != 55 || f[0] > 3) || !tid.IsValid() || !sid.IsValid() {
+		return tid, sid, 0, false
+	}
+	return tid, sid, trace.TraceFlags(f[0]) & (trace.FlagsSampled | trace.FlagsRandom), true
+}
+
+// unhex decodes lower-case hex src into dst (len(src) == 2*len(dst)).
+func unhex(dst, src []byte) bool {
+	for i := range dst {
+		hi, lo := hexVal(src[2*i]), hexVal(src[2*i+1])
+		if hi > 0xf || lo > 0xf {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func hexVal(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 0xff
+}
+
+// newTraceID and newSpanID are random ids (never all zeros).
+func newTraceID() (id trace.TraceID) {
+	for !id.IsValid() {
+		hi, lo := rand.Uint64(), rand.Uint64()
+		for i := range 8 {
+			id[i], id[8+i] = byte(hi>>(56-8*i)), byte(lo>>(56-8*i))
+		}
+	}
+	return id
+}
+
+func newSpanID() (id trace.SpanID) {
+	for !id.IsValid() {
+		v := rand.Uint64()
+		for i := range 8 {
+			id[i] = byte(v >> (56 - 8*i))
+		}
+	}
+	return id
+}
+
+// presetIDs are ids the exporter's spans take instead of random ones: the
+// trace a request started (and told its upstreams), the span id an
+// attempt's upstream was told.
+type presetIDs struct {
+	trace trace.TraceID
+	span  trace.SpanID
+}
+
+type presetKey struct{}
+
+func withPresetIDs(ctx context.Context, p presetIDs) context.Context {
+	return context.WithValue(ctx, presetKey{}, p)
+}
+
+// idGenerator gives a span the ids preset in its start context, random
+// ones otherwise.
+type idGenerator struct{}
+
+func (g idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	p, _ := ctx.Value(presetKey{}).(presetIDs)
+	tid := p.trace
+	if !tid.IsValid() {
+		tid = newTraceID()
+	}
+	return tid, g.NewSpanID(ctx, tid)
+}
+
+func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if p, _ := ctx.Value(presetKey{}).(presetIDs); p.span.IsValid() {
+		return p.span
+	}
+	return newSpanID()
+}

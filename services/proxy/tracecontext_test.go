@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/testkit"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+const (
+	testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	testSpanID  = "00f067aa0ba902b7"
+)
+
+// A traceparent is read as the W3C specification says; a valid one comes
+// back in version-00 form.
+func TestParseTraceParent(t *testing.T) {
+	tid, sid := testTraceID, testSpanID
+	for _, c := range []struct {
+		name, in, want string // want "": not valid
+	}{
+		{"sampled", "00-" + tid + "-" + sid + "-01", "00-" + tid + "-" + sid + "-01"},
+		{"not sampled", "00-" + tid + "-" + sid + "-00", "00-" + tid + "-" + sid + "-00"},
+		{"random bit kept", "00-" + tid + "-" + sid + "-03", "00-" + tid + "-" + sid + "-03"},
+		{"reserved bit in version 00", "00-" + tid + "-" + sid + "-09", ""},
+		{"a later version's extra field", "01-" + tid + "-" + sid + "-01-what-comes-next", "00-" + tid + "-" + sid + "-01"},
+		{"a later version's reserved bits dropped", "cc-" + tid + "-" + sid + "-09", "00-" + tid + "-" + sid + "-01"},
+		{"a later version, no dash after the flags", "01-" + tid + "-" + sid + "-01x", ""},
+		{"version ff", "ff-" + tid + "-" + sid + "-01", ""},
+		{"upper-case hex", "00-" + strings.ToUpper(tid) + "-" + sid + "-01", ""},
+		{"zero trace id", "00-00000000000000000000000000000000-" + sid + "-01", ""},
+		{"zero span id", "00-" + tid + "-0000000000000000-01", ""},
+		{"version 00 too long", "00-" + tid + "-" + sid + "-01-x", ""},
+		{"short", "00-" + tid[:31] + "-" + sid + "-01", ""},
+		{"not one", "hello", ""},
+		{"none", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gotT, gotS, flags, ok := parseTraceParent([]byte(c.in))
+			got := ""
+			if ok {
+				got = string(appendTraceParent(nil, gotT, gotS, flags))
+			}
+			if got != c.want {
+				t.Errorf("parseTraceParent(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+// FuzzParseTraceParent: the request path's parser agrees with
+// OpenTelemetry's propagator (which the exporter uses) on any header.
+func FuzzParseTraceParent(f *testing.F) {
+	for _, s := range []string{"00-" + testTraceID + "-" + testSpanID + "-01", "01-" + testTraceID + "-" + testSpanID + "-03-x",
+		"ff-" + testTraceID + "-" + testSpanID + "-01", "00-" + testTraceID + "-" + testSpanID + "-04", "", "00--", "fe-" + testTraceID + "-" + testSpanID + "-ff-"} {
+		f.Add(s)
+	}
+	var prop propagation.TraceContext
+	f.Fuzz(func(t *testing.T, h string) {
+		tid, sid, flags, ok := parseTraceParent([]byte(h))
+		sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": h}))
+		if ok != sc.IsValid() {
+			t.Fatalf("%q: ours %v, propagator's %v", h, ok, sc.IsValid())
+		}
+		if ok && (tid != sc.TraceID() || sid != sc.SpanID() || flags != sc.TraceFlags()) {
+			t.Fatalf("%q: ours %s %s %02x, propagator's %s %s %02x", h, tid, sid, flags, sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+		}
+	})
+}
+
+// An upstream request carries the request's trace on: with traces
+// exported, each attempt's traceparent names that attempt's exported span
+// in the caller's trace (or the trace the proxy started), and the sampled
+// flag is the exporter's decision; without export, the caller's context
+// passes through unchanged, and nothing is sent when the caller sent none.
+func TestUpstreamTraceContext(t *testing.T) {
+	body := `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`
+	callerParent := "00-" + testTraceID + "-" + testSpanID + "-01"
+	upstreamTrace := func(oa *fakeprovider.Server) []string {
+		var out []string
+		for _, c := range oa.Calls() {
+			out = append(out, c.Header.Get("Traceparent")+" "+c.Header.Get("Tracestate"))
+		}
+		return out
+	}
+
+	t.Run("exported", func(t *testing.T) {
+		rcv := startOTLPReceiver(t)
+		oa, an := startFakes(t)
+		oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"}) // two failed attempts, then a2
+		_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t), Environ: receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")})
+		for id, h := range map[string][]string{
+			"req-caller": {"traceparent", callerParent, "tracestate", "vendor=abc"},
+			"req-own":    nil,
+		} {
+			oa.ResetCalls()
+			if st := post(t, url, id, body, h...); st != 200 {
+				t.Fatalf("%s: status %d", id, st)
+			}
+			sent := upstreamTrace(oa)
+			if len(sent) != 3 {
+				t.Fatalf("%s: %d upstream calls, want 3", id, len(sent))
+			}
+			var spans []receivedSpan
+			testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+				spans = nil
+				for _, s := range rcv.spans() {
+					if attrMap(s.Attributes)["switchyard.request_id"].GetStringValue() == id {
+						spans = append(spans, s)
+					}
+				}
+				if len(spans) < 4 {
+					return fmt.Errorf("%s: %d spans", id, len(spans))
+				}
+				return nil
+			})
+			var root receivedSpan
+			attempts := map[string]receivedSpan{} // by span id
+			for _, s := range spans {
+				if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+					root = s
+				} else {
+					attempts[fmt.Sprintf("%x", s.SpanId)] = s
+				}
+			}
+			traceID := fmt.Sprintf("%x", root.TraceId)
+			if id == "req-caller" && (traceID != testTraceID || fmt.Sprintf("%x", root.ParentSpanId) != testSpanID) {
+				t.Errorf("%s: root in trace %s under %x, want the caller's", id, traceID, root.ParentSpanId)
+			}
+			if id == "req-own" && (traceID == testTraceID || len(root.ParentSpanId) != 0) {
+				t.Errorf("%s: root in trace %s under %x, want a trace of its own", id, traceID, root.ParentSpanId)
+			}
+			seen := map[string]bool{}
+			for i, s := range sent {
+				parent, state, _ := strings.Cut(s, " ")
+				f := strings.Split(parent, "-")
+				if len(f) != 4 || f[0] != "00" || f[1] != traceID || f[3] != "01" {
+					t.Fatalf("%s: attempt %d sent %q, want 00-%s-<span>-01", id, i+1, parent, traceID)
+				}
+				a, ok := attempts[f[2]]
+				if !ok || seen[f[2]] || fmt.Sprintf("%x", a.ParentSpanId) != fmt.Sprintf("%x", root.SpanId) {
+					t.Errorf("%s: attempt %d's upstream parent %s is not an attempt span of its own (attempt spans %v)", id, i+1, f[2], slices.Sorted(maps.Keys(attempts)))
+				}
+				seen[f[2]] = true
+				if want := map[string]string{"req-caller": "vendor=abc"}[id]; state != want {
+					t.Errorf("%s: tracestate %q, want %q", id, state, want)
+				}
+			}
+		}
+	})
+
+	t.Run("not sampled", func(t *testing.T) {
+		rcv := startOTLPReceiver(t)
+		oa, an := startFakes(t)
+		cfg := baseConfig(oa, an)
+		zero := 0.0
+		cfg.Telemetry = config.Telemetry{Traces: config.TracesOTLP, SampleRatio: &zero}
+		_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: receiverEnv(rcv)})
+		if st := post(t, url, "req-unsampled", body); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		sent := upstreamTrace(oa)
+		if len(sent) != 1 || !strings.HasPrefix(sent[0], "00-") || !strings.HasSuffix(strings.TrimSpace(sent[0]), "-00") {
+			t.Fatalf("upstream trace context %q, want one traceparent with the sampled flag off", sent)
+		}
+	})
+
+	t.Run("not exported", func(t *testing.T) {
+		oa, an := startFakes(t)
+		_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t)})
+		if st := post(t, url, "req-pass", body, "traceparent", "00-"+testTraceID+"-"+testSpanID+"-03", "tracestate", "vendor=abc"); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		if st := post(t, url, "req-bad", body, "traceparent", "00-"+strings.ToUpper(testTraceID)+"-"+testSpanID+"-01", "tracestate", "vendor=abc"); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		if st := post(t, url, "req-none", body); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		want := []string{"00-" + testTraceID + "-" + testSpanID + "-03 vendor=abc", " ", " "}
+		if got := upstreamTrace(oa); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("upstream trace context %q, want %q (the caller's unchanged, then none for an invalid one and for none)", got, want)
+		}
+	})
+}
