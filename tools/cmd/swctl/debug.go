@@ -64,6 +64,13 @@ func printBundle(w io.Writer, b *debug.Bundle) error {
 		stream = "(stream)"
 	}
 	line("at", b.At.UTC().Format("2006-01-02 15:04:05.000Z"), "instance "+dash(b.Instance), dash(b.Endpoint), stream)
+	if b.TraceID != "" {
+		from := "started by the gateway"
+		if f := strings.Split(b.TraceParent, "-"); len(f) == 4 {
+			from = "the caller's, under its span " + f[2]
+		}
+		line("trace", b.TraceID, "("+from+")")
+	}
 	model := dash(b.Model)
 	if r := b.Route; r != nil {
 		model += " → " + r.Name + " (" + strings.Join(nonEmpty(r.Kind, r.Strategy), ", ") + ")"

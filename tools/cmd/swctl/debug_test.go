@@ -68,6 +68,20 @@ func TestPrintBundle(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("timeline:\n%s\nwant:\n%s", out.String(), want)
 	}
+	// The request's trace, the caller's or the gateway's own.
+	for _, c := range []struct{ parent, want string }{
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "trace    4bf92f3577b34da6a3ce929d0e0e4736  (the caller's, under its span 00f067aa0ba902b7)\n"},
+		{"", "trace    4bf92f3577b34da6a3ce929d0e0e4736  (started by the gateway)\n"},
+	} {
+		b.TraceID, b.TraceParent = "4bf92f3577b34da6a3ce929d0e0e4736", c.parent
+		out.Reset()
+		if err := printBundle(&out, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "(stream)\n"+c.want+"model") {
+			t.Errorf("trace line: want %q after the at line, got:\n%s", c.want, out.String())
+		}
+	}
 
 	// a request refused before any attempt
 	r := debug.Bundle{RequestID: "r", Access: "model_not_allowed", Model: "m", Status: 403, Outcome: debug.OutcomeRejected,
