@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -48,7 +49,8 @@ var ErrKeyNotUTF8 = errors.New("an object key is not valid UTF-8")
 // key repeated within any object (escapes resolved), two top-level keys
 // equal under Unicode case folding, or a top-level key equal to one of
 // fields under case folding but not exactly. When b is valid and unambiguous, every
-// parser reads it the same way, and vals holds the raw value of each
+// parser reads its keys the same way (values with invalid UTF-8 are
+// the reader's to judge), and vals holds the raw value of each
 // top-level member named in want (nil when absent, or when b is not an
 // object), as Lookup would read it. It allocates only for keys written
 // with escapes, objects of more than 32 keys, more than
@@ -218,14 +220,14 @@ func (k *keyScan) ambiguous(o *object, key []byte, top bool) bool {
 		}
 	} else {
 		for i := o.first; i < k.keys.n; i++ {
-			if s := *k.keys.at(i); bytes.Equal(s, key) || top && bytes.EqualFold(s, key) {
+			if s := *k.keys.at(i); bytes.Equal(s, key) || top && foldEqual(s, key) {
 				return true
 			}
 		}
 	}
 	if top {
 		for _, f := range k.fields {
-			if string(key) != f && bytes.EqualFold(key, []byte(f)) {
+			if string(key) != f && foldEqual(key, []byte(f)) {
 				return true
 			}
 		}
@@ -233,12 +235,60 @@ func (k *keyScan) ambiguous(o *object, key []byte, top bool) bool {
 	return false
 }
 
-// foldKey is the map form of a key: case-folded at the top level.
+// foldKey is the map form of a key: case-folded (foldRune) at the top
+// level.
 func foldKey(k []byte, top bool) string {
-	if top {
-		return string(bytes.ToLower(bytes.ToUpper(k)))
+	if !top {
+		return string(k)
 	}
-	return string(k)
+	out := make([]byte, 0, len(k))
+	for _, r := range string(k) {
+		out = utf8.AppendRune(out, foldRune(r))
+	}
+	return string(out)
+}
+
+// foldEqual reports whether a and b are one key under case folding
+// (foldRune), as foldKey compares them, without allocating.
+func foldEqual(a, b []byte) bool {
+	if bytes.EqualFold(a, b) {
+		return true
+	}
+	for len(a) > 0 && len(b) > 0 {
+		if ca, cb := a[0], b[0]; ca|cb < utf8.RuneSelf { // ASCII: EqualFold decided
+			if ca != cb && ca|0x20 != cb|0x20 || !isLetter(ca) && ca != cb {
+				return false
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		if ra != rb && foldRune(ra) != foldRune(rb) {
+			return false
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) == 0 && len(b) == 0
+}
+
+func isLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
+
+// foldRune is r's case-folding class, coarser than any one parser's so
+// that no parser's case-insensitive match goes unnoticed: the least rune
+// of the Unicode simple folding orbit (encoding/json's and
+// bytes.EqualFold's: ſ is s, K is k) of r upper-cased then lower-cased
+// (what ToUpperInvariant or toLowerCase elsewhere fold together: ı and İ
+// are i).
+func foldRune(r rune) rune {
+	r = unicode.ToLower(unicode.ToUpper(r))
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // canonical returns the key with its escapes resolved (the raw bytes when

@@ -34,6 +34,13 @@ func TestStrictKeys(t *testing.T) {
 		{"case variant at top", `{"model":"a","Model":"b"}`, "Model"},
 		{"case variant of a read field", `{"MODEL":"b"}`, "MODEL"},
 		{"unicode fold of a read field", `{"model":"a","ſtream":true}`, "ſtream"},
+		{"dotless i of a read field", `{"model":"a","stream_optıons":{}}`, "stream_optıons"},
+		{"dotted capital I at top", `{"İd":1,"id":2}`, "id"},
+		{"dotless and plain i at top", `{"ı":1,"i":2}`, "i"},
+		{"dotless and plain i in a large object", many(40, `,"ı":1,"i":2`), "i"},
+		{"Kelvin sign at top", `{"\u212aey":1,"key":2}`, "key"},
+		{"sigma forms at top", `{"σ":1,"ς":2}`, "ς"},
+		{"fold is top-level only", `{"a":{"ı":1,"i":2}}`, ""},
 		{"nested duplicate", `{"model":"a","stream_options":{"include_usage":true,"include_usage":false}}`, "include_usage"},
 		{"duplicate in array element", `{"messages":[{"role":"user","role":"system"}]}`, "role"},
 		{"case variants nested are distinct", `{"tools":[{"parameters":{"properties":{"id":{},"ID":{}}}}]}`, ""},
@@ -176,14 +183,14 @@ func checkKeysOld(obj []byte, fields ...string) error {
 					}
 				} else {
 					for _, k := range keys[o.first:] {
-						if bytes.Equal(k, key) || top && bytes.EqualFold(k, key) {
+						if bytes.Equal(k, key) || top && foldEqual(k, key) {
 							return &DuplicateKeyError{Key: string(key), Depth: depth - 1}
 						}
 					}
 				}
 				if top {
 					for _, f := range fields {
-						if string(key) != f && bytes.EqualFold(key, []byte(f)) {
+						if string(key) != f && foldEqual(key, []byte(f)) {
 							return &DuplicateKeyError{Key: string(key), Depth: 0}
 						}
 					}
@@ -291,4 +298,25 @@ func sameVals(a, b [MaxLookup][]byte) bool {
 		}
 	}
 	return true
+}
+
+// FuzzFold: the allocation-free comparison of small objects and the map
+// form of large ones fold keys alike, so an object's size never decides
+// whether two keys are one.
+func FuzzFold(f *testing.F) {
+	for _, p := range [][2]string{{"i", "ı"}, {"İd", "id"}, {"ſtream", "STREAM"}, {"\u212a", "k"}, {"σ", "ς"}, {"ß", "ss"}, {"a", "ab"}, {"ǅ", "ǆ"}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !utf8.ValidString(a) || !utf8.ValidString(b) {
+			return // Strict refuses such keys before comparing them
+		}
+		eq, mapped := foldEqual([]byte(a), []byte(b)), foldKey([]byte(a), true) == foldKey([]byte(b), true)
+		if eq != mapped {
+			t.Fatalf("%q %q: foldEqual %v, foldKey equal %v", a, b, eq, mapped)
+		}
+		if bytes.EqualFold([]byte(a), []byte(b)) && !eq {
+			t.Fatalf("%q %q: equal to encoding/json, not to Strict", a, b)
+		}
+	})
 }

@@ -102,7 +102,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Baseline = p
 	}
 	if o.Perf {
-		if err := perfReady(o.Baseline); err != nil {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := perfReady(self, o.Baseline); err != nil {
 			return err
 		}
 	}

@@ -204,25 +204,21 @@ func (p *perfRecording) stop() (perfSplit, error) {
 	return split, serr
 }
 
-// perfReady checks what -perf needs: perf on the PATH, and a symbol table
-// in this binary (the floor runs in a child of it, and perf names the
-// floor's functions from it), which go run leaves out, and in the baseline
-// proxy binary when there is one.
-func perfReady(baseline string) error {
-	if _, err := exec.LookPath("perf"); err != nil {
-		return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := hasSymbols(exe); err != nil {
+// perfReady checks what -perf needs: a symbol table in self, the bench's
+// own binary (the floor runs in a child of it, and perf names the floor's
+// functions from it), which go run leaves out, and in the baseline proxy
+// binary when there is one; then perf on the PATH.
+func perfReady(self, baseline string) error {
+	if err := hasSymbols(self); err != nil {
 		return fmt.Errorf("-perf: %w: build the bench with go build -o /tmp/bench ./tools/bench and run /tmp/bench (go run strips it)", err)
 	}
 	if baseline != "" {
 		if err := hasSymbols(baseline); err != nil {
 			return fmt.Errorf("-perf: -baseline-proxy: %w: build it without -ldflags=-s", err)
 		}
+	}
+	if _, err := exec.LookPath("perf"); err != nil {
+		return errors.New("-perf needs perf on the PATH (Debian: apt-get install linux-perf)")
 	}
 	return nil
 }

@@ -93,7 +93,8 @@ func TestSplitPerfScript(t *testing.T) {
 
 // -perf names functions from symbol tables: go build keeps one, go test
 // (like go run) strips it, a file that is not a binary has none, and a
-// bench or baseline proxy without one is refused before any target starts.
+// bench or baseline proxy without one is refused, by name, before any
+// target starts.
 func TestHasSymbols(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -110,8 +111,8 @@ func TestHasSymbols(t *testing.T) {
 	if err := hasSymbols(notELF); err == nil {
 		t.Error("a shell script has symbols")
 	}
-	if err := perfReady(notELF); err == nil {
-		t.Error("perfReady passed a stripped bench and a baseline without symbols")
+	if err := perfReady(exe, ""); err == nil || !strings.Contains(err.Error(), "go build") {
+		t.Errorf("perfReady of a stripped bench: %v", err)
 	}
 	if testing.Short() {
 		return
@@ -128,5 +129,16 @@ func TestHasSymbols(t *testing.T) {
 	}
 	if err := hasSymbols(bin); err != nil {
 		t.Errorf("a go build binary: %v", err)
+	}
+	if err := perfReady(bin, notELF); err == nil || !strings.Contains(err.Error(), "-baseline-proxy") {
+		t.Errorf("perfReady with a baseline without symbols: %v", err)
+	}
+	err = perfReady(bin, bin)
+	if _, lerr := exec.LookPath("perf"); lerr != nil {
+		if err == nil || !strings.Contains(err.Error(), "perf on the PATH") {
+			t.Errorf("perfReady without perf: %v", err)
+		}
+	} else if err != nil {
+		t.Errorf("perfReady with symbols and perf: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,7 +139,7 @@ func compare(cells []cellResult) []comparison {
 			cmp.ThroughputXFloorTurns = turnRange(sy.Turns, fl.Turns, func(t turn) float64 { return t.Throughput })
 			if sy.CPU != nil && fl.CPU != nil {
 				cmp.CPUXFloor = ratio(sy.CPU.TotalUs, fl.CPU.TotalUs)
-				cmp.CPUXFloorTurns = turnRange(sy.Turns, fl.Turns, func(t turn) float64 { return t.CPUUs })
+				cmp.CPUXFloorTurns = turnRange(sy.Turns, fl.Turns, turnCPU)
 			}
 		}
 		for _, f := range features {
@@ -311,7 +312,7 @@ func printReport(w io.Writer, r *report) error {
 	}
 
 	fmt.Fprintln(w, "\nSwitchyard next to the floor: added latency, throughput and CPU per request as multiples of the floor's")
-	fmt.Fprintln(w, "(in parentheses, the least and the most over the rounds of the multiple of one round's two turns):")
+	fmt.Fprintln(w, "(in parentheses, the least and the most of the rounds' own multiples, each from one round's turn of each target):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
 	for _, c := range r.Compare {
@@ -396,12 +397,13 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func signed(v float64) string { return fmt.Sprintf("%+.0f", v) }
 
 // turnRange is the least and the most over the rounds of a's value over
-// b's in the same round (nil without a round with both).
+// b's in the same round (nil without a round with both). v is NaN for a
+// turn that did not measure it; a throughput of 0 is a measurement.
 func turnRange(a, b []turn, v func(turn) float64) *[2]float64 {
 	var r *[2]float64
 	for i := range min(len(a), len(b)) {
-		if v(a[i]) <= 0 {
-			continue // not measured in that turn (ratio skips b's)
+		if math.IsNaN(v(a[i])) || math.IsNaN(v(b[i])) {
+			continue // not measured in that turn
 		}
 		x := ratio(v(a[i]), v(b[i]))
 		if x == nil {
@@ -413,6 +415,14 @@ func turnRange(a, b []turn, v func(turn) float64) *[2]float64 {
 		r[0], r[1] = min(r[0], *x), max(r[1], *x)
 	}
 	return r
+}
+
+// turnCPU is a turn's CPU per request, NaN when it was not read.
+func turnCPU(t turn) float64 {
+	if t.CPUUs <= 0 {
+		return math.NaN()
+	}
+	return t.CPUUs
 }
 
 // spread is " (lo-hi)" of a turn range, "" without one.

@@ -336,8 +336,12 @@ func TestTurnRanges(t *testing.T) {
 		t.Errorf("no turns: %v", r)
 	}
 	// A turn whose CPU was not read (0) on either side is left out, not
-	// counted as 0x or as no range at all.
-	cpu := func(t turn) float64 { return t.CPUUs }
+	// counted as 0x or as no range at all; a turn that served nothing is
+	// a throughput of 0x, not left out.
+	cpu := turnCPU
+	if r := turnRange([]turn{{Throughput: 0}, {Throughput: 130}}, []turn{{Throughput: 100}, {Throughput: 100}}, func(t turn) float64 { return t.Throughput }); r == nil || r[0] != 0 || r[1] != 1.3 {
+		t.Errorf("a turn that served nothing: %v, want [0 1.3]", r)
+	}
 	if r := turnRange([]turn{{CPUUs: 0}, {CPUUs: 130}}, []turn{{CPUUs: 100}, {CPUUs: 100}}, cpu); r == nil || r[0] != 1.3 || r[1] != 1.3 {
 		t.Errorf("a turn without Switchyard's CPU: %v, want [1.3 1.3]", r)
 	}

@@ -113,8 +113,10 @@ type Rule struct {
 	// terminal events. With Reset, the connection is reset there instead.
 	CutAfter int `json:"cut_after,omitempty" yaml:"cut_after,omitempty"`
 	// CutAtStart ends a stream (or speech audio) before its first content
-	// chunk, after the flavour's opening events: chat's role chunk,
-	// Anthropic's message_start, the Responses API's response.created.
+	// chunk, after the flavour's opening events: chat's role chunk (Azure's
+	// prompt-filter chunk before it), Anthropic's message_start,
+	// content_block_start and ping, the Responses API's response.created,
+	// in_progress, output_item.added and content_part.added.
 	// Legacy completions, transcriptions and speech have none, so theirs is
 	// an answer that fails between its headers and its first byte. With
 	// Reset, the connection is reset there instead. Calls that do not
