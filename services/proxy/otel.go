@@ -139,7 +139,11 @@ func newTracer(cfg config.Telemetry, environ []string, instance string, log *slo
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
 	exp := newSpanExporter(client, log)
-	sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))
+	ratio := sdktrace.TraceIDRatioBased(cfg.Ratio())
+	sampler := sdktrace.ParentBased(ratio) // a caller's sampled flag decides
+	if !cfg.FollowCallerSampling {         // the ratio decides, by trace id, for callers' traces too
+		sampler = sdktrace.ParentBased(ratio, sdktrace.WithRemoteParentSampled(ratio), sdktrace.WithRemoteParentNotSampled(ratio))
+	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler),

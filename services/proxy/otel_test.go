@@ -571,27 +571,31 @@ func BenchmarkTracerExport(b *testing.B) {
 }
 
 // A bundle with the caller's trace context is exported into the caller's
-// trace: its root span's parent is the caller's span, and the caller's
-// sampling decision wins over sample_ratio both ways.
+// trace: its root span's parent is the caller's span. sample_ratio
+// decides whether it is exported, or, with follow_caller_sampling, the
+// caller's sampled flag does, both ways.
 func TestTracerJoinsCallerTrace(t *testing.T) {
 	const (
 		tid = "4bf92f3577b34da6a3ce929d0e0e4736"
 		sid = "00f067aa0ba902b7"
 	)
 	for _, c := range []struct {
-		name  string
-		ratio float64
-		flags string
-		spans int
+		name   string
+		follow bool
+		ratio  float64
+		flags  string
+		spans  int
 	}{
-		{"sampled caller, ratio 1", 1, "01", 3},
-		{"sampled caller, ratio 0", 0, "01", 3},
-		{"caller not sampled, ratio 1", 1, "00", 0},
+		{"sampled caller, ratio 1", false, 1, "01", 3},
+		{"sampled caller, ratio 0", false, 0, "01", 0},
+		{"caller not sampled, ratio 1", false, 1, "00", 3},
+		{"following the caller: sampled, ratio 0", true, 0, "01", 3},
+		{"following the caller: not sampled, ratio 1", true, 1, "00", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			recv := startOTLPReceiver(t)
 			ratio := c.ratio
-			tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &ratio}, receiverEnv(recv), "p", nil)
+			tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &ratio, FollowCallerSampling: c.follow}, receiverEnv(recv), "p", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,15 +36,14 @@ var (
 // traceCtx is a request's trace context: the caller's, and what its
 // upstream requests carry.
 type traceCtx struct {
-	caller  bool          // the caller sent a valid traceparent
-	export  bool          // the proxy exports this request's spans
-	traceID trace.TraceID // the caller's trace, or the one the proxy started
-	parent  trace.SpanID  // the caller's span
-	// flags are the caller's (sampled and random bits); with export, the
-	// sampled bit is the proxy's decision, which its exporter follows.
-	flags trace.TraceFlags
-	state string       // the caller's tracestate when it parsed (a copy)
-	span  trace.SpanID // with export: the span of the attempt in flight
+	caller  bool             // the caller sent a valid traceparent
+	export  bool             // the proxy exports this request's spans
+	traceID trace.TraceID    // the caller's trace, or the one the proxy started
+	parent  trace.SpanID     // the caller's span
+	flags   trace.TraceFlags // the caller's (sampled and random bits)
+	sampled bool             // with export: the exporter will export the request's spans
+	state   string           // the caller's tracestate when it parsed (a copy)
+	span    trace.SpanID     // with export: the span of the attempt in flight
 }
 
 // readTraceContext reads the caller's trace context and, when the proxy
@@ -52,12 +51,10 @@ type traceCtx struct {
 func (r *request) readTraceContext(c *fiber.Ctx) {
 	tc := &r.tc
 	h := &c.Request().Header
-	if tid, sid, flags, ok := parseTraceParent(h.Peek(headerTraceParent)); ok {
-		tc.caller, tc.traceID, tc.parent, tc.flags = true, tid, sid, flags
-		if ts := h.Peek(headerTraceState); len(ts) > 0 && len(ts) <= maxTraceState {
-			if st, err := trace.ParseTraceState(string(ts)); err == nil {
-				tc.state = st.String()
-			}
+	if tp := h.PeekAll(headerTraceParent); len(tp) == 1 { // more than one: not valid
+		if tid, sid, flags, ok := parseTraceParent(tp[0]); ok {
+			tc.caller, tc.traceID, tc.parent, tc.flags = true, tid, sid, flags
+			tc.state = callerTraceState(h.PeekAll(headerTraceState))
 		}
 	}
 	tr := r.s.tracer
@@ -65,17 +62,42 @@ func (r *request) readTraceContext(c *fiber.Ctx) {
 		return
 	}
 	tc.export = true
-	if !tc.caller {
+	parent := context.Background()
+	if tc.caller {
+		parent = trace.ContextWithRemoteSpanContext(parent, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: tc.traceID, SpanID: tc.parent, TraceFlags: tc.flags, Remote: true}))
+	} else {
 		tc.traceID = newTraceID()
-		// The exporter's sampler decides a root span from its trace id
-		// alone: ask it now, so that the upstream hears the decision the
-		// exported trace will have.
-		res := tr.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tc.traceID, Kind: trace.SpanKindServer})
-		tc.flags = 0
-		if res.Decision == sdktrace.RecordAndSample {
-			tc.flags = trace.FlagsSampled
-		}
 	}
+	// The exporter's sampler decides from the trace id and the caller's
+	// span: ask it now, so that the upstream hears the decision the
+	// exported trace will have.
+	res := tr.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: parent, TraceID: tc.traceID, Kind: trace.SpanKindServer})
+	tc.sampled = res.Decision == sdktrace.RecordAndSample
+}
+
+// callerTraceState is the caller's tracestate, its headers joined as one
+// list, when it parses and is at most maxTraceState long ("" otherwise).
+func callerTraceState(hs [][]byte) string {
+	n := 0
+	for _, v := range hs {
+		n += len(v) + 1
+	}
+	if len(hs) == 0 || n-1 > maxTraceState {
+		return ""
+	}
+	b := make([]byte, 0, n)
+	for i, v := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, v...)
+	}
+	st, err := trace.ParseTraceState(string(b))
+	if err != nil {
+		return ""
+	}
+	return st.String()
 }
 
 // newAttemptSpan gives the attempt about to be sent its span id, when the
@@ -96,7 +118,10 @@ func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
 	}
 	parent, flags := tc.parent, tc.flags
 	if tc.export {
-		parent, flags = tc.span, tc.flags&trace.FlagsSampled
+		parent, flags = tc.span, 0
+		if tc.sampled {
+			flags = trace.FlagsSampled
+		}
 	}
 	var b [55]byte
 	h.SetCanonical(hdrTraceParent, appendTraceParent(b[:0], tc.traceID, parent, flags))

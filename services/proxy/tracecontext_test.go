@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -160,21 +161,35 @@ func TestUpstreamTraceContext(t *testing.T) {
 		}
 	})
 
-	t.Run("not sampled", func(t *testing.T) {
-		rcv := startOTLPReceiver(t)
-		oa, an := startFakes(t)
-		cfg := baseConfig(oa, an)
-		zero := 0.0
-		cfg.Telemetry = config.Telemetry{Traces: config.TracesOTLP, SampleRatio: &zero}
-		_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: receiverEnv(rcv)})
-		if st := post(t, url, "req-unsampled", body); st != 200 {
-			t.Fatalf("status %d", st)
-		}
-		sent := upstreamTrace(oa)
-		if len(sent) != 1 || !strings.HasPrefix(sent[0], "00-") || !strings.HasSuffix(strings.TrimSpace(sent[0]), "-00") {
-			t.Fatalf("upstream trace context %q, want one traceparent with the sampled flag off", sent)
-		}
-	})
+	// The upstream's sampled flag is the exporter's decision: off at
+	// sample_ratio 0, whatever a caller says, unless the proxy follows
+	// callers' sampling.
+	for _, c := range []struct {
+		name    string
+		follow  bool
+		headers []string
+		flag    string
+	}{
+		{"ratio 0", false, nil, "00"},
+		{"ratio 0, a sampled caller", false, []string{"traceparent", callerParent}, "00"},
+		{"ratio 0, following a sampled caller", true, []string{"traceparent", callerParent}, "01"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rcv := startOTLPReceiver(t)
+			oa, an := startFakes(t)
+			cfg := baseConfig(oa, an)
+			zero := 0.0
+			cfg.Telemetry = config.Telemetry{Traces: config.TracesOTLP, SampleRatio: &zero, FollowCallerSampling: c.follow}
+			_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: receiverEnv(rcv)})
+			if st := post(t, url, "req-sampling", body, c.headers...); st != 200 {
+				t.Fatalf("status %d", st)
+			}
+			sent := upstreamTrace(oa)
+			if len(sent) != 1 || !strings.HasPrefix(sent[0], "00-") || !strings.HasSuffix(strings.TrimSpace(sent[0]), "-"+c.flag) {
+				t.Fatalf("upstream trace context %q, want one traceparent with flags %s", sent, c.flag)
+			}
+		})
+	}
 
 	t.Run("not exported", func(t *testing.T) {
 		oa, an := startFakes(t)
@@ -193,4 +208,64 @@ func TestUpstreamTraceContext(t *testing.T) {
 			t.Errorf("upstream trace context %q, want %q (the caller's unchanged, then none for an invalid one and for none)", got, want)
 		}
 	})
+}
+
+// Several tracestate headers are one list; one that does not parse, or a
+// list over 512 bytes, is dropped. Several traceparent headers are not a
+// valid one.
+func TestCallerTraceState(t *testing.T) {
+	var five []string // 5 members of 98 bytes: 494 with their commas
+	for i := range 5 {
+		five = append(five, fmt.Sprintf("k%d=%s", i, strings.Repeat("a", 95)))
+	}
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"rojo=1"}, "rojo=1"},
+		{[]string{"rojo=1", "congo=2"}, "rojo=1,congo=2"},
+		{[]string{"rojo=1", "not a member"}, ""},
+		{append(five[:5:5], "z="+strings.Repeat("b", 15)), strings.Join(five, ",") + ",z=" + strings.Repeat("b", 15)}, // 512
+		{append(five[:5:5], "z="+strings.Repeat("b", 16)), ""},                                                        // 513
+	} {
+		var hs [][]byte
+		for _, v := range c.in {
+			hs = append(hs, []byte(v))
+		}
+		if got := callerTraceState(hs); got != c.want {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+
+	oa, an := startFakes(t)
+	_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t)})
+	for _, c := range []struct {
+		parents []string
+		want    string
+	}{
+		{[]string{"00-" + testTraceID + "-" + testSpanID + "-01"}, "00-" + testTraceID + "-" + testSpanID + "-01 rojo=1,congo=2"},
+		{[]string{"00-" + testTraceID + "-" + testSpanID + "-01", "00-" + testTraceID + "-" + testSpanID + "-00"}, " "},
+	} {
+		oa.ResetCalls()
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+clientSecret)
+		for _, p := range c.parents {
+			req.Header.Add("traceparent", p)
+		}
+		req.Header.Add("tracestate", "rojo=1")
+		req.Header.Add("tracestate", "congo=2")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		calls := oa.Calls()
+		if len(calls) != 1 {
+			t.Fatalf("%d upstream calls", len(calls))
+		}
+		if got := calls[0].Header.Get("Traceparent") + " " + strings.Join(calls[0].Header.Values("Tracestate"), ";"); got != c.want {
+			t.Errorf("%d traceparent headers: upstream got %q, want %q", len(c.parents), got, c.want)
+		}
+	}
 }

@@ -24,6 +24,12 @@ type Telemetry struct {
 	ServiceName string `koanf:"service_name"`
 	// SampleRatio is the share (0 to 1) of requests traced; default 1.
 	SampleRatio *float64 `koanf:"sample_ratio"`
+	// FollowCallerSampling: a request that carries a W3C traceparent is
+	// exported when its caller's sampled flag says so (a caller can ask
+	// for export past SampleRatio, or withhold it). Off by default:
+	// SampleRatio decides by trace id for every request, the caller's too
+	// (its spans still join the caller's trace).
+	FollowCallerSampling bool `koanf:"follow_caller_sampling"`
 }
 
 // Telemetry values and defaults.

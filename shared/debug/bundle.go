@@ -63,11 +63,12 @@ type Bundle struct {
 	Instance  string    `json:"instance"`
 	Endpoint  string    `json:"endpoint"`
 	Stream    bool      `json:"stream"`
-	// TraceParent and TraceState are the caller's W3C trace context (its
-	// traceparent and tracestate headers, when traceparent was valid): the
-	// trace the request's spans join when the proxy exports traces.
+	// TraceParent is the caller's W3C traceparent, when it sent a valid
+	// one: the trace the request's spans join when the proxy exports
+	// traces. TraceState is its tracestate, for the exporter only: it is
+	// the caller's free text, never stored.
 	TraceParent string `json:"traceparent,omitempty"`
-	TraceState  string `json:"tracestate,omitempty"`
+	TraceState  string `json:"-"`
 	// TraceID is the request's trace: the caller's, or the one the proxy
 	// started when it exports traces (absent when neither).
 	TraceID string `json:"trace_id,omitempty"`
