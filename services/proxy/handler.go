@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -337,13 +338,14 @@ func (r *request) cutAttempt() {
 	if since == 0 || r.idChosen {
 		return // between attempts, or an id that may not be this request's alone
 	}
+	h := maphash.String(idSeed, r.id)
 	var buf [2]*trackedConn
 	found := buf[:0]
 	for _, u := range r.rt.upstreams {
-		found = u.conns.carrying(found, r.id, since)
+		found = u.conns.carrying(found, h, since)
 	}
 	if len(found) == 1 {
-		found[0].interrupt()
+		found[0].interrupt(h, since)
 	}
 }
 

@@ -238,10 +238,10 @@ func connOf(local net.Addr) *trackedConn {
 	return nil
 }
 
-// carrying returns the connections whose last request carried id and was
-// written at or after since (monotonic, clockSince), appended to dst.
-func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration) []*trackedConn {
-	h := maphash.String(idSeed, id)
+// carrying returns the connections whose last request carried the id
+// hashed h (idHash) and was written at or after since (monotonic,
+// clockSince), appended to dst.
+func (t *connTable) carrying(dst []*trackedConn, h uint64, since time.Duration) []*trackedConn {
 	t.m.Range(func(k, _ any) bool {
 		c := k.(*trackedConn)
 		if at := time.Duration(c.writtenAt.Load()); at >= since && c.idHash.Load() == h {
@@ -252,11 +252,19 @@ func (t *connTable) carrying(dst []*trackedConn, id string, since time.Duration)
 	return dst
 }
 
-// interrupt ends an exchange in flight (its caller went away): its pending
+// interrupt ends the exchange in flight that carries the request id
+// hashed h, written at or after since (its caller went away): its pending
 // read fails at once, and so does any later one, whatever deadline the
 // client sets next. The connection is not reused (the pool drops a
-// connection whose read failed).
-func (c *trackedConn) interrupt() {
+// connection whose read failed). It does nothing when another request
+// started on the connection since carrying found it: the check and the
+// cut are one step against a request starting (Write).
+func (c *trackedConn) interrupt(h uint64, since time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idHash.Load() != h || time.Duration(c.writtenAt.Load()) < since {
+		return
+	}
 	c.cut.Store(true)
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 }
@@ -269,12 +277,40 @@ func (c *trackedConn) cutDeadline(t time.Time) time.Time {
 	return t
 }
 
-func (c *trackedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.cutDeadline(t)) }
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	c.wantWrite.Store(unixNano(t))
+	return c.Conn.SetDeadline(c.cutDeadline(t))
+}
 func (c *trackedConn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(c.cutDeadline(t))
 }
 func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	c.wantWrite.Store(unixNano(t))
 	return c.Conn.SetWriteDeadline(c.cutDeadline(t))
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time (no deadline).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// uncut lifts a cut that reached the connection after its exchange ended
+// (the caller left as its answer came in; the idle connection went back
+// to the pool): the request now starting on it is another's. An exchange
+// cut while in flight fails its read, and the pool never reuses such a
+// connection, so a cut still set when a request starts is always stale.
+// Under mu.
+func (c *trackedConn) uncut() {
+	c.cut.Store(false)
+	var w time.Time
+	if ns := c.wantWrite.Load(); ns > 0 {
+		w = time.Unix(0, ns)
+	}
+	_ = c.Conn.SetWriteDeadline(w) // the one the client asked for before this write
+	_ = c.Conn.SetReadDeadline(time.Time{})
 }
 
 func (t *connTable) closeAll() {
@@ -293,10 +329,14 @@ func (t *connTable) closeAll() {
 // took is never taken for the leaving one's.
 type trackedConn struct {
 	net.Conn
-	table     *connTable
-	local     connAddr
-	closed    atomic.Bool
-	cut       atomic.Bool // interrupted: every deadline stays in the past
+	table  *connTable
+	local  connAddr
+	closed atomic.Bool
+	// mu orders a request starting (Write) against an interrupt, so that a
+	// cut meant for the exchange before never reaches the next one.
+	mu        sync.Mutex
+	cut       atomic.Bool  // interrupted: every deadline stays in the past
+	wantWrite atomic.Int64 // the write deadline the client last asked for (UnixNano; <= 0: none)
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
 }
@@ -318,17 +358,27 @@ func clockSince() time.Duration { return time.Since(clockStart) }
 
 var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
 
-// Write notes the request id when p starts a request (its header block).
+// Write notes the request id when p starts a request (its header block),
+// and lifts a stale cut (uncut).
 func (c *trackedConn) Write(p []byte) (int, error) {
 	if startsRequest(p) {
+		var h uint64 // 0: no id
 		head := p[:min(len(p), 8<<10)]
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
 			if j := bytes.IndexByte(rest, '\r'); j > 0 {
-				c.idHash.Store(maphash.Bytes(idSeed, rest[:j]))
-				c.writtenAt.Store(int64(clockSince()))
+				h = maphash.Bytes(idSeed, rest[:j])
 			}
 		}
+		c.mu.Lock()
+		if c.cut.Load() {
+			c.uncut()
+		}
+		if h != 0 {
+			c.idHash.Store(h)
+			c.writtenAt.Store(int64(clockSince()))
+		}
+		c.mu.Unlock()
 	}
 	return c.Conn.Write(p)
 }

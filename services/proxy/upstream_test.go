@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"errors"
+	"hash/maphash"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +82,98 @@ func TestAuthHeadersCannotSplit(t *testing.T) {
 	}
 	if got := string(req.Header.Peek("Authorization")); got != "Bearer sk-one X-Smuggled: 2" {
 		t.Errorf("Authorization %q", got)
+	}
+}
+
+// A caller's leaving cuts its own exchange in flight, never the next
+// request on the same pooled connection: a cut that lands after the
+// exchange ended (the connection idle in the pool) is lifted when the next
+// request starts, and a cut aimed at an id the connection no longer
+// carries does nothing.
+func TestTrackedConnCutOnlyItsExchange(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := <-accepted
+	defer server.Close()
+	var table connTable
+	c := &trackedConn{Conn: raw, table: &table}
+	table.m.Store(c, struct{}{})
+	defer c.Close()
+	request := func(id string) []byte {
+		return []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headerRequestID + ": " + id + "\r\n\r\n")
+	}
+	// exchange writes a request and reads a one-byte answer, with the
+	// deadlines fasthttp sets.
+	exchange := func(id string) error {
+		if err := c.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+			return err
+		}
+		if _, err := c.Write(request(id)); err != nil {
+			return err
+		}
+		if _, err := server.Write([]byte("x")); err != nil {
+			return err
+		}
+		if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			return err
+		}
+		_, err := c.Read(make([]byte, 1))
+		return err
+	}
+	drain := func() { // the server reads what was written
+		_ = server.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = server.Read(make([]byte, 4096))
+	}
+
+	since := sendingNow()
+	if err := exchange("req-a"); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	ha := maphash.String(idSeed, "req-a")
+	if found := table.carrying(nil, ha, since); len(found) != 1 {
+		t.Fatalf("carrying req-a: %d connections", len(found))
+	}
+	c.interrupt(ha, since) // req-a's caller left after its answer: the connection is idle
+	if err := exchange("req-b"); err != nil {
+		t.Fatalf("the next request on the connection failed: %v", err)
+	}
+	drain()
+	c.interrupt(ha, since) // aimed at req-a, which the connection no longer carries
+	if err := exchange("req-c"); err != nil {
+		t.Fatalf("a stale cut reached another request: %v", err)
+	}
+	drain()
+
+	// A cut of the exchange in flight fails its read at once.
+	sinceD := sendingNow()
+	if err := c.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(request("req-d")); err != nil {
+		t.Fatal(err)
+	}
+	c.interrupt(maphash.String(idSeed, "req-d"), sinceD)
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // the client's next deadline stays in the past
+	start := time.Now()
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the cut: %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the cut read took %s", d)
 	}
 }
