@@ -80,6 +80,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.model = p.Name + "/*"
 	r.resolved = s.metrics.modelLabel(r.model)
 	r.body = c.Body()
+	r.readTraceContext(c)
 	r.noteRequest(c)
 	if client != nil && !client.allowsProvider(p.Name) {
 		r.class = classRejected
@@ -204,9 +205,13 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 				return
 			}
 		}
+		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
+			return // the request's own trace context, set below
+		}
 		req.Header.SetBytesKV(k, v)
 	})
 	req.Header.Set(headerRequestID, r.id)
+	r.setTraceHeaders(&req.Header)
 	setAuth(req, up.authFor(p.Adapter, t.key))
 	req.SetBodyRaw(r.body)
 

@@ -118,9 +118,14 @@ func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
 	}
 	parent, flags := tc.parent, tc.flags
 	if tc.export {
-		parent, flags = tc.span, 0
+		// The exporter's decision, and the random flag of a trace id
+		// the proxy drew (or the caller's, for the caller's).
+		parent, flags = tc.span, tc.flags&trace.FlagsRandom
+		if !tc.caller {
+			flags = trace.FlagsRandom
+		}
 		if tc.sampled {
-			flags = trace.FlagsSampled
+			flags |= trace.FlagsSampled
 		}
 	}
 	var b [55]byte
@@ -149,11 +154,13 @@ func appendHex(b, src []byte) []byte {
 }
 
 // parseTraceParent reads a traceparent header as the W3C specification
-// (and OpenTelemetry's propagator) does: four dash-separated fields of
-// lower-case hex, version (not ff), trace id and parent span id (neither
-// all zeros), flags; version 00 has nothing after its flags and no
-// reserved flag bit set, a later version may add fields after a dash.
-// flags keeps the sampled and random bits.
+// does: four dash-separated fields of lower-case hex, version (not ff),
+// trace id and parent span id (neither all zeros), flags; version 00 has
+// nothing after its flags and no reserved flag bit set, a later version
+// may add fields after a dash. flags keeps the sampled and random bits.
+// It agrees with OpenTelemetry's propagator (FuzzParseTraceParent) but for
+// one header the propagator lets through: version 00 with a dash after its
+// flags.
 func parseTraceParent(h []byte) (tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags, ok bool) {
 	if len(h) < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-' || len(h) > 55 && h[55] != '-' {
 		return tid, sid, 0, false

@@ -266,6 +266,7 @@ func (c *trackedConn) interrupt(h uint64, since time.Duration) {
 		return
 	}
 	c.cut.Store(true)
+	c.cutID = h
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 }
 
@@ -277,14 +278,23 @@ func (c *trackedConn) cutDeadline(t time.Time) time.Time {
 	return t
 }
 
+// The deadline setters take mu, so that an interrupt cannot fall between
+// their check of the cut and their setting (a later deadline would undo
+// the cut).
 func (c *trackedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.wantWrite.Store(unixNano(t))
 	return c.Conn.SetDeadline(c.cutDeadline(t))
 }
 func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.Conn.SetReadDeadline(c.cutDeadline(t))
 }
 func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.wantWrite.Store(unixNano(t))
 	return c.Conn.SetWriteDeadline(c.cutDeadline(t))
 }
@@ -336,6 +346,7 @@ type trackedConn struct {
 	// cut meant for the exchange before never reaches the next one.
 	mu        sync.Mutex
 	cut       atomic.Bool  // interrupted: every deadline stays in the past
+	cutID     uint64       // the id hash the cut named (under mu)
 	wantWrite atomic.Int64 // the write deadline the client last asked for (UnixNano; <= 0: none)
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
@@ -358,12 +369,13 @@ func clockSince() time.Duration { return time.Since(clockStart) }
 
 var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
 
-// Write notes the request id when p starts a request (its header block),
-// and lifts a stale cut (uncut).
+// Write notes the request id when p starts a request (its header block):
+// the connection now carries that request (no id: none that a cut can
+// name), and a cut still set is stale (uncut), unless it names this very
+// id (a body write that only looks like a request start).
 func (c *trackedConn) Write(p []byte) (int, error) {
-	if startsRequest(p) {
+	if head, ok := requestHead(p); ok {
 		var h uint64 // 0: no id
-		head := p[:min(len(p), 8<<10)]
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
 			if j := bytes.IndexByte(rest, '\r'); j > 0 {
@@ -371,13 +383,11 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 			}
 		}
 		c.mu.Lock()
-		if c.cut.Load() {
+		if c.cut.Load() && h != 0 && h != c.cutID {
 			c.uncut()
 		}
-		if h != 0 {
-			c.idHash.Store(h)
-			c.writtenAt.Store(int64(clockSince()))
-		}
+		c.idHash.Store(h)
+		c.writtenAt.Store(int64(clockSince()))
 		c.mu.Unlock()
 	}
 	return c.Conn.Write(p)
@@ -395,9 +405,27 @@ func (c *trackedConn) Handshake() error {
 // (connOf).
 func (c *trackedConn) LocalAddr() net.Addr { return &c.local }
 
-// startsRequest reports whether p starts a request's header block: a
-// method (upper-case letters) and a space (passthrough sends any method).
-func startsRequest(p []byte) bool {
+// requestHead is the header block p starts with (all of p when it does
+// not end in p), when p starts a request: a method of upper-case letters
+// (passthrough sends any method), a space, and a first line ending in
+// " HTTP/1.x".
+func requestHead(p []byte) ([]byte, bool) {
+	if !startsMethod(p) {
+		return nil, false
+	}
+	eol := bytes.IndexByte(p, '\n')
+	if eol < 10 || p[eol-1] != '\r' || !bytes.HasPrefix(p[eol-10:], []byte(" HTTP/1.")) {
+		return nil, false
+	}
+	if end := bytes.Index(p, []byte("\r\n\r\n")); end >= 0 {
+		return p[:end+2], true
+	}
+	return p, true
+}
+
+// startsMethod reports whether p starts with a method (upper-case
+// letters) and a space.
+func startsMethod(p []byte) bool {
 	for i := 0; i < len(p) && i < 8; i++ {
 		switch c := p[i]; {
 		case c == ' ':

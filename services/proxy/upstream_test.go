@@ -91,6 +91,22 @@ func TestAuthHeadersCannotSplit(t *testing.T) {
 // request starts, and a cut aimed at an id the connection no longer
 // carries does nothing.
 func TestTrackedConnCutOnlyItsExchange(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		want bool
+	}{
+		{"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n{}", true},
+		{"GET / HTTP/1.0\r\n", true},
+		{"I said\r\n", false},                // a body chunk
+		{"POST /half-a-request-line", false}, // no line end yet
+		{"post / HTTP/1.1\r\n", false},
+		{"", false},
+	} {
+		if _, ok := requestHead([]byte(c.p)); ok != c.want {
+			t.Errorf("requestHead(%q) = %v, want %v", c.p, ok, c.want)
+		}
+	}
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,16 +129,17 @@ func TestTrackedConnCutOnlyItsExchange(t *testing.T) {
 	c := &trackedConn{Conn: raw, table: &table}
 	table.m.Store(c, struct{}{})
 	defer c.Close()
-	request := func(id string) []byte {
-		return []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headerRequestID + ": " + id + "\r\n\r\n")
+	// request is a request's header block; extra headers come before its id.
+	request := func(id string, extra ...string) []byte {
+		return []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + strings.Join(extra, "") + headerRequestID + ": " + id + "\r\n\r\n")
 	}
 	// exchange writes a request and reads a one-byte answer, with the
 	// deadlines fasthttp sets.
-	exchange := func(id string) error {
+	exchange := func(id string, extra ...string) error {
 		if err := c.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
 			return err
 		}
-		if _, err := c.Write(request(id)); err != nil {
+		if _, err := c.Write(request(id, extra...)); err != nil {
 			return err
 		}
 		if _, err := server.Write([]byte("x")); err != nil {
@@ -156,6 +173,19 @@ func TestTrackedConnCutOnlyItsExchange(t *testing.T) {
 	c.interrupt(ha, since) // aimed at req-a, which the connection no longer carries
 	if err := exchange("req-c"); err != nil {
 		t.Fatalf("a stale cut reached another request: %v", err)
+	}
+	drain()
+	// A request whose id comes after 9 KiB of caller headers (passthrough)
+	// is found all the same: a cut naming the request before misses it.
+	hc := maphash.String(idSeed, "req-c")
+	c.interrupt(hc, since)
+	if err := exchange("req-big", "Cookie: "+strings.Repeat("c", 9<<10)+"\r\n"); err != nil {
+		t.Fatalf("a request with long headers: %v", err)
+	}
+	drain()
+	c.interrupt(hc, since)
+	if err := exchange("req-e"); err != nil {
+		t.Fatalf("a cut naming req-c reached the request after req-big: %v", err)
 	}
 	drain()
 

@@ -251,9 +251,6 @@ func foldKey(k []byte, top bool) string {
 // foldEqual reports whether a and b are one key under case folding
 // (foldRune), as foldKey compares them, without allocating.
 func foldEqual(a, b []byte) bool {
-	if bytes.EqualFold(a, b) {
-		return true
-	}
 	for len(a) > 0 && len(b) > 0 {
 		if ca, cb := a[0], b[0]; ca|cb < utf8.RuneSelf { // ASCII: EqualFold decided
 			if ca != cb && ca|0x20 != cb|0x20 || !isLetter(ca) && ca != cb {
@@ -274,8 +271,9 @@ func foldEqual(a, b []byte) bool {
 
 func isLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
-// foldRune is r's case-folding class, coarser than any one parser's so
-// that no parser's case-insensitive match goes unnoticed: the least rune
+// foldRune is r's case-folding class, coarser than any simple case
+// mapping, so that no parser's case-insensitive match of one rune to one
+// rune goes unnoticed: the least rune
 // of the Unicode simple folding orbit (encoding/json's and
 // bytes.EqualFold's: ſ is s, K is k) of r upper-cased then lower-cased
 // (what ToUpperInvariant or toLowerCase elsewhere fold together: ı and İ
