@@ -62,6 +62,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		r.trace.on = false
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
+	r.readTraceContext(c)
 	name := c.Params("provider")
 	p := r.rt.table.Provider(name)
 	if p == nil && name == "v1" {
@@ -80,7 +81,6 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.model = p.Name + "/*"
 	r.resolved = s.metrics.modelLabel(r.model)
 	r.body = c.Body()
-	r.readTraceContext(c)
 	r.noteRequest(c)
 	if client != nil && !client.allowsProvider(p.Name) {
 		r.class = classRejected

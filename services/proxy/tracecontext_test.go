@@ -169,12 +169,12 @@ func TestUpstreamTraceContext(t *testing.T) {
 	// Passthrough carries the trace on the same way: the caller's trace,
 	// the gateway's attempt span as the upstream's parent when exported,
 	// the caller's own context otherwise.
-	passthrough := func(t *testing.T, url string) {
+	passthrough := func(t *testing.T, url, parent string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, url+"/fake-openai/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+clientSecret)
-		req.Header.Set("traceparent", callerParent)
-		req.Header.Set("tracestate", "vendor=abc")
+		req.Header.Set("Traceparent", parent)
+		req.Header.Set("TraceState", "vendor=abc")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -193,7 +193,14 @@ func TestUpstreamTraceContext(t *testing.T) {
 				deps.Environ = receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
 			}
 			_, url := startService(t, baseConfig(oa, an), deps)
-			passthrough(t, url)
+			// A traceparent that is not valid is not passed on, whatever
+			// its header's spelling.
+			passthrough(t, url, "00-"+strings.ToUpper(testTraceID)+"-"+testSpanID+"-01")
+			if c := oa.Calls(); len(c) != 1 || (!export && (c[0].Header.Get("Traceparent") != "" || c[0].Header.Get("Tracestate") != "")) {
+				t.Fatalf("an invalid traceparent: upstream trace headers %q %q", c[0].Header.Values("Traceparent"), c[0].Header.Values("Tracestate"))
+			}
+			oa.ResetCalls()
+			passthrough(t, url, callerParent)
 			calls := oa.Calls()
 			if len(calls) != 1 || len(calls[0].Header.Values("Traceparent")) != 1 || calls[0].Header.Get("Tracestate") != "vendor=abc" {
 				t.Fatalf("upstream calls %d, trace headers %q %q", len(calls), calls[0].Header.Values("Traceparent"), calls[0].Header.Values("Tracestate"))

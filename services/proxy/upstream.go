@@ -347,6 +347,7 @@ type trackedConn struct {
 	mu        sync.Mutex
 	cut       atomic.Bool  // interrupted: every deadline stays in the past
 	cutID     uint64       // the id hash the cut named (under mu)
+	bodyLeft  int64        // body bytes of the request being written still to come (Write only)
 	wantWrite atomic.Int64 // the write deadline the client last asked for (UnixNano; <= 0: none)
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
@@ -372,15 +373,23 @@ var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
 // Write notes the request id when p starts a request (its header block):
 // the connection now carries that request (no id: none that a cut can
 // name), and a cut still set is stale (uncut), unless it names this very
-// id (a body write that only looks like a request start).
+// id. The writes after a header block carry its body (Content-Length
+// bytes): a body that holds something like a request line is not taken
+// for one. The client writes one request at a time, so only Write
+// touches bodyLeft.
 func (c *trackedConn) Write(p []byte) (int, error) {
-	if head, ok := requestHead(p); ok {
+	if c.bodyLeft > 0 {
+		c.bodyLeft -= min(int64(len(p)), c.bodyLeft)
+	} else if head, ok := requestHead(p); ok {
 		var h uint64 // 0: no id
 		if i := bytes.Index(head, requestIDHeader); i >= 0 {
 			rest := head[i+len(requestIDHeader):]
 			if j := bytes.IndexByte(rest, '\r'); j > 0 {
 				h = maphash.Bytes(idSeed, rest[:j])
 			}
+		}
+		if len(head) < len(p) { // the whole block: its body follows
+			c.bodyLeft = max(contentLength(head)-int64(len(p)-len(head)-2), 0)
 		}
 		c.mu.Lock()
 		if c.cut.Load() && h != 0 && h != c.cutID {
@@ -391,6 +400,25 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return c.Conn.Write(p)
+}
+
+var contentLengthHeader = []byte("\r\nContent-Length: ")
+
+// contentLength is the Content-Length of a header block (0 when absent or
+// not a number).
+func contentLength(head []byte) int64 {
+	i := bytes.Index(head, contentLengthHeader)
+	if i < 0 {
+		return 0
+	}
+	var n int64
+	for _, d := range head[i+len(contentLengthHeader):] {
+		if d < '0' || d > '9' || n > 1<<40 {
+			break
+		}
+		n = n*10 + int64(d-'0')
+	}
+	return n
 }
 
 // Handshake is the TLS connection's (done by dial); nil for plain TCP.
@@ -405,8 +433,9 @@ func (c *trackedConn) Handshake() error {
 // (connOf).
 func (c *trackedConn) LocalAddr() net.Addr { return &c.local }
 
-// requestHead is the header block p starts with (all of p when it does
-// not end in p), when p starts a request: a method of upper-case letters
+// requestHead is the header block p starts with, up to the first CRLF of
+// the blank line that ends it (all of p when it does not end in p), when
+// p starts a request: a method of upper-case letters
 // (passthrough sends any method), a space, and a first line ending in
 // " HTTP/1.x".
 func requestHead(p []byte) ([]byte, bool) {

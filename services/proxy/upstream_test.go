@@ -3,8 +3,10 @@ package proxy
 import (
 	"errors"
 	"hash/maphash"
+	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +208,98 @@ func TestTrackedConnCutOnlyItsExchange(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the cut read took %s", d)
 	}
+}
+
+// A cut of the exchange in flight holds whatever the request's own bytes
+// look like, and reaches a request whose id follows long headers; a
+// request without an id is one no cut names.
+func TestTrackedConnCutInFlight(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	newConn := func() (*trackedConn, net.Conn) {
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				accepted <- c
+			}
+		}()
+		raw, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := <-accepted
+		t.Cleanup(func() { server.Close() })
+		c := &trackedConn{Conn: raw, table: &connTable{}}
+		t.Cleanup(func() { c.Close() })
+		go func() { _, _ = io.Copy(io.Discard, server) }() // the upstream reads what is sent
+		return c, server
+	}
+	head := func(id string, body int, extra string) []byte {
+		h := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + extra + "Content-Length: " + strconv.Itoa(body) + "\r\n"
+		if id != "" {
+			h += headerRequestID + ": " + id + "\r\n"
+		}
+		return []byte(h + "\r\n")
+	}
+	// cutRead reads with the answer's first byte already there: a cut read
+	// fails (a deadline in the past fails a read before it looks), any
+	// other returns the byte.
+	cutRead := func(c *trackedConn, server net.Conn) error {
+		if _, err := server.Write([]byte("x")); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+		_, err := c.Read(make([]byte, 1))
+		return err
+	}
+
+	t.Run("a body that looks like a request", func(t *testing.T) {
+		c, server := newConn()
+		fake := []byte("POST /x HTTP/1.1\r\nHost: y\r\n" + headerRequestID + ": someone-else\r\n\r\n")
+		since := sendingNow()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(head("req-f", len(fake), "")); err != nil {
+			t.Fatal(err)
+		}
+		c.interrupt(maphash.String(idSeed, "req-f"), since) // its caller left while the body is being sent
+		_, _ = c.Write(fake)                                // the rest of the body: not a request start
+		if err := cutRead(c, server); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after the cut: %v, want a deadline error (the body lifted the cut)", err)
+		}
+	})
+	t.Run("an id after long headers", func(t *testing.T) {
+		c, server := newConn()
+		since := sendingNow()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(head("req-big", 0, "Cookie: "+strings.Repeat("c", 9<<10)+"\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		c.interrupt(maphash.String(idSeed, "req-big"), since)
+		if err := cutRead(c, server); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after the cut: %v, want a deadline error (the id was not found)", err)
+		}
+	})
+	t.Run("a request without an id", func(t *testing.T) {
+		c, server := newConn()
+		since := sendingNow()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(head("req-g", 0, "")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(head("", 0, "")); err != nil { // the next request, no id
+			t.Fatal(err)
+		}
+		c.interrupt(maphash.String(idSeed, "req-g"), since) // names the request before
+		if _, err := server.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			t.Fatalf("a cut naming the request before reached one without an id: %v", err)
+		}
+	})
 }
