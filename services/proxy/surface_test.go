@@ -376,29 +376,22 @@ func TestAnswerFailsBeforeFirstByte(t *testing.T) {
 				t.Errorf("%d upstream calls, want 2", n)
 			}
 		})
-		t.Run(fmt.Sprintf("completions stream, reset %v", reset), func(t *testing.T) {
-			f.openai.ClearRules()
-			f.openai.ResetCalls()
-			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/completions", CutAtStart: true, Reset: reset, Times: 1})
-			st, h, body := rawCall(t, f, "/v1/completions", `{"model":"instruct","prompt":"hi","stream":true}`)
-			if st != 200 || !strings.Contains(body, "[DONE]") || strings.Contains(body, "stream_incomplete") || h.Get(headerAttempts) != "2" {
-				t.Fatalf("%d, attempts %q:\n%s", st, h.Get(headerAttempts), body)
-			}
-			if n := len(f.openai.Calls()); n != 2 {
-				t.Errorf("%d upstream calls, want 2", n)
-			}
-		})
-		t.Run(fmt.Sprintf("chat stream, reset %v", reset), func(t *testing.T) {
-			f.openai.ClearRules()
-			f.openai.ResetCalls()
-			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/chat/completions", CutAtStart: true, Reset: reset, Times: 1})
-			st, h, body := rawCall(t, f, "/v1/chat/completions", `{"model":"demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-			if st != 200 || !strings.Contains(body, "[DONE]") || h.Get(headerAttempts) != "2" {
-				t.Fatalf("%d, attempts %q:\n%s", st, h.Get(headerAttempts), body)
-			}
-			if n := len(f.openai.Calls()); n != 2 {
-				t.Errorf("%d upstream calls, want 2", n)
-			}
-		})
+		for _, st := range []struct{ name, path, body string }{
+			{"completions stream", "/v1/completions", `{"model":"instruct","prompt":"hi","stream":true}`},
+			{"chat stream", "/v1/chat/completions", `{"model":"demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		} {
+			t.Run(fmt.Sprintf("%s, reset %v", st.name, reset), func(t *testing.T) {
+				f.openai.ClearRules()
+				f.openai.ResetCalls()
+				f.openai.AddRule(fakeprovider.Rule{Path: st.path, CutAtStart: true, Reset: reset, Times: 1})
+				status, h, body := rawCall(t, f, st.path, st.body)
+				if status != 200 || !strings.Contains(body, "[DONE]") || strings.Contains(body, "stream_incomplete") || h.Get(headerAttempts) != "2" {
+					t.Fatalf("%d, attempts %q:\n%s", status, h.Get(headerAttempts), body)
+				}
+				if n := len(f.openai.Calls()); n != 2 {
+					t.Errorf("%d upstream calls, want 2", n)
+				}
+			})
+		}
 	}
 }

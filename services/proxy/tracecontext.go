@@ -40,7 +40,7 @@ type traceCtx struct {
 	export  bool             // the proxy exports this request's spans
 	traceID trace.TraceID    // the caller's trace, or the one the proxy started
 	parent  trace.SpanID     // the caller's span
-	flags   trace.TraceFlags // the caller's (sampled and random bits)
+	flags   trace.TraceFlags // the caller's (sampled and random bits); random for a trace id the proxy drew
 	sampled bool             // with export: the exporter will export the request's spans
 	state   string           // the caller's tracestate when it parsed (a copy)
 	span    trace.SpanID     // with export: the span of the attempt in flight
@@ -67,7 +67,7 @@ func (r *request) readTraceContext(c *fiber.Ctx) {
 		parent = trace.ContextWithRemoteSpanContext(parent, trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tc.traceID, SpanID: tc.parent, TraceFlags: tc.flags, Remote: true}))
 	} else {
-		tc.traceID = newTraceID()
+		tc.traceID, tc.flags = newTraceID(), trace.FlagsRandom
 	}
 	// The exporter's sampler decides from the trace id and the caller's
 	// span: ask it now, so that the upstream hears the decision the
@@ -118,12 +118,8 @@ func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
 	}
 	parent, flags := tc.parent, tc.flags
 	if tc.export {
-		// The exporter's decision, and the random flag of a trace id
-		// the proxy drew (or the caller's, for the caller's).
+		// The exporter's decision, and the trace id's random flag.
 		parent, flags = tc.span, tc.flags&trace.FlagsRandom
-		if !tc.caller {
-			flags = trace.FlagsRandom
-		}
 		if tc.sampled {
 			flags |= trace.FlagsSampled
 		}

@@ -259,20 +259,21 @@ func (t *connTable) carrying(dst []*trackedConn, h uint64, since time.Duration) 
 // connection whose read failed). It does nothing when another request
 // started on the connection since carrying found it: the check and the
 // cut are one step against a request starting (Write).
+// A request without an id (h 0) is never cut.
 func (c *trackedConn) interrupt(h uint64, since time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idHash.Load() != h || time.Duration(c.writtenAt.Load()) < since {
+	if h == 0 || c.idHash.Load() != h || time.Duration(c.writtenAt.Load()) < since {
 		return
 	}
-	c.cut.Store(true)
 	c.cutID = h
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 }
 
 // cutDeadline keeps an interrupted connection's deadline in the past.
+// Under mu.
 func (c *trackedConn) cutDeadline(t time.Time) time.Time {
-	if c.cut.Load() {
+	if c.cutID != 0 {
 		return time.Unix(1, 0)
 	}
 	return t
@@ -284,7 +285,7 @@ func (c *trackedConn) cutDeadline(t time.Time) time.Time {
 func (c *trackedConn) SetDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wantWrite.Store(unixNano(t))
+	c.wantWrite = t
 	return c.Conn.SetDeadline(c.cutDeadline(t))
 }
 func (c *trackedConn) SetReadDeadline(t time.Time) error {
@@ -295,16 +296,8 @@ func (c *trackedConn) SetReadDeadline(t time.Time) error {
 func (c *trackedConn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wantWrite.Store(unixNano(t))
+	c.wantWrite = t
 	return c.Conn.SetWriteDeadline(c.cutDeadline(t))
-}
-
-// unixNano is t in Unix nanoseconds, 0 for the zero time (no deadline).
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
 }
 
 // uncut lifts a cut that reached the connection after its exchange ended
@@ -314,12 +307,8 @@ func unixNano(t time.Time) int64 {
 // connection, so a cut still set when a request starts is always stale.
 // Under mu.
 func (c *trackedConn) uncut() {
-	c.cut.Store(false)
-	var w time.Time
-	if ns := c.wantWrite.Load(); ns > 0 {
-		w = time.Unix(0, ns)
-	}
-	_ = c.Conn.SetWriteDeadline(w) // the one the client asked for before this write
+	c.cutID = 0
+	_ = c.Conn.SetWriteDeadline(c.wantWrite) // the one the client asked for before this write
 	_ = c.Conn.SetReadDeadline(time.Time{})
 }
 
@@ -342,13 +331,13 @@ type trackedConn struct {
 	table  *connTable
 	local  connAddr
 	closed atomic.Bool
-	// mu orders a request starting (Write) against an interrupt, so that a
-	// cut meant for the exchange before never reaches the next one.
+	// mu orders a request starting (Write), an interrupt and the deadline
+	// setters, so that a cut meant for the exchange before never reaches
+	// the next one, and a deadline set never undoes a cut.
 	mu        sync.Mutex
-	cut       atomic.Bool  // interrupted: every deadline stays in the past
-	cutID     uint64       // the id hash the cut named (under mu)
-	bodyLeft  int64        // body bytes of the request being written still to come (Write only)
-	wantWrite atomic.Int64 // the write deadline the client last asked for (UnixNano; <= 0: none)
+	cutID     uint64    // under mu: the id hash an interrupt named; every deadline stays in the past (0: not cut)
+	wantWrite time.Time // under mu: the write deadline the client last asked for
+	bodyLeft  int64     // body bytes of the request being written still to come (Write only)
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
 }
@@ -392,7 +381,7 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 			c.bodyLeft = max(contentLength(head)-int64(len(p)-len(head)-2), 0)
 		}
 		c.mu.Lock()
-		if c.cut.Load() && h != 0 && h != c.cutID {
+		if c.cutID != 0 && h != 0 && h != c.cutID {
 			c.uncut()
 		}
 		c.idHash.Store(h)

@@ -244,6 +244,15 @@ func TestTrackedConnCutInFlight(t *testing.T) {
 		}
 		return []byte(h + "\r\n")
 	}
+	// send writes a request's header block as the client does: a write
+	// deadline, then the bytes.
+	send := func(t *testing.T, c *trackedConn, p []byte) {
+		t.Helper()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// cutRead reads with the answer's first byte already there: a cut read
 	// fails (a deadline in the past fails a read before it looks), any
 	// other returns the byte.
@@ -260,10 +269,7 @@ func TestTrackedConnCutInFlight(t *testing.T) {
 		c, server := newConn()
 		fake := []byte("POST /x HTTP/1.1\r\nHost: y\r\n" + headerRequestID + ": someone-else\r\n\r\n")
 		since := sendingNow()
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write(head("req-f", len(fake), "")); err != nil {
-			t.Fatal(err)
-		}
+		send(t, c, head("req-f", len(fake), ""))
 		c.interrupt(maphash.String(idSeed, "req-f"), since) // its caller left while the body is being sent
 		_, _ = c.Write(fake)                                // the rest of the body: not a request start
 		if err := cutRead(c, server); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -273,10 +279,7 @@ func TestTrackedConnCutInFlight(t *testing.T) {
 	t.Run("an id after long headers", func(t *testing.T) {
 		c, server := newConn()
 		since := sendingNow()
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write(head("req-big", 0, "Cookie: "+strings.Repeat("c", 9<<10)+"\r\n")); err != nil {
-			t.Fatal(err)
-		}
+		send(t, c, head("req-big", 0, "Cookie: "+strings.Repeat("c", 9<<10)+"\r\n"))
 		c.interrupt(maphash.String(idSeed, "req-big"), since)
 		if err := cutRead(c, server); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("read after the cut: %v, want a deadline error (the id was not found)", err)
@@ -285,14 +288,8 @@ func TestTrackedConnCutInFlight(t *testing.T) {
 	t.Run("a request without an id", func(t *testing.T) {
 		c, server := newConn()
 		since := sendingNow()
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write(head("req-g", 0, "")); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write(head("", 0, "")); err != nil { // the next request, no id
-			t.Fatal(err)
-		}
+		send(t, c, head("req-g", 0, ""))
+		send(t, c, head("", 0, ""))                         // the next request, no id
 		c.interrupt(maphash.String(idSeed, "req-g"), since) // names the request before
 		if _, err := server.Write([]byte("x")); err != nil {
 			t.Fatal(err)
