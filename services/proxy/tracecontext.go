@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
 
 	"github.com/gofiber/fiber/v2"
@@ -134,19 +136,11 @@ func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
 // appendTraceParent appends a version-00 traceparent.
 func appendTraceParent(b []byte, tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags) []byte {
 	b = append(b, "00-"...)
-	b = appendHex(b, tid[:])
+	b = hex.AppendEncode(b, tid[:])
 	b = append(b, '-')
-	b = appendHex(b, sid[:])
+	b = hex.AppendEncode(b, sid[:])
 	b = append(b, '-')
-	return appendHex(b, []byte{byte(flags)})
-}
-
-func appendHex(b, src []byte) []byte {
-	const digits = "0123456789abcdef"
-	for _, c := range src {
-		b = append(b, digits[c>>4], digits[c&0xf])
-	}
-	return b
+	return hex.AppendEncode(b, []byte{byte(flags)})
 }
 
 // parseTraceParent reads a traceparent header as the W3C specification
@@ -196,20 +190,15 @@ func hexVal(c byte) byte {
 // newTraceID and newSpanID are random ids (never all zeros).
 func newTraceID() (id trace.TraceID) {
 	for !id.IsValid() {
-		hi, lo := rand.Uint64(), rand.Uint64()
-		for i := range 8 {
-			id[i], id[8+i] = byte(hi>>(56-8*i)), byte(lo>>(56-8*i))
-		}
+		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
 	}
 	return id
 }
 
 func newSpanID() (id trace.SpanID) {
 	for !id.IsValid() {
-		v := rand.Uint64()
-		for i := range 8 {
-			id[i] = byte(v >> (56 - 8*i))
-		}
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
 }
