@@ -446,7 +446,7 @@ type stepRequest struct {
 
 // setStep: POST /admin/config/chains/{chain}/steps/{i} {"active":false}
 func (s *Service) setStep(c *fiber.Ctx) error {
-	chain := strings.Clone(c.Params("chain"))
+	chain := pathParam(c, "chain")
 	i, err := strconv.Atoi(c.Params("i"))
 	if err != nil || i < 0 {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, fmt.Sprintf("step: want a step index (0, 1, ...), got %q", c.Params("i")))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -368,6 +369,20 @@ func TestConfigConcurrentActivations(t *testing.T) {
 		if num(obj(x)["version"]) != 1 && num(obj(x)["version"]) != num(obj(replies[won].body["version"])["version"]) {
 			t.Errorf("a version of the losing activation is listed: %v", x)
 		}
+	}
+}
+
+// TestStepOfEscapedChain: a chain whose name must be escaped in a path
+// (the dashboard and swctl escape it) is found by its step switch.
+func TestStepOfEscapedChain(t *testing.T) {
+	e := startEnvWith(t, envOptions{withKey: true, edit: func(y string) string {
+		return y + "chains:\n  \"eu:fast lane\":\n    steps:\n      - {target: openai/gpt-4o}\n      - {target: local/llama}\n"
+	}})
+	e.waitRouting(1)
+	r := e.do("POST", "/admin/config/chains/"+url.PathEscape("eu:fast lane")+"/steps/1", opToken, map[string]any{"active": false})
+	r.expect(t, 200, "")
+	if ed := obj(r.body["version"])["edit"]; ed != `chains["eu:fast lane"].steps[1].active: true -> false` {
+		t.Errorf("edit %q", ed)
 	}
 }
 

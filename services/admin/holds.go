@@ -40,15 +40,17 @@ func view(r hold.Record, now time.Time) holdView {
 	return v
 }
 
-// holdID returns the :id parameter, URL-decoded (scope ids may carry
-// '=' escapes of model names), as a string of its own: fiber's points into
-// the request buffer, and the engine may keep the id.
-func holdID(c *fiber.Ctx) string {
-	id := strings.Clone(c.Params("id"))
-	if u, err := url.PathUnescape(id); err == nil {
+// pathParam returns the route parameter name URL-decoded (fiber matches
+// the raw path: a hold's scope id carries '=' escapes of model names, a
+// chain or request id may hold any character, and clients escape them), as
+// a string of its own: fiber's points into the request buffer, and the
+// engine or an edit may keep it.
+func pathParam(c *fiber.Ctx, name string) string {
+	v := strings.Clone(c.Params(name))
+	if u, err := url.PathUnescape(v); err == nil {
 		return u
 	}
-	return id
+	return v
 }
 
 // A write of the hold engine (Pin, Release) applies the change to this
@@ -139,7 +141,7 @@ func (s *Service) findHold(id string) (hold.Record, bool) {
 
 // getHold: GET /admin/holds/{id}
 func (s *Service) getHold(c *fiber.Ctx) error {
-	id := holdID(c)
+	id := pathParam(c, "id")
 	r, ok := s.findHold(id)
 	if !ok {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no hold "+id)
@@ -151,7 +153,7 @@ func (s *Service) getHold(c *fiber.Ctx) error {
 // writeOutcome); the target returns through a fresh ramp. 404 when there
 // is no live hold with that id; 503 when nothing was changed.
 func (s *Service) releaseHold(c *fiber.Ctx) error {
-	id := holdID(c)
+	id := pathParam(c, "id")
 	r, ok := s.findHold(id)
 	if !ok || !view(r, time.Now()).Live {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no live hold "+id)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -139,10 +138,7 @@ func (s *Service) listRequests(c *fiber.Ctx) error {
 // getRequest: GET /admin/requests/{id}: the request's bundle as the
 // proxy stored it. The id is path-escaped; any string is an id.
 func (s *Service) getRequest(c *fiber.Ctx) error {
-	id := strings.Clone(c.Params("id"))
-	if u, err := url.PathUnescape(id); err == nil {
-		id = u
-	}
+	id := pathParam(c, "id")
 	res := s.member.Resources()
 	if !s.natsUp() || res == nil || res.Debug == nil {
 		return debugDown(c)
