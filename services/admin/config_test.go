@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -384,6 +385,28 @@ func TestStepOfEscapedChain(t *testing.T) {
 	if ed := obj(r.body["version"])["edit"]; ed != `chains["eu:fast lane"].steps[1].active: true -> false` {
 		t.Errorf("edit %q", ed)
 	}
+}
+
+// TestStatusDisabledKey: a key switched off is listed as such, and a
+// provider whose every other key is held is offline.
+func TestStatusDisabledKey(t *testing.T) {
+	e := startConfigEnv(t)
+	e.do("PATCH", "/admin/config/providers/openai/keys/secondary", opToken, map[string]any{"enabled": false}).expect(t, 200, "")
+	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		r := e.do("GET", "/admin/providers/status", readToken, nil)
+		for _, p := range list(r.body["providers"]) {
+			if obj(p)["name"] != "openai" {
+				continue
+			}
+			keys := list(obj(p)["keys"])
+			if st := obj(p)["status"]; st != StatusOffline || obj(keys[0])["enabled"] != true || obj(keys[1])["enabled"] != false {
+				return fmt.Errorf("status %v, keys %v", st, keys)
+			}
+			return nil
+		}
+		return errors.New("no openai")
+	})
 }
 
 // TestConfigEdits: the small edits, each a new version through

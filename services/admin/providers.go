@@ -50,11 +50,14 @@ type providerStatus struct {
 }
 
 type keyStatus struct {
-	ID          string     `json:"id"`
-	Fingerprint string     `json:"fingerprint"`
-	Priority    int        `json:"priority"`
-	Weight      int        `json:"weight"`
-	RotatedAt   *time.Time `json:"rotated_at,omitempty"`
+	ID          string `json:"id"`
+	Fingerprint string `json:"fingerprint"`
+	Priority    int    `json:"priority"`
+	Weight      int    `json:"weight"`
+	// Enabled false: switched off by the configuration (no traffic, no
+	// checks), still listed.
+	Enabled   bool       `json:"enabled"`
+	RotatedAt *time.Time `json:"rotated_at,omitempty"`
 	// Health of the key (per-key checks), unknown without a record.
 	Health string     `json:"health"`
 	Holds  []holdView `json:"holds"`
@@ -209,7 +212,8 @@ func (s *Service) status() []providerStatus {
 		}
 		keyIdx := map[string]int{}
 		for _, k := range p.Keys {
-			ks := keyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight, Holds: []holdView{}}
+			ks := keyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight,
+				Enabled: k.IsEnabled(), Holds: []holdView{}}
 			ks.Health, _ = healthOf(p.Name, k.ID)
 			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
 				ks.Fingerprint = r.Fingerprint
@@ -243,7 +247,15 @@ func (s *Service) status() []providerStatus {
 				ps.Holds = append(ps.Holds, v)
 			}
 		}
-		allKeys := len(p.Keys) > 0 && len(keysHeld) >= len(p.Keys)
+		// Offline by its keys: none of the keys that take traffic is free
+		// (a key switched off counts as not free).
+		allKeys := len(p.Keys) > 0
+		for _, k := range p.Keys {
+			if k.IsEnabled() && !keysHeld[k.ID] {
+				allKeys = false
+				break
+			}
+		}
 		switch {
 		case ps.CircuitState == "open":
 			ps.Status = StatusCircuitOpen
