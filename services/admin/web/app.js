@@ -116,7 +116,7 @@
       const table = rows.length
         ? el("table", {}, el("thead", {}, el("tr", {}, ...["key", "scope", "class", "reason", "state", "until", ""].map((t) => el("th", { text: t })))), el("tbody", {}, ...rows))
         : el("p", { class: "none", text: "no holds" });
-      const keys = p.keys.map((k) => k.id + " (fp " + k.fingerprint + ")").join(", ");
+      const keys = p.keys.map((k) => k.id + " (fp " + k.fingerprint + (k.enabled === false ? ", off" : "") + ")").join(", ");
       const reset = p.resilience.breaker.enabled
         ? el("button", { class: "reset", "data-provider": p.name, text: "Reset", onclick: () => reset(p.name) }) : null;
       return el("div", { class: "card provider", "data-provider": p.name, "data-status": p.status },
