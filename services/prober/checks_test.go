@@ -128,6 +128,57 @@ providers:
 	}
 }
 
+// TestShutdownDuringSettleProbe: a prober stopped while a settling check
+// is out (an upstream that does not answer) still shuts down: giving the
+// probe lease back must not wait for a hold writer that has stopped.
+func TestShutdownDuringSettleProbe(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "unused"})
+	started := make(chan struct{}, 16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer secret-one" { // the held key's check hangs
+			started <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"gpt-4o-mini","object":"model"}]}`))
+	}))
+	defer up.Close()
+	cfg := f.config(t, fastProber+`
+resilience:
+  ladder:
+    credential_rejected: {base: 1s, ceiling: 1m}
+providers:
+  - name: p1
+    type: openai
+    base_url: `+up.URL+`/v1
+    keys:
+      - {id: k1, secret: env:K1, priority: 10}
+      - {id: k2, secret: env:K2}
+    models: [{name: gpt-4o-mini}]
+    health_check: {interval: 1h, timeout: 20s}
+`)
+	other := f.otherInstance(t, cfg)
+	other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 401, Result: failure.Result{
+		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key", Reason: "invalid key"}})
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1.k1", hold.StateHeld))
+	r := f.startProber(t, cfg)
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no settling check of k1")
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the prober did not shut down with a settling check out")
+	}
+}
+
 // TestCustomPathAndMethod: the check goes to the configured path with the
 // configured method, body and expected status.
 func TestCustomPathAndMethod(t *testing.T) {

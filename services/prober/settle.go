@@ -135,6 +135,11 @@ func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 	return cheap{}, false
 }
 
+// giveBackTimeout bounds giving a probe lease back: at shutdown the hold
+// engine may be draining its last writes (or have stopped); the lease
+// lapses on its own anyway.
+const giveBackTimeout = 5 * time.Second
+
 // settle runs the cheap check of a hold whose probe lease this replica
 // holds and reports its outcome to the engine (released, one rung up, same
 // rung, or settled with the new failure held on its own).
@@ -144,7 +149,9 @@ func (s *Service) settle(ctx context.Context, t *target, rec hold.Record, c chea
 		// Shutting down, or the key's secret was rotated while the check
 		// was out (its refusal says nothing about the new one):
 		// give the lease back; the hold is due again at once.
-		_ = s.engine.ProbeResult(context.WithoutCancel(ctx), rec.ID, hold.Outcome{Cancelled: true})
+		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		_ = s.engine.ProbeResult(giveBack, rec.ID, hold.Outcome{Cancelled: true})
+		cancel()
 		return
 	}
 	s.met.checkSecs.WithLabelValues(t.name).Observe(r.latency.Seconds())

@@ -2,11 +2,13 @@ package hold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/testkit"
 )
 
 // gatedStore is a MemStore whose writes wait for open to close (or their
@@ -80,5 +82,57 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 	}
 	if store.Len() != 0 {
 		t.Fatal("a write landed through a closed gate")
+	}
+}
+
+// TestWriteAfterStopAnswers: a write asked for after the engine stopped
+// (a prober giving a probe lease back as it shuts down) is answered at
+// once with the reason, instead of waiting for a writer that is gone; a
+// later run writes again.
+func TestWriteAfterStopAnswers(t *testing.T) {
+	store := NewMemStore()
+	e := NewEngine(EngineOptions{Store: store, Instance: "prober-a"})
+	run := func() (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		return cancel, done
+	}
+	cancel, done := run()
+	e.Report("p", "k", "m", false, Outcome{Result: failure.Result{Class: failure.QuotaExhausted}, Status: 429})
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if store.Len() != 1 {
+			return errors.New("the hold is not written yet")
+		}
+		return nil
+	})
+	id := e.Holds()[0].ID
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- e.Release(context.Background(), id, SourceAdmin) }()
+	select {
+	case err := <-released:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("release after stop: %v, want the engine's stop (context canceled)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release after the engine stopped is still waiting")
+	}
+
+	cancel, done = run()
+	defer func() { cancel(); <-done }()
+	testkit.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		e.wmu.Lock()
+		defer e.wmu.Unlock()
+		if e.stopped != nil {
+			return errors.New("the new run has not started")
+		}
+		return nil
+	})
+	if err := e.Release(context.Background(), id, SourceAdmin); err != nil {
+		t.Fatalf("release in a new run: %v", err)
 	}
 }

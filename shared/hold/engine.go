@@ -92,6 +92,9 @@ type Engine struct {
 	pending map[string]*intent
 	order   []string
 	kick    chan struct{}
+	// stopped is why the writer ended (nil while it runs): an intent
+	// queued after that is answered with it at once, not left waiting.
+	stopped error
 
 	leaseReq  chan *entry
 	round     atomic.Pointer[chan struct{}] // closed after each lease try (AdmitSoft)
@@ -181,6 +184,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("hold: engine already running")
 	}
 	defer e.running.Store(false)
+	e.wmu.Lock()
+	e.stopped = nil // a run after an earlier one ended writes again
+	e.wmu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { e.watchLoop(ctx) })
 	wg.Go(func() { e.writeLoop(ctx) })
@@ -294,6 +300,12 @@ type holdReq struct {
 
 func (e *Engine) enqueue(in *intent) {
 	e.wmu.Lock()
+	if e.stopped != nil {
+		err := e.stopped
+		e.wmu.Unlock()
+		e.notify(in, err)
+		return
+	}
 	if old := e.pending[in.rec.ID]; old != nil {
 		in.ev = append(old.ev, in.ev...)
 		in.done = append(old.done, in.done...)
@@ -371,7 +383,7 @@ func (e *Engine) writeLoop(ctx context.Context) {
 		if retryT != nil {
 			retryT.Stop()
 		}
-		e.failWaiters(ctx.Err())
+		e.failWaiters(context.Cause(ctx))
 	}()
 	for {
 		select {
@@ -447,9 +459,10 @@ func (e *Engine) notify(in *intent, err error) {
 func (e *Engine) failWaiters(err error) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
+	e.stopped = fmt.Errorf("hold: engine stopped: %w", err)
 	for _, in := range e.pending {
 		for _, d := range in.done {
-			d <- err
+			d <- e.stopped
 		}
 		in.done = nil
 	}
