@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -26,6 +27,9 @@ type breakers struct {
 type breaker struct {
 	cb              *gobreaker.CircuitBreaker[struct{}]
 	provider, model string
+	// threshold is the policy's consecutive_failures as of the last count
+	// (a runtime routing change applies to breakers already made).
+	threshold atomic.Int64
 }
 
 var (
@@ -40,6 +44,7 @@ const breakerNeverHalfOpen = 365 * 24 * time.Hour
 
 func (e *Engine) newBreaker(provider, model string, threshold int) *breaker {
 	b := &breaker{provider: provider, model: model}
+	b.threshold.Store(int64(threshold))
 	name := provider
 	if model != "" {
 		name += "/" + model
@@ -48,17 +53,18 @@ func (e *Engine) newBreaker(provider, model string, threshold int) *breaker {
 		Name:        name,
 		MaxRequests: 1,
 		Timeout:     breakerNeverHalfOpen,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(threshold) },
+		ReadyToTrip: func(c gobreaker.Counts) bool { return int64(c.ConsecutiveFailures) >= b.threshold.Load() },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
-				e.trip(provider, model, threshold)
+				e.trip(provider, model, int(b.threshold.Load()))
 			}
 		},
 	})
 	return b
 }
 
-// breakerFor returns the breaker of provider (and model), creating it.
+// breakerFor returns the breaker of provider (and model), creating it,
+// with threshold as its trip point from now on.
 func (e *Engine) breakerFor(provider, model string, threshold int) *breaker {
 	e.brk.mu.Lock()
 	defer e.brk.mu.Unlock()
@@ -71,6 +77,8 @@ func (e *Engine) breakerFor(provider, model string, threshold int) *breaker {
 	if b == nil {
 		b = e.newBreaker(provider, model, threshold)
 		pm[model] = b
+	} else {
+		b.threshold.Store(int64(threshold))
 	}
 	return b
 }

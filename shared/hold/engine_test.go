@@ -3,6 +3,7 @@ package hold
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -510,6 +511,39 @@ func TestPin(t *testing.T) {
 	}
 	if n := f.events.count(EventProbe, ""); n != 0 {
 		t.Errorf("%d probe events: an ended pin is not probed", n)
+	}
+}
+
+// TestBreakerFollowsPolicyChange: a runtime change of
+// consecutive_failures applies to a breaker already counting, both ways.
+func TestBreakerFollowsPolicyChange(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) { o.Policy = DefaultPolicy() })
+	e := f.engines[0]
+	transient := fail(failure.Transient, failure.ScopeNone)
+	transient.Status = 503
+	withThreshold := func(n int) {
+		p := DefaultPolicy()
+		p.Global.Breaker.ConsecutiveFailures = n
+		e.SetPolicy(p)
+	}
+	e.Report("p", "k", "", false, transient) // the breaker exists from here
+	e.Report("p", "k", "", false, Outcome{OK: true})
+	withThreshold(50)
+	for range 10 {
+		e.Report("p", "k", "", false, transient)
+	}
+	if len(e.Holds()) != 0 {
+		t.Fatalf("tripped after 10 failures with consecutive_failures 50: %+v", e.Holds())
+	}
+	withThreshold(12)
+	e.Report("p", "k", "", false, transient)
+	if len(e.Holds()) != 0 {
+		t.Fatal("tripped after 11 failures with consecutive_failures 12")
+	}
+	e.Report("p", "k", "", false, transient)
+	hs := e.Holds()
+	if len(hs) != 1 || hs[0].ID != "p._" || !strings.Contains(hs[0].Reason, "12 consecutive") {
+		t.Fatalf("after 12 failures with consecutive_failures 12: %+v", hs)
 	}
 }
 
