@@ -83,6 +83,51 @@ providers:
 	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
 }
 
+// TestOthersTripWaitsItsCooldown: a breaker hold another instance tripped
+// (another prober replica here) is not released at once by this prober's
+// passing checks, which release at once only the trips of their own: it
+// waits out its cooldown and is probed like any.
+func TestOthersTripWaitsItsCooldown(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+resilience:
+  breaker: {consecutive_failures: 3, cooldown: 1h, max_cooldown: 2h}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+`)
+	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
+	other, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: onc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for range 3 {
+		other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "503"}})
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+
+	f.startProber(t, cfg)
+	checks := func() int {
+		return f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Path == "/v1/models" })
+	}
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := checks(); n < 3 {
+			return fmt.Errorf("%d checks so far", n)
+		}
+		return nil
+	})
+	if err := wantHold(f, "p1._", hold.StateHeld)(); err != nil {
+		t.Fatalf("after 3 passing checks of this prober: %v", err)
+	}
+}
+
 // TestDueCredentialHoldSettledByProber: a key held as credential_rejected
 // (by another instance) falls due; with no proxy traffic the prober takes
 // the probe lease, lists models with that key once, and the hold is

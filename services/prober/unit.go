@@ -2,9 +2,9 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"switchyard.dev/shared/config"
@@ -288,7 +288,12 @@ func (s *Service) report(t *target, keyID string, r result) {
 	case r.ok:
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{OK: true})
 	case r.res.Class == failure.Transient:
+		before, had := s.providerHold(t.name)
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status})
+		if after, ok := s.providerHold(t.name); ok && live(after) && after.Source == hold.SourceBreaker &&
+			after.RecordedBy == s.inst && (!had || !live(before) || !before.Since.Equal(after.Since)) {
+			s.trips.Store(after.ID, after.Since) // this check tripped it
+		}
 	case m.Holds && m.Scope == failure.ScopeKey:
 		// A check names no model: only what holds a whole key is held
 		// (for a keyless provider, keyID "": the provider, as the proxy
@@ -329,12 +334,23 @@ func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 		s.met.probes.WithLabelValues(rec.Class.String(), "ok").Inc()
 		return
 	}
-	if rec.State == hold.StateHeld && strings.HasPrefix(rec.RecordedBy, "prober-") &&
+	if rec.State == hold.StateHeld && s.trippedHere(rec) &&
 		s.engine.Policy().For(t.name).Breaker.SuccessThreshold <= 1 {
-		if err := s.engine.Release(ctx, rec.ID, hold.SourceProber); err != nil {
+		// At the revision read: an operator's pin or another instance's
+		// write since then stands.
+		err := s.engine.ReleaseAt(ctx, rec.ID, hold.SourceProber, rec.Revision)
+		if err != nil && !errors.Is(err, hold.ErrConflict) {
 			s.log.Warn("release provider hold", "hold", rec.ID, "err", err)
 		}
+		s.trips.Delete(rec.ID)
 	}
+}
+
+// trippedHere reports whether this replica's own checks tripped the hold
+// rec (the trip it noted is rec's, not an earlier one).
+func (s *Service) trippedHere(rec hold.Record) bool {
+	since, ok := s.trips.Load(rec.ID)
+	return ok && since.(time.Time).Equal(rec.Since)
 }
 
 // nextRecord is the unit's record after check r.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +135,97 @@ func TestWriteAfterStopAnswers(t *testing.T) {
 	})
 	if err := e.Release(context.Background(), id, SourceAdmin); err != nil {
 		t.Fatalf("release in a new run: %v", err)
+	}
+}
+
+// lagStore is a MemStore whose watch can be held back (gate): the
+// engine's table lags the store.
+type lagStore struct {
+	*MemStore
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (g *lagStore) Watch(ctx context.Context, apply func(Change)) error {
+	return g.MemStore.Watch(ctx, func(c Change) {
+		g.mu.Lock()
+		gate := g.gate
+		g.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		apply(c)
+	})
+}
+
+// TestReleaseAtKeepsALaterWrite: an automatic release (ReleaseAt, the
+// prober's after a passing check) of the hold as it was read leaves an
+// operator's pin written since in place, whether this instance's table
+// has seen the pin (ErrConflict) or only the store has it (the
+// compare-and-set loses and the pin is adopted); Release overwrites it.
+func TestReleaseAtKeepsALaterWrite(t *testing.T) {
+	ms := NewMemStore()
+	lag := &lagStore{MemStore: ms}
+	prober := NewEngine(EngineOptions{Store: lag, Instance: "prober-a", Source: SourceProber, Policy: DefaultPolicy()})
+	admin := NewEngine(EngineOptions{Store: ms, Instance: "admin-b", Policy: DefaultPolicy()})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { _ = prober.Run(ctx) })
+	wg.Go(func() { _ = admin.Run(ctx) })
+	for range 5 { // the breaker trips
+		prober.Report("p", "", "", false, Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Reason: "503"}})
+	}
+	tripped := func(e *Engine) func() error {
+		return func() error {
+			for _, h := range e.Holds() {
+				if h.ID == "p._" && h.State == StateHeld && h.Source == SourceBreaker && h.Revision != 0 {
+					return nil
+				}
+			}
+			return errors.New("no written trip hold")
+		}
+	}
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, tripped(prober))
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, tripped(admin))
+	read := prober.Holds()[0] // the trip, as the prober read it
+
+	lag.mu.Lock()
+	lag.gate = make(chan struct{}) // the prober's table lags from here
+	lag.mu.Unlock()
+	pin := func() {
+		if err := admin.Pin(ctx, Scope{Kind: ScopeProvider, Provider: "p"}, time.Now().Add(time.Hour), "maintenance"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin()
+	if err := prober.ReleaseAt(ctx, "p._", SourceProber, read.Revision); err != nil {
+		t.Fatalf("release of a hold changed only in the store: %v", err)
+	}
+	if r, _ := ms.Get(ctx, "p._"); !r.Pinned || r.State != StateHeld {
+		t.Fatalf("after the release at the revision read, the store holds %+v, want the pin", r)
+	}
+	lag.mu.Lock()
+	close(lag.gate)
+	lag.gate = nil
+	lag.mu.Unlock()
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if h := prober.Holds(); len(h) != 1 || !h[0].Pinned {
+			return fmt.Errorf("the prober's table: %+v", h)
+		}
+		return nil
+	})
+	if err := prober.ReleaseAt(ctx, "p._", SourceProber, read.Revision); !errors.Is(err, ErrConflict) {
+		t.Fatalf("release at an old revision of a pin in the table: %v, want ErrConflict", err)
+	}
+	if err := prober.Release(ctx, "p._", SourceAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := ms.Get(ctx, "p._"); r.Pinned || r.State != StateReleased {
+		t.Fatalf("an operator's release left %+v", r)
 	}
 }

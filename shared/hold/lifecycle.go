@@ -387,16 +387,41 @@ func (e *Engine) Release(ctx context.Context, id string, source string) error {
 			return fmt.Errorf("release %s: %w", id, ErrNotFound)
 		}
 	}
-	return wait(ctx, e.releaseEntry(en, source))
+	return wait(ctx, e.releaseEntry(en, source, 0))
 }
 
-func (e *Engine) releaseEntry(en *entry, source string) chan error {
+// ReleaseAt releases the hold id as Release does, but only as this
+// instance last saw it, at revision rev: a hold that has changed since
+// (an operator's pin, another instance's write) keeps the change. It is
+// ErrConflict when the change is already in this instance's table; when
+// it is only in the store, the compare-and-set loses and the stored
+// record is adopted (nil: nothing was released). An automatic release
+// (the prober's, after a passing check) uses it; an operator's Release
+// overwrites whatever is there.
+func (e *Engine) ReleaseAt(ctx context.Context, id, source string, rev uint64) error {
+	e.mu.Lock()
+	en := e.entries[id]
+	e.mu.Unlock()
+	if en == nil {
+		return fmt.Errorf("release %s: %w", id, ErrNotFound)
+	}
+	return wait(ctx, e.releaseEntry(en, source, rev))
+}
+
+// releaseEntry releases en (the current entry of its id): whatever the
+// store holds when rev is 0, else only at revision rev (ReleaseAt).
+func (e *Engine) releaseEntry(en *entry, source string, rev uint64) chan error {
 	now := e.clock.Now()
 	set := e.Policy().For(en.rec.Scope.Provider)
 	done := make(chan error, 1)
 	e.mu.Lock()
 	if cur := e.entries[en.rec.ID]; cur != nil {
 		en = cur
+	}
+	if rev != 0 && (en.pending || en.rec.Revision != rev) {
+		e.mu.Unlock()
+		done <- fmt.Errorf("release %s at revision %d: %w", en.rec.ID, rev, ErrConflict)
+		return done
 	}
 	rec := en.rec
 	rec.RecordedBy = e.inst
@@ -405,7 +430,7 @@ func (e *Engine) releaseEntry(en *entry, source string) chan error {
 	n.pending = true
 	e.installLocked(n)
 	e.mu.Unlock()
-	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: true,
+	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: rev == 0,
 		ev: []Event{e.event(EventRelease, rec, source)}, done: []chan error{done}, entry: n})
 	return done
 }
@@ -446,7 +471,7 @@ func (e *Engine) ReleaseKey(ctx context.Context, provider, keyID, source string)
 	e.mu.Unlock()
 	dones := make([]chan error, len(ens))
 	for i, en := range ens {
-		dones[i] = e.releaseEntry(en, source)
+		dones[i] = e.releaseEntry(en, source, 0)
 	}
 	var errs []error
 	for _, d := range dones {
