@@ -97,11 +97,13 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prober: %w", err)
 	}
-	m, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: deps.NATS, Log: log})
+	var s *Service
+	m, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: deps.NATS, Log: log,
+		Fingerprint: func(provider, keyID string) string { return s.fingerprint(provider, keyID) }})
 	if err != nil {
 		return nil, fmt.Errorf("prober: %w", err)
 	}
-	s := &Service{
+	s = &Service{
 		cfg:     withDefaults(cfg.Prober),
 		limits:  cfg.Limits,
 		credKey: cfg.Credentials.Key,

@@ -40,6 +40,21 @@ func (s *secrets) of(provider string, key config.Key) config.Secret {
 	return key.Value
 }
 
+// fingerprint is the fingerprint of the secret the prober sends for a key
+// of the routing in use (rotated, reloaded or configured): the hold
+// records it writes name the secret that was refused, as the proxies' do.
+func (s *Service) fingerprint(provider, keyID string) string {
+	t := s.routing().targets[provider]
+	if t == nil {
+		return ""
+	}
+	k, ok := t.keyByID(keyID)
+	if !ok {
+		return ""
+	}
+	return s.secrets.of(provider, k).Fingerprint()
+}
+
 // runCredentials follows rotated secrets until ctx ends; ready is called
 // once the bucket's secrets have loaded (at once when rotation is off).
 // Rotations of keys the routing in use does not have are kept too: a

@@ -59,3 +59,34 @@ providers:
 		return nil
 	})
 }
+
+// TestHoldNamesTheSecretSent: a hold the prober records for a refused key
+// carries the fingerprint of the secret it sent (the rotated one), not of
+// the file's.
+func TestHoldNamesTheSecretSent(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"nobody-has-this"}})
+	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	cfg := f.config(t, `
+credentials:
+  encryption_key: env:CRED_KEY
+prober:
+  check_interval: 100ms
+  recheck_interval: 100ms
+`+oneProvider, "CRED_KEY="+credKey)
+	box, err := credentials.NewBox(cfg.Credentials.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := config.NewSecret("rotated-secret-1")
+	if _, _, err := credentials.Put(context.Background(), f.res.Credentials, box, "p1", "k1", rotated, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := f.holdRecord("p1.k1")
+		return err
+	})
+	if rec, _ := f.holdRecord("p1.k1"); rec.Fingerprint != rotated.Fingerprint() {
+		t.Fatalf("the hold names secret %q, want the rotated one sent and refused (%q)", rec.Fingerprint, rotated.Fingerprint())
+	}
+}
