@@ -31,6 +31,7 @@ prober:
   recheck_interval: 100ms
   jitter: 0
   lease_ttl: 1s
+  check_timeout: 900ms
   settle_interval: 50ms
 `
 

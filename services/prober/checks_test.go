@@ -27,6 +27,7 @@ prober:
   jitter: 0
   unhealthy_after: 2
   lease_ttl: 1s
+  check_timeout: 900ms
   settle_interval: 50ms
 `
 
@@ -200,7 +201,7 @@ providers:
       - {id: k1, secret: env:K1, priority: 10}
       - {id: k2, secret: env:K2}
     models: [{name: gpt-4o-mini}]
-    health_check: {interval: 1h, timeout: 20s}
+    health_check: {interval: 1h, timeout: 900ms}
 `)
 	other := f.otherInstance(t, cfg)
 	other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 401, Result: failure.Result{

@@ -24,6 +24,7 @@ prober:
   check_interval: 250ms
   jitter: 0
   lease_ttl: 1s
+  check_timeout: 900ms
 providers:
   - name: p1
     type: openai
@@ -86,4 +87,25 @@ providers:
 	})
 	assertSpaced(pings()[before:])
 	owner.stop()
+}
+
+// TestWorkEndsWithTheLease: a unit's check or discovery runs with a
+// context that ends when the lease it runs under lapses (another replica
+// may take the unit over from then on), or sooner with its parent.
+func TestWorkEndsWithTheLease(t *testing.T) {
+	var s Service
+	until := time.Now().Add(time.Hour)
+	u := &unit{lease: &lease{until: until}}
+	var got time.Time
+	s.underLease(context.Background(), u, func(ctx context.Context, _ *unit) { got, _ = ctx.Deadline() })
+	if !got.Equal(until) {
+		t.Fatalf("work's deadline %v, want the lease's end %v", got, until)
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.underLease(parent, u, func(ctx context.Context, _ *unit) {
+		if ctx.Err() == nil {
+			t.Fatal("work under a lease outlives its parent context")
+		}
+	})
 }

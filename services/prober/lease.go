@@ -22,6 +22,9 @@ type lease struct {
 	inst string
 	ttl  time.Duration
 	rev  uint64 // revision of our lease; 0 when not ours
+	// until is when our lease lapses at the earliest (its last write's
+	// send time plus ttl): work done under it ends by then.
+	until time.Time
 }
 
 // errLeaseLost: the lease is someone else's.
@@ -34,11 +37,12 @@ func (l *lease) acquire(ctx context.Context) (lapse time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	ttl := holdkv.TTL(l.ttl)
+	sent := time.Now()
 	if l.rev != 0 {
 		msg := &nats.Msg{Subject: "$KV." + l.kv.Bucket() + "." + l.key, Data: []byte(l.inst)}
 		ack, err := l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(l.rev), jetstream.WithMsgTTL(ttl))
 		if err == nil {
-			l.rev = ack.Sequence
+			l.rev, l.until = ack.Sequence, sent.Add(l.ttl)
 			return time.Time{}, nil
 		}
 		l.rev = 0
@@ -49,7 +53,7 @@ func (l *lease) acquire(ctx context.Context) (lapse time.Time, err error) {
 	}
 	rev, err := l.kv.Create(ctx, l.key, []byte(l.inst), jetstream.KeyTTL(ttl))
 	if err == nil {
-		l.rev = rev
+		l.rev, l.until = rev, sent.Add(l.ttl)
 		return time.Time{}, nil
 	}
 	var apiErr *jetstream.APIError
@@ -61,7 +65,7 @@ func (l *lease) acquire(ctx context.Context) (lapse time.Time, err error) {
 		return time.Time{}, errLeaseLost
 	}
 	if string(e.Value()) == l.inst { // ours after all (a renewal whose answer was lost)
-		l.rev = e.Revision()
+		l.rev, l.until = e.Revision(), e.Created().Add(l.ttl)
 		return time.Time{}, nil
 	}
 	return e.Created().Add(ttl), errLeaseLost

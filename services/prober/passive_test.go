@@ -89,6 +89,7 @@ func TestPassiveCountsInHealthRecords(t *testing.T) {
 	cfg := f.config(t, `
 prober:
   lease_ttl: 1s
+  check_timeout: 900ms
 providers:
   - name: p1
     type: openai

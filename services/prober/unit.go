@@ -77,11 +77,15 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 		u.owned = owned
 		wake := now.Add(ttl / 3)
 		if owned {
+			// The check and the discovery each end within the lease they
+			// run under: another replica takes the unit over once it lapses.
 			if !now.Before(u.next) {
-				s.runCheck(ctx, u)
+				s.underLease(ctx, u, s.runCheck)
 			}
 			if u.discover && !time.Now().Before(u.nextDiscovery) {
-				s.discoverModels(ctx, u)
+				if _, err := u.lease.acquire(ctx); err == nil { // the check may have used most of it
+					s.underLease(ctx, u, s.discoverModels)
+				}
 			}
 			s.refreshPassive(ctx, u)
 			wake = earliest(wake, u.next)
@@ -101,6 +105,15 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 		case <-timer.C:
 		}
 	}
+}
+
+// underLease runs work for u with a context that ends when u's lease
+// lapses: a check still out then is cut and its result dropped (it is no
+// longer this replica's to write).
+func (s *Service) underLease(ctx context.Context, u *unit, work func(context.Context, *unit)) {
+	lctx, cancel := context.WithDeadline(ctx, u.lease.until)
+	defer cancel()
+	work(lctx, u)
 }
 
 // follow adjusts the schedule of a unit this replica owns to a new routing
@@ -564,6 +577,9 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 		return
 	}
 	r := s.send(ctx, u.t, key, u.t.modelsList(u.t.spec.timeout))
+	if ctx.Err() != nil {
+		return // shutting down, or the lease lapsed: says nothing of the provider
+	}
 	if !r.ok {
 		s.report(u.t, key.ID, r) // a refused key is held like a failed check's
 	}

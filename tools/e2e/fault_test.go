@@ -736,7 +736,7 @@ func natsKill9(t *testing.T, l killLoad) {
 	cfg.Prober.CheckInterval = 200 * time.Millisecond
 	cfg.Prober.RecheckInterval = 200 * time.Millisecond
 	cfg.Prober.SettleInterval = 200 * time.Millisecond
-	cfg.Prober.LeaseTTL = time.Second
+	cfg.Prober.LeaseTTL, cfg.Prober.CheckTimeout = time.Second, 900*time.Millisecond
 	cfg.Retry.BackoffBase, cfg.Retry.BackoffMax = time.Millisecond, 5*time.Millisecond
 	cfg.Providers = []config.Provider{{
 		Name: "fake", Type: "openai", BaseURL: fake.URL() + "/v1", Selection: config.SelectionRoundRobin,

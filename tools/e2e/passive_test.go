@@ -117,6 +117,7 @@ func TestPassiveCountsReachHealthRecords(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Proxy.PassiveReportInterval = 50 * time.Millisecond
 	cfg.Prober.LeaseTTL = time.Second // the record is refreshed every third of it
+	cfg.Prober.CheckTimeout = 900 * time.Millisecond
 	cfg.Retry.BackoffBase, cfg.Retry.BackoffMax = time.Millisecond, 5*time.Millisecond
 	cfg.Providers = []config.Provider{{
 		Name: "fake-openai", Type: "openai", BaseURL: fake.URL() + "/v1", Selection: "round_robin",

@@ -168,6 +168,7 @@ prober:
   recheck_interval: 100ms
   settle_interval: 100ms
   lease_ttl: 1s
+  check_timeout: 900ms
   jitter: 0
 admin:
   tokens:
