@@ -20,7 +20,8 @@ const (
 	BucketHolds = "switchyard_holds"
 	// BucketHealth keeps one health record (JSON) per provider and target.
 	BucketHealth = "switchyard_health"
-	// BucketLeases keeps short-lived probe and check leases (per-key TTL).
+	// BucketLeases keeps the prober replicas' check leases (per-key TTL); a
+	// hold's probe lease lives in the hold record.
 	BucketLeases = "switchyard_leases"
 	// BucketCredentials keeps encrypted rotated secrets, a few revisions each.
 	BucketCredentials = "switchyard_credentials"
@@ -210,7 +211,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 	kvs := []jetstream.KeyValueConfig{
 		ttlBucket(BucketHolds, "Switchyard hold records: key <provider>.<key id|_>[.<model>], JSON value"),
 		ttlBucket(BucketHealth, "Switchyard health records per provider and target"),
-		ttlBucket(BucketLeases, "Switchyard probe and check leases (per-key TTL)"),
+		ttlBucket(BucketLeases, "Switchyard prober check leases (per-key TTL)"),
 		ttlBucket(BucketLimits, "Switchyard plan consumption: key <client>.<counter>.<window>.<instance>, per-key TTL"),
 		{
 			Bucket:      BucketCredentials,
