@@ -1,11 +1,13 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/jsonfield"
 )
 
 // holdView is a hold record as the API shows it: the record (see
@@ -295,21 +298,53 @@ func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time
 	return sc, until, nil
 }
 
-// decodeBody decodes one JSON object, rejecting unknown fields and
-// trailing data.
+// decodeBody decodes one JSON object into v (a pointer to a struct),
+// refusing unknown fields, anything after the object, and what parsers
+// read differently (jsonfield.Strict): a key named twice (encoding/json
+// keeps the last), top-level keys that differ only in case, or one that
+// differs only in case from a field of v (encoding/json would take it for
+// the field).
 func decodeBody(body []byte, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return errors.New("empty body: want a JSON object")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("body: %w", err)
 	}
-	if dec.More() {
-		return errors.New("body: trailing data after the object")
+	if _, err := jsonfield.Strict(body, jsonNames(reflect.TypeOf(v))); err != nil {
+		if errors.Is(err, jsonfield.ErrInvalid) { // the object decoded: what follows it is not JSON
+			return errors.New("body: trailing data after the object")
+		}
+		return fmt.Errorf("body: %w", err)
 	}
 	return nil
+}
+
+// jsonNames are the JSON names of the fields of struct type t (through a
+// pointer), those of embedded structs included.
+func jsonNames(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+		case f.Anonymous && name == "":
+			names = append(names, jsonNames(f.Type)...)
+		case name == "":
+			names = append(names, f.Name)
+		default:
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // servesModel reports whether a provider has model: configured (by its
