@@ -319,9 +319,11 @@ func (s *Service) preview(c *fiber.Ctx) error {
 	}
 	// the gateway's own fields (the health checks' path and method) stay
 	// when the candidate omits them, as activate keeps them
-	doc, kept, err := configstore.KeepRuntimeFields([]byte(active.Document), doc)
-	if err != nil {
-		return bodyError(c, err)
+	// (a candidate that does not parse keeps nothing: its validation
+	// below says why)
+	var kept []string
+	if d, k, err := configstore.KeepRuntimeFields([]byte(active.Document), doc); err == nil {
+		doc, kept = d, k
 	}
 	ans := previewAnswer{Errors: []string{}, Warnings: []string{}, ActiveVersion: active.Version, Base: active.ActiveRevision,
 		Unchanged: active.Version != 0 && active.SHA256 == configstore.Sum(doc)}

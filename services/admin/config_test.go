@@ -222,6 +222,13 @@ func TestConfigPreviewActivateRollback(t *testing.T) {
 		t.Errorf("activate invalid: %s", r.raw)
 	}
 	e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", "nats: {url: nats://x}\n").expect(t, 200, "")
+	for _, doc := range []string{"providers: [\n", "- a\n- b\n"} { // not a document: the same answer
+		r = e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", doc)
+		r.expect(t, 200, "")
+		if r.body["valid"] != false || len(list(r.body["errors"])) == 0 || r.body["diff"] != nil {
+			t.Errorf("preview of %q = %s", doc, r.raw)
+		}
+	}
 	if after := e.bucketKeys(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("the bucket changed: %v -> %v", before, after)
 	}
