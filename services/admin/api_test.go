@@ -185,6 +185,9 @@ func TestHolds(t *testing.T) {
 		if r.body["id"] != "openai.secondary.gpt-4o" || r.body["pinned"] != true || !strings.Contains(r.body["reason"].(string), "oncall") {
 			t.Fatalf("pin = %s", r.raw)
 		}
+		if fp := e.cfg.Provider("openai").Keys[1].Value.Fingerprint(); fp == "" || r.body["fingerprint"] != fp {
+			t.Errorf("pin of key secondary names fingerprint %v, want its secret's %q", r.body["fingerprint"], fp)
+		}
 		testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
 			if e.proxy.Engine.Admit("openai", "secondary", "gpt-4o") != hold.Deny {
 				return fmt.Errorf("proxy still admits the pinned target")

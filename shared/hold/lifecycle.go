@@ -498,6 +498,9 @@ func (e *Engine) Pin(ctx context.Context, scope Scope, until time.Time, reason s
 		Class: failure.Unrecognised, Since: now, Until: until, Reason: reason, Code: "pinned",
 		Source: SourceAdmin, RecordedBy: e.inst, RecordedAt: now, Pinned: true,
 	}
+	if e.fp != nil && scope.Key != "" {
+		rec.Fingerprint = e.fp(scope.Provider, scope.Key) // the secret the pin was made against
+	}
 	e.mu.Lock()
 	if cur := e.entries[rec.ID]; cur != nil {
 		rec.Revision = cur.rec.Revision
