@@ -96,7 +96,7 @@ type Service struct {
 	quota *quota.Limiter
 
 	rotMu   sync.Mutex
-	rotated map[string]credentials.Record // provider/key -> last rotation (no secret)
+	rotated map[string]rotation // provider/key -> last rotation (no secret)
 
 	stop     chan struct{} // closed when the service shuts down: ends event streams
 	stopOnce sync.Once
@@ -117,7 +117,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		auth:           newAuthenticator(cfg.Admin.Tokens),
 		hb:             deps.Heartbeat,
 		explainTimeout: deps.ExplainTimeout,
-		rotated:        map[string]credentials.Record{},
+		rotated:        map[string]rotation{},
 		stop:           make(chan struct{}),
 		health:         health.NewView(nil),
 		usage:          newUsageReader(deps.UsageMaxScan),

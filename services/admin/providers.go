@@ -176,7 +176,7 @@ func (s *Service) status() []providerStatus {
 		return "unknown", ""
 	}
 	s.rotMu.Lock()
-	rotated := make(map[string]credentials.Record, len(s.rotated))
+	rotated := make(map[string]rotation, len(s.rotated))
 	for k, v := range s.rotated {
 		rotated[k] = v
 	}
@@ -393,7 +393,7 @@ func (s *Service) rotateKey(c *fiber.Ctx) error {
 		s.log.Warn("admin: rotate", "provider", name, "key", id, "err", err)
 		return natsDown(c)
 	}
-	s.noteRotation(rec)
+	s.noteRotation(rec, rev)
 	released, err := s.engine.ReleaseKey(ctx, name, id, hold.SourceCredential)
 	releases := "written"
 	if err != nil {
@@ -410,11 +410,21 @@ func (s *Service) rotateKey(c *fiber.Ctx) error {
 	})
 }
 
-func (s *Service) noteRotation(r credentials.Record) {
+// rotation is a key's last rotation as the status shows it: its record
+// (no secret) and its revision in switchyard_credentials.
+type rotation struct {
+	credentials.Record
+	rev uint64
+}
+
+// noteRotation keeps r (written at bucket revision rev) when it is the
+// key's latest: by revision, the order the proxies apply rotations in, not
+// by rotated_at, which is each writer's own clock.
+func (s *Service) noteRotation(r credentials.Record, rev uint64) {
 	s.rotMu.Lock()
 	defer s.rotMu.Unlock()
-	if cur, ok := s.rotated[r.Provider+"/"+r.Key]; !ok || !cur.RotatedAt.After(r.RotatedAt) {
-		s.rotated[r.Provider+"/"+r.Key] = r
+	if cur, ok := s.rotated[r.Provider+"/"+r.Key]; !ok || cur.rev < rev {
+		s.rotated[r.Provider+"/"+r.Key] = rotation{Record: r, rev: rev}
 	}
 }
 

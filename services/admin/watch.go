@@ -35,7 +35,7 @@ func (s *Service) watchRotations(ctx context.Context) {
 			return
 		}
 		if r, err := credentials.Decode(ev.Key, ev.Value); err == nil {
-			s.noteRotation(r)
+			s.noteRotation(r, ev.Revision)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -120,4 +121,51 @@ func TestWatchersAfterRestart(t *testing.T) {
 			t.Errorf("%s written after a NATS restart reached the admin service %s after the write, want within 1s", w.name, d)
 		}
 	}
+}
+
+// TestStatusFollowsTheLastRotation: the status shows the fingerprint of a
+// key's last rotation in the bucket (what every proxy uses), even when an
+// earlier one says it was made later (another admin instance whose clock
+// runs ahead).
+func TestStatusFollowsTheLastRotation(t *testing.T) {
+	e := startEnv(t, true)
+	box, err := credentials.NewBox(e.cfg.Credentials.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := box.Seal("openai", "primary", config.NewSecret("sk-from-a-clock-ahead"), "other-admin", time.Now().Add(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(ahead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := e.svc.member.Resources().Credentials
+	if _, err := kv.Put(context.Background(), credentials.KVKey("openai", "primary"), data); err != nil {
+		t.Fatal(err)
+	}
+	shows := func(fp string) func() error {
+		return func() error {
+			st := e.do("GET", "/admin/providers/status", readToken, nil)
+			for _, p := range list(st.body["providers"]) {
+				for _, k := range list(obj(p)["keys"]) {
+					if obj(p)["name"] == "openai" && obj(k)["id"] == "primary" && obj(k)["fingerprint"] != fp {
+						return fmt.Errorf("status shows %v, want %s", obj(k)["fingerprint"], fp)
+					}
+				}
+			}
+			return nil
+		}
+	}
+	testkit.CheckFor(t, testTimeout, 5*time.Millisecond, shows(ahead.Fingerprint))
+	e.do("PUT", "/admin/providers/openai/keys/primary", opToken, map[string]any{"secret": "sk-live-latest"}).expect(t, 200, "")
+	latest, _, err := credentials.Get(context.Background(), kv, "openai", "primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Fingerprint != config.NewSecret("sk-live-latest").Fingerprint() {
+		t.Fatalf("the bucket's latest is %s", latest.Fingerprint)
+	}
+	testkit.CheckFor(t, testTimeout, 5*time.Millisecond, shows(latest.Fingerprint))
 }
