@@ -184,7 +184,7 @@ func (a *adminFlags) openAs(ctx context.Context, method, path, ct string, body i
 		}
 		ae := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-			ae.Code, ae.Msg = eb.Error.Code, eb.Error.Msg
+			ae.Code, ae.Msg, ae.Errors = eb.Error.Code, eb.Error.Msg, eb.Error.Errors
 		} else {
 			ae.Code, ae.Msg = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,5 +193,25 @@ func TestConfigVerbs(t *testing.T) {
 	}
 	if v := f.routingVersion(t); v != 7 {
 		t.Errorf("after the refusals the admin service routes with version %d, want 7", v)
+	}
+}
+
+// TestAPIErrorKeepsLoaderMessages: an invalid_config answer's loader
+// messages reach the error swctl prints, each on its line.
+func TestAPIErrorKeepsLoaderMessages(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"code":"invalid_config","message":"the document does not load","errors":["providers[0].type: unknown type","chains.x: no steps"]}}`))
+	}))
+	defer srv.Close()
+	a := &adminFlags{url: srv.URL, token: "t"}
+	_, err := a.openAs(context.Background(), http.MethodPost, "/admin/config/activate", "application/json", strings.NewReader("{}"))
+	var ae *apiError
+	if !errors.As(err, &ae) || len(ae.Errors) != 2 {
+		t.Fatalf("err %v, want an apiError with the 2 loader messages", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "\n  providers[0].type: unknown type\n  chains.x: no steps") {
+		t.Errorf("error text %q", msg)
 	}
 }
