@@ -150,7 +150,8 @@ func routingOf(c *Config) any {
 		Prices     []Price
 		TripOn     map[string]TripRule
 		Resilience Resilience
-	}{c.Providers, c.Aliases, c.Chains, c.Clients, c.Plans, c.Prices, c.TripOn, c.Resilience}
+		Routing    Routing
+	}{c.Providers, c.Aliases, c.Chains, c.Clients, c.Plans, c.Prices, c.TripOn, c.Resilience, c.Routing}
 }
 
 // document is a routing document for load.

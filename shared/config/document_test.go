@@ -102,6 +102,11 @@ func TestExtractDocument(t *testing.T) {
 	if SameRouting(a, c) {
 		t.Error("another secret routes the same")
 	}
+	d, _ := Load(path, minimalEnv)
+	d.Routing.FailClosed = !d.Routing.FailClosed
+	if SameRouting(a, d) {
+		t.Error("another routing section routes the same")
+	}
 }
 
 // TestLoadOverlay: a new routing document over a loaded configuration

@@ -1,6 +1,6 @@
 // Package configstore keeps the fleet's routing configuration (the keys
 // of config.RoutableKeys: providers, aliases, chains, clients, plans,
-// prices, trip_on, resilience) as versioned documents in NATS, with their
+// prices, trip_on, resilience, routing) as versioned documents in NATS, with their
 // history: storage, activation by compare-and-set, rollback, the watch
 // every service applies new versions from, a structured diff of two
 // documents (Diff) and small edits (SetStepActive, SetKeyField, AddKey,
