@@ -172,7 +172,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	e := startEnv(t, true)
 	upstream := failingProvider(t)
-	b := startBrowser(t, 60*time.Second) // closed before the fleet (cleanups run last first)
+	b := startBrowser(t, 90*time.Second) // closed before the fleet (cleanups run last first)
 	ctx := b.ctx
 
 	const (
