@@ -222,6 +222,15 @@ func TestConfigPreviewActivateRollback(t *testing.T) {
 		t.Errorf("activate invalid: %s", r.raw)
 	}
 	e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", "nats: {url: nats://x}\n").expect(t, 200, "")
+	// valid key by key, but not once merged with the defaults, as every
+	// service builds its hold policy: refused like any invalid document
+	ladder := strings.Replace(docV2, "providers:", "resilience:\n  ladder:\n    rate_limit: {base: 10m}\nproviders:", 1)
+	r = e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", ladder)
+	r.expect(t, 200, "")
+	if r.body["valid"] != false || !strings.Contains(fmt.Sprint(r.body["errors"]), "candidate: resilience.ladder.rate_limit: ceiling 5m0s is below base 10m0s") {
+		t.Errorf("preview of a ladder below its default ceiling = %s", r.raw)
+	}
+	e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": ladder}).expect(t, 400, codeInvalidConfig)
 	for _, doc := range []string{"providers: [\n", "- a\n- b\n"} { // not a document: the same answer
 		r = e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", doc)
 		r.expect(t, 200, "")

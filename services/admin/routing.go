@@ -155,7 +155,17 @@ func (s *Service) followRouting(ctx context.Context) {
 // every service will when the version is active: the store's validation
 // (configstore.WithValidate) and the preview's.
 func (s *Service) validateDocument(doc []byte, name string) (*config.Config, error) {
-	return config.LoadOverlay(s.cfg, s.environ, doc, name)
+	cfg, err := config.LoadOverlay(s.cfg, s.environ, doc, name)
+	if err != nil {
+		return nil, err
+	}
+	// The hold policy every service builds from it (ladders and breakers
+	// after defaults and global values): a version that no service could
+	// apply never becomes active.
+	if _, err := hold.PolicyFromConfig(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // routingView is GET /admin/config/routing: the parts of the routing

@@ -116,6 +116,13 @@ func specFor(pc config.Prober, p config.Provider) checkSpec {
 	if s.timeout <= 0 {
 		s.timeout = pc.CheckTimeout
 	}
+	if most := pc.LeaseTTL * 9 / 10; most > 0 && s.timeout > most {
+		// A check ends within the lease it runs under (a fleet version's
+		// timeout is not checked against this replica's lease_ttl): a
+		// slower answer is a timeout, recorded as one, not a check cut
+		// when the lease lapses and never recorded.
+		s.timeout = most
+	}
 	switch {
 	case !hc.CheckEnabled():
 		s.reason = "health_check.enabled is false"

@@ -209,7 +209,7 @@ func (c *Config) decodeErrors(err error) error {
 			if i := strings.IndexByte(path, '['); i >= 0 && c.fromEnv[path[:i]] != "" {
 				path = path[:i] // an element of a list set from the environment
 			}
-			out = append(out, fmt.Errorf("%s: %s", c.at(path), x.Unwrap()))
+			out = append(out, fmt.Errorf("%s: %s", c.At(path), x.Unwrap()))
 		case interface{ Unwrap() []error }:
 			for _, e := range x.Unwrap() {
 				walk(e)
@@ -228,9 +228,10 @@ func (c *Config) decodeErrors(err error) error {
 	return errors.Join(out...)
 }
 
-// at names a key path in messages: "<file>: <path>", with the variable
-// when the value came from the environment.
-func (c *Config) at(path string) string {
+// At names a key path in messages: "<file>: <path>" ("<routing
+// version>: <path>" for a routing key that came from a fleet version), with
+// the variable when the value came from the environment.
+func (c *Config) At(path string) string {
 	if c.docName != "" && Routable(path) {
 		return c.docName + ": " + path
 	}

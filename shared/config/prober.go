@@ -156,7 +156,4 @@ func (v *validator) healthCheck(at string, hc HealthCheck) {
 	if hc.Timeout < 0 {
 		v.add(at+".timeout", "must be >= 0, got %s", hc.Timeout)
 	}
-	if lt := v.cfg.Prober.LeaseTTL; lt > 0 && hc.Timeout >= lt {
-		v.add(at+".timeout", "must be below prober.lease_ttl (%s), got %s: a check ends within the lease of the prober replica that runs it", lt, hc.Timeout)
-	}
 }

@@ -89,7 +89,7 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 	}
 	var errs []error
 	fail := func(path string, err error) {
-		errs = append(errs, fmt.Errorf("%s: %s", c.at(path), unresolvedReason(err)))
+		errs = append(errs, fmt.Errorf("%s: %s", c.At(path), unresolvedReason(err)))
 	}
 
 	kept := c.Providers[:0]

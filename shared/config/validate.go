@@ -104,7 +104,7 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf("%s: %s", v.cfg.at(path), fmt.Sprintf(format, args...)))
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", v.cfg.At(path), fmt.Sprintf(format, args...)))
 }
 
 // oneOf checks that value is one of allowed.

@@ -170,10 +170,7 @@ func (b *BreakerPolicy) countsForBreaker(status int) bool {
 // file and key path (the loader has validated each field; this checks the
 // merged result, e.g. a provider's base above the global ceiling).
 func PolicyFromConfig(cfg *config.Config) (Policy, error) {
-	src := "config"
-	if cfg.File != "" {
-		src = cfg.File
-	}
+	src := cfg.At // where a key came from: the file, or the routing version
 	var errs []error
 	global := DefaultSettings()
 	if err := overlay(&global, cfg.Resilience, src, "resilience"); err != nil {
@@ -199,7 +196,7 @@ func (s Settings) clone() Settings {
 	return s
 }
 
-func overlay(s *Settings, r config.Resilience, src, at string) error {
+func overlay(s *Settings, r config.Resilience, src func(path string) string, at string) error {
 	var errs []error
 	for _, l := range []struct {
 		name string
@@ -221,7 +218,7 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 			cur.Ceiling = l.l.Ceiling
 		}
 		if cur.Ceiling < cur.Base {
-			errs = append(errs, fmt.Errorf("%s: %s.ladder.%s: ceiling %s is below base %s (after defaults and global values)", src, at, l.name, cur.Ceiling, cur.Base))
+			errs = append(errs, fmt.Errorf("%s: ceiling %s is below base %s (after defaults and global values)", src(at+".ladder."+l.name), cur.Ceiling, cur.Base))
 		}
 		s.Ladders[l.c] = cur
 	}
@@ -245,7 +242,7 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 	}
 	if r.CorrelateKeys != nil {
 		if *r.CorrelateKeys < 0 {
-			errs = append(errs, fmt.Errorf("%s: %s.correlate_keys: must be >= 0 (0 turns it off), got %d", src, at, *r.CorrelateKeys))
+			errs = append(errs, fmt.Errorf("%s: must be >= 0 (0 turns it off), got %d", src(at+".correlate_keys"), *r.CorrelateKeys))
 		} else {
 			s.CorrelateKeys = *r.CorrelateKeys
 		}
@@ -273,14 +270,14 @@ func overlay(s *Settings, r config.Resilience, src, at string) error {
 		s.Breaker.SuccessThreshold = b.SuccessThreshold
 	}
 	if s.Breaker.MaxCooldown < s.Breaker.Cooldown {
-		errs = append(errs, fmt.Errorf("%s: %s.breaker.max_cooldown: %s is below cooldown %s (after defaults and global values)", src, at, s.Breaker.MaxCooldown, s.Breaker.Cooldown))
+		errs = append(errs, fmt.Errorf("%s: %s is below cooldown %s (after defaults and global values)", src(at+".breaker.max_cooldown"), s.Breaker.MaxCooldown, s.Breaker.Cooldown))
 	}
 	if b.FailureOnStatuses != nil {
 		s.Breaker.FailureOnStatuses = nil
 		for i, st := range b.FailureOnStatuses {
 			lo, hi, err := config.ParseStatusClass(st)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s.breaker.failure_on_statuses[%d]: %w", src, at, i, err))
+				errs = append(errs, fmt.Errorf("%s: %w", src(fmt.Sprintf("%s.breaker.failure_on_statuses[%d]", at, i)), err))
 				continue
 			}
 			s.Breaker.FailureOnStatuses = append(s.Breaker.FailureOnStatuses, StatusRange{lo, hi})
