@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -150,6 +151,12 @@ type usagePublisher struct {
 	// unsent are messages not acknowledged when the publisher stopped,
 	// for the drain (the run goroutine's own).
 	unsent []usageMsg
+	// msgID makes each message's JetStream id (idPrefix, then a count):
+	// the stream drops a repeated id (a retry whose first send landed),
+	// so an id never comes from a caller (a request id it chose, sent
+	// again and again, kept one message in ten minutes).
+	idPrefix string
+	msgSeq   atomic.Uint64
 
 	published, dropped prometheus.Counter
 }
@@ -165,7 +172,8 @@ const (
 func newUsagePublisher(nc *nats.Conn, buffer int, reg *prometheus.Registry, log *slog.Logger) *usagePublisher {
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(usageBatch),
 		jetstream.WithPublishAsyncTimeout(5*time.Second))
-	p := &usagePublisher{nc: nc, js: js, log: log.With("component", "metering"), queue: make(chan *usage.Record, buffer)}
+	p := &usagePublisher{nc: nc, js: js, log: log.With("component", "metering"), queue: make(chan *usage.Record, buffer),
+		idPrefix: strconv.FormatUint(rand.Uint64(), 36) + "-"}
 	records := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "usage_records_total",
 		Help: "Usage records acknowledged by the SWITCHYARD_USAGE stream (published), or dropped because metering.buffer was full.",
@@ -248,8 +256,8 @@ func (p *usagePublisher) fill(batch []*usage.Record) []*usage.Record {
 
 // usageMsg is one message of the usage stream: the records of a batch
 // that share a subject (provider and client), one JSON record per line.
-// Its id (the stream's duplicate detection) names its first record and
-// how many it holds, so a message published again is stored once.
+// Its id (the stream's duplicate detection) is the publisher's own and
+// kept across retries, so a message published again is stored once.
 type usageMsg struct {
 	subject, id string
 	data        []byte
@@ -269,7 +277,7 @@ func (p *usagePublisher) pack(batch []*usage.Record) []usageMsg {
 		subject := usage.Subject(rec.Provider, rec.ClientID)
 		i, ok := open[subject]
 		if !ok || len(msgs[i].data) >= maxUsageMsg-4096 { // a record is well under 4 KiB
-			msgs = append(msgs, usageMsg{subject: subject, id: rec.RequestID, data: make([]byte, 0, 4096)})
+			msgs = append(msgs, usageMsg{subject: subject, id: p.idPrefix + strconv.FormatUint(p.msgSeq.Add(1), 36), data: make([]byte, 0, 4096)})
 			i = len(msgs) - 1
 			open[subject] = i
 		}
@@ -279,9 +287,6 @@ func (p *usagePublisher) pack(batch []*usage.Record) []usageMsg {
 		}
 		m.data = rec.AppendJSON(m.data)
 		m.records++
-	}
-	for i := range msgs {
-		msgs[i].id += "+" + strconv.Itoa(msgs[i].records)
 	}
 	return msgs
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -315,6 +316,43 @@ func TestUsageBufferBound(t *testing.T) {
 			if strings.Contains(l, "usage_records") {
 				t.Log(l)
 			}
+		}
+	}
+}
+
+// TestUsageOfRepeatedRequestIDs: requests that carry the same
+// X-Request-Id (a caller reusing its own) are each metered: the stream's
+// duplicate detection keys on ids the publisher makes, never on a
+// caller's.
+func TestUsageOfRepeatedRequestIDs(t *testing.T) {
+	mf := newMeterFixture(t)
+	published := func() float64 { return testutil.ToFloat64(mf.svc.meter.pub.published) }
+	for i := range 3 {
+		if status, _, b := mf.call(t, "/v1/chat/completions", directBody, "X-Request-Id", "my-fixed-id"); status != 200 {
+			t.Fatalf("%d %s", status, b)
+		}
+		// each record in a message of its own
+		testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+			if n := published(); n != float64(i+1) {
+				return fmt.Errorf("%v records published", n)
+			}
+			return nil
+		})
+	}
+	st, err := mf.js.Stream(context.Background(), bus.StreamUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 {
+		t.Fatalf("3 requests metered, %d messages stored", info.State.Msgs)
+	}
+	for _, rec := range mf.records(t, 3) {
+		if rec.RequestID != "my-fixed-id" {
+			t.Errorf("record of request %q", rec.RequestID)
 		}
 	}
 }
