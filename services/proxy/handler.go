@@ -419,8 +419,14 @@ func (r *request) usageRecord(status int) usage.Record {
 	if class := r.outcomeClass(status); class != classOK {
 		rec.Class = class
 	}
-	if status == fiber.StatusOK && !r.tokensOK {
+	switch {
+	case status == fiber.StatusOK && !r.tokensOK:
 		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.estIn, Output: r.estOut}, true
+	case status == fiber.StatusOK && r.stream && !r.streamDone && rec.Tokens.Output < r.estOut:
+		// A stream that ended early (the caller left, the upstream cut
+		// it) has only its opening usage (Anthropic's message_start says
+		// 1 output token): what it relayed is estimated.
+		rec.Tokens.Output, rec.TokensEstimated = r.estOut, true
 	}
 	if status == fiber.StatusOK || r.tokensOK {
 		if usd, ok := r.rt.prices.Cost(rec.Provider, rec.ProviderType, rec.Model, rec.Tokens); ok {

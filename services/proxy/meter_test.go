@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -354,5 +356,78 @@ func TestUsageOfRepeatedRequestIDs(t *testing.T) {
 		if rec.RequestID != "my-fixed-id" {
 			t.Errorf("record of request %q", rec.RequestID)
 		}
+	}
+}
+
+// TestUsageOfStreamsCutEarly: a stream cut after 60 of its 100 content
+// events bills what it relayed, estimated, whether its format reports
+// usage only at the end (OpenAI) or an opening count at the start too
+// (Anthropic's message_start says 1 output token).
+func TestUsageOfStreamsCutEarly(t *testing.T) {
+	mf := newMeterFixture(t)
+	mf.anthropic.AddRule(fakeprovider.Rule{Chunks: 100, CutAfter: 60, Times: 1})
+	mf.openai.AddRule(fakeprovider.Rule{Chunks: 100, CutAfter: 60, Times: 1})
+	mf.stream(t, "/v1/messages", `{"model":"fake-anthropic/demo-claude","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`)
+	mf.stream(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hi there"}]}`)
+	for _, rec := range mf.records(t, 2) {
+		if rec.StreamCompleted || !rec.TokensEstimated || rec.Tokens.Output < 60 || rec.Tokens.Input == 0 {
+			t.Errorf("%s via %s, cut after 60 content events: completed %v, estimated %v, tokens %+v",
+				rec.Endpoint, rec.Provider, rec.StreamCompleted, rec.TokensEstimated, rec.Tokens)
+		}
+	}
+}
+
+// TestUsageAfterStreamFailover: a stream attempt that fails in its opening
+// events (after Anthropic's message_start reported usage) bills nothing to
+// the attempt that then serves: a provider reporting no stream usage is
+// estimated, not given the failed attempt's counts.
+func TestUsageAfterStreamFailover(t *testing.T) {
+	mf := newMeterFixture(t, func(c *config.Config) {
+		m := c.Providers[0]
+		m.Name, m.Type = "fake-mistral", "mistral"
+		c.Providers = append(c.Providers, m)
+		c.Chains["anthropic-then-mistral"] = config.Chain{Steps: []config.ChainStep{{Target: "fake-anthropic/demo-claude"}, {Target: "fake-mistral/demo-model"}}}
+		c.Prices = append(c.Prices, config.Price{Provider: "fake-mistral", Model: "demo-model", Input: fptr(1), Output: fptr(4)})
+	})
+	mf.anthropic.AddRule(fakeprovider.Rule{ErrorInStream: true, Error: "anthropic.overloaded", Times: 4})
+	mf.openai.AddRule(fakeprovider.Rule{Chunks: 50})
+	mf.stream(t, "/v1/chat/completions", `{"model":"chain:anthropic-then-mistral","stream":true,"messages":[{"role":"user","content":"hello hello hello hello hello hello hello hello"}]}`)
+	rec := mf.records(t, 1)[0]
+	if rec.Provider != "fake-mistral" || rec.Attempts < 2 {
+		t.Fatalf("served by %s after %d attempts, want fake-mistral after the failover", rec.Provider, rec.Attempts)
+	}
+	if !rec.TokensEstimated || rec.Tokens.Output < 50 {
+		t.Errorf("tokens %+v (estimated %v), want mistral's 50 events estimated", rec.Tokens, rec.TokensEstimated)
+	}
+}
+
+// TestUsageOfStreamLeftByCaller: a caller that reads 40 content events of
+// an Anthropic stream and hangs up is billed what was relayed (estimated),
+// not the opening count, and its record says it left.
+func TestUsageOfStreamLeftByCaller(t *testing.T) {
+	mf := newMeterFixture(t)
+	mf.anthropic.AddRule(fakeprovider.Rule{Chunks: 200, ChunkDelay: 5 * time.Millisecond, Times: 1})
+	req, _ := http.NewRequest(http.MethodPost, mf.url+"/v1/messages", strings.NewReader(`{"model":"fake-anthropic/demo-claude","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for n := 0; n < 40; {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(l, "event: content_block_delta") {
+			n++
+		}
+	}
+	_ = resp.Body.Close()
+	rec := mf.records(t, 1)[0]
+	if !rec.Cancelled || rec.Class != classCallerGone || rec.StreamCompleted || !rec.TokensEstimated || rec.Tokens.Output < 40 {
+		t.Fatalf("a stream left after 40 content events: cancelled %v, class %q, completed %v, estimated %v, tokens %+v",
+			rec.Cancelled, rec.Class, rec.StreamCompleted, rec.TokensEstimated, rec.Tokens)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
 	"switchyard.dev/shared/sse"
+	"switchyard.dev/shared/usage"
 )
 
 // relay forwards an upstream event stream to the caller as events arrive:
@@ -61,9 +62,17 @@ const maxPreamble = 8
 // reached the caller yet); otherwise the stream is committed to the caller.
 // The connection's read deadline is still the attempt's (set for the
 // exchange), so a stream that opens and then stalls fails the attempt.
-func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) attemptResult {
+func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) (res attemptResult) {
 	up := r.rt.upstreams[t.step.Provider.Index]
 	pf := r.upFormat(t.step.Provider.Adapter)
+	// The usage its opening events report is this attempt's: a failed
+	// attempt's is not billed to the one that serves.
+	r.tokens, r.tokensOK = usage.Tokens{}, false
+	defer func() {
+		if !res.done {
+			r.tokens, r.tokensOK = usage.Tokens{}, false
+		}
+	}()
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, resp: resp, rd: rd, upFormat: pf,
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
@@ -291,7 +300,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	r.streamDone = rl.done && !rl.upErr
 	switch {
 	case clientGone:
-		r.cancelled = true
+		r.cancelled, r.class = true, classCallerGone
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
 	case rl.done || rl.upErr:
 		flush(true)
