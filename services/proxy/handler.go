@@ -420,6 +420,8 @@ func (r *request) usageRecord(status int) usage.Record {
 		rec.Class = class
 	}
 	switch {
+	case status == fiber.StatusOK && r.ep.op == provider.OpCountTokens:
+		// counting tokens costs none (the providers do not bill it)
 	case status == fiber.StatusOK && !r.tokensOK:
 		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.estIn, Output: r.estOut}, true
 	case status == fiber.StatusOK && r.stream && !r.streamDone && rec.Tokens.Output < r.estOut:

@@ -431,3 +431,58 @@ func TestUsageOfStreamLeftByCaller(t *testing.T) {
 			rec.Cancelled, rec.Class, rec.StreamCompleted, rec.TokensEstimated, rec.Tokens)
 	}
 }
+
+// TestUsageOfFreeCalls: a token count (the providers do not bill it) books
+// no tokens and costs nothing, against the plan's limits too.
+func TestUsageOfFreeCalls(t *testing.T) {
+	mf := newMeterFixture(t, func(c *config.Config) {
+		c.Plans = map[string]config.Plan{"pro": {Budget: config.Budget{Day: 100}, TokensPerMinute: 100000}}
+	})
+	long := strings.Repeat("a", 40000)
+	if status, _, b := mf.call(t, "/v1/messages/count_tokens", `{"model":"fake-anthropic/demo-claude","messages":[{"role":"user","content":"`+long+`"}]}`); status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	rec := mf.records(t, 1)[0]
+	if rec.Tokens != (usage.Tokens{}) || rec.TokensEstimated || (rec.CostUSD != nil && *rec.CostUSD != 0) {
+		t.Fatalf("a token count booked tokens %+v (estimated %v), cost %s", rec.Tokens, rec.TokensEstimated, costOf(rec))
+	}
+	if u := mf.svc.limits.lim.Snapshot("team"); u.Tokens != 0 || u.Day.SpendUSD != 0 {
+		t.Fatalf("the plan counted %v tokens and $%v for a token count", u.Tokens, u.Day.SpendUSD)
+	}
+}
+
+// TestUsageOfPassthroughBodies: a passthrough body that is not JSON (an
+// upload) is not counted as input tokens; a JSON one is, by its size.
+func TestUsageOfPassthroughBodies(t *testing.T) {
+	mf := newMeterFixture(t)
+	upload := strings.Repeat("x", 40000)
+	for _, ct := range []string{"application/octet-stream", "application/json"} {
+		if st, _, body := ptCall(t, mf.fixture, "GET", "/fake-openai/models", upload, "Content-Type", ct); st != 200 {
+			t.Fatalf("%s: %d %s", ct, st, body)
+		}
+	}
+	recs := mf.records(t, 2)
+	if in := recs[0].Tokens.Input; in != 0 {
+		t.Errorf("an octet-stream body of 40,000 bytes counted as %d input tokens", in)
+	}
+	if in := recs[1].Tokens.Input; in != 10000 {
+		t.Errorf("a JSON body of 40,000 bytes counted as %d input tokens, want 10,000 (its size / 4)", in)
+	}
+	for _, rec := range recs {
+		if rec.Tokens.Output == 0 || !rec.TokensEstimated {
+			t.Errorf("the JSON model list answered: output %d (estimated %v), want its size / 4", rec.Tokens.Output, rec.TokensEstimated)
+		}
+	}
+}
+
+func TestIsJSON(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json": true, "application/json; charset=utf-8": true, "Application/JSON": true,
+		"application/problem+json": true, "text/event-stream": false, "application/octet-stream": false,
+		"multipart/form-data; boundary=x": false, "": false,
+	} {
+		if got := isJSON([]byte(ct)); got != want {
+			t.Errorf("isJSON(%q) = %v", ct, got)
+		}
+	}
+}

@@ -102,7 +102,9 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.deadline = s.deadline(c, r.started)
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
-	r.estIn = int64(len(r.body) / 4)
+	if isJSON(c.Request().Header.ContentType()) {
+		r.estIn = int64(len(r.body) / 4) // an upload (a file, audio) is not tokens
+	}
 	method := c.Method()
 	replaySafe := method == fiber.MethodGet || method == fiber.MethodHead || r.idemKey != ""
 	rest := c.Params("*")
@@ -249,7 +251,9 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	})
 	r.setServedBy(c, t)
 	c.Response().SetBody(resp.Body()) // a copy: resp goes back to its pool
-	r.estOut = int64(len(resp.Body()) / 4)
+	if isJSON(resp.Header.ContentType()) {
+		r.estOut = int64(len(resp.Body()) / 4) // a download (a file's content) is not tokens
+	}
 	r.logInfo("passthrough served", t, slog.String("path", t.step.Upstream), slog.Int("status", status))
 	return nil
 }
@@ -271,4 +275,12 @@ func (r *request) returnPassthrough(c *fiber.Ctx, t target, ae *attemptError) er
 		c.Set(fiber.HeaderContentType, ct)
 	}
 	return c.Send(redact.Body(ae.body, providerSecrets(t.step.Provider)...))
+}
+
+// isJSON reports whether a content type is JSON (application/json, or a
+// +json type): the bodies whose size estimates tokens.
+func isJSON(ct []byte) bool {
+	mt, _, _ := bytes.Cut(ct, []byte(";"))
+	mt = bytes.ToLower(bytes.TrimSpace(mt))
+	return bytes.Equal(mt, []byte("application/json")) || bytes.HasSuffix(mt, []byte("+json"))
 }
