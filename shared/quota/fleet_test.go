@@ -406,6 +406,42 @@ func TestFleetBudget(t *testing.T) {
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, sees(0.30))
 }
 
+// TestRaisedBudgetAdmitsAgain: a client refused at its budget is admitted
+// again when its plan's budget is raised above its spend, on the instance
+// that recorded the exhaustion and on another; when the spend reaches the
+// new budget it is refused again, fleet-wide.
+func TestRaisedBudgetAdmitsAgain(t *testing.T) {
+	ns := startServer(t)
+	clk := newClock(start)
+	a := startMember(t, ns.ClientURL(), "p1", clk, memberOpts{})
+	b := startMember(t, ns.ClientURL(), "p2", clk, memberOpts{})
+	low := &Limits{Plan: "pro"}
+	low.Budget.Day = 1
+	tk, r := a.Admit("team-a", low, 0)
+	if r != nil {
+		t.Fatal(r)
+	}
+	a.Done(tk, 10, 1.2, true)
+	for _, m := range []*member{a, b} {
+		testkit.WaitFor(t, 5*time.Second, func() bool { return m.Snapshot("team-a").Day.Exhausted && probe(m.Limiter, "team-a", low) != nil })
+	}
+	raised := &Limits{Plan: "pro"}
+	raised.Budget.Day = 2
+	for _, m := range []*member{a, b} {
+		if r := probe(m.Limiter, "team-a", raised); r != nil {
+			t.Fatalf("refused with $0.80 of a raised $2 budget left: %s", r.Message)
+		}
+	}
+	tk, r = b.Admit("team-a", raised, 0)
+	if r != nil {
+		t.Fatal(r)
+	}
+	b.Done(tk, 10, 1, true) // $2.20 spent
+	for _, m := range []*member{a, b} {
+		testkit.WaitFor(t, 5*time.Second, func() bool { return probe(m.Limiter, "team-a", raised) != nil })
+	}
+}
+
 // TestSlidingWindow: in the next minute the previous minute's requests
 // weigh in by the part of it the sliding window still covers.
 func TestSlidingWindow(t *testing.T) {

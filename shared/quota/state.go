@@ -257,10 +257,15 @@ func (c *client) exhausted(i int, p *periods) bool {
 }
 
 // markerValid reports whether the exhausted key of window w is known and
-// not made stale by a later reset.
+// not made stale by a later reset, nor by a budget raised above the one it
+// was recorded against (the client is admitted again until its spend
+// reaches the new budget, when a new key replaces it).
 func (c *client) markerValid(w win) bool {
 	m, ok := c.markers[w]
-	return ok && m.exh.ResetRevision >= c.resetRev
+	if !ok || m.exh.ResetRevision < c.resetRev {
+		return false
+	}
+	return c.lim == nil || c.lim.budget(int(w.k-kindDay)) <= m.exh.BudgetUSD+epsilon
 }
 
 // needsClaim reports whether some period's spend reached its budget with
