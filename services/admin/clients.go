@@ -187,8 +187,11 @@ func (s *Service) resetBudget(c *fiber.Ctx) error {
 	if err := s.quota.ResetBudget(ctx, id, by); err != nil {
 		s.log.Warn("admin: reset budget", "client", id, "err", err)
 		msg := "NATS did not take the reset: " + err.Error() + "; try again when the admin service is ready (/readyz)"
-		if errors.Is(err, quota.ErrUnbound) {
+		switch {
+		case errors.Is(err, quota.ErrUnbound):
 			msg = "NATS is not reachable (the switchyard_limits bucket is not bound): the budget was not reset; try again when the admin service is ready (/readyz)"
+		case errors.Is(err, quota.ErrNotLoaded):
+			msg = "the fleet's spend is still loading from the switchyard_limits bucket: the budget was not reset; try again in a moment"
 		}
 		return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, msg)
 	}

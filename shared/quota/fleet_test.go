@@ -406,6 +406,28 @@ func TestFleetBudget(t *testing.T) {
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, sees(0.30))
 }
 
+// TestResetBeforeLoad: a budget reset asked of a limiter that has not
+// loaded the fleet's consumption yet (an admin service just started) is
+// refused (ErrNotLoaded) rather than written with a baseline of $0, which
+// would reset nothing.
+func TestResetBeforeLoad(t *testing.T) {
+	ns := startServer(t)
+	js, kv := bucket(t, ns.ClientURL())
+	admin, err := New(Options{Instance: "admin", Conn: js.Conn(), Now: newClock(start).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Bind(kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ResetBudget(context.Background(), "team-a", "alice"); !errors.Is(err, ErrNotLoaded) {
+		t.Fatalf("reset before the load: %v, want ErrNotLoaded", err)
+	}
+	if _, err := kv.Get(context.Background(), resetKey("team-a")); err == nil {
+		t.Fatal("a reset key was written before the load")
+	}
+}
+
 // TestRaisedBudgetAdmitsAgain: a client refused at its budget is admitted
 // again when its plan's budget is raised above its spend, on the instance
 // that recorded the exhaustion and on another; when the spend reaches the

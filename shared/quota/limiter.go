@@ -47,6 +47,11 @@ const (
 // ErrUnbound is returned by operations that need the bucket before Bind.
 var ErrUnbound = errors.New("quota: limits bucket not bound (NATS not ready)")
 
+// ErrNotLoaded is returned by ResetBudget until the limiter has loaded the
+// fleet's consumption from the bucket (just after start or a long
+// disconnection).
+var ErrNotLoaded = errors.New("quota: the fleet's consumption is not loaded yet")
+
 // Code is why a request was refused.
 type Code string
 

@@ -344,7 +344,9 @@ func lostRace(err error) bool {
 // exhausted keys of those periods. Every instance subtracts the baseline
 // as soon as its watcher applies the key (within milliseconds) and
 // ignores exhausted keys written before it. It fails with ErrUnbound
-// before Bind.
+// before Bind, and with ErrNotLoaded until the watcher has loaded the
+// bucket (the baseline is the fleet's spend as this instance knows it:
+// before the load it would be 0 and reset nothing).
 func (l *Limiter) ResetBudget(ctx context.Context, clientID, by string) error {
 	if !validID(clientID) {
 		return fmt.Errorf("quota: reset budget: invalid client id %q", clientID)
@@ -355,6 +357,9 @@ func (l *Limiter) ResetBudget(ctx context.Context, clientID, by string) error {
 	b := l.b.Load()
 	if b == nil {
 		return fmt.Errorf("%w: reset budget of %s", ErrUnbound, clientID)
+	}
+	if !l.loaded.Load() {
+		return fmt.Errorf("%w: reset budget of %s", ErrNotLoaded, clientID)
 	}
 	now := l.now()
 	p := l.periodsAt(now)
