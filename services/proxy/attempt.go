@@ -311,10 +311,9 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 		}
 	}
 	body := ae.body
-	pf := t.step.Provider.Adapter.Format()
 	if len(body) == 0 || !jsonObject(body) {
 		body = errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary())
-	} else if pf != r.ep.format {
+	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
 		body = translateError(r.ep.format, status, body)
 	}
 	body = redact.Body(body, providerSecrets(t.step.Provider)...) // providers echo keys

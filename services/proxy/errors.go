@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/provider"
 )
 
@@ -49,33 +50,12 @@ func openAIType(status int) string {
 	return "invalid_request_error"
 }
 
-// anthropicType maps a status to the Anthropic error "type".
-func anthropicType(status int) string {
-	switch status {
-	case 400, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	}
-	return "api_error"
-}
-
 // errorBody renders a gateway error in the endpoint's own format.
 func errorBody(f provider.Format, status int, code, message string) []byte {
 	b := make([]byte, 0, 128+len(message))
 	if f == provider.FormatAnthropic {
 		b = append(b, `{"type":"error","error":{"type":"`...)
-		b = append(b, anthropicType(status)...)
+		b = append(b, translate.AnthropicErrorType(status)...)
 		b = append(b, `","code":`...)
 		b = strconv.AppendQuote(b, code)
 		b = append(b, `,"message":`...)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -154,6 +155,27 @@ func TestResponsesEdges(t *testing.T) {
 		t.Fatalf("cut stream: %d\n%s", st, body)
 	}
 	f.openai.ClearRules()
+	// An upstream's refusal reaches a Responses caller in the Responses
+	// API's error shape (OpenAI's), from a native Responses upstream and
+	// translated from Anthropic's.
+	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/responses", Error: "openai.context_length", Times: 1})
+	f.anthropic.AddRule(fakeprovider.Rule{Error: "anthropic.invalid_request", Times: 1})
+	for _, model := range []string{"demo-model", "demo-claude"} {
+		for _, stream := range []string{"false", "true"} {
+			st, _, body := rawCall(t, f, "/v1/responses", `{"model":"`+model+`","stream":`+stream+`,"input":"hi"}`)
+			var e struct {
+				Error struct{ Message, Type, Code string }
+			}
+			if st != 400 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Message == "" || e.Error.Type != "invalid_request_error" ||
+				strings.Contains(body, `"type":"error"`) || (model == "demo-model" && e.Error.Code != "context_length_exceeded") {
+				t.Fatalf("%s (stream %s) refused upstream: %d %s", model, stream, st, body)
+			}
+			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/responses", Error: "openai.context_length", Times: 1})
+			f.anthropic.AddRule(fakeprovider.Rule{Error: "anthropic.invalid_request", Times: 1})
+		}
+	}
+	f.openai.ClearRules()
+	f.anthropic.ClearRules()
 	// Stored conversation state cannot be translated for a provider
 	// without the Responses API: refused before any call.
 	before := len(f.anthropic.Calls())

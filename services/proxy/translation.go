@@ -35,10 +35,19 @@ func translateResponse(callerFormat, upstreamFormat provider.Format, op provider
 	return translate.ChatResponseToMessages(body, model)
 }
 
-// translateError converts an upstream error body of the other format into
-// the caller's format.
+// errorShape is the shape of a format's error bodies: the Responses API's
+// are OpenAI's ({"error":{"message","type","param","code"}}).
+func errorShape(f provider.Format) provider.Format {
+	if f == provider.FormatAnthropic {
+		return provider.FormatAnthropic
+	}
+	return provider.FormatOpenAI
+}
+
+// translateError converts an upstream error body of the other shape into
+// the caller's (errorShape).
 func translateError(callerFormat provider.Format, status int, body []byte) []byte {
-	if callerFormat == provider.FormatOpenAI {
+	if errorShape(callerFormat) == provider.FormatOpenAI {
 		return translate.AnthropicErrorToOpenAI(status, body)
 	}
 	return translate.OpenAIErrorToAnthropic(status, body)

@@ -22,7 +22,7 @@ func AnthropicErrorToOpenAI(status int, body []byte) []byte {
 	_ = json.Unmarshal(body, &in) // a non-JSON body keeps the zero value
 	typ, msg := in.Error.Type, in.Error.Message
 	if typ == "" {
-		typ = anthropicErrorTypeForStatus(status)
+		typ = AnthropicErrorType(status)
 	}
 	if msg == "" {
 		msg = fallbackMessage(status, body)
@@ -82,7 +82,7 @@ func OpenAIErrorToAnthropic(status int, body []byte) []byte {
 	case e.Type == "authentication_error":
 		typ = "authentication_error"
 	case status != 0:
-		typ = anthropicErrorTypeForStatus(status)
+		typ = AnthropicErrorType(status)
 	case e.Type == "invalid_request_error":
 		typ = "invalid_request_error"
 	default:
@@ -148,9 +148,9 @@ func decodeOpenAIError(body []byte) openAIError {
 	return e
 }
 
-// anthropicErrorTypeForStatus is the Anthropic error type documented for an
-// HTTP status.
-func anthropicErrorTypeForStatus(status int) string {
+// AnthropicErrorType is the Anthropic error type documented for an
+// HTTP status (the gateway's own errors use it too).
+func AnthropicErrorType(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return "invalid_request_error"
