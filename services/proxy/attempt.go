@@ -310,7 +310,9 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 			status = http.StatusBadRequest // an error event refusing the request
 		}
 	}
-	body := ae.body
+	// Masked before anything else: a translation may cut a long message,
+	// and a secret cut in two is no longer recognisable.
+	body := redact.Body(ae.body, providerSecrets(t.step.Provider)...)
 	if len(body) == 0 || !jsonObject(body) {
 		body = errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary())
 	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
@@ -324,12 +326,13 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	return c.Send(body)
 }
 
-// providerSecrets returns the current secrets of a provider's keys: what
-// the provider might echo back in an error.
+// providerSecrets returns the secrets of a provider's keys, current and
+// rotated away (route.Key.AppendSecrets): what the provider might echo
+// back in an error.
 func providerSecrets(p *route.Provider) []string {
 	out := make([]string, 0, len(p.Keys))
 	for _, k := range p.Keys {
-		out = append(out, k.Secret())
+		out = k.AppendSecrets(out)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -251,4 +252,61 @@ func TestListenerLimits(t *testing.T) {
 		}
 		return svc.Serve
 	})
+}
+
+// TestLongErrorMaskedBeforeItIsCut: an upstream error that is not JSON
+// (though it starts like it) is cut to a short message when translated
+// into the caller's format; the key it echoes near the cut is masked
+// whole first, not cut into a piece no pattern recognises.
+func TestLongErrorMaskedBeforeItIsCut(t *testing.T) {
+	const secret = "a1b2c3d4e5f60718293a4b5c6d7e8f90" // 32 hex digits, Azure-style
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, "{"+strings.Repeat("x", 490)+" bad api-key "+secret+" (upstream gateway)")
+	}))
+	defer up.Close()
+	cfg := config.Defaults()
+	cfg.Providers = []config.Provider{{
+		Name: "up", Type: "anthropic", BaseURL: up.URL, Selection: "round_robin",
+		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(secret)}},
+		Models: []config.Model{{Name: "m", Kind: "chat"}},
+	}}
+	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
+	f := &fixture{cfg: cfg}
+	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if st != http.StatusBadRequest || strings.Contains(string(body), secret[:8]) || strings.Contains(string(body), secret[len(secret)-8:]) {
+		t.Fatalf("%d %s", st, body)
+	}
+}
+
+// TestRotatedSecretEchoMasked: a key rotated while its attempt is out,
+// refused by the upstream with the old secret echoed in its message: the
+// old secret is masked like the current one.
+func TestRotatedSecretEchoMasked(t *testing.T) {
+	const old = "plain-old-secret-value"
+	var f *fixture
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		sent := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		f.svc.rt.Load().table.Key("up", "k1").SetSecret(config.NewSecret("the-new-secret-value")) // rotated meanwhile
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"API key '`+sent+`' is not valid for this model","type":"invalid_request_error","code":"bad_key"}}`)
+	}))
+	defer up.Close()
+	cfg := config.Defaults()
+	cfg.Providers = []config.Provider{{
+		Name: "up", Type: "openai-compatible", BaseURL: up.URL + "/v1", Selection: "round_robin",
+		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(old)}},
+		Models: []config.Model{{Name: "m", Kind: "chat"}},
+	}}
+	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
+	f = &fixture{cfg: cfg}
+	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if st != http.StatusBadRequest || strings.Contains(string(body), old) || !strings.Contains(string(body), "[redacted]") {
+		t.Fatalf("%d %s", st, body)
+	}
 }

@@ -185,7 +185,13 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 		}
 		return ev.Raw
 	}
-	frames, done, err := rl.conv.Event(ev.Name, ev.Data)
+	data := ev.Data
+	if kind == provider.EventError {
+		// masked before it is translated: a translation may cut a long
+		// message, and a secret cut in two is no longer recognisable
+		data = redact.Body(data, providerSecrets(rl.t.step.Provider)...)
+	}
+	frames, done, err := rl.conv.Event(ev.Name, data)
 	if err != nil {
 		rl.r.logger().Warn("stream event not translated", "err", err)
 		frames = nil

@@ -39,12 +39,24 @@ type Key struct {
 	// Latency is the key's observed latency (all models).
 	Latency *Latency
 	secret  atomic.Pointer[config.Secret]
-	gen     atomic.Uint64 // bumped by every secret change
+	prev    atomic.Pointer[config.Secret] // the secret before the last change (nil: none)
+	gen     atomic.Uint64                 // bumped by every secret change
 	index   int
 }
 
 // Secret returns the credential for the upstream request header.
 func (k *Key) Secret() string { return k.secret.Load().Reveal() }
+
+// AppendSecrets appends to dst what an upstream's answer must never echo
+// to a caller: the key's current secret and the one before it (a request
+// sent before a rotation is answered after it).
+func (k *Key) AppendSecrets(dst []string) []string {
+	dst = append(dst, k.Secret())
+	if p := k.prev.Load(); p != nil {
+		dst = append(dst, p.Reveal())
+	}
+	return dst
+}
 
 // Fingerprint is the fingerprint of the key's current secret.
 func (k *Key) Fingerprint() string { return k.secret.Load().Fingerprint() }
@@ -53,9 +65,11 @@ func (k *Key) Fingerprint() string { return k.secret.Load().Fingerprint() }
 // reload); requests already sent keep the old one. It reports whether the
 // secret changed.
 func (k *Key) SetSecret(s config.Secret) bool {
-	if k.secret.Load().Reveal() == s.Reveal() {
+	old := k.secret.Load()
+	if old.Reveal() == s.Reveal() {
 		return false
 	}
+	k.prev.Store(old)
 	k.secret.Store(&s)
 	k.gen.Add(1)
 	return true
