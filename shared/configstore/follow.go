@@ -77,7 +77,19 @@ func Follow(ctx context.Context, s *Store, o FollowOptions) error {
 		loaded()
 	}
 	applied := uint64(0)
-	return s.Watch(ctx, func(v Version) {
+	// A version that cannot even be read (a newer schema during a rolling
+	// upgrade, a damaged value) is a version not applied like one that does
+	// not load: reported, and the process knows where the fleet stands.
+	skipped := func(version uint64, err error) {
+		if s.onSkip != nil {
+			s.onSkip(err)
+		}
+		if o.Failed != nil {
+			o.Failed(version, err)
+		}
+		loaded()
+	}
+	return s.watch(ctx, func(v Version) {
 		defer loaded()
 		if v.Version == applied {
 			return
@@ -101,7 +113,7 @@ func Follow(ctx context.Context, s *Store, o FollowOptions) error {
 		if o.Failed != nil {
 			o.Failed(v.Version, nil)
 		}
-	})
+	}, skipped)
 }
 
 // importFile imports the routing part of the process's file as the first

@@ -2,6 +2,7 @@ package configstore
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -102,5 +103,53 @@ func TestFollow(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a version that does not load was not reported")
+	}
+}
+
+// TestFollowUnreadableActive: an active version this build cannot read
+// (a newer schema, as a newer release would write it during a rolling
+// upgrade) is reported like one that does not load: the process knows
+// where the fleet stands (Loaded) and says which version it could not
+// apply (Failure), instead of waiting for ever.
+func TestFollowUnreadableActive(t *testing.T) {
+	s := startServer(t)
+	n := join(t, s.ClientURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	v, err := n.store.Import(ctx, doc(1), Meta{By: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := v
+	newer.V, newer.Version = 2, 2
+	b, _ := json.Marshal(newer)
+	if _, err := n.kv.Create(ctx, VersionKey(2), b); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := json.Marshal(Pointer{V: 1, Version: 2, By: "newer-release"})
+	if _, err := n.kv.Update(ctx, KeyActive, p, v.ActiveRevision); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte("proxy:\n  listen: 127.0.0.1:9999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker()
+	wg.Go(func() {
+		_ = tr.Follow(ctx, n.store, FollowOptions{Base: base, Environ: []string{"OPENAI_KEY=x"}, Log: testLog(),
+			Apply: func(*config.Config, uint64) error { return nil }})
+	})
+	select {
+	case <-tr.Loaded():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not loaded 10 s after start with an unreadable active version")
+	}
+	if f := tr.Failure(); f == nil || f.Version != 2 || f.Error == "" {
+		t.Fatalf("failure %+v, want version 2 reported", f)
 	}
 }

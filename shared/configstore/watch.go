@@ -35,6 +35,16 @@ const (
 // unreachable the read is retried until ctx ends. A deleted pointer is
 // logged and otherwise ignored. An unbound Store waits for its bucket.
 func (s *Store) Watch(ctx context.Context, apply func(Version)) error {
+	return s.watch(ctx, apply, func(_ uint64, err error) {
+		if s.onSkip != nil {
+			s.onSkip(err)
+		}
+	})
+}
+
+// watch is Watch with skip called for each active version that cannot be
+// read (its number, 0 when the pointer itself does not decode).
+func (s *Store) watch(ctx context.Context, apply func(Version), skip func(version uint64, err error)) error {
 	if apply == nil {
 		return errors.New("configstore: watch: no apply function")
 	}
@@ -49,7 +59,9 @@ func (s *Store) Watch(ctx context.Context, apply func(Version)) error {
 		switch ev.Op {
 		case kvwatch.OpPut:
 			p, err := decodePointer(ev.Revision, ev.Value)
+			var n uint64
 			if err == nil {
+				n = p.Version
 				var v Version
 				if v, err = s.load(ctx, kv, p.Version); err == nil {
 					v.ActiveRevision = ev.Revision
@@ -63,9 +75,7 @@ func (s *Store) Watch(ctx context.Context, apply func(Version)) error {
 			}
 			s.log.Error("config watcher: skipping an active version that cannot be read; the last one applied stays",
 				"revision", ev.Revision, "err", err)
-			if s.onSkip != nil {
-				s.onSkip(err)
-			}
+			skip(n, err)
 		case kvwatch.OpDelete:
 			s.log.Warn("config watcher: the active pointer was removed; the last version applied stays",
 				"revision", ev.Revision)
