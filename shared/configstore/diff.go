@@ -135,7 +135,10 @@ func priceIdentity(m map[string]any) string {
 
 // Diff compares two routing documents (YAML or JSON; an empty old
 // document has nothing) by identity: providers, keys, models, clients and
-// prices by name or id (so reordering them is no change), aliases, chains,
+// prices by name or id (so reordering them is no change, but for the
+// providers' order, in which plain model names are tried: a change at path
+// "providers" with the names of the providers in both, in order before and
+// after), aliases, chains,
 // plans and trip rules by name, chain steps by position (so reordering
 // steps is), everything else by key path. A list of plain values (a
 // client's models, expected statuses) is compared as a set. A chain step
@@ -183,6 +186,9 @@ func Diff(old, new []byte) (Changes, error) {
 		if _, ok := b.leaves[p]; !ok && inBoth(l.parent) {
 			items = append(items, item{l.segs, Change{Op: OpRemoved, Path: p, Before: l.value}})
 		}
+	}
+	if before, after, ok := reordered(a, b); ok {
+		items = append(items, item{[]seg{{name: "providers"}}, Change{Op: OpChanged, Path: "providers", Before: before, After: after}})
 	}
 	slices.SortFunc(items, func(x, y item) int { return compareSegs(x.segs, y.segs) })
 	out := Changes{Changes: make([]Change, 0, len(items))}
@@ -261,6 +267,9 @@ func compareSegs(x, y []seg) int {
 type flat struct {
 	entities map[string]entry
 	leaves   map[string]entry
+	// providers are the provider names in the document's order: plain
+	// model names are tried in it (the priority strategy).
+	providers []string
 }
 
 type entry struct {
@@ -290,7 +299,30 @@ func flatten(doc []byte, what string) (*flat, error) {
 			f.walk(m[k], []seg{{name: k}}, k, "")
 		}
 	}
+	if ps, ok := m["providers"].([]any); ok {
+		for _, p := range ps {
+			if pm, ok := p.(map[string]any); ok {
+				f.providers = append(f.providers, field("name")(pm))
+			}
+		}
+	}
 	return f, nil
+}
+
+// reordered reports whether the providers both documents have come in
+// another order in b than in a, and the two orders.
+func reordered(a, b *flat) (before, after []any, changed bool) {
+	common := func(x []string, in []string) []any {
+		var out []any
+		for _, n := range x {
+			if slices.Contains(in, n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	before, after = common(a.providers, b.providers), common(b.providers, a.providers)
+	return before, after, !slices.Equal(before, after)
 }
 
 func (f *flat) walk(v any, segs []seg, pat, parent string) {

@@ -99,7 +99,7 @@ func TestDiff(t *testing.T) {
 			anthropic := "  - name: anthropic\n    type: anthropic\n    keys: [{id: a1, secret: env:ANTHROPIC_KEY}]\n    models: [{name: claude-haiku-4-5}]\n"
 			doc := replace(t, anthropic, "")
 			return strings.Replace(doc, "providers:\n", "providers:\n"+anthropic, 1)
-		}},
+		}, want: []Change{{Op: OpChanged, Path: "providers", Before: []any{"openai-eu", "anthropic"}, After: []any{"anthropic", "openai-eu"}}}},
 		{name: "keys reordered", new: func(t *testing.T) string {
 			return replace(t,
 				"      - id: k1\n        secret: env:OPENAI_K1\n        priority: 0\n        weight: 1\n      - id: k2\n        secret: env:OPENAI_K2\n        weight: 1\n",
