@@ -59,14 +59,34 @@ func SetStepActive(doc []byte, chain string, step int, active bool) ([]byte, err
 		return nil, fmt.Errorf("%w: chains.%s.steps[%d] is not a mapping", ErrInvalid, chain, step)
 	}
 	isActive := true // no flag (or null): active
-	if cur := mapGet(s, "active"); cur != nil && cur.ShortTag() == "!!bool" {
-		isActive, _ = strconv.ParseBool(cur.Value)
+	if cur := mapGet(s, "active"); cur != nil {
+		isActive = weakBool(cur, isActive)
 	}
 	if isActive == active {
 		return doc, nil
 	}
 	mapSet(s, "active", scalar("!!bool", strconv.FormatBool(active)))
 	return e.encode()
+}
+
+// weakBool reads a scalar as the configuration loader does (weakly typed):
+// true/false and their spellings (strconv.ParseBool: "1", "f", "FALSE"...),
+// a number (non-zero is true), an empty string (false); null or anything
+// else keeps def.
+func weakBool(n *yaml.Node, def bool) bool {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		return def
+	}
+	if b, err := strconv.ParseBool(n.Value); err == nil {
+		return b
+	}
+	if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		return f != 0
+	}
+	if n.Value == "" {
+		return false
+	}
+	return def
 }
 
 // SetKeyField sets a field (KeyFields: priority, weight) of key keyID of

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard.dev/shared/config"
 )
 
 // editDoc is a hand-written document: comments and order must survive
@@ -190,4 +192,35 @@ func TestEditThenDiff(t *testing.T) {
 		{Op: OpChanged, Path: "chains.default.steps[1].active", Before: false, After: true},
 		{Op: OpAdded, Path: "providers.openai.keys.k2.weight", After: 5},
 	})
+}
+
+// TestStepActiveSpellings: a step's active flag reads as the configuration
+// loader reads it (weakly typed), whatever its spelling, so switching it
+// on or off changes what the loader sees.
+func TestStepActiveSpellings(t *testing.T) {
+	env := []string{"OPENAI_KEY=sk-x"}
+	activeOf := func(t *testing.T, d []byte) bool {
+		t.Helper()
+		cfg, err := config.LoadDocument("", env, d, "doc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Chains["default"].Steps[0].IsActive()
+	}
+	for _, spelling := range []string{`false`, `"false"`, `0`, `"0"`, `"F"`, `FALSE`, `""`, `true`, `"1"`, `1`} {
+		t.Run(spelling, func(t *testing.T) {
+			d := []byte(strings.Replace(string(doc(1)), "      - target: openai/gpt-4o-mini\n", "      - target: openai/gpt-4o-mini\n        active: "+spelling+"\n", 1))
+			was := activeOf(t, d)
+			got, err := SetStepActive(d, "default", 0, !was)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if activeOf(t, got) != !was {
+				t.Fatalf("active: %s (loaded as %v), switched to %v: still %v\n%s", spelling, was, !was, was, got)
+			}
+			if same, _ := SetStepActive(d, "default", 0, was); string(same) != string(d) {
+				t.Fatalf("active: %s (loaded as %v), switched to %v: changed\n%s", spelling, was, was, same)
+			}
+		})
+	}
 }
