@@ -422,3 +422,35 @@ func (us *unitSet) count() int {
 	defer us.mu.Unlock()
 	return len(us.running)
 }
+
+// TestReloadUnderAVersion: under a fleet routing version, a SIGHUP reload
+// of the file gives a key the file's secret only where the version refers
+// to the same secret; the version decides which keys exist.
+func TestReloadUnderAVersion(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	doc := func(keys string) string {
+		return strings.ReplaceAll(`
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [`+keys+`]
+    models: [{name: gpt-4o-mini}]
+`, "{{URL}}", f.fake.URL())
+	}
+	v1 := version(t, applyBase, doc("{id: k1, secret: env:K1}"), 1)
+	v2 := version(t, applyBase, doc("{id: k1, secret: env:K2}"), 2)
+	r := f.startProber(t, v1)
+	if err := r.svc.Apply(v2, 2); err != nil {
+		t.Fatal(err)
+	}
+	file := version(t, applyBase, doc("{id: k1, secret: env:K1}, {id: k9, secret: env:K1}"), 0, "K1=stale-file-secret")
+	w := r.svc.ReloadSecrets(context.Background(), file)
+	cur, _ := r.svc.routing().targets["p1"].keyByID("k1")
+	if got := r.svc.secrets.of("p1", cur).Reveal(); got != "secret-two" {
+		t.Fatalf("k1 sends %q, want the version's secret-two", got)
+	}
+	if len(w) != 1 || !strings.Contains(w[0], "key k1") || !strings.Contains(w[0], "env:K2") {
+		t.Fatalf("warnings %q, want one about k1", w)
+	}
+}

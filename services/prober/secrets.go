@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"switchyard.dev/shared/config"
@@ -84,13 +85,24 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 	for _, p := range cfg.Providers {
 		t := rt.targets[p.Name]
 		if t == nil {
-			warnings = append(warnings, "provider "+p.Name+" is new: restart the prober to check it")
+			if rt.version == 0 { // under a fleet version, the version decides which providers exist
+				warnings = append(warnings, "provider "+p.Name+" is new: restart the prober to check it")
+			}
 			continue
 		}
 		for _, k := range p.Keys {
 			cur, ok := t.keyByID(k.ID)
-			if !ok {
+			switch {
+			case !ok && rt.version == 0:
 				warnings = append(warnings, "provider "+p.Name+": key "+k.ID+" is new: restart the prober to check it")
+				continue
+			case !ok:
+				continue
+			case rt.version != 0 && cur.Secret != k.Secret:
+				// the version refers to another secret: the file's is not
+				// this key's (as in the proxies)
+				warnings = append(warnings, fmt.Sprintf("provider %s: key %s: the routing in use (config version %d) refers to its secret as %s, the file as %s: the file's is not used",
+					p.Name, k.ID, rt.version, cur.Secret, k.Secret))
 				continue
 			}
 			if s.secrets.of(p.Name, cur).Reveal() != k.Value.Reveal() {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
@@ -34,6 +35,10 @@ func (s *Service) runCredentials(ctx context.Context) {
 	log := s.log.With("component", "credentials")
 	err := credentials.Watch(ctx, s.member.Resources().Credentials, s.cfg.Credentials.Key,
 		func(provider, keyID string, secret config.Secret) {
+			// Under the lock of a swap: a rotation lands on the routing in
+			// use or, stored first, on the one being built.
+			s.applyMu.Lock()
+			defer s.applyMu.Unlock()
 			s.rotated.Store(rotatedKey{provider, keyID}, secret) // for the next routings
 			k := s.rt.Load().table.Key(provider, keyID)
 			if k == nil {
@@ -52,30 +57,59 @@ func (s *Service) runCredentials(ctx context.Context) {
 
 // ReloadSecrets applies the secrets of a configuration re-read from its
 // file (SIGHUP): a key whose secret changed takes the new one and its holds
-// are released fleet-wide (a fixed key should not wait out its ladder).
-// Other changes need a restart; they are named in the returned warnings.
+// are released fleet-wide (a fixed key should not wait out its ladder). A
+// reload is newer than any rotation through the admin API: the key's
+// rotated secret no longer applies to the routings that follow. Under a
+// fleet routing version, a key takes the file's secret only where the
+// version refers to the same secret (env:NAME, file:PATH); the version
+// decides which keys exist. Other changes need a restart (or a routing
+// version); they are named in the returned warnings.
 func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnings []string) {
+	s.applyMu.Lock() // the routing in use stays while secrets change
+	rt := s.rt.Load()
+	var changed []rotatedKey // their holds are released once the lock is let go
+	refs := map[rotatedKey]config.SecretRef{}
+	for _, p := range rt.cfg.Providers {
+		for _, k := range p.Keys {
+			refs[rotatedKey{p.Name, k.ID}] = k.Secret
+		}
+	}
 	seen := map[string]bool{}
-	table := s.rt.Load().table
 	for _, p := range cfg.Providers {
 		for _, kc := range p.Keys {
 			seen[p.Name+"/"+kc.ID] = true
-			k := table.Key(p.Name, kc.ID)
-			if k == nil {
+			id := rotatedKey{p.Name, kc.ID}
+			k := rt.table.Key(p.Name, kc.ID)
+			switch {
+			case k == nil && rt.version == 0:
 				warnings = append(warnings, "provider "+p.Name+": key "+kc.ID+" is new: restart to use it")
+				continue
+			case k == nil:
+				continue // the fleet's routing version decides which keys exist
+			case rt.version != 0 && refs[id] != kc.Secret:
+				warnings = append(warnings, fmt.Sprintf("provider %s: key %s: the routing in use (config version %d) refers to its secret as %s, the file as %s: the file's is not used",
+					p.Name, kc.ID, rt.version, refs[id], kc.Secret))
 				continue
 			}
 			if !k.SetSecret(kc.Value) {
 				continue
 			}
+			s.rotated.Delete(id)
+			changed = append(changed, id)
 			s.log.Info("key secret changed on reload; releasing its holds", "provider", p.Name, "key_id", kc.ID,
 				"fingerprint", kc.Value.Fingerprint())
-			if _, err := s.engine.CredentialChanged(ctx, p.Name, kc.ID); err != nil {
-				s.log.Warn("release holds of a changed key", "provider", p.Name, "key_id", kc.ID, "err", err)
-			}
 		}
 	}
-	for _, p := range table.Providers {
+	s.applyMu.Unlock()
+	for _, id := range changed {
+		if _, err := s.engine.CredentialChanged(ctx, id.provider, id.key); err != nil {
+			s.log.Warn("release holds of a changed key", "provider", id.provider, "key_id", id.key, "err", err)
+		}
+	}
+	if rt.version != 0 {
+		return warnings
+	}
+	for _, p := range rt.table.Providers {
 		for _, k := range p.Keys {
 			if !seen[p.Name+"/"+k.ID] && k.ID != "none" {
 				warnings = append(warnings, "provider "+p.Name+": key "+k.ID+" is gone from the file: restart to drop it")

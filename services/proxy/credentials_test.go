@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,56 @@ func TestReloadSecretsReleasesHolds(t *testing.T) {
 	})
 	if n := callsWith(f.openai, "key-a1"); n != 1 {
 		t.Errorf("old secret used %d times", n)
+	}
+}
+
+// TestReloadAfterRotationOutlivesASwap: a SIGHUP reload is newer than an
+// earlier rotation through the admin API: the key keeps the reloaded
+// secret when the next routing version is applied (the rotation, applied
+// again by each new routing, won before).
+func TestReloadAfterRotationOutlivesASwap(t *testing.T) {
+	f := newFixture(t)
+	// what the credentials watcher does for a rotation of a1
+	f.svc.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
+	f.svc.rt.Load().table.Key("fake-openai", "a1").SetSecret(config.NewSecret("key-a1-rotated"))
+	file := baseConfig(f.openai, f.anthropic)
+	file.Providers[0].Keys[0].Value = config.NewSecret("key-a1-file") // the file's secret changed, then SIGHUP
+	if w := f.svc.ReloadSecrets(context.Background(), file); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	v2 := baseConfig(f.openai, f.anthropic) // a version of the same routing: a1's reference resolves to the new value
+	v2.Providers[0].Keys[0].Value = config.NewSecret("key-a1-file")
+	if err := f.svc.Apply(v2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.svc.rt.Load().table.Key("fake-openai", "a1").Secret(); got != "key-a1-file" {
+		t.Fatalf("after the swap a1 sends %q, want the reloaded secret", got)
+	}
+}
+
+// TestReloadUnderAVersion: under a fleet routing version, a SIGHUP gives a
+// key the file's secret only where the version refers to the same secret;
+// a key the version refers to otherwise keeps the version's, with a
+// warning, and keys the file has and the version has not are no warning.
+func TestReloadUnderAVersion(t *testing.T) {
+	f := newFixture(t)
+	v2 := baseConfig(f.openai, f.anthropic)
+	v2.Providers[0].Keys[0].Secret, v2.Providers[0].Keys[0].Value = "env:A1_V2", config.NewSecret("key-a1-v2")
+	v2.Providers[0].Keys[1].Secret, v2.Providers[0].Keys[1].Value = "env:A2", config.NewSecret("key-a2")
+	v2.Providers[0].Keys = v2.Providers[0].Keys[:2]
+	if err := f.svc.Apply(v2, 2); err != nil {
+		t.Fatal(err)
+	}
+	file := baseConfig(f.openai, f.anthropic)
+	file.Providers[0].Keys[0].Secret, file.Providers[0].Keys[0].Value = "env:A1", config.NewSecret("key-a1-stale")
+	file.Providers[0].Keys[1].Secret, file.Providers[0].Keys[1].Value = "env:A2", config.NewSecret("key-a2-new")
+	file.Providers[0].Keys = append(file.Providers[0].Keys, config.Key{ID: "a9", Secret: "env:A9", Weight: 1, Value: config.NewSecret("k9")})
+	w := f.svc.ReloadSecrets(context.Background(), file)
+	table := f.svc.rt.Load().table
+	if a1, a2 := table.Key("fake-openai", "a1").Secret(), table.Key("fake-openai", "a2").Secret(); a1 != "key-a1-v2" || a2 != "key-a2-new" {
+		t.Fatalf("a1 sends %q (want the version's), a2 %q (want the reloaded one)", a1, a2)
+	}
+	if len(w) != 1 || !strings.Contains(w[0], "key a1") || !strings.Contains(w[0], "config version 2") || !strings.Contains(w[0], "env:A1_V2") {
+		t.Fatalf("warnings %q, want one about a1", w)
 	}
 }
