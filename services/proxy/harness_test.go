@@ -231,3 +231,19 @@ func jsonDecode(resp *http.Response, v any) error {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// oneProviderFixture is a proxy in front of one upstream of type typ at
+// base (a test's own server), with one key (secret) and one chat model "m".
+func oneProviderFixture(t *testing.T, typ, base, secret string) *fixture {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.Providers = []config.Provider{{
+		Name: "up", Type: typ, BaseURL: base, Selection: "round_robin",
+		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(secret)}},
+		Models: []config.Model{{Name: "m", Kind: "chat"}},
+	}}
+	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
+	f := &fixture{cfg: cfg}
+	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	return f
+}

@@ -266,15 +266,7 @@ func TestLongErrorMaskedBeforeItIsCut(t *testing.T) {
 		_, _ = io.WriteString(w, "{"+strings.Repeat("x", 490)+" bad api-key "+secret+" (upstream gateway)")
 	}))
 	defer up.Close()
-	cfg := config.Defaults()
-	cfg.Providers = []config.Provider{{
-		Name: "up", Type: "anthropic", BaseURL: up.URL, Selection: "round_robin",
-		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(secret)}},
-		Models: []config.Model{{Name: "m", Kind: "chat"}},
-	}}
-	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
-	f := &fixture{cfg: cfg}
-	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	f := oneProviderFixture(t, "anthropic", up.URL, secret)
 	st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if st != http.StatusBadRequest || strings.Contains(string(body), secret[:8]) || strings.Contains(string(body), secret[len(secret)-8:]) {
 		t.Fatalf("%d %s", st, body)
@@ -296,15 +288,7 @@ func TestRotatedSecretEchoMasked(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":{"message":"API key '`+sent+`' is not valid for this model","type":"invalid_request_error","code":"bad_key"}}`)
 	}))
 	defer up.Close()
-	cfg := config.Defaults()
-	cfg.Providers = []config.Provider{{
-		Name: "up", Type: "openai-compatible", BaseURL: up.URL + "/v1", Selection: "round_robin",
-		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(old)}},
-		Models: []config.Model{{Name: "m", Kind: "chat"}},
-	}}
-	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
-	f = &fixture{cfg: cfg}
-	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	f = oneProviderFixture(t, "openai-compatible", up.URL+"/v1", old)
 	st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if st != http.StatusBadRequest || strings.Contains(string(body), old) || !strings.Contains(string(body), "[redacted]") {
 		t.Fatalf("%d %s", st, body)

@@ -48,6 +48,10 @@ type relay struct {
 	dropUsage bool
 	upErr     bool // the upstream reported an error in the stream
 	atEOF     bool // the upstream body was read to its end
+	// convErr is why an upstream event could not be translated into the
+	// caller's format: the stream is abandoned (an event dropped would
+	// leave the caller an answer that looks whole and is not).
+	convErr error
 	// firstBuf holds the opening events of most streams (a role chunk and
 	// the first content), so that a relay is one allocation.
 	firstBuf [512]byte
@@ -192,9 +196,12 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 		data = redact.Body(data, providerSecrets(rl.t.step.Provider)...)
 	}
 	frames, done, err := rl.conv.Event(ev.Name, data)
+	if err != nil && kind != provider.EventError {
+		rl.convErr = err
+		return nil
+	}
 	if err != nil {
-		rl.r.logger().Warn("stream event not translated", "err", err)
-		frames = nil
+		frames = nil // the error event's own text did not translate: one of ours below
 	}
 	if done {
 		rl.done = true
@@ -277,7 +284,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	}
 	var readErr error
 	if write(rl.first) && flush(false) {
-		for {
+		for rl.convErr == nil {
 			rl.idle.arm(rl.r)
 			ev, err := rl.rd.Next()
 			if err != nil {
@@ -308,6 +315,16 @@ func (rl *relay) run(w *bufio.Writer) {
 	case clientGone:
 		r.cancelled, r.class = true, classCallerGone
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
+	case rl.convErr != nil:
+		// Not the target's failure: the gateway cannot say what the
+		// upstream sent in the caller's format.
+		status = http.StatusBadGateway
+		msg := "the upstream's stream holds an event this API's format cannot carry: " + rl.convErr.Error()
+		r.logger().Warn("stream not translated", "model", r.model, "provider", rl.t.step.Provider.Name,
+			"key_id", rl.t.key.ID, "events", events, "err", rl.convErr)
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg)) {
+			flush(true)
+		}
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))

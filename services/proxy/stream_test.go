@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +188,51 @@ func TestErrorAfterFirstContentIsRelayedOnce(t *testing.T) {
 	}
 	if errs != 1 || strings.Contains(events[len(events)-1].data, "stream_incomplete") {
 		t.Errorf("want the upstream's error event once and no stream_incomplete: %+v", events)
+	}
+}
+
+// TestUntranslatableEventEndsTheStream: an upstream event the caller's
+// format cannot carry (an Anthropic server tool block, for an OpenAI
+// caller) ends the relayed stream with an error event that says so, not an
+// answer that looks whole with the block left out.
+func TestUntranslatableEventEndsTheStream(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	body := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me run it."}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"code_execution","input":{}}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"code\":\"1+1\"}"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":20}}`) +
+		ev("message_stop", `{"type":"message_stop"}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer up.Close()
+	f := oneProviderFixture(t, "anthropic", up.URL, "sk-ant-test")
+	resp, events := f.stream(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusOK || len(events) < 2 {
+		t.Fatalf("%d, %d events", resp.StatusCode, len(events))
+	}
+	var text strings.Builder
+	for _, e := range events[:len(events)-1] {
+		if strings.Contains(e.data, "[DONE]") || strings.Contains(e.data, `"finish_reason":"stop"`) {
+			t.Fatalf("the stream looks whole: %s", e.data)
+		}
+		var c struct {
+			Choices []struct{ Delta struct{ Content string } }
+		}
+		if json.Unmarshal([]byte(e.data), &c) == nil && len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if text.String() != "Let me run it." {
+		t.Errorf("relayed text %q", text.String())
+	}
+	if last := events[len(events)-1].data; !strings.Contains(last, `"code":"unsupported_translation"`) || !strings.Contains(last, "cannot carry") {
+		t.Fatalf("last event %s, want the error that ends it", last)
 	}
 }
