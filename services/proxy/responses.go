@@ -341,6 +341,8 @@ type chatToResponsesStream struct {
 	seq      int
 	started  bool
 	msgOpen  bool
+	msgIndex int // the message item's output_index (when msgOpen)
+	items    int // output items added so far: the next one's output_index
 	text     strings.Builder
 	calls    []*streamCall
 	finish   string
@@ -376,12 +378,17 @@ func (s *chatToResponsesStream) emit(typ string, fields map[string]any) {
 
 func (s *chatToResponsesStream) snapshot(status string) map[string]any {
 	var output []map[string]any
-	if s.msgOpen || s.text.Len() > 0 {
-		output = append(output, messageItem("msg_"+s.id, s.text.String(), "completed"))
-	}
-	for _, c := range s.calls {
-		output = append(output, map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id, "name": c.name,
-			"arguments": c.args.String(), "status": "completed"})
+	for i := range s.items { // in output_index order, as the events named them
+		if s.msgOpen && i == s.msgIndex {
+			output = append(output, messageItem("msg_"+s.id, s.text.String(), "completed"))
+			continue
+		}
+		for _, c := range s.calls {
+			if c.outputIndex == i {
+				output = append(output, map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id, "name": c.name,
+					"arguments": c.args.String(), "status": "completed"})
+			}
+		}
 	}
 	r := responseObject(s.id, s.created, s.model, output, s.finish, responsesUsage(s.usage))
 	if status != "" {
@@ -444,14 +451,15 @@ func (s *chatToResponsesStream) Event(_ []byte, data []byte) ([]byte, bool, erro
 	for _, c := range ch.Choices {
 		if t := c.Delta.Content; t != nil && *t != "" {
 			if !s.msgOpen {
-				s.msgOpen = true
-				s.emit("response.output_item.added", map[string]any{"output_index": 0,
+				s.msgOpen, s.msgIndex = true, s.items
+				s.items++
+				s.emit("response.output_item.added", map[string]any{"output_index": s.msgIndex,
 					"item": map[string]any{"type": "message", "id": "msg_" + s.id, "status": "in_progress", "role": "assistant", "content": []any{}}})
-				s.emit("response.content_part.added", map[string]any{"item_id": "msg_" + s.id, "output_index": 0, "content_index": 0,
+				s.emit("response.content_part.added", map[string]any{"item_id": "msg_" + s.id, "output_index": s.msgIndex, "content_index": 0,
 					"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 			}
 			s.text.WriteString(*t)
-			s.emit("response.output_text.delta", map[string]any{"item_id": "msg_" + s.id, "output_index": 0, "content_index": 0, "delta": *t})
+			s.emit("response.output_text.delta", map[string]any{"item_id": "msg_" + s.id, "output_index": s.msgIndex, "content_index": 0, "delta": *t})
 		}
 		for _, tc := range c.Delta.ToolCalls {
 			var call *streamCall
@@ -461,7 +469,8 @@ func (s *chatToResponsesStream) Event(_ []byte, data []byte) ([]byte, bool, erro
 				}
 			}
 			if call == nil {
-				call = &streamCall{index: tc.Index, id: tc.ID, name: tc.Function.Name, outputIndex: len(s.calls) + 1}
+				call = &streamCall{index: tc.Index, id: tc.ID, name: tc.Function.Name, outputIndex: s.items}
+				s.items++
 				s.calls = append(s.calls, call)
 				s.emit("response.output_item.added", map[string]any{"output_index": call.outputIndex,
 					"item": map[string]any{"type": "function_call", "id": "fc_" + call.id, "call_id": call.id, "name": call.name, "arguments": "", "status": "in_progress"}})
@@ -483,10 +492,10 @@ func (s *chatToResponsesStream) Event(_ []byte, data []byte) ([]byte, bool, erro
 func (s *chatToResponsesStream) close() {
 	if s.msgOpen {
 		id, text := "msg_"+s.id, s.text.String()
-		s.emit("response.output_text.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "text": text})
-		s.emit("response.content_part.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
+		s.emit("response.output_text.done", map[string]any{"item_id": id, "output_index": s.msgIndex, "content_index": 0, "text": text})
+		s.emit("response.content_part.done", map[string]any{"item_id": id, "output_index": s.msgIndex, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
-		s.emit("response.output_item.done", map[string]any{"output_index": 0, "item": messageItem(id, text, "completed")})
+		s.emit("response.output_item.done", map[string]any{"output_index": s.msgIndex, "item": messageItem(id, text, "completed")})
 	}
 	for _, c := range s.calls {
 		s.emit("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + c.id, "output_index": c.outputIndex, "arguments": c.args.String()})
