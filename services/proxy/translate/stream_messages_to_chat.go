@@ -88,6 +88,8 @@ type messagesToChatStream struct {
 	// events are translated (tool arguments, the json_response answer) or
 	// dropped (a web search's).
 	open, openIndex int
+	// toolArgs: the open tool call has had a piece of arguments.
+	toolArgs bool
 
 	started, finished, done, terminated bool
 }
@@ -134,8 +136,17 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		decoded = true
 	}
 	switch string(typ) {
-	case "ping", "content_block_stop":
+	case "ping":
 		return nil, false, nil
+	case "content_block_stop":
+		// Blocks do not interleave: this ends the open one. A call that
+		// had no arguments gets "{}", as the non-stream answer gives it
+		// (an SDK parsing "" as JSON fails).
+		if c.open == openTool && !c.toolArgs {
+			c.appendArguments([]byte(`"{}"`))
+		}
+		c.open = openOther
+		return c.out, false, nil
 	case "error":
 		c.out = append(c.out, "data: "...)
 		c.out = append(c.out, AnthropicErrorToOpenAI(0, data)...)
@@ -336,6 +347,7 @@ func (c *messagesToChatStream) appendToolStart(ev *anthropicEvent) error {
 	c.out = append(c.out, ev.ContentBlock.Name...)
 	c.out = append(c.out, `,"arguments":""}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	c.toolCalls++
+	c.toolArgs = false
 	return nil
 }
 
@@ -351,13 +363,20 @@ func (c *messagesToChatStream) appendToolArguments(ev *anthropicEvent) error {
 	if !quotedString(ev.Delta.PartialJSON) {
 		return fmt.Errorf("decode Anthropic stream event: partial_json is not a string: %w", ErrMalformed)
 	}
+	c.appendArguments(ev.Delta.PartialJSON)
+	return nil
+}
+
+// appendArguments writes a tool_calls chunk with a piece of the open tool
+// call's arguments (a JSON string).
+func (c *messagesToChatStream) appendArguments(part []byte) {
 	c.out = append(c.out, c.prefix...)
 	c.out = append(c.out, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	c.out = strconv.AppendInt(c.out, int64(c.toolCalls-1), 10)
 	c.out = append(c.out, `,"function":{"arguments":`...)
-	c.out = append(c.out, ev.Delta.PartialJSON...)
+	c.out = append(c.out, part...)
 	c.out = append(c.out, `}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-	return nil
+	c.toolArgs = true
 }
 
 // mergeUsage takes the counts message_delta reports: output_tokens always,

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -177,4 +178,30 @@ func TestToolResponseRoundTrip(t *testing.T) {
 			t.Errorf("round trip\n got %s\nwant %s", back, in)
 		}
 	})
+}
+
+// TestStreamedCallWithoutArguments: a tool call with no input streams its
+// arguments as "{}", as the non-stream answer gives them, not "" (which no
+// SDK parses as JSON); a call with input gets its input only.
+func TestStreamedCallWithoutArguments(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	stream := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"now","input":{}}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_2","name":"add","input":{}}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`) +
+		ev("message_stop", `{"type":"message_stop"}`)
+	out, _ := runStream(t, NewMessagesToChatStream("m"), []byte(stream))
+	calls := openAIStreamTools(t, out)
+	if len(calls) != 2 || calls[0].Arguments != "{}" || calls[1].Arguments != `{"a":1}` {
+		t.Fatalf("calls %+v", calls)
+	}
+	body := `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"now","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}`
+	chat, err := MessagesResponseToChat([]byte(body), "m")
+	if err != nil || !bytes.Contains(chat, []byte(`"arguments":"{}"`)) {
+		t.Fatalf("non-stream: %s %v", chat, err)
+	}
 }
