@@ -61,7 +61,7 @@ const (
 	// DefaultUsageMaxAge is how long the usage stream keeps a record.
 	DefaultUsageMaxAge = 30 * 24 * time.Hour
 	// UsageDuplicateWindow is how long the usage stream remembers a
-X
+	// message's id (the publishing proxy's own, for its batch of the
 	// records that share a subject), so a batch published again after a
 	// lost acknowledgement is stored once.
 	UsageDuplicateWindow = 10 * time.Minute
