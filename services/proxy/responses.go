@@ -464,7 +464,8 @@ func (s *chatToResponsesStream) Event(_ []byte, data []byte) ([]byte, bool, erro
 		for _, tc := range c.Delta.ToolCalls {
 			var call *streamCall
 			for _, k := range s.calls {
-				if k.index == tc.Index {
+				// the same index and no other id (Ollama numbers every call 0)
+				if k.index == tc.Index && (tc.ID == "" || tc.ID == k.id) {
 					call = k
 				}
 			}

@@ -23,6 +23,8 @@ func TestResponsesStreamOutputIndexes(t *testing.T) {
 		"text, then a call":  {text, call1, args1, stop, "[DONE]"},
 		"a call, then text":  {call1, args1, text, stop, "[DONE]"},
 		"text only, no call": {text, stop, "[DONE]"},
+		"two calls numbered 0 (Ollama)": {call1, args1,
+			`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`, stop, "[DONE]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newChatToResponsesStream("m")
@@ -72,6 +74,9 @@ func TestResponsesStreamOutputIndexes(t *testing.T) {
 			}
 			if added != len(output) {
 				t.Fatalf("%d items added, %d in the final output", added, len(output))
+			}
+			if strings.Contains(name, "Ollama") && (len(output) != 2 || output[1].(map[string]any)["call_id"] != "call_2") {
+				t.Fatalf("two calls numbered 0: output %v", output)
 			}
 		})
 	}

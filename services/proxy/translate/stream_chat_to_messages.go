@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -129,7 +130,8 @@ type chatToMessagesStream struct {
 
 	block     int // the kind of the open block
 	nextBlock int // the index of the next block; the open one's is one less
-	tool      int // the OpenAI index of the last tool call begun, or -1
+	tool      int    // the OpenAI index of the last tool call begun, or -1
+	toolID    []byte // its id as sent (quoted; nil when it came without one)
 
 	// finished: a finish_reason came; later content is dropped.
 	started, finished, done, terminated bool
@@ -346,16 +348,22 @@ func (c *chatToMessagesStream) appendToolCall(tc *chatToolCallDelta) error {
 	if present(tc.Type) && string(tc.Type) != `"function"` {
 		return unsupported(fmt.Sprintf("tool calls of type %s", tc.Type))
 	}
+	// A call is new at a higher index, or at the same index with another
+	// id (Ollama numbers every call 0).
+	again := tc.Index == c.tool && quotedString(tc.ID) && !emptyString(tc.ID) && c.toolID != nil && !bytes.Equal(tc.ID, c.toolID)
 	switch {
 	case tc.Index < c.tool:
 		return fmt.Errorf("decode OpenAI stream chunk: tool call %d continued after tool call %d began: %w", tc.Index, c.tool, ErrMalformed)
-	case tc.Index > c.tool:
+	case tc.Index > c.tool || again:
 		if !quotedString(tc.Function.Name) || emptyString(tc.Function.Name) {
 			return fmt.Errorf("decode OpenAI stream chunk: tool call %d begins without a name: %w", tc.Index, ErrMalformed)
 		}
 		id := tc.ID
+		c.toolID = nil
 		if !quotedString(id) || emptyString(id) {
 			id = quote(toolUseIDPrefix + newIDSuffix())
+		} else {
+			c.toolID = append(c.toolID[:0], id...)
 		}
 		c.closeBlock()
 		c.tool = tc.Index

@@ -205,3 +205,19 @@ func TestStreamedCallWithoutArguments(t *testing.T) {
 		t.Fatalf("non-stream: %s %v", chat, err)
 	}
 }
+
+// TestStreamedCallsReusingAnIndex: an OpenAI-format stream that numbers
+// every tool call 0 and tells them apart by id (Ollama does) gives one
+// tool_use block per call, not one block with the inputs run together.
+func TestStreamedCallsReusingAnIndex(t *testing.T) {
+	stream := "data: " + `{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"w","arguments":"{\"p\":\"a\"}"}}]}}]}` + "\n\n" +
+		"data: " + `{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}` + "\n\n" +
+		"data: " + `{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"w","arguments":"{\"p\":\"b\"}"}}]}}]}` + "\n\n" +
+		"data: " + `{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" +
+		"data: [DONE]\n\n"
+	out, _ := runStream(t, NewChatToMessagesStream("m"), []byte(stream))
+	calls := anthropicStreamTools(t, out)
+	if len(calls) != 2 || calls[0].ID != "call_a" || calls[0].Arguments != `{"p":"a"}` || calls[1].ID != "call_b" || calls[1].Arguments != `{"p":"b"}` {
+		t.Fatalf("tool_use blocks %+v", calls)
+	}
+}
