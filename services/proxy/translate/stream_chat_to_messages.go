@@ -128,8 +128,8 @@ type chatToMessagesStream struct {
 	usage      anthropicUsage
 	stopReason string
 
-	block     int // the kind of the open block
-	nextBlock int // the index of the next block; the open one's is one less
+	block     int    // the kind of the open block
+	nextBlock int    // the index of the next block; the open one's is one less
 	tool      int    // the OpenAI index of the last tool call begun, or -1
 	toolID    []byte // its id as sent (quoted; nil when it came without one)
 
