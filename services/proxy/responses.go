@@ -325,9 +325,13 @@ func responseObject(id string, created int64, model string, output []map[string]
 	}
 	r := map[string]any{"id": "resp_" + strings.TrimPrefix(id, "chatcmpl-"), "object": "response", "created_at": created,
 		"status": "completed", "model": model, "output": output, "usage": usage, "error": nil, "incomplete_details": nil}
-	if finish == "length" {
+	switch finish {
+	case "length":
 		r["status"] = "incomplete"
 		r["incomplete_details"] = map[string]string{"reason": "max_output_tokens"}
+	case "content_filter": // an Anthropic refusal, say
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]string{"reason": "content_filter"}
 	}
 	return r
 }
@@ -504,7 +508,7 @@ func (s *chatToResponsesStream) close() {
 			"item": map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id, "name": c.name, "arguments": c.args.String(), "status": "completed"}})
 	}
 	final := "response.completed"
-	if s.finish == "length" {
+	if s.finish == "length" || s.finish == "content_filter" {
 		final = "response.incomplete"
 	}
 	s.emit(final, map[string]any{"response": s.snapshot("")})

@@ -81,3 +81,33 @@ func TestResponsesStreamOutputIndexes(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesIncomplete: an answer cut by its length or stopped by a
+// content filter (an Anthropic refusal becomes one) is incomplete, with the
+// reason, in a translated Responses stream and answer.
+func TestResponsesIncomplete(t *testing.T) {
+	for finish, reason := range map[string]string{"length": "max_output_tokens", "content_filter": "content_filter"} {
+		s := newChatToResponsesStream("m")
+		var last []byte
+		for _, c := range []string{
+			`{"id":"chatcmpl-1","created":1,"choices":[{"index":0,"delta":{"content":"hi"}}]}`,
+			`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"` + finish + `"}]}`,
+			"[DONE]",
+		} {
+			out, _, err := s.Event(nil, []byte(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) > 0 {
+				last = out
+			}
+		}
+		if !strings.Contains(string(last), "event: response.incomplete") || !strings.Contains(string(last), `"incomplete_details":{"reason":"`+reason+`"}`) {
+			t.Errorf("finish %s: last frames %s", finish, last)
+		}
+		r := responseObject("chatcmpl-1", 1, "m", nil, finish, nil)
+		if r["status"] != "incomplete" || r["incomplete_details"].(map[string]string)["reason"] != reason {
+			t.Errorf("finish %s: response %v", finish, r)
+		}
+	}
+}
