@@ -159,8 +159,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			r.record(c.Response().StatusCode())
 			return err
 		}
-		r.rt = s.rt.Load()
-		r.rt.active.Add(1)
+		r.rt = s.useRouting()
 		r.trace.on = s.bundles.on()
 		s.callers.add(r, c.Context().Conn())
 		var res outcome
@@ -184,6 +183,21 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r.noteResponse(c)
 		r.finish(c.Response().StatusCode())
 		return res.err
+	}
+}
+
+// useRouting returns the routing in use, counted as used (active) by one
+// more request: a swap between the load and the count would let the old
+// routing close its pools under the request, so the count is checked
+// against the routing in use after it is made.
+func (s *Service) useRouting() *routing {
+	for {
+		rt := s.rt.Load()
+		rt.active.Add(1)
+		if s.rt.Load() == rt {
+			return rt
+		}
+		rt.active.Add(-1) // swapped meanwhile: take the new one
 	}
 }
 

@@ -153,25 +153,41 @@ func takeCounts(ks []passiveKey) map[string]health.PassiveCounts {
 	return out
 }
 
+// flushPassive publishes the passive counts of the routing in use and of
+// the routings it replaced (of their last requests), over the interval
+// since the last report.
+func (s *Service) flushPassive(now time.Time, since time.Duration) {
+	nc := s.member.Conn()
+	sent, dropped := s.rt.Load().passive.flush(nc, s.member.Instance, now, since)
+	s.retiredMu.Lock()
+	keep := s.retired[:0]
+	for _, old := range s.retired {
+		idle := old.active.Load() == 0 // before the flush: nothing counts after it
+		n, d := old.passive.flush(nc, s.member.Instance, now, since)
+		sent, dropped = sent+n, dropped+d
+		if !idle {
+			keep = append(keep, old)
+		}
+	}
+	clear(s.retired[len(keep):])
+	s.retired = keep
+	s.retiredMu.Unlock()
+	s.metrics.passiveReports(sent, dropped)
+	if dropped > 0 {
+		s.log.Debug("passive reports dropped", "count", dropped, "nats_connected", nc.IsConnected())
+	}
+}
+
 // runPassive publishes the passive counters every
 // proxy.passive_report_interval until ctx ends, then once more for the
 // last requests. Serve runs it beside the fleet member when the proxy has
 // a NATS connection and the reports are on.
 func (s *Service) runPassive(ctx context.Context) {
 	every := s.cfg.Proxy.PassiveReportInterval
-	nc := s.member.Conn()
 	last := time.Now()
 	flush := func(now time.Time) {
-		sent, dropped := s.rt.Load().passive.flush(nc, s.member.Instance, now, now.Sub(last))
-		if old := s.retiredPassive.Swap(nil); old != nil { // a routing just replaced: its last counts
-			n, d := old.flush(nc, s.member.Instance, now, now.Sub(last))
-			sent, dropped = sent+n, dropped+d
-		}
+		s.flushPassive(now, now.Sub(last))
 		last = now
-		s.metrics.passiveReports(sent, dropped)
-		if dropped > 0 {
-			s.log.Debug("passive reports dropped", "count", dropped, "nats_connected", nc.IsConnected())
-		}
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

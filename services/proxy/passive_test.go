@@ -269,3 +269,50 @@ func TestPassiveCountsStreamEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestPassiveCountsAcrossSwaps: the counts of requests served on routings
+// that were replaced (two swaps within one report interval) are all
+// published, not only those of the last one replaced.
+func TestPassiveCountsAcrossSwaps(t *testing.T) {
+	ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = time.Hour })
+	p := ff.proxies[0]
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	sub, err := nc.SubscribeSync(health.PassiveSubjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for v := range 3 {
+		for range 2 {
+			if status := ff.call(t, 0, directBody); status != 200 {
+				t.Fatalf("status %d", status)
+			}
+		}
+		if v < 2 {
+			if err := p.Apply(baseConfig(ff.openai, ff.anthropic), v+2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.flushPassive(time.Now(), time.Second)
+	var served uint64
+	deadline := time.Now().Add(5 * time.Second)
+	for served < 6 {
+		msg, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("%d of 6 successes reported: %v", served, err)
+		}
+		var rep health.PassiveReport
+		if err := json.Unmarshal(msg.Data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rep.Keys {
+			served += c.Success
+		}
+	}
+	if served != 6 {
+		t.Fatalf("%d successes reported, want 6", served)
+	}
+}

@@ -57,10 +57,12 @@ type Service struct {
 	// health is the prober's last health records, for each new routing.
 	health atomic.Pointer[health.Snapshot]
 	// passiveOn: passive reports are published (NATS, and
-	// proxy.passive_report_interval > 0); retiredPassive holds the counts
-	// of a routing just replaced, published with the next report.
-	passiveOn      bool
-	retiredPassive atomic.Pointer[passiveCounters]
+	// proxy.passive_report_interval > 0); retired are the routings
+	// replaced whose passive counts are still to publish: each is flushed
+	// with every report until no request runs on it any more.
+	passiveOn bool
+	retiredMu sync.Mutex
+	retired   []*routing
 	retiring       sync.WaitGroup // routings waiting to close their pools
 	// routes is the fleet's routing configuration (switchyard_config);
 	// routing says whether its active version is known and one this proxy

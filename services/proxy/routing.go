@@ -138,7 +138,9 @@ func (s *Service) Apply(cfg *config.Config, version int) error {
 // changed) closes.
 func (s *Service) retire(old *routing) {
 	if old.passive != nil {
-		s.retiredPassive.Store(old.passive)
+		s.retiredMu.Lock()
+		s.retired = append(s.retired, old)
+		s.retiredMu.Unlock()
 	}
 	s.retiring.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
