@@ -63,7 +63,7 @@ type Service struct {
 	passiveOn bool
 	retiredMu sync.Mutex
 	retired   []*routing
-	retiring       sync.WaitGroup // routings waiting to close their pools
+	retiring  sync.WaitGroup // routings waiting to close their pools
 	// routes is the fleet's routing configuration (switchyard_config);
 	// routing says whether its active version is known and one this proxy
 	// could not apply.
