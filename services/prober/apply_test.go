@@ -322,17 +322,7 @@ func TestApplyKeepsRotatedSecrets(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"rotated-1", "rotated-2"}})
 	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 	base := applyBase + "credentials:\n  encryption_key: env:CRED_KEY\n"
-	doc := func(keys string) string {
-		return strings.ReplaceAll(`
-providers:
-  - name: p1
-    type: openai
-    base_url: {{URL}}/v1
-    keys: [`+keys+`]
-    models: [{name: gpt-4o-mini}]
-    health_check: {per_key: true}
-`, "{{URL}}", f.fake.URL())
-	}
+	doc := func(keys string) string { return p1Doc(f, keys, "    health_check: {per_key: true}\n") }
 	v1 := version(t, base, doc("{id: k1, secret: env:K1}"), 1, "CRED_KEY="+credKey)
 	v2 := version(t, base, doc("{id: k1, secret: env:K1}, {id: k2, secret: env:K2}"), 2, "CRED_KEY="+credKey)
 	box, err := credentials.NewBox(v1.Credentials.Key)
@@ -428,16 +418,7 @@ func (us *unitSet) count() int {
 // to the same secret; the version decides which keys exist.
 func TestReloadUnderAVersion(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1"})
-	doc := func(keys string) string {
-		return strings.ReplaceAll(`
-providers:
-  - name: p1
-    type: openai
-    base_url: {{URL}}/v1
-    keys: [`+keys+`]
-    models: [{name: gpt-4o-mini}]
-`, "{{URL}}", f.fake.URL())
-	}
+	doc := func(keys string) string { return p1Doc(f, keys, "") }
 	v1 := version(t, applyBase, doc("{id: k1, secret: env:K1}"), 1)
 	v2 := version(t, applyBase, doc("{id: k1, secret: env:K2}"), 2)
 	r := f.startProber(t, v1)
@@ -453,4 +434,17 @@ providers:
 	if len(w) != 1 || !strings.Contains(w[0], "key k1") || !strings.Contains(w[0], "env:K2") {
 		t.Fatalf("warnings %q, want one about k1", w)
 	}
+}
+
+// p1Doc is a routing document with one provider, p1 at the fixture's fake,
+// its keys (YAML flow items) and more of its fields (YAML lines).
+func p1Doc(f *fixture, keys, more string) string {
+	return strings.ReplaceAll(`
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [`+keys+`]
+    models: [{name: gpt-4o-mini}]
+`+more, "{{URL}}", f.fake.URL())
 }

@@ -100,15 +100,7 @@ providers:
     keys: [{id: k1, secret: env:K1}]
     models: [{name: gpt-4o-mini}]
 `)
-	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
-	other, err := fleet.New(cfg, fleet.Options{Service: "prober", NATS: onc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- other.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	other := f.member(t, cfg, "prober") // another prober replica
 	for range 3 {
 		other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "503"}})
 	}
@@ -344,8 +336,15 @@ providers:
 // instance (a proxy) would, until the test ends.
 func (f *fixture) otherInstance(t *testing.T, cfg *config.Config) *fleet.Member {
 	t.Helper()
+	return f.member(t, cfg, "proxy")
+}
+
+// member is a running fleet member of service (its instance id says
+// which) on a connection of its own: another instance in the fleet.
+func (f *fixture) member(t *testing.T, cfg *config.Config, service string) *fleet.Member {
+	t.Helper()
 	onc, _ := testkit.ConnectNATS(t, f.ns.ClientURL())
-	other, err := fleet.New(cfg, fleet.Options{Service: "proxy", NATS: onc})
+	other, err := fleet.New(cfg, fleet.Options{Service: service, NATS: onc})
 	if err != nil {
 		t.Fatal(err)
 	}

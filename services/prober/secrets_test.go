@@ -18,22 +18,7 @@ import (
 // SIGHUP, not the one its configuration file had at start.
 func TestChecksUseRotatedSecrets(t *testing.T) {
 	// The provider accepts only the rotated secret.
-	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"rotated-secret-1"}})
-	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-	cfg := f.config(t, `
-credentials:
-  encryption_key: env:CRED_KEY
-prober:
-  check_interval: 100ms
-  recheck_interval: 100ms
-`+oneProvider, "CRED_KEY="+credKey)
-	box, err := credentials.NewBox(cfg.Credentials.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := credentials.Put(context.Background(), f.res.Credentials, box, "p1", "k1", config.NewSecret("rotated-secret-1"), "test"); err != nil {
-		t.Fatal(err)
-	}
+	f, cfg := rotatedFixture(t, "rotated-secret-1", "rotated-secret-1")
 	r := f.startProber(t, cfg)
 	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
 	if n := f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" }); n != 0 {
@@ -64,7 +49,24 @@ providers:
 // carries the fingerprint of the secret it sent (the rotated one), not of
 // the file's.
 func TestHoldNamesTheSecretSent(t *testing.T) {
-	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"nobody-has-this"}})
+	const rotated = "rotated-secret-1"
+	f, cfg := rotatedFixture(t, "nobody-has-this", rotated)
+	f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := f.holdRecord("p1.k1")
+		return err
+	})
+	if rec, _ := f.holdRecord("p1.k1"); rec.Fingerprint != config.NewSecret(rotated).Fingerprint() {
+		t.Fatalf("the hold names secret %q, want the rotated one sent and refused (%q)", rec.Fingerprint, config.NewSecret(rotated).Fingerprint())
+	}
+}
+
+// rotatedFixture is a prober fixture whose provider p1 accepts only the
+// secret accepted, with credentials rotation on and key k1 of p1 rotated to
+// rotated in switchyard_credentials; cfg is the prober's configuration.
+func rotatedFixture(t *testing.T, accepted, rotated string) (*fixture, *config.Config) {
+	t.Helper()
+	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{accepted}})
 	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 	cfg := f.config(t, `
 credentials:
@@ -77,16 +79,8 @@ prober:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rotated := config.NewSecret("rotated-secret-1")
-	if _, _, err := credentials.Put(context.Background(), f.res.Credentials, box, "p1", "k1", rotated, "test"); err != nil {
+	if _, _, err := credentials.Put(context.Background(), f.res.Credentials, box, "p1", "k1", config.NewSecret(rotated), "test"); err != nil {
 		t.Fatal(err)
 	}
-	f.startProber(t, cfg)
-	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := f.holdRecord("p1.k1")
-		return err
-	})
-	if rec, _ := f.holdRecord("p1.k1"); rec.Fingerprint != rotated.Fingerprint() {
-		t.Fatalf("the hold names secret %q, want the rotated one sent and refused (%q)", rec.Fingerprint, rotated.Fingerprint())
-	}
+	return f, cfg
 }

@@ -188,14 +188,7 @@ func BenchmarkPassiveCount(b *testing.B) {
 func TestPassiveReportsPublished(t *testing.T) {
 	ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = 20 * time.Millisecond })
 	ff.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
-	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
-	sub, err := nc.SubscribeSync(health.PassiveSubjects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := passiveSub(t, ff)
 	const n = 6
 	for range n {
 		if status := ff.call(t, 0, directBody); status != 200 {
@@ -276,14 +269,7 @@ func TestPassiveCountsStreamEnds(t *testing.T) {
 func TestPassiveCountsAcrossSwaps(t *testing.T) {
 	ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = time.Hour })
 	p := ff.proxies[0]
-	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
-	sub, err := nc.SubscribeSync(health.PassiveSubjects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := passiveSub(t, ff)
 	for v := range 3 {
 		for range 2 {
 			if status := ff.call(t, 0, directBody); status != 200 {
@@ -315,4 +301,19 @@ func TestPassiveCountsAcrossSwaps(t *testing.T) {
 	if served != 6 {
 		t.Fatalf("%d successes reported, want 6", served)
 	}
+}
+
+// passiveSub subscribes to the passive reports of the fleet ff, on a
+// connection of its own.
+func passiveSub(t *testing.T, ff *fleetFixture) *nats.Subscription {
+	t.Helper()
+	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
+	sub, err := nc.SubscribeSync(health.PassiveSubjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
 }
