@@ -125,6 +125,11 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		}},
 	}
 	s.rt.Store(rt)
+	for _, p := range cfg.Providers {
+		for _, k := range p.Keys {
+			s.secrets.fromFile(p.Name+"/"+k.ID, k.Value)
+		}
+	}
 	s.base = cfg
 	s.followed = configstore.NewTracker()
 	s.environ = deps.Environ

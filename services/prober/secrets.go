@@ -18,6 +18,25 @@ import (
 // routing configuration applied at runtime.
 type secrets struct {
 	m sync.Map // provider + "/" + key id -> override
+	// file is each key's secret as the file last gave it (at start, then
+	// at each reload): a reload changes a key only when the file's secret
+	// did, so a rotation since stands.
+	fileMu sync.Mutex
+	file   map[string]string // provider + "/" + key id -> secret
+}
+
+// fromFile notes the file's secret of a key and reports whether it
+// changed since the file last gave it (a key the file did not have counts
+// as changed).
+func (s *secrets) fromFile(id string, secret config.Secret) (changed bool) {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if s.file == nil {
+		s.file = map[string]string{}
+	}
+	prev, known := s.file[id]
+	s.file[id] = secret.Reveal()
+	return !known || prev != secret.Reveal()
 }
 
 // override is a key's secret where it is not the configured one.
@@ -104,6 +123,9 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 				warnings = append(warnings, fmt.Sprintf("provider %s: key %s: the routing in use (config version %d) refers to its secret as %s, the file as %s: the file's is not used",
 					p.Name, k.ID, rt.version, cur.Secret, k.Secret))
 				continue
+			}
+			if !s.secrets.fromFile(p.Name+"/"+k.ID, k.Value) {
+				continue // the file's secret did not change: a rotation since stands
 			}
 			if s.secrets.of(p.Name, cur).Reveal() != k.Value.Reveal() {
 				s.secrets.m.Store(p.Name+"/"+k.ID, override{secret: k.Value, reloaded: true, over: cur.Value})

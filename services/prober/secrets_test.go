@@ -84,3 +84,18 @@ prober:
 	}
 	return f, cfg
 }
+
+// TestReloadKeepsRotation: a SIGHUP that re-reads a file whose secret for
+// a rotated key did not change leaves the key on its rotated secret.
+func TestReloadKeepsRotation(t *testing.T) {
+	f, cfg := rotatedFixture(t, "rotated-secret-1", "rotated-secret-1")
+	r := f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "p1", "", health.Healthy))
+	if w := r.svc.ReloadSecrets(context.Background(), cfg); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	k1, _ := r.svc.routing().targets["p1"].keyByID("k1")
+	if got := r.svc.secrets.of("p1", k1).Reveal(); got != "rotated-secret-1" {
+		t.Fatalf("after a reload of an unchanged file k1 sends %q, want its rotated secret", got)
+	}
+}

@@ -79,6 +79,11 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 		for _, kc := range p.Keys {
 			seen[p.Name+"/"+kc.ID] = true
 			id := rotatedKey{p.Name, kc.ID}
+			prev, known := s.fileSecrets[id]
+			s.fileSecrets[id] = kc.Value.Reveal()
+			if known && prev == kc.Value.Reveal() {
+				continue // the file's secret did not change: a rotation since stands
+			}
 			k := rt.table.Key(p.Name, kc.ID)
 			switch {
 			case k == nil && rt.version == 0:

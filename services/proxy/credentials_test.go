@@ -165,3 +165,25 @@ func TestReloadUnderAVersion(t *testing.T) {
 		t.Fatalf("warnings %q, want one about a1", w)
 	}
 }
+
+// TestReloadKeepsRotationOfAnUnchangedKey: a SIGHUP whose file changed
+// another key's secret leaves a key rotated through the admin API on its
+// rotated secret, now and after the next swap.
+func TestReloadKeepsRotationOfAnUnchangedKey(t *testing.T) {
+	f := newFixture(t)
+	f.svc.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
+	f.svc.rt.Load().table.Key("fake-openai", "a1").SetSecret(config.NewSecret("key-a1-rotated"))
+	file := baseConfig(f.openai, f.anthropic)
+	file.Providers[0].Keys[1].Value = config.NewSecret("key-a2-new") // only a2 changed in the file
+	f.svc.ReloadSecrets(context.Background(), file)
+	a1 := func() string { return f.svc.rt.Load().table.Key("fake-openai", "a1").Secret() }
+	if got := a1(); got != "key-a1-rotated" {
+		t.Fatalf("after the reload a1 sends %q, want its rotated secret", got)
+	}
+	if err := f.svc.Apply(baseConfig(f.openai, f.anthropic), 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := a1(); got != "key-a1-rotated" {
+		t.Fatalf("after the next swap a1 sends %q, want its rotated secret", got)
+	}
+}
