@@ -451,12 +451,13 @@ func TestUsageOfFreeCalls(t *testing.T) {
 	}
 }
 
-// TestUsageOfPassthroughBodies: a passthrough body that is not JSON (an
-// upload) is not counted as input tokens; a JSON one is, by its size.
+// TestUsageOfPassthroughBodies: a passthrough body of a binary type (an
+// upload) is not counted as input tokens; any other is, by its size (JSON,
+// or JSON sent as a form, as curl -d does).
 func TestUsageOfPassthroughBodies(t *testing.T) {
 	mf := newMeterFixture(t)
 	upload := strings.Repeat("x", 40000)
-	for _, ct := range []string{"application/octet-stream", "application/json"} {
+	for _, ct := range []string{"application/octet-stream", "application/x-www-form-urlencoded"} {
 		if st, _, body := ptCall(t, mf.fixture, "GET", "/fake-openai/models", upload, "Content-Type", ct); st != 200 {
 			t.Fatalf("%s: %d %s", ct, st, body)
 		}
@@ -466,7 +467,7 @@ func TestUsageOfPassthroughBodies(t *testing.T) {
 		t.Errorf("an octet-stream body of 40,000 bytes counted as %d input tokens", in)
 	}
 	if in := recs[1].Tokens.Input; in != 10000 {
-		t.Errorf("a JSON body of 40,000 bytes counted as %d input tokens, want 10,000 (its size / 4)", in)
+		t.Errorf("a form body of 40,000 bytes counted as %d input tokens, want 10,000 (its size / 4)", in)
 	}
 	for _, rec := range recs {
 		if rec.Tokens.Output == 0 || !rec.TokensEstimated {
@@ -475,14 +476,14 @@ func TestUsageOfPassthroughBodies(t *testing.T) {
 	}
 }
 
-func TestIsJSON(t *testing.T) {
+func TestBinaryType(t *testing.T) {
 	for ct, want := range map[string]bool{
-		"application/json": true, "application/json; charset=utf-8": true, "Application/JSON": true,
-		"application/problem+json": true, "text/event-stream": false, "application/octet-stream": false,
-		"multipart/form-data; boundary=x": false, "": false,
+		"application/octet-stream": true, "audio/mpeg": true, "Image/PNG": true, "multipart/form-data; boundary=x": true,
+		"application/pdf": true, "application/json": false, "application/json; charset=utf-8": false,
+		"text/event-stream; charset=utf-8": false, "application/x-www-form-urlencoded": false, "application/x-ndjson": false, "": false,
 	} {
-		if got := isJSON([]byte(ct)); got != want {
-			t.Errorf("isJSON(%q) = %v", ct, got)
+		if got := binaryType([]byte(ct)); got != want {
+			t.Errorf("binaryType(%q) = %v", ct, got)
 		}
 	}
 }

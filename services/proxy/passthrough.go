@@ -102,7 +102,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.deadline = s.deadline(c, r.started)
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
-	if isJSON(c.Request().Header.ContentType()) {
+	if !binaryType(c.Request().Header.ContentType()) {
 		r.estIn = int64(len(r.body) / 4) // an upload (a file, audio) is not tokens
 	}
 	method := c.Method()
@@ -251,7 +251,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	})
 	r.setServedBy(c, t)
 	c.Response().SetBody(resp.Body()) // a copy: resp goes back to its pool
-	if isJSON(resp.Header.ContentType()) {
+	if !binaryType(resp.Header.ContentType()) {
 		r.estOut = int64(len(resp.Body()) / 4) // a download (a file's content) is not tokens
 	}
 	r.logInfo("passthrough served", t, slog.String("path", t.step.Upstream), slog.Int("status", status))
@@ -277,10 +277,20 @@ func (r *request) returnPassthrough(c *fiber.Ctx, t target, ae *attemptError) er
 	return c.Send(redact.Body(ae.body, providerSecrets(t.step.Provider)...))
 }
 
-// isJSON reports whether a content type is JSON (application/json, or a
-// +json type): the bodies whose size estimates tokens.
-func isJSON(ct []byte) bool {
+// binaryType reports whether a content type is one whose bodies are not
+// text (files, audio, images, multipart uploads): their size estimates no
+// tokens. Anything else (JSON, event streams, text, forms, none) does.
+func binaryType(ct []byte) bool {
 	mt, _, _ := bytes.Cut(ct, []byte(";"))
 	mt = bytes.ToLower(bytes.TrimSpace(mt))
-	return bytes.Equal(mt, []byte("application/json")) || bytes.HasSuffix(mt, []byte("+json"))
+	for _, prefix := range []string{"audio/", "image/", "video/", "multipart/"} {
+		if bytes.HasPrefix(mt, []byte(prefix)) {
+			return true
+		}
+	}
+	switch string(mt) {
+	case "application/octet-stream", "application/pdf", "application/zip", "application/gzip", "application/x-tar":
+		return true
+	}
+	return false
 }

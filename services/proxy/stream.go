@@ -118,6 +118,14 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			rl.first = rl.firstBuf[:0]
 		}
 		rl.first = append(rl.first, rl.convertKind(ev, kind)...)
+		if rl.convErr != nil {
+			// Nothing reached the caller yet: another target may answer in
+			// what the caller's format carries (as a plain answer that does
+			// not translate fails over).
+			abort(false)
+			return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header),
+				err: fmt.Errorf("the stream's opening events do not translate: %w", rl.convErr)})
+		}
 		held++
 		if !provider.IsPreamble(pf, ev.Name, ev.Data) || held >= maxPreamble {
 			break
@@ -325,6 +333,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg)) {
 			flush(true)
 		}
+		r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency) // the target answered
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))

@@ -191,6 +191,33 @@ func TestErrorAfterFirstContentIsRelayedOnce(t *testing.T) {
 	}
 }
 
+// TestUntranslatableOpeningFailsOver: a stream whose opening event the
+// caller's format cannot carry has reached the caller with nothing yet: the
+// attempt fails and the next target serves.
+func TestUntranslatableOpeningFailsOver(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	body := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"code_execution","input":{}}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer up.Close()
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "stub", Type: "anthropic", BaseURL: up.URL, Selection: "round_robin",
+			Keys: []config.Key{{ID: "s1", Weight: 1, Value: config.NewSecret("sk-stub")}}, Models: []config.Model{{Name: "m", Kind: "chat"}}})
+		c.Chains["stub-then-openai"] = config.Chain{Steps: []config.ChainStep{{Target: "stub/m"}, {Target: "fake-openai/demo-model"}}}
+	})
+	resp, events := f.stream(t, "/v1/chat/completions", `{"model":"chain:stub-then-openai","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(headerProvider) != "fake-openai" || resp.Header.Get(headerAttempts) == "1" {
+		t.Fatalf("%d, served by %q after %q attempts", resp.StatusCode, resp.Header.Get(headerProvider), resp.Header.Get(headerAttempts))
+	}
+	if last := events[len(events)-1].data; last != "[DONE]" {
+		t.Fatalf("last event %s", last)
+	}
+}
+
 // TestUntranslatableEventEndsTheStream: an upstream event the caller's
 // format cannot carry (an Anthropic server tool block, for an OpenAI
 // caller) ends the relayed stream with an error event that says so, not an

@@ -149,10 +149,14 @@ func blockError(typ string) error {
 		return unsupported("image content")
 	case "document":
 		return unsupported("document content")
-	case "tool_use", "server_tool_use", "mcp_tool_use":
+	case "tool_use":
 		return unsupported("tool calls")
-	case "tool_result", "web_search_tool_result", "mcp_tool_result":
+	case "tool_result":
 		return unsupported("tool results")
+	case "server_tool_use", "mcp_tool_use":
+		return unsupported("server and MCP tool calls (" + typ + " blocks)")
+	case "web_search_tool_result", "mcp_tool_result":
+		return unsupported("server and MCP tool results (" + typ + " blocks)")
 	case "thinking", "redacted_thinking":
 		return unsupported("thinking")
 	}

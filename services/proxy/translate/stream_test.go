@@ -491,7 +491,7 @@ func TestStreamErrors(t *testing.T) {
 	}{
 		{"anthropic server_tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"code_execution","input":{}}}`}},
-			"tool calls", false},
+			"server and MCP tool calls (server_tool_use blocks)", false},
 		{"anthropic tool_use without a name", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","input":{}}}`}},
 			"", true},
