@@ -123,9 +123,16 @@ func (s *Service) waitApplied(ctx context.Context, version uint64) bool {
 	}
 }
 
-// fingerprint is the fingerprint of a key's configured secret in the
-// routing in use (for hold records).
+// fingerprint is the fingerprint of a key's secret (for the hold records
+// this instance writes, its pins): its last rotation's, as the proxies
+// send it, else the configured one in the routing in use.
 func (s *Service) fingerprint(provider, keyID string) string {
+	s.rotMu.Lock()
+	r, ok := s.rotated[provider+"/"+keyID]
+	s.rotMu.Unlock()
+	if ok {
+		return r.Fingerprint // the secret the proxies send since its rotation
+	}
 	return s.routing().fingerprints[provider+"/"+keyID]
 }
 

@@ -168,4 +168,10 @@ func TestStatusFollowsTheLastRotation(t *testing.T) {
 		t.Fatalf("the bucket's latest is %s", latest.Fingerprint)
 	}
 	testkit.CheckFor(t, testTimeout, 5*time.Millisecond, shows(latest.Fingerprint))
+	// a pin of the key names the secret in use: the rotated one
+	r := e.do("POST", "/admin/holds", opToken, map[string]any{"provider": "openai", "key": "primary", "duration": "10m"})
+	r.expect(t, 201, "")
+	if r.body["fingerprint"] != latest.Fingerprint {
+		t.Fatalf("a pin after the rotation names %v, want the rotated secret's %s", r.body["fingerprint"], latest.Fingerprint)
+	}
 }

@@ -354,3 +354,61 @@ func (f *fixture) member(t *testing.T, cfg *config.Config, service string) *flee
 	t.Cleanup(func() { cancel(); <-done })
 	return other
 }
+
+// TestRetripAfterReleaseWaitsItsCooldown: a breaker hold this prober's
+// checks tripped, released another way (an operator), then tripped again
+// by a proxy's failures keeps the first trip's Since: it is not the
+// prober's own trip, and a passing check does not release it at once.
+func TestRetripAfterReleaseWaitsItsCooldown(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, `
+prober:
+  check_interval: 1h
+  recheck_interval: 1h
+  jitter: 0
+  lease_ttl: 1s
+  check_timeout: 900ms
+  settle_interval: 50ms
+resilience:
+  breaker: {consecutive_failures: 3, cooldown: 1h, max_cooldown: 2h}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+`)
+	r := f.startProber(t, cfg)
+	s := r.svc
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, wantHealth(f, "p1", "", health.Healthy)) // the first check passed
+	tgt := s.routing().targets["p1"]
+	fail := result{status: 503, res: failure.Result{Class: failure.Transient, Code: "503", Reason: "503"}}
+	for range 3 {
+		s.report(tgt, "k1", fail) // this prober's checks trip the breaker
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+	other := f.member(t, cfg, "proxy")
+	inTable := func(e *hold.Engine, st hold.State, by string) func() error {
+		return func() error {
+			for _, h := range e.Holds() {
+				if h.ID == "p1._" && h.State == st && (by == "" || h.RecordedBy == by) && h.Revision != 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("p1._ not %s (by %q) in the table", st, by)
+		}
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, inTable(other.Engine, hold.StateHeld, ""))
+	if err := other.Engine.Release(context.Background(), "p1._", hold.SourceAdmin); err != nil { // an operator's reset
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, inTable(s.engine, hold.StateReleased, ""))
+	for range 3 { // a proxy's failures trip it again while it ramps
+		other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "503", Reason: "503"}})
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, inTable(s.engine, hold.StateHeld, other.Instance))
+	s.releaseProviderHold(context.Background(), tgt) // the prober's next passing check (its release waits for its write)
+	if err := wantHold(f, "p1._", hold.StateHeld)(); err != nil {
+		t.Fatalf("a proxy's trip after a release: %v", err)
+	}
+}

@@ -71,10 +71,10 @@ type Service struct {
 	credKey []byte         // credentials.encryption_key (nil: rotation off)
 	secrets secrets        // rotated or reloaded secrets
 	// trips are the breaker holds this replica's own checks tripped, by
-	// hold id, with the hold's Since: a passing check releases such a hold
+	// hold id, with the hold's Since and rung: a passing check releases such a hold
 	// at once (releaseProviderHold). The record's last writer does not say
 	// who tripped it (a probe's result rewrites it).
-	trips sync.Map // hold id -> time.Time
+	trips sync.Map // hold id -> tripMark
 	// base is the configuration the prober started with (file and
 	// environment); the fleet's routing versions apply over it. routes is
 	// the switchyard_config bucket, followed what /readyz says of it.

@@ -305,7 +305,7 @@ func (s *Service) report(t *target, keyID string, r result) {
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status})
 		if after, ok := s.providerHold(t.name); ok && live(after) && after.Source == hold.SourceBreaker &&
 			after.RecordedBy == s.inst && (!had || !live(before) || !before.Since.Equal(after.Since)) {
-			s.trips.Store(after.ID, after.Since) // this check tripped it
+			s.trips.Store(after.ID, tripMark{after.Since, after.Rung}) // this check tripped it
 		}
 	case m.Holds && m.Scope == failure.ScopeKey:
 		// A check names no model: only what holds a whole key is held
@@ -359,11 +359,27 @@ func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 	}
 }
 
+// tripMark tells a trip apart: its Since and rung. A hold tripped again
+// after a release keeps the Since of the first and climbs a rung; a
+// probe's result on the same rung keeps both.
+type tripMark struct {
+	since time.Time
+	rung  int
+}
+
 // trippedHere reports whether this replica's own checks tripped the hold
-// rec (the trip it noted is rec's, not an earlier one).
+// rec (the trip it noted is rec's, not an earlier one); a note of another
+// trip is dropped.
 func (s *Service) trippedHere(rec hold.Record) bool {
-	since, ok := s.trips.Load(rec.ID)
-	return ok && since.(time.Time).Equal(rec.Since)
+	v, ok := s.trips.Load(rec.ID)
+	if !ok {
+		return false
+	}
+	if m := v.(tripMark); m.since.Equal(rec.Since) && m.rung == rec.Rung {
+		return true
+	}
+	s.trips.Delete(rec.ID)
+	return false
 }
 
 // nextRecord is the unit's record after check r.

@@ -118,8 +118,8 @@ func (v *validator) prober() {
 	if p.LeaseTTL > 0 && (p.LeaseTTL < time.Second || p.LeaseTTL%time.Second != 0) {
 		v.add("prober.lease_ttl", "must be whole seconds, at least 1s, got %s", p.LeaseTTL)
 	}
-	if p.LeaseTTL > 0 && p.CheckTimeout >= p.LeaseTTL {
-		v.add("prober.check_timeout", "must be below prober.lease_ttl (%s), got %s: a check ends within the lease of the prober replica that runs it", p.LeaseTTL, p.CheckTimeout)
+	if p.LeaseTTL > 0 && p.CheckTimeout > p.LeaseTTL*9/10 {
+		v.add("prober.check_timeout", "must be at most nine tenths of prober.lease_ttl (%s), got %s: a check ends within the lease of the prober replica that runs it", p.LeaseTTL*9/10, p.CheckTimeout)
 	}
 	if p.Jitter < 0 || p.Jitter >= 1 {
 		v.add("prober.jitter", "must be from 0 to below 1, got %v", p.Jitter)

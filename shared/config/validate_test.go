@@ -157,7 +157,7 @@ func TestValidationErrors(t *testing.T) {
     models: [{name: m}]
     health_check: {path: /ping, body: "{}"}`, nil, `providers[1].health_check.body: is only sent with method POST`},
 		{"prober lease ttl", "\nprober:\n  lease_ttl: 1500ms", nil, `prober.lease_ttl: must be whole seconds, at least 1s, got 1.5s`},
-		{"prober check timeout past the lease", "\nprober:\n  lease_ttl: 2s\n  check_timeout: 3s", nil, `prober.check_timeout: must be below prober.lease_ttl (2s), got 3s: a check ends within the lease of the prober replica that runs it`},
+		{"prober check timeout past the lease", "\nprober:\n  lease_ttl: 2s\n  check_timeout: 3s", nil, `prober.check_timeout: must be at most nine tenths of prober.lease_ttl (1.8s), got 3s: a check ends within the lease of the prober replica that runs it`},
 		{"prober jitter", "\nprober:\n  jitter: 1", nil, `prober.jitter: must be from 0 to below 1, got 1`},
 		{"prober unhealthy_after", "\nprober:\n  unhealthy_after: 0", nil, `prober.unhealthy_after: must be >= 1, got 0`},
 		{"client unknown plan", "\nplans:\n  pro: {requests_per_minute: 60}\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], plan: gold}", nil, `clients[0].plan: no plan named "gold" (plans: [pro])`},

@@ -229,3 +229,27 @@ func TestReleaseAtKeepsALaterWrite(t *testing.T) {
 		t.Fatalf("an operator's release left %+v", r)
 	}
 }
+
+// TestReleaseAtOfAnUnwrittenHold: an automatic release of a hold this
+// instance has not written yet (its write waits on the store) is a
+// conflict, not a forced write over whatever the store holds meanwhile.
+func TestReleaseAtOfAnUnwrittenHold(t *testing.T) {
+	store := &gatedStore{MemStore: NewMemStore(), open: make(chan struct{})}
+	e := NewEngine(EngineOptions{Store: store, Instance: "prober-a", Source: SourceProber, Policy: DefaultPolicy(), DrainTimeout: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); close(store.open); <-done }()
+	for range 5 { // the breaker trips; its write waits at the gate
+		e.Report("p", "", "", false, Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Reason: "503"}})
+	}
+	h := e.Holds()
+	if len(h) != 1 || h[0].Revision != 0 {
+		t.Fatalf("holds %+v, want the trip, not written yet", h)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second) // a forced write would wait at the gate
+	defer rcancel()
+	if err := e.ReleaseAt(rctx, h[0].ID, SourceProber, h[0].Revision); !errors.Is(err, ErrConflict) {
+		t.Fatalf("release at revision 0 of an unwritten hold: %v, want ErrConflict", err)
+	}
+}

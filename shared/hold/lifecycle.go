@@ -387,7 +387,7 @@ func (e *Engine) Release(ctx context.Context, id string, source string) error {
 			return fmt.Errorf("release %s: %w", id, ErrNotFound)
 		}
 	}
-	return wait(ctx, e.releaseEntry(en, source, 0))
+	return wait(ctx, e.releaseEntry(en, source, 0, false))
 }
 
 // ReleaseAt releases the hold id as Release does, but only as this
@@ -405,12 +405,14 @@ func (e *Engine) ReleaseAt(ctx context.Context, id, source string, rev uint64) e
 	if en == nil {
 		return fmt.Errorf("release %s: %w", id, ErrNotFound)
 	}
-	return wait(ctx, e.releaseEntry(en, source, rev))
+	return wait(ctx, e.releaseEntry(en, source, rev, true))
 }
 
 // releaseEntry releases en (the current entry of its id): whatever the
-// store holds when rev is 0, else only at revision rev (ReleaseAt).
-func (e *Engine) releaseEntry(en *entry, source string, rev uint64) chan error {
+// store holds, or with cas only as written at revision rev (ReleaseAt; a
+// record not written yet, or with a write of this instance pending, is a
+// conflict).
+func (e *Engine) releaseEntry(en *entry, source string, rev uint64, cas bool) chan error {
 	now := e.clock.Now()
 	set := e.Policy().For(en.rec.Scope.Provider)
 	done := make(chan error, 1)
@@ -418,7 +420,7 @@ func (e *Engine) releaseEntry(en *entry, source string, rev uint64) chan error {
 	if cur := e.entries[en.rec.ID]; cur != nil {
 		en = cur
 	}
-	if rev != 0 && (en.pending || en.rec.Revision != rev) {
+	if cas && (en.pending || en.rec.Revision == 0 || en.rec.Revision != rev) {
 		e.mu.Unlock()
 		done <- fmt.Errorf("release %s at revision %d: %w", en.rec.ID, rev, ErrConflict)
 		return done
@@ -430,7 +432,7 @@ func (e *Engine) releaseEntry(en *entry, source string, rev uint64) chan error {
 	n.pending = true
 	e.installLocked(n)
 	e.mu.Unlock()
-	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: rev == 0,
+	e.enqueue(&intent{rec: rec, base: rec.Revision, ttl: set.RampDuration, force: !cas,
 		ev: []Event{e.event(EventRelease, rec, source)}, done: []chan error{done}, entry: n})
 	return done
 }
@@ -471,7 +473,7 @@ func (e *Engine) ReleaseKey(ctx context.Context, provider, keyID, source string)
 	e.mu.Unlock()
 	dones := make([]chan error, len(ens))
 	for i, en := range ens {
-		dones[i] = e.releaseEntry(en, source, 0)
+		dones[i] = e.releaseEntry(en, source, 0, false)
 	}
 	var errs []error
 	for _, d := range dones {
