@@ -406,6 +406,41 @@ func TestFleetBudget(t *testing.T) {
 	testkit.CheckFor(t, promptly, 5*time.Millisecond, sees(0.30))
 }
 
+// TestRaisedBudgetExhaustedAgain: the instance that recorded a budget's
+// exhaustion records it again (one exhausted event more) when its spend
+// reaches a budget raised since.
+func TestRaisedBudgetExhaustedAgain(t *testing.T) {
+	ns := startServer(t)
+	clk := newClock(start)
+	var mu sync.Mutex
+	var events []Exhaustion
+	a := startMember(t, ns.ClientURL(), "p1", clk, memberOpts{onExhausted: func(x Exhaustion) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, x)
+	}})
+	spend := func(lim *Limits, usd float64) {
+		tk, r := a.Admit("team-a", lim, 0)
+		if r != nil {
+			t.Fatal(r)
+		}
+		a.Done(tk, 10, usd, true)
+	}
+	recorded := func(n int, budget float64) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(events) == n && events[n-1].BudgetUSD == budget
+		}
+	}
+	low, raised := &Limits{Plan: "pro"}, &Limits{Plan: "pro"}
+	low.Budget.Day, raised.Budget.Day = 1, 2
+	spend(low, 1.2)
+	testkit.WaitFor(t, 5*time.Second, recorded(1, 1))
+	spend(raised, 1)
+	testkit.WaitFor(t, 5*time.Second, recorded(2, 2))
+}
+
 // TestResetBeforeLoad: a budget reset asked of a limiter that has not
 // loaded the fleet's consumption yet (an admin service just started) is
 // refused (ErrNotLoaded) rather than written with a baseline of $0, which

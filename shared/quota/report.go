@@ -165,7 +165,7 @@ func (r *reporter) collectClaims(l *Limiter, c *client, now time.Time, p *period
 	}
 	for i := range 3 {
 		budget := c.lim.budget(i)
-		if budget <= 0 || c.claim[i] == p.ids[i] || c.exhausted(i, p) {
+		if budget <= 0 || c.claimed(i, p, budget) || c.exhausted(i, p) {
 			continue
 		}
 		spend := c.spendOf(i, p)
@@ -173,7 +173,7 @@ func (r *reporter) collectClaims(l *Limiter, c *client, now time.Time, p *period
 			continue
 		}
 		w := win{kindDay + kind(i), p.ids[i]}
-		c.claim[i] = p.ids[i]
+		c.claim[i], c.claimAt[i] = p.ids[i], budget
 		x := claimReq{c: c, i: i, w: w, exh: Exhaustion{
 			Version: SchemaVersion, Client: c.id, Plan: c.lim.Plan,
 			Period: periodNames[i], PeriodID: periodToken(w.k, w.id),

@@ -61,6 +61,9 @@ type client struct {
 	// claim holds, per period, the period id for which this instance is
 	// creating (or created) the exhausted key.
 	claim [3]int64
+	// claimAt is the budget each claim was for: a budget raised since is
+	// claimed again when the spend reaches it.
+	claimAt [3]float64
 	// won holds the revisions of exhausted keys this instance created and
 	// its watcher has not applied yet: OnExhausted is called when it does.
 	won map[win]uint64
@@ -268,6 +271,12 @@ func (c *client) markerValid(w win) bool {
 	return c.lim == nil || c.lim.budget(int(w.k-kindDay)) <= m.exh.BudgetUSD+epsilon
 }
 
+// claimed reports whether this instance has claimed period i's exhausted
+// key at budget b (or a higher one) already.
+func (c *client) claimed(i int, p *periods, b float64) bool {
+	return c.claim[i] == p.ids[i] && c.claimAt[i] >= b-epsilon
+}
+
 // needsClaim reports whether some period's spend reached its budget with
 // no exhausted key recorded yet and no claim by this instance under way.
 func (c *client) needsClaim(p *periods) bool {
@@ -276,7 +285,7 @@ func (c *client) needsClaim(p *periods) bool {
 	}
 	for i := range 3 {
 		b := c.lim.budget(i)
-		if b > 0 && c.claim[i] != p.ids[i] && c.spendOf(i, p) >= b-epsilon && !c.exhausted(i, p) {
+		if b > 0 && !c.claimed(i, p, b) && c.spendOf(i, p) >= b-epsilon && !c.exhausted(i, p) {
 			return true
 		}
 	}
