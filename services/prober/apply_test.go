@@ -448,3 +448,29 @@ providers:
     models: [{name: gpt-4o-mini}]
 `+more, "{{URL}}", f.fake.URL())
 }
+
+// TestReloadAfterAVersionKeepsRotation: a file secret noted at a reload
+// the version did not take (it referred to the key's secret otherwise) is
+// not taken for a change at the next reload of the same file, after a
+// version that refers to it and a rotation: the rotation stands.
+func TestReloadAfterAVersionKeepsRotation(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	doc := func(keys string) string { return p1Doc(f, keys, "") }
+	r := f.startProber(t, version(t, applyBase, doc("{id: k1, secret: env:K1}"), 1))
+	if err := r.svc.Apply(version(t, applyBase, doc("{id: k1, secret: env:K2}"), 2), 2); err != nil {
+		t.Fatal(err)
+	}
+	file := version(t, applyBase, doc("{id: k1, secret: env:K3}"), 0, "K3=file-new")
+	if w := r.svc.ReloadSecrets(context.Background(), file); len(w) != 1 {
+		t.Fatalf("warnings %q, want one: the version refers to k1 otherwise", w)
+	}
+	if err := r.svc.Apply(version(t, applyBase, doc("{id: k1, secret: env:K3}"), 3, "K3=file-new"), 3); err != nil {
+		t.Fatal(err)
+	}
+	r.svc.secrets.m.Store("p1/k1", override{secret: config.NewSecret("rotated")}) // what a rotation does
+	r.svc.ReloadSecrets(context.Background(), file)
+	k1, _ := r.svc.routing().targets["p1"].keyByID("k1")
+	if got := r.svc.secrets.of("p1", k1).Reveal(); got != "rotated" {
+		t.Fatalf("k1 checks with %q after reloading an unchanged file, want its rotated secret", got)
+	}
+}

@@ -110,6 +110,9 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 			continue
 		}
 		for _, k := range p.Keys {
+			// noted whatever follows: the file gave it, and only its next
+			// change is a change (a rotation since stands)
+			changed := s.secrets.fromFile(p.Name+"/"+k.ID, k.Value)
 			cur, ok := t.keyByID(k.ID)
 			switch {
 			case !ok && rt.version == 0:
@@ -124,7 +127,7 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 					p.Name, k.ID, rt.version, cur.Secret, k.Secret))
 				continue
 			}
-			if !s.secrets.fromFile(p.Name+"/"+k.ID, k.Value) {
+			if !changed {
 				continue // the file's secret did not change: a rotation since stands
 			}
 			if s.secrets.of(p.Name, cur).Reveal() != k.Value.Reveal() {

@@ -351,11 +351,12 @@ func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 		s.engine.Policy().For(t.name).Breaker.SuccessThreshold <= 1 {
 		// At the revision read: an operator's pin or another instance's
 		// write since then stands.
-		err := s.engine.ReleaseAt(ctx, rec.ID, hold.SourceProber, rec.Revision)
-		if err != nil && !errors.Is(err, hold.ErrConflict) {
+		switch err := s.engine.ReleaseAt(ctx, rec.ID, hold.SourceProber, rec.Revision); {
+		case err == nil:
+			s.trips.Delete(rec.ID)
+		case !errors.Is(err, hold.ErrConflict):
 			s.log.Warn("release provider hold", "hold", rec.ID, "err", err)
-		}
-		s.trips.Delete(rec.ID)
+		} // a conflict (the trip not written yet, or changed since): the next passing check tries again
 	}
 }
 

@@ -187,3 +187,17 @@ func TestReloadKeepsRotationOfAnUnchangedKey(t *testing.T) {
 		t.Fatalf("after the next swap a1 sends %q, want its rotated secret", got)
 	}
 }
+
+// TestReloadWarnsEachTime: a reload of a file with a key the routing does
+// not have warns each time, not only the first (the file's secret for it
+// is noted, and unchanged the second time).
+func TestReloadWarnsEachTime(t *testing.T) {
+	f := newFixture(t)
+	file := baseConfig(f.openai, f.anthropic)
+	file.Providers[0].Keys = append(file.Providers[0].Keys, config.Key{ID: "a9", Weight: 1, Value: config.NewSecret("k9")})
+	for i := range 2 {
+		if w := f.svc.ReloadSecrets(context.Background(), file); len(w) != 1 || !strings.Contains(w[0], "key a9 is new") {
+			t.Fatalf("reload %d: warnings %q", i+1, w)
+		}
+	}
+}

@@ -119,12 +119,10 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		}
 		rl.first = append(rl.first, rl.convertKind(ev, kind)...)
 		if rl.convErr != nil {
-			// Nothing reached the caller yet: another target may answer in
-			// what the caller's format carries (as a plain answer that does
-			// not translate fails over).
-			abort(false)
-			return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header),
-				err: fmt.Errorf("the stream's opening events do not translate: %w", rl.convErr)})
+			// Committed and ended at once with the error that names what
+			// does not translate: failing over would count the target's
+			// good answer against it (a retry, the breaker, a hold).
+			break
 		}
 		held++
 		if !provider.IsPreamble(pf, ev.Name, ev.Data) || held >= maxPreamble {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,30 +192,35 @@ func TestErrorAfterFirstContentIsRelayedOnce(t *testing.T) {
 	}
 }
 
-// TestUntranslatableOpeningFailsOver: a stream whose opening event the
-// caller's format cannot carry has reached the caller with nothing yet: the
-// attempt fails and the next target serves.
-func TestUntranslatableOpeningFailsOver(t *testing.T) {
+// TestUntranslatableOpening: a stream whose opening event the caller's
+// format cannot carry ends at once with the error that names it, and it
+// does not count against its target (a good answer for a native caller):
+// no retry, no failover, no hold.
+func TestUntranslatableOpening(t *testing.T) {
 	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
 	body := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`) +
 		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"code_execution","input":{}}}`)
+	var calls atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, body)
 	}))
 	defer up.Close()
-	f := newFixture(t, func(c *config.Config) {
-		c.Providers = append(c.Providers, config.Provider{Name: "stub", Type: "anthropic", BaseURL: up.URL, Selection: "round_robin",
-			Keys: []config.Key{{ID: "s1", Weight: 1, Value: config.NewSecret("sk-stub")}}, Models: []config.Model{{Name: "m", Kind: "chat"}}})
-		c.Chains["stub-then-openai"] = config.Chain{Steps: []config.ChainStep{{Target: "stub/m"}, {Target: "fake-openai/demo-model"}}}
-	})
-	resp, events := f.stream(t, "/v1/chat/completions", `{"model":"chain:stub-then-openai","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(headerProvider) != "fake-openai" || resp.Header.Get(headerAttempts) == "1" {
-		t.Fatalf("%d, served by %q after %q attempts", resp.StatusCode, resp.Header.Get(headerProvider), resp.Header.Get(headerAttempts))
+	f := oneProviderFixture(t, "anthropic", up.URL, "sk-stub")
+	for range 6 {
+		resp, events := f.stream(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != http.StatusOK || len(events) == 0 || !strings.Contains(events[len(events)-1].data, `"code":"unsupported_translation"`) ||
+			!strings.Contains(events[len(events)-1].data, "server_tool_use") {
+			t.Fatalf("%d %v", resp.StatusCode, events)
+		}
 	}
-	if last := events[len(events)-1].data; last != "[DONE]" {
-		t.Fatalf("last event %s", last)
+	if n := calls.Load(); n != 6 {
+		t.Errorf("%d upstream calls for 6 requests, want one each", n)
+	}
+	if h := f.svc.engine.Holds(); len(h) != 0 {
+		t.Errorf("holds %+v: the target's answer counted against it", h)
 	}
 }
 
