@@ -310,15 +310,17 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 			status = http.StatusBadRequest // an error event refusing the request
 		}
 	}
-	// Masked before anything else: a translation may cut a long message,
-	// and a secret cut in two is no longer recognisable.
-	body := redact.Body(ae.body, providerSecrets(t.step.Provider)...)
+	// Providers echo keys: the upstream's body is masked before anything
+	// else (a translation may cut a long message, and a secret cut in two
+	// is no longer recognisable), the gateway's summary of it as it is
+	// made.
+	secrets := providerSecrets(t.step.Provider)
+	body := redact.Body(ae.body, secrets...)
 	if len(body) == 0 || !jsonObject(body) {
-		body = errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary())
+		body = redact.Body(errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary()), secrets...)
 	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
 		body = translateError(r.ep.format, status, body)
 	}
-	body = redact.Body(body, providerSecrets(t.step.Provider)...) // providers echo keys
 	r.class = ae.result.Class.String()
 	r.logInfo("request rejected upstream", t, slog.Int("status", status), slog.String("class", r.class))
 	c.Status(status)

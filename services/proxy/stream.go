@@ -71,7 +71,6 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	pf := r.upFormat(t.step.Provider.Adapter)
 	// The usage its opening events report is this attempt's: a failed
 	// attempt's is not billed to the one that serves.
-	r.tokens, r.tokensOK = usage.Tokens{}, false
 	defer func() {
 		if !res.done {
 			r.tokens, r.tokensOK = usage.Tokens{}, false

@@ -131,7 +131,7 @@ type chatToMessagesStream struct {
 	block     int    // the kind of the open block
 	nextBlock int    // the index of the next block; the open one's is one less
 	tool      int    // the OpenAI index of the last tool call begun, or -1
-	toolID    []byte // its id as sent (quoted; nil when it came without one)
+	toolID    []byte // its id as sent (quoted; empty when it came without one)
 
 	// finished: a finish_reason came; later content is dropped.
 	started, finished, done, terminated bool
@@ -350,7 +350,7 @@ func (c *chatToMessagesStream) appendToolCall(tc *chatToolCallDelta) error {
 	}
 	// A call is new at a higher index, or at the same index with another
 	// id (Ollama numbers every call 0).
-	again := tc.Index == c.tool && quotedString(tc.ID) && !emptyString(tc.ID) && c.toolID != nil && !bytes.Equal(tc.ID, c.toolID)
+	again := tc.Index == c.tool && len(c.toolID) > 0 && quotedString(tc.ID) && !emptyString(tc.ID) && !bytes.Equal(tc.ID, c.toolID)
 	switch {
 	case tc.Index < c.tool:
 		return fmt.Errorf("decode OpenAI stream chunk: tool call %d continued after tool call %d began: %w", tc.Index, c.tool, ErrMalformed)
@@ -359,11 +359,11 @@ func (c *chatToMessagesStream) appendToolCall(tc *chatToolCallDelta) error {
 			return fmt.Errorf("decode OpenAI stream chunk: tool call %d begins without a name: %w", tc.Index, ErrMalformed)
 		}
 		id := tc.ID
-		c.toolID = nil
+		c.toolID = c.toolID[:0]
 		if !quotedString(id) || emptyString(id) {
 			id = quote(toolUseIDPrefix + newIDSuffix())
 		} else {
-			c.toolID = append(c.toolID[:0], id...)
+			c.toolID = append(c.toolID, id...)
 		}
 		c.closeBlock()
 		c.tool = tc.Index
