@@ -125,11 +125,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		}},
 	}
 	s.rt.Store(rt)
-	for _, p := range cfg.Providers {
-		for _, k := range p.Keys {
-			s.secrets.fromFile(p.Name+"/"+k.ID, k.Value)
-		}
-	}
+	s.secrets.file.NoteAll(cfg)
 	s.base = cfg
 	s.followed = configstore.NewTracker()
 	s.environ = deps.Environ

@@ -18,25 +18,10 @@ import (
 // routing configuration applied at runtime.
 type secrets struct {
 	m sync.Map // provider + "/" + key id -> override
-	// file is each key's secret as the file last gave it (at start, then
-	// at each reload): a reload changes a key only when the file's secret
-	// did, so a rotation since stands.
-	fileMu sync.Mutex
-	file   map[string]string // provider + "/" + key id -> secret
-}
-
-// fromFile notes the file's secret of a key and reports whether it
-// changed since the file last gave it (a key the file did not have counts
-// as changed).
-func (s *secrets) fromFile(id string, secret config.Secret) (changed bool) {
-	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
-	if s.file == nil {
-		s.file = map[string]string{}
-	}
-	prev, known := s.file[id]
-	s.file[id] = secret.Reveal()
-	return !known || prev != secret.Reveal()
+	// file are the keys' secrets as the file last gave them: a reload
+	// changes a key only when the file's secret did, so a rotation since
+	// stands.
+	file config.FileSecrets
 }
 
 // override is a key's secret where it is not the configured one.
@@ -112,7 +97,7 @@ func (s *Service) ReloadSecrets(_ context.Context, cfg *config.Config) (warnings
 		for _, k := range p.Keys {
 			// noted whatever follows: the file gave it, and only its next
 			// change is a change (a rotation since stands)
-			changed := s.secrets.fromFile(p.Name+"/"+k.ID, k.Value)
+			changed := s.secrets.file.Changed(p.Name, k.ID, k.Value)
 			cur, ok := t.keyByID(k.ID)
 			switch {
 			case !ok && rt.version == 0:

@@ -81,8 +81,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 			id := rotatedKey{p.Name, kc.ID}
 			// noted whatever follows: the file gave it, and only its next
 			// change is a change (a rotation since stands)
-			prev, known := s.fileSecrets[id]
-			s.fileSecrets[id] = kc.Value.Reveal()
+			fileChanged := s.fileSecrets.Changed(p.Name, kc.ID, kc.Value)
 			k := rt.table.Key(p.Name, kc.ID)
 			switch {
 			case k == nil && rt.version == 0:
@@ -94,7 +93,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 				warnings = append(warnings, fmt.Sprintf("provider %s: key %s: the routing in use (config version %d) refers to its secret as %s, the file as %s: the file's is not used",
 					p.Name, kc.ID, rt.version, refs[id], kc.Secret))
 				continue
-			case known && prev == kc.Value.Reveal():
+			case !fileChanged:
 				continue // the file's secret did not change: a rotation since stands
 			}
 			if !k.SetSecret(kc.Value) {

@@ -54,10 +54,9 @@ type Service struct {
 	// rotated holds the secrets rotated through the admin API, by key, so
 	// that each new routing starts with them.
 	rotated sync.Map // rotatedKey -> config.Secret
-	// fileSecrets is each key's secret as the file last gave it (at start,
-	// then at each SIGHUP reload), under applyMu: a reload changes a key
-	// only when the file's secret did (a rotation since stands).
-	fileSecrets map[rotatedKey]string
+	// fileSecrets are the keys' secrets as the file last gave them: a
+	// reload changes a key only when the file's secret did.
+	fileSecrets config.FileSecrets
 	// health is the prober's last health records, for each new routing.
 	health atomic.Pointer[health.Snapshot]
 	// passiveOn: passive reports are published (NATS, and
@@ -127,12 +126,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	s.rt.Store(rt)
-	s.fileSecrets = map[rotatedKey]string{}
-	for _, p := range cfg.Providers {
-		for _, k := range p.Keys {
-			s.fileSecrets[rotatedKey{p.Name, k.ID}] = k.Value.Reveal()
-		}
-	}
+	s.fileSecrets.NoteAll(cfg)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 )
 
 // Secret is a resolved secret value. It never prints itself: String, Format
@@ -48,3 +49,36 @@ func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String(
 // MarshalText gives encoders (JSON, YAML, slog's JSON handler) the
 // fingerprint only.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// FileSecrets remembers each key's secret as the configuration file last
+// gave it (at start, then at each reload on SIGHUP), so that a reload tells
+// a key whose secret the file changed from one it did not: a secret
+// rotated through the admin API since stands until the file changes it.
+// It is safe for concurrent use.
+type FileSecrets struct {
+	mu sync.Mutex
+	m  map[string]string // provider + "/" + key id -> secret
+}
+
+// NoteAll notes the secret of every key of cfg.
+func (f *FileSecrets) NoteAll(cfg *Config) {
+	for _, p := range cfg.Providers {
+		for _, k := range p.Keys {
+			f.Changed(p.Name, k.ID, k.Value)
+		}
+	}
+}
+
+// Changed notes the file's secret of a key and reports whether it changed
+// since the file last gave it (a key it did not have counts as changed).
+func (f *FileSecrets) Changed(provider, keyID string, s Secret) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	id := provider + "/" + keyID
+	prev, known := f.m[id]
+	f.m[id] = s.value
+	return !known || prev != s.value
+}
