@@ -9,6 +9,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -72,17 +73,23 @@ func String(s string) string {
 	})
 }
 
-// Text masks the given secrets and credential-shaped text in b. It returns
-// b itself when nothing needed masking.
+// Text masks the given secrets (as written and percent-encoded, see
+// spellings) and credential-shaped text in b. It returns b itself when
+// nothing needed masking.
 func Text(b []byte, secrets ...string) []byte {
 	out := b
 	copied := false
 	for _, s := range secrets {
-		if len(s) < minSecret || !bytes.Contains(out, []byte(s)) {
+		if len(s) < minSecret {
 			continue
 		}
-		out = bytes.ReplaceAll(out, []byte(s), []byte(Mask))
-		copied = true
+		for _, form := range spellings(s) {
+			if !bytes.Contains(out, []byte(form)) {
+				continue
+			}
+			out = bytes.ReplaceAll(out, []byte(form), []byte(Mask))
+			copied = true
+		}
 	}
 	if prefixRE.Match(out) || runRE.Match(out) {
 		if m := String(string(out)); m != string(out) {
@@ -93,6 +100,58 @@ func Text(b []byte, secrets ...string) []byte {
 		return b
 	}
 	return out
+}
+
+// spellings returns the ways s is written in what an upstream echoes: as it
+// is, and percent-encoded as in the query (a key sent as ?key=) or the path
+// of a URL an error message quotes. Most secrets need no escaping: then
+// there is one spelling and nothing is allocated.
+func spellings(s string) []string {
+	if !needsEscape(s) {
+		return []string{s}
+	}
+	forms := []string{s, url.QueryEscape(s)}
+	if p := url.PathEscape(s); p != forms[1] {
+		forms = append(forms, p)
+	}
+	// Percent-encoding's hex digits may be written in lower case.
+	for _, f := range forms[1:] {
+		if l := lowerEscapes(f); l != f {
+			forms = append(forms, l)
+		}
+	}
+	return forms
+}
+
+// needsEscape reports whether s has a byte a URL's query escapes (anything
+// but letters, digits and -_.~).
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~') {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerEscapes writes the hex digits of f's %XX escapes in lower case.
+func lowerEscapes(f string) string {
+	b := []byte(f)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerHex(b[i+1]), lowerHex(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func lowerHex(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // Body masks a relayed body: inside the string literals of a JSON body

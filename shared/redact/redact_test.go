@@ -47,6 +47,12 @@ func TestBody(t *testing.T) {
 			gone: []string{secret, "xyz123"},
 		},
 		{
+			name: "secret percent-encoded in a quoted URL",
+			in:   `{"error":{"message":"GET https://upstream.example/v1/models?key=ab%2Bc%2Fd%3D%3Dkey9 failed; path /k/ab+c%2Fd==key9; lower ab%2bc%2fd%3d%3dkey9"}}`,
+			gone: []string{"ab%2Bc%2Fd%3D%3Dkey9", "ab+c%2Fd==key9", "ab%2bc%2fd%3d%3dkey9"},
+			keep: []string{"https://upstream.example/v1/models?key=", "failed"},
+		},
+		{
 			name: "secret with a quote",
 			in:   `{"m":"key se\"cret-value"}`,
 			gone: []string{`se\"cret-value`},
@@ -54,7 +60,7 @@ func TestBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := string(Body([]byte(tt.in), secret, `se"cret-value`))
+			out := string(Body([]byte(tt.in), secret, `se"cret-value`, "ab+c/d==key9"))
 			for _, g := range tt.gone {
 				if strings.Contains(out, g) {
 					t.Errorf("%q still in %s", g, out)
