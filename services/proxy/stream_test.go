@@ -269,3 +269,58 @@ func TestUntranslatableEventEndsTheStream(t *testing.T) {
 		t.Fatalf("last event %s, want the error that ends it", last)
 	}
 }
+
+// TestStreamedAnswerToolDropsText: a chat or Responses caller asking for a
+// json_schema answer, with thinking, from an Anthropic provider whose model
+// writes text before calling the json_response tool gets the tool's JSON
+// alone as the streamed answer, as the non-stream answer gives it.
+func TestStreamedAnswerToolDropsText(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	body := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Sure: "}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_response","input":{}}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"ok\":true}"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":20}}`) +
+		ev("message_stop", `{"type":"message_stop"}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer up.Close()
+	f := oneProviderFixture(t, "anthropic", up.URL, "sk-ant-test")
+	for _, tt := range []struct{ path, body, field string }{
+		{"/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":4096,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}],` +
+			`"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}}}`, "content"},
+		{"/v1/responses", `{"model":"m","stream":true,"max_output_tokens":4096,"reasoning":{"effort":"low"},"input":"hi",` +
+			`"text":{"format":{"type":"json_schema","name":"r","schema":{"type":"object"}}}}`, "delta"},
+	} {
+		resp, events := f.stream(t, tt.path, tt.body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v", tt.path, resp.StatusCode, events)
+		}
+		var text strings.Builder
+		for _, e := range events {
+			var c struct {
+				Choices []struct{ Delta struct{ Content string } }
+				Type    string
+				Delta   string
+			}
+			if json.Unmarshal([]byte(e.data), &c) != nil {
+				continue
+			}
+			if len(c.Choices) > 0 {
+				text.WriteString(c.Choices[0].Delta.Content)
+			}
+			if c.Type == "response.output_text.delta" {
+				text.WriteString(c.Delta)
+			}
+		}
+		if text.String() != `{"ok":true}` {
+			t.Errorf("%s: streamed answer %q, want the tool's JSON alone", tt.path, text.String())
+		}
+	}
+}

@@ -54,16 +54,24 @@ func translateError(callerFormat provider.Format, status int, body []byte) []byt
 }
 
 // newStreamConverter converts an upstream stream of the other format into
-// the caller's.
-func newStreamConverter(callerFormat, upstreamFormat provider.Format, model string) translate.StreamConverter {
+// the caller's. upstreamReq is the request sent upstream: an Anthropic one
+// that carries the json_response tool (a response_format json_schema) has
+// its text held until the stream shows whether the tool answers.
+func newStreamConverter(callerFormat, upstreamFormat provider.Format, model string, upstreamReq []byte) translate.StreamConverter {
+	messagesToChat := func() translate.StreamConverter {
+		if translate.RequestsAnswerTool(upstreamReq) {
+			return translate.NewMessagesToChatAnswerStream(model)
+		}
+		return translate.NewMessagesToChatStream(model)
+	}
 	if callerFormat == provider.FormatResponses {
 		if upstreamFormat == provider.FormatAnthropic {
-			return &chained{first: translate.NewMessagesToChatStream(model), second: newChatToResponsesStream(model)}
+			return &chained{first: messagesToChat(), second: newChatToResponsesStream(model)}
 		}
 		return newChatToResponsesStream(model)
 	}
 	if callerFormat == provider.FormatOpenAI {
-		return translate.NewMessagesToChatStream(model)
+		return messagesToChat()
 	}
 	return translate.NewChatToMessagesStream(model)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"switchyard.dev/shared/jsonfield"
 )
 
 // anthropicEvent is the union of the Anthropic stream events' data, decoded
@@ -91,6 +93,14 @@ type messagesToChatStream struct {
 	// toolArgs: the open tool call has had a piece of arguments.
 	toolArgs bool
 
+	// answerTool: the request carries the json_response tool, so text is
+	// held in held until the stream says whether the tool answers. Text
+	// beside its answer would spoil the JSON: like MessagesResponseToChat,
+	// the stream drops it once the tool's block opens (answered) and gives
+	// it as content otherwise, before the finish_reason.
+	answerTool, answered bool
+	held                 []byte
+
 	started, finished, done, terminated bool
 }
 
@@ -115,6 +125,29 @@ type messagesToChatStream struct {
 // data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
 func NewMessagesToChatStream(model string) StreamConverter {
 	return &messagesToChatStream{model: model, out: make([]byte, 0, 512)}
+}
+
+// NewMessagesToChatAnswerStream is NewMessagesToChatStream for a request
+// that carries the json_response tool (see RequestsAnswerTool): text
+// beside the tool's answer is dropped, as MessagesResponseToChat drops it,
+// so text waits until the stream shows whether the tool answers (the
+// model may write some first where it cannot be made to call the tool:
+// with thinking).
+func NewMessagesToChatAnswerStream(model string) StreamConverter {
+	return &messagesToChatStream{model: model, out: make([]byte, 0, 512), answerTool: true}
+}
+
+// RequestsAnswerTool reports whether req, an Anthropic messages request
+// made by ChatToMessages, carries the json_response tool: the answer to a
+// response_format json_schema.
+func RequestsAnswerTool(req []byte) bool {
+	found := false
+	jsonfield.Each(jsonfield.Lookup(req, "tools")[0], func(tool []byte) {
+		if name, ok := jsonfield.String(tool, "name"); ok && name == jsonTool {
+			found = true
+		}
+	})
+	return found
 }
 
 func (c *messagesToChatStream) Terminated() bool { return c.terminated }
@@ -187,6 +220,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 				// The answer to a response_format json_schema: its input
 				// streams as content.
 				c.open = openJSON
+				c.answered, c.held = true, c.held[:0]
 				break
 			}
 			if err := c.appendToolStart(ev); err != nil {
@@ -194,7 +228,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 			}
 		case `"text"`:
 			if !emptyString(ev.ContentBlock.Text) {
-				if err := c.appendContent(ev.ContentBlock.Text); err != nil {
+				if err := c.appendText(ev.ContentBlock.Text); err != nil {
 					return nil, false, err
 				}
 			}
@@ -226,7 +260,7 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		switch string(ev.Delta.Type) {
 		case `"text_delta"`:
 			if !emptyString(ev.Delta.Text) {
-				if err := c.appendContent(ev.Delta.Text); err != nil {
+				if err := c.appendText(ev.Delta.Text); err != nil {
 					return nil, false, err
 				}
 			}
@@ -296,10 +330,29 @@ func (c *messagesToChatStream) start(id json.RawMessage) {
 // appendFinish writes the chunk with the finish_reason.
 func (c *messagesToChatStream) appendFinish(reason string) {
 	c.finished = true
+	c.out = append(c.out, c.held...) // text with no answer beside it
+	c.held = c.held[:0]
 	c.out = append(c.out, c.prefix...)
 	c.out = append(c.out, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
 	c.out = append(c.out, reason...)
 	c.out = append(c.out, "\"}]}\n\n"...)
+}
+
+// appendText writes a content chunk for the text of a text block, a JSON
+// string, or holds it (answerTool).
+func (c *messagesToChatStream) appendText(text json.RawMessage) error {
+	if c.answered {
+		return nil // beside the answer
+	}
+	n := len(c.out)
+	if err := c.appendContent(text); err != nil {
+		return err
+	}
+	if c.answerTool {
+		c.held = append(c.held, c.out[n:]...)
+		c.out = c.out[:n]
+	}
+	return nil
 }
 
 // appendContent writes a content chunk for text, a JSON string.

@@ -181,3 +181,54 @@ func TestStructuredOutputStream(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredOutputStreamWithText: where the model writes text before
+// the json_response tool's answer (with thinking it cannot be made to call
+// the tool at once), the streamed content is the answer alone, as the
+// non-stream answer gives it; a stream where the tool never answers gives
+// its text as content, before the finish_reason.
+func TestStructuredOutputStreamWithText(t *testing.T) {
+	req, err := ChatToMessages([]byte(`{"model":"m","max_tokens":2048,"messages":[{"role":"user","content":"hi"}],`+
+		`"reasoning_effort":"low","response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}}}`), "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !RequestsAnswerTool(req) {
+		t.Fatalf("RequestsAnswerTool false for %s", req)
+	}
+	if plain, _ := ChatToMessages([]byte(`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`), "claude"); RequestsAnswerTool(plain) {
+		t.Fatalf("RequestsAnswerTool true for %s", plain)
+	}
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	text := ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Here is "}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"the answer."}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":1}`)
+	answer := ev("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_response","input":{}}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":2}`)
+	start := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`)
+	end := func(reason string) string {
+		return ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+reason+`"},"usage":{"output_tokens":9}}`) +
+			ev("message_stop", `{"type":"message_stop"}`)
+	}
+	for _, tt := range []struct {
+		name, stream, want string
+	}{
+		{"text then answer", start + text + answer + end("tool_use"), `{"a":1}`},
+		{"answer then text", start + answer + text + end("tool_use"), `{"a":1}`},
+		{"text alone", start + text + end("end_turn"), "Here is the answer."},
+	} {
+		out, terminated := runStream(t, NewMessagesToChatAnswerStream(callerModel), []byte(tt.stream))
+		checkOpenAIStream(t, out, terminated)
+		if got := openAIStreamText(t, out); got != tt.want {
+			t.Errorf("%s: content %q, want %q", tt.name, got, tt.want)
+		}
+		if !strings.Contains(string(out), `"finish_reason":"stop"`) {
+			t.Errorf("%s: no finish_reason stop: %s", tt.name, out)
+		}
+		if i, j := strings.LastIndex(string(out), `"content":`), strings.Index(string(out), `"finish_reason":"stop"`); i > j {
+			t.Errorf("%s: content after the finish_reason: %s", tt.name, out)
+		}
+	}
+}
