@@ -64,13 +64,21 @@ func classify(in Input, now time.Time) (Result, *signal) {
 
 	layers := sig.layers()
 	class, code, reason, ok := decideByCode(layers)
+	generic := false
 	if !ok {
-		class, reason, ok = decideByMessage(layers)
+		class, reason, ok, generic = decideByMessage(layers)
 	}
 	if !ok {
 		class, code, reason, ok = decideByWeakCode(layers)
+		generic = ok
 	}
 	status := effectiveStatus(in.Status, layers)
+	if ok && generic && statusDecides(status) {
+		// A generic code or message ("invalid_request_error", which
+		// OpenAI gives every 4xx, "must be a member of an organization")
+		// says less than a 401, 402, 429 or 5xx does.
+		ok, code = false, ""
+	}
 	if !ok {
 		class, reason = decideByStatus(status, in.Stream)
 	}
@@ -181,18 +189,29 @@ func precondition(l *signal) (Class, string) {
 	return RegionBlocked, "region blocked"
 }
 
-func decideByMessage(layers []*signal) (Class, string, bool) {
+// decideByMessage looks for a message pattern in every layer, outermost
+// first; generic reports a pattern that says little (requestGenericRE).
+func decideByMessage(layers []*signal) (class Class, reason string, ok, generic bool) {
 	for _, l := range layers {
 		if l.message == "" {
 			continue
 		}
 		for _, p := range messagePatterns {
 			if p.re.MatchString(l.message) {
-				return p.class, "message: " + p.class.String(), true
+				return p.class, "message: " + p.class.String(), true, p.re == requestGenericRE
 			}
 		}
 	}
-	return Unrecognised, "", false
+	return Unrecognised, "", false, false
+}
+
+// statusDecides reports whether status says more about a failure than a
+// generic code or message: 401 (the credential), 402 (payment), 429 (a
+// limit) and 5xx (the server). 400, 403, 404, 413 and 422 do not: a 404
+// "invalid_request_error" may be a file the caller named that does not
+// exist, nothing about the target.
+func statusDecides(status int) bool {
+	return status == 401 || status == 402 || status == 429 || status >= 500 && status <= 599
 }
 
 func decideByWeakCode(layers []*signal) (Class, string, string, bool) {

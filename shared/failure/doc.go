@@ -30,7 +30,11 @@
 //     verified"), request too large, rate limit, invalid request,
 //     overloaded/unavailable.
 //  4. Generic codes several providers reuse for unrelated failures
-//     (invalid_request_error, INVALID_ARGUMENT, api_error).
+//     (invalid_request_error, INVALID_ARGUMENT, api_error). These and the
+//     generic "invalid request" patterns of step 3 ("must be a", "is
+//     required") yield to a status that says more: 401, 402, 429 and 5xx
+//     (OpenAI gives every 4xx the type invalid_request_error, so a 401
+//     "You must be a member of an organization" is a refused credential).
 //  5. The HTTP status (or the status an error body carries when the
 //     transport said 200 or it arrived as a stream event): 401 credential,
 //     402 quota, 403 and 404 model_not_accessible (the narrowest hold that
