@@ -200,6 +200,7 @@ func newBundler(cfg *config.Config, reg *prometheus.Registry, nc *nats.Conn, ins
 	b.ch = make(chan *request, max(cfg.Debug.Buffer, 1))
 	if b.enabled {
 		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256),
+			jetstream.WithPublishAsyncTimeout(bundleAckTimeout),
 			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 				b.results.WithLabelValues("failed").Inc()
 				b.log.Debug("bundle not stored", "err", err)
@@ -212,6 +213,14 @@ func newBundler(cfg *config.Config, reg *prometheus.Registry, nc *nats.Conn, ins
 	}
 	return b
 }
+
+// bundleAckTimeout is how long a published bundle's acknowledgement may
+// take before it counts as failed. Without it an acknowledgement that never
+// comes (the stream leaderless while the connection stays up) would keep
+// its place among the 256 pending for ever: once they are all taken, every
+// bundle would wait and fail, and the trace export behind it would slow to
+// a crawl.
+var bundleAckTimeout = 5 * time.Second
 
 // on reports whether requests note a trace.
 func (b *bundler) on() bool { return b.ch != nil }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,11 +15,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -334,5 +338,42 @@ func TestProxyJoinsCallerTrace(t *testing.T) {
 		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT && bytes.Equal(s.TraceId, joined.TraceId) && !bytes.Equal(s.ParentSpanId, joined.SpanId) {
 			t.Errorf("attempt span %s: parent %x, want the request span %x", s.Name, s.ParentSpanId, joined.SpanId)
 		}
+	}
+}
+
+// TestBundleAcksThatNeverCome: acknowledgements that never come (a stream
+// without a leader while the connection stays up; here a subscriber that
+// never answers) time out and free their places: the publisher does not
+// stay full, refusing every later bundle.
+func TestBundleAcksThatNeverCome(t *testing.T) {
+	defer func(d time.Duration) { bundleAckTimeout = d }(bundleAckTimeout)
+	bundleAckTimeout = 300 * time.Millisecond
+	ns := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	nc, _ := testkit.ConnectNATS(t, ns.ClientURL())
+	if _, err := nc.Subscribe("switchyard.debug.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{}
+	b := newBundler(cfg, prometheus.NewRegistry(), nc, "test", nil, nil, slog.New(slog.DiscardHandler))
+	if b.js == nil {
+		t.Fatal("bundles not enabled")
+	}
+	for i := range 256 {
+		if _, err := b.js.PublishAsync("switchyard.debug.failed.p.x", []byte("{}")); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := b.js.PublishAsyncPending(); n > 0 {
+			return fmt.Errorf("%d acknowledgements still pending", n)
+		}
+		return nil
+	})
+	if _, err := b.js.PublishAsync("switchyard.debug.failed.p.y", []byte("{}")); err != nil {
+		t.Fatalf("a publish after the lost acknowledgements: %v", err)
+	}
+	if n := testutil.ToFloat64(b.results.WithLabelValues("failed")); n < 256 {
+		t.Errorf("%v bundles counted failed, want the 256 whose acknowledgements never came", n)
 	}
 }
