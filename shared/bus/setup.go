@@ -60,6 +60,12 @@ const (
 	DefaultEventsMaxAge = 7 * 24 * time.Hour
 	// DefaultUsageMaxAge is how long the usage stream keeps a record.
 	DefaultUsageMaxAge = 30 * 24 * time.Hour
+	// DefaultUsageMaxBytes bounds the usage stream (metering.max_bytes).
+	DefaultUsageMaxBytes = 4 << 30
+	// EventsMaxBytes bounds the events stream: the oldest events go first.
+	// A stream without a bound could fill the NATS store, and a full store
+	// refuses every write, hold records included.
+	EventsMaxBytes = 256 << 20
 	// UsageDuplicateWindow is how long the usage stream remembers a
 	// message's id (the publishing proxy's own, for its batch of the
 	// records that share a subject), so a batch published again after a
@@ -91,9 +97,10 @@ type SetupOptions struct {
 	// EventsMaxAge is the events stream's retention; 0 means
 	// DefaultEventsMaxAge.
 	EventsMaxAge time.Duration
-	// UsageMaxAge is the usage stream's retention (metering.retention); 0
-	// means DefaultUsageMaxAge.
-	UsageMaxAge time.Duration
+	// UsageMaxAge and UsageMaxBytes bound the usage stream
+	// (metering.retention, metering.max_bytes); 0 means the defaults.
+	UsageMaxAge   time.Duration
+	UsageMaxBytes int64
 	// DebugMaxAge and DebugMaxBytes bound the debug bundle stream
 	// (debug.retention, debug.max_bytes); 0 means the defaults.
 	DebugMaxAge   time.Duration
@@ -103,7 +110,8 @@ type SetupOptions struct {
 // SetupOptionsFrom takes Replicas and Storage from the nats config section
 // and the usage stream's retention from metering.retention.
 func SetupOptionsFrom(cfg *config.Config) SetupOptions {
-	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage, UsageMaxAge: cfg.Metering.Retention,
+	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
+		UsageMaxAge: cfg.Metering.Retention, UsageMaxBytes: cfg.Metering.MaxBytes,
 		DebugMaxAge: cfg.Debug.Retention, DebugMaxBytes: cfg.Debug.MaxBytes}
 }
 
@@ -187,9 +195,12 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 	if maxAge <= 0 {
 		maxAge = DefaultEventsMaxAge
 	}
-	usageAge := opts.UsageMaxAge
+	usageAge, usageBytes := opts.UsageMaxAge, opts.UsageMaxBytes
 	if usageAge <= 0 {
 		usageAge = DefaultUsageMaxAge
+	}
+	if usageBytes <= 0 {
+		usageBytes = DefaultUsageMaxBytes
 	}
 	debugAge, debugBytes := opts.DebugMaxAge, opts.DebugMaxBytes
 	if debugAge <= 0 {
@@ -235,6 +246,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
+		MaxBytes:    EventsMaxBytes,
 		Storage:     storage,
 		Replicas:    replicas,
 	}, {
@@ -244,6 +256,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      usageAge,
+		MaxBytes:    usageBytes,
 		Duplicates:  UsageDuplicateWindow,
 		Storage:     storage,
 		Replicas:    replicas,

@@ -170,15 +170,25 @@ func TestConfigs(t *testing.T) {
 			if streams[0].MaxAge != tt.maxAge || streams[1].MaxAge != DefaultUsageMaxAge {
 				t.Errorf("max ages %s, %s", streams[0].MaxAge, streams[1].MaxAge)
 			}
+			// No stream may grow until it fills the store: a full store
+			// refuses every write, hold records included.
+			for _, s := range streams {
+				if s.MaxBytes <= 0 || s.Discard != jetstream.DiscardOld {
+					t.Errorf("stream %s: max bytes %d, discard %v", s.Name, s.MaxBytes, s.Discard)
+				}
+			}
+			if streams[0].MaxBytes != EventsMaxBytes || streams[1].MaxBytes != DefaultUsageMaxBytes {
+				t.Errorf("max bytes %d, %d", streams[0].MaxBytes, streams[1].MaxBytes)
+			}
 			if d := streams[2]; d.Name != debug.Stream || d.MaxAge != debug.DefaultRetention || d.MaxBytes != debug.DefaultMaxBytes ||
 				!d.AllowDirect || d.Discard != jetstream.DiscardOld {
 				t.Errorf("debug stream %+v", d)
 			}
 		})
 	}
-	o := SetupOptionsFrom(&config.Config{NATS: config.NATS{Replicas: 3, Storage: "memory"}, Metering: config.Metering{Retention: time.Hour},
+	o := SetupOptionsFrom(&config.Config{NATS: config.NATS{Replicas: 3, Storage: "memory"}, Metering: config.Metering{Retention: time.Hour, MaxBytes: 7 << 20},
 		Debug: config.Debug{Retention: 2 * time.Hour, MaxBytes: 5 << 20}})
-	if o.Replicas != 3 || o.Storage != "memory" || o.UsageMaxAge != time.Hour || o.DebugMaxAge != 2*time.Hour || o.DebugMaxBytes != 5<<20 {
+	if o.Replicas != 3 || o.Storage != "memory" || o.UsageMaxAge != time.Hour || o.UsageMaxBytes != 7<<20 || o.DebugMaxAge != 2*time.Hour || o.DebugMaxBytes != 5<<20 {
 		t.Fatalf("SetupOptionsFrom: %+v", o)
 	}
 }

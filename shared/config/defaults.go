@@ -34,6 +34,7 @@ func Defaults() *Config {
 		},
 		Metering: Metering{
 			Retention:            30 * 24 * time.Hour,
+			MaxBytes:             4 << 30,
 			Buffer:               100_000,
 			LimitsInterval:       250 * time.Millisecond,
 			EstimateOutputTokens: 1024,

@@ -18,6 +18,11 @@ type Metering struct {
 	// Retention is how long the SWITCHYARD_USAGE stream keeps a record
 	// (the admin's usage queries reach back this far).
 	Retention time.Duration `koanf:"retention"`
+	// MaxBytes bounds the SWITCHYARD_USAGE stream: the oldest records go
+	// first. Without a bound a busy fleet's records would fill the NATS
+	// store within the retention, and a full store refuses every write,
+	// hold records included.
+	MaxBytes int64 `koanf:"max_bytes"`
 	// Buffer is how many records a proxy keeps while NATS does not take
 	// them; beyond it new records are dropped (and counted).
 	Buffer int `koanf:"buffer"`
@@ -83,6 +88,9 @@ func (v *validator) metering() {
 	m := v.cfg.Metering
 	if m.Retention <= 0 {
 		v.add("metering.retention", "must be > 0, got %s", m.Retention)
+	}
+	if m.MaxBytes < 1<<20 {
+		v.add("metering.max_bytes", "must be at least 1048576 (1 MiB), got %d", m.MaxBytes)
 	}
 	if m.Buffer <= 0 {
 		v.add("metering.buffer", "must be > 0, got %d", m.Buffer)
