@@ -3,9 +3,12 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,4 +346,125 @@ func TestAsyncErrorsDuringAnOutage(t *testing.T) {
 	if n := strings.Count(buf.String(), "level=WARN"); n != 2 {
 		t.Errorf("after a reconnect the next outage is logged again: %d WARN lines", n)
 	}
+}
+
+// TestReconnectAfterRefusedCredentials: a server that refuses the
+// service's credentials for a while (a password rotated on one server
+// first, a creds file replaced late) does not end the connection: it
+// reconnects once they are accepted again.
+func TestReconnectAfterRefusedCredentials(t *testing.T) {
+	const user, good = "sw", "good-password"
+	addr := testkit.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	start := func(password string) *server.Server {
+		o := server.Options{Username: user, Password: password, Host: "127.0.0.1", NoSigs: true, NoLog: true}
+		o.Port, _ = strconv.Atoi(port)
+		s, err := server.NewServer(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("server not ready")
+		}
+		return s
+	}
+	s := start(good)
+	cfg := config.NATS{User: user, PasswordValue: config.NewSecret(good), Timeout: time.Second}
+	opts, err := Options(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int32
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrAuthorization) {
+			refused.Add(1) // nats.go reports each refused reconnect here
+		}
+	}))
+	nc, err := nats.Connect("nats://"+addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	natsembed.Stop(s)
+	s = start("rotated-elsewhere")
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := refused.Load(); n < 3 {
+			return fmt.Errorf("%d reconnects refused (closed %v)", n, nc.IsClosed())
+		}
+		return nil
+	})
+	natsembed.Stop(s)
+	s = start(good)
+	defer natsembed.Stop(s)
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("status %s", nc.Status())
+		}
+		return nil
+	})
+}
+
+// TestSilentServerIsLeft: a server that stops answering without closing
+// the connection (power loss, a partition) is taken for dead after two
+// unanswered pings, and the service moves to another server.
+func TestSilentServerIsLeft(t *testing.T) {
+	s := startTestServer(t)
+	// A relay in front of the server that can go silent: it keeps the
+	// connection open and stops passing bytes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var silent atomic.Bool
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				c.Close()
+				continue
+			}
+			pass := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						dst.Close()
+						return
+					}
+					if !silent.Load() {
+						_, _ = dst.Write(buf[:n])
+					}
+				}
+			}
+			go pass(up, c)
+			go pass(c, up)
+		}
+	}()
+	relay := "nats://" + ln.Addr().String()
+	cfg := config.NATS{Timeout: time.Second, PingInterval: 100 * time.Millisecond}
+	opts, err := Options(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(relay+","+s.ClientURL(), append(opts, nats.DontRandomize())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if got := nc.ConnectedUrl(); got != relay {
+		t.Fatalf("connected to %s, want the relay first", got)
+	}
+	silent.Store(true)
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if got := nc.ConnectedUrl(); got != s.ClientURL() || !nc.IsConnected() {
+			return fmt.Errorf("connected to %q (%s)", got, nc.Status())
+		}
+		return nil
+	})
 }

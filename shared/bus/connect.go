@@ -21,6 +21,10 @@ import (
 // writers resume as soon as the connection is back.
 const DefaultReconnectWait = 250 * time.Millisecond
 
+// MaxPingsOutstanding is how many pings may go unanswered before a
+// connection is taken for dead (nats.ping_interval apart).
+const MaxPingsOutstanding = 2
+
 // Connect opens a connection to NATS as configured in cfg: the server list
 // (comma-separated), user/password or token (the resolved PasswordValue /
 // TokenValue), creds file, TLS, client name and connect timeout.
@@ -81,6 +85,11 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(DefaultReconnectWait),
 		nats.RetryOnFailedConnect(true),
+		// A refused credential while a secret rotates (a creds file
+		// replaced, one server with the new password first) must not end
+		// the connection for good: nats.go gives up after the same
+		// authentication error twice unless told not to.
+		nats.IgnoreAuthErrorAbort(),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "name", nc.Opts.Name)
 		}),
@@ -106,6 +115,12 @@ func Options(cfg config.NATS, log *slog.Logger) ([]nats.Option, error) {
 	}
 	if cfg.Timeout > 0 {
 		opts = append(opts, nats.Timeout(cfg.Timeout))
+	}
+	if cfg.PingInterval > 0 {
+		// nats.go's default (2 minutes, 2 outstanding) notices a server
+		// that went silent after four to six minutes, and meanwhile the
+		// connection looks up: writes time out, events are lost.
+		opts = append(opts, nats.PingInterval(cfg.PingInterval), nats.MaxPingsOutstanding(MaxPingsOutstanding))
 	}
 	switch {
 	case cfg.User != "":

@@ -62,10 +62,10 @@ const (
 	DefaultUsageMaxAge = 30 * 24 * time.Hour
 	// DefaultUsageMaxBytes bounds the usage stream (metering.max_bytes).
 	DefaultUsageMaxBytes = 4 << 30
-	// EventsMaxBytes bounds the events stream: the oldest events go first.
-	// A stream without a bound could fill the NATS store, and a full store
-	// refuses every write, hold records included.
-	EventsMaxBytes = 256 << 20
+	// DefaultEventsMaxBytes bounds the events stream: the oldest events go
+	// first. A stream without a bound could fill the NATS store, and a full
+	// store refuses every write, hold records included.
+	DefaultEventsMaxBytes = 256 << 20
 	// UsageDuplicateWindow is how long the usage stream remembers a
 	// message's id (the publishing proxy's own, for its batch of the
 	// records that share a subject), so a batch published again after a
@@ -94,9 +94,10 @@ type SetupOptions struct {
 	Replicas int
 	// Storage is "file" (default) or "memory".
 	Storage string
-	// EventsMaxAge is the events stream's retention; 0 means
-	// DefaultEventsMaxAge.
-	EventsMaxAge time.Duration
+	// EventsMaxAge and EventsMaxBytes bound the events stream; 0 means
+	// DefaultEventsMaxAge, DefaultEventsMaxBytes.
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// UsageMaxAge and UsageMaxBytes bound the usage stream
 	// (metering.retention, metering.max_bytes); 0 means the defaults.
 	UsageMaxAge   time.Duration
@@ -191,9 +192,12 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 	default:
 		return nil, nil, fmt.Errorf("bus: setup: storage must be file or memory, got %q", opts.Storage)
 	}
-	maxAge := opts.EventsMaxAge
+	maxAge, eventsBytes := opts.EventsMaxAge, opts.EventsMaxBytes
 	if maxAge <= 0 {
 		maxAge = DefaultEventsMaxAge
+	}
+	if eventsBytes <= 0 {
+		eventsBytes = DefaultEventsMaxBytes
 	}
 	usageAge, usageBytes := opts.UsageMaxAge, opts.UsageMaxBytes
 	if usageAge <= 0 {
@@ -246,7 +250,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
-		MaxBytes:    EventsMaxBytes,
+		MaxBytes:    eventsBytes,
 		Storage:     storage,
 		Replicas:    replicas,
 	}, {

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/debug"
-	"switchyard.dev/shared/testkit"
-
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/testkit"
 )
 
 func TestSetup(t *testing.T) {
@@ -177,7 +178,7 @@ func TestConfigs(t *testing.T) {
 					t.Errorf("stream %s: max bytes %d, discard %v", s.Name, s.MaxBytes, s.Discard)
 				}
 			}
-			if streams[0].MaxBytes != EventsMaxBytes || streams[1].MaxBytes != DefaultUsageMaxBytes {
+			if streams[0].MaxBytes != DefaultEventsMaxBytes || streams[1].MaxBytes != DefaultUsageMaxBytes {
 				t.Errorf("max bytes %d, %d", streams[0].MaxBytes, streams[1].MaxBytes)
 			}
 			if d := streams[2]; d.Name != debug.Stream || d.MaxAge != debug.DefaultRetention || d.MaxBytes != debug.DefaultMaxBytes ||
@@ -207,5 +208,41 @@ func TestEventSubject(t *testing.T) {
 				t.Fatalf("EventSubject = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestFullUsageStreamDropsOldRecords: usage records beyond the stream's
+// size limit push out the oldest, and the store keeps room for hold
+// records (a full store refuses every write, to any stream or bucket).
+func TestFullUsageStreamDropsOldRecords(t *testing.T) {
+	o := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: t.TempDir(), JetStreamMaxStore: 8 << 20}
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() { natsembed.Stop(s) })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	_, js := testkit.ConnectNATS(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Setup(ctx, js, SetupOptions{UsageMaxBytes: 2 << 20, DebugMaxBytes: 1 << 20, EventsMaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := []byte(strings.Repeat("x", 16<<10))
+	for i := range 1000 { // 16 MiB, twice the store
+		if _, err := js.Publish(ctx, "switchyard.usage.openai.team", rec); err != nil {
+			t.Fatalf("usage record %d refused: %v", i, err)
+		}
+	}
+	if info, err := res.Usage.Info(ctx); err != nil || info.State.Bytes > 2<<20 {
+		t.Fatalf("usage stream: %v, %+v", err, info)
+	}
+	if _, err := res.Holds.Create(ctx, "openai.k1", []byte(`{"v":1}`), jetstream.KeyTTL(time.Minute)); err != nil {
+		t.Fatalf("a hold record after the usage stream filled: %v", err)
 	}
 }

@@ -90,7 +90,13 @@ type NATS struct {
 	TLS       TLS           `koanf:"tls"`
 	Name      string        `koanf:"name"`
 	Timeout   time.Duration `koanf:"connect_timeout"`
-	Embedded  Embedded      `koanf:"embedded"`
+	// PingInterval is how often a service pings its NATS server; two
+	// pings unanswered and it takes the connection for dead and reconnects
+	// (to another server of a cluster). A server that vanishes without
+	// closing its sockets (power loss, a partition) is noticed in two to
+	// three intervals.
+	PingInterval time.Duration `koanf:"ping_interval"`
+	Embedded     Embedded      `koanf:"embedded"`
 	// Replicas and Storage apply to the buckets and stream Switchyard creates.
 	Replicas int    `koanf:"replicas"`
 	Storage  string `koanf:"storage"` // file or memory

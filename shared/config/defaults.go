@@ -10,10 +10,11 @@ func Defaults() *Config {
 	return &Config{
 		Log: Log{Level: "info", Format: "auto"},
 		NATS: NATS{
-			Timeout:  5 * time.Second,
-			Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
-			Replicas: 1,
-			Storage:  "file",
+			Timeout:      5 * time.Second,
+			PingInterval: 5 * time.Second,
+			Embedded:     Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
+			Replicas:     1,
+			Storage:      "file",
 		},
 		Proxy:  Proxy{Listen: "127.0.0.1:8080", PassiveReportInterval: 10 * time.Second, StartupWait: 5 * time.Second},
 		Admin:  Admin{Listen: "127.0.0.1:8081"},

@@ -136,6 +136,9 @@ func (v *validator) nats() {
 	if n.Timeout <= 0 {
 		v.add("nats.connect_timeout", "must be > 0")
 	}
+	if n.PingInterval < 100*time.Millisecond {
+		v.add("nats.ping_interval", "must be at least 100ms, got %s", n.PingInterval)
+	}
 	if n.Replicas < 1 || n.Replicas > 5 {
 		v.add("nats.replicas", "must be between 1 and 5, got %d", n.Replicas)
 	}
