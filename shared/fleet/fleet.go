@@ -127,6 +127,7 @@ func (m *Member) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.bind(ctx) })
+	wg.Go(func() { m.setupAgain(ctx) })
 	err = m.Engine.Run(ctx)
 	wg.Wait()
 	return err
@@ -199,6 +200,50 @@ func (m *Member) bind(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// setupAgain sets the buckets and streams up again after each reconnect,
+// retrying until it works: NATS restarted whole with memory storage (or a
+// cluster that lost its volumes) comes back without them, and nothing else
+// would create them again before a service restarts (the watchers notice
+// a bucket created again and reload it). Setup is idempotent: on servers
+// that kept them it changes nothing.
+func (m *Member) setupAgain(ctx context.Context) {
+	ch := m.nc.StatusChanged(nats.CONNECTED)
+	defer m.nc.RemoveStatusListener(ch)
+	select {
+	case <-m.bound:
+	case <-ctx.Done():
+		return
+	}
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+		for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := bus.Setup(sctx, js, m.opts)
+			cancel()
+			if err == nil {
+				break
+			}
+			m.log.Warn("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
 	}
 }
 

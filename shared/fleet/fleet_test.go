@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
@@ -172,4 +173,59 @@ func TestMemberEventsAndPeers(t *testing.T) {
 		t.Fatalf("no hold event: %v", err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() bool { return members[1].Engine.Admit("p", "k1", "m") == hold.Deny })
+}
+
+// TestBucketsSetUpAgainAfterARestart: NATS restarted whole without its
+// buckets (memory storage) gets them back from the running members, with
+// no service restarted.
+func TestBucketsSetUpAgainAfterARestart(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ns.Addr().String()
+	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cfg := testConfig()
+	cfg.NATS.Storage = "memory"
+	m, err := New(cfg, Options{Service: "test", NATS: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-m.Bound():
+	case <-time.After(15 * time.Second):
+		t.Fatal("not bound")
+	}
+	natsembed.Stop(ns)
+	ns, err = natsembed.Start(natsembed.Options{Listen: addr, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer natsembed.Stop(ns)
+	_, js := testkit.ConnectNATS(t, ns.ClientURL())
+	testkit.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		for _, b := range []string{bus.BucketHolds, bus.BucketConfig} {
+			if _, err := js.KeyValue(context.Background(), b); err != nil {
+				return fmt.Errorf("bucket %s: %w", b, err)
+			}
+		}
+		_, err := js.Stream(context.Background(), bus.StreamUsage)
+		return err
+	})
+	// The member's own bucket handle works against the new bucket.
+	if _, err := m.Resources().Holds.Put(context.Background(), "p.k9", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 }

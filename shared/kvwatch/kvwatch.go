@@ -20,6 +20,12 @@
 //     applied and the watcher does not catch up within a short grace (a
 //     stall nothing else announced).
 //
+// The same periodic check notices a bucket whose last revision is below
+// the last one applied: revisions never go back, so the bucket was deleted
+// and created again (its storage lost, a memory-stored bucket after a full
+// NATS restart), and the watcher loads it whole again from revision 1,
+// reporting the keys that are gone as deleted.
+//
 // A replaced watcher keeps delivering until its successor is running (its
 // consumer may well be alive), and the revision check drops what both
 // deliver. Nothing slow runs on the watch loop: creating a watcher and
@@ -131,8 +137,9 @@ type Options struct {
 	LoadTimeout time.Duration
 	// StallCheck is the period of the stall check (default
 	// DefaultStallCheck; negative turns it off). The check compares with
-	// the bucket's last revision, so it is off when Keys is set (a change
-	// to another key would look like a stall).
+	// the bucket's last revision; when Keys is set it only looks for a
+	// bucket created again (a change to another key would look like a
+	// stall).
 	StallCheck time.Duration
 	// OpTimeout bounds one stall check (default DefaultOpTimeout).
 	OpTimeout time.Duration
@@ -191,6 +198,9 @@ type watcher struct {
 	loading   bool            // a full load is under way (its end marker not seen)
 	seen      map[string]bool // keys seen by a reload
 	contact   time.Time       // last time the watcher was known current
+	// recreated: the bucket's revisions went back (it was deleted and
+	// created again): the next start loads it whole, from revision 1.
+	recreated bool
 
 	// creation
 	gen       uint64 // bumped each time the wanted watcher changes
@@ -255,7 +265,7 @@ func (w *watcher) run(ctx context.Context) error {
 	w.recheck = stoppedTimer()
 	defer w.recheck.Stop()
 	var stallC <-chan time.Time
-	if w.o.StallCheck > 0 && len(w.o.Keys) == 0 {
+	if w.o.StallCheck > 0 {
 		t := time.NewTicker(w.o.StallCheck)
 		defer t.Stop()
 		stallC = t.C
@@ -329,7 +339,13 @@ func (w *watcher) run(ctx context.Context) error {
 			w.checkBehind(ctx)
 
 		case st := <-w.statusC:
-			w.checked(st)
+			if w.checked(st) {
+				w.log.Warn("kv watcher: the bucket's revisions went back (it was deleted and created again): reloading it",
+					"bucket_revision", st.lastSeq, "after_revision", w.last)
+				w.last, w.caughtUp, w.restartedFor = 0, 0, 0
+				w.recreated = true
+				w.restart(ctx)
+			}
 
 		case <-w.recheck.C:
 			if w.stalled() {
@@ -352,11 +368,15 @@ func (w *watcher) connected() bool { return w.o.Conn == nil || w.o.Conn.IsConnec
 // resuming after the last applied revision, or loading the whole bucket
 // until the first load completed and after a long absence. A resuming
 // replacement leaves the current watcher delivering until it runs.
+//
+// contact is when the watcher was last known current (an entry, the end of
+// a load, a stall check that found it level with the bucket), not when it
+// is restarted: a watcher restarted on a reconnect was stuck on the dead
+// connection for as long as it lasted, and markers may have expired
+// meanwhile.
 func (w *watcher) restart(ctx context.Context) {
-	if w.kw != nil && !w.loading {
-		w.contact = time.Now()
-	}
-	reload := w.first || (w.o.MarkerTTL > 0 && time.Since(w.contact) > w.o.MarkerTTL/2)
+	reload := w.first || w.recreated || (w.o.MarkerTTL > 0 && time.Since(w.contact) > w.o.MarkerTTL/2)
+	w.recreated = false
 	if reload || w.loading {
 		w.dropOld()
 		w.stop()
@@ -581,18 +601,31 @@ func (w *watcher) checkBehind(ctx context.Context) {
 // checked compares the bucket's last revision with the last one applied.
 // When the watcher is behind it arms the recheck: a live watcher delivers
 // within milliseconds, so one still short of that revision a moment later
-// has stalled.
-func (w *watcher) checked(st status) {
+// has stalled. It reports a bucket whose last revision is below the last
+// one applied: revisions never go back, so the bucket was deleted and
+// created again (its storage lost, a memory-stored bucket after a full
+// NATS restart, an operator re-creating it), and its new revisions would
+// be taken for ones already applied.
+func (w *watcher) checked(st status) (recreated bool) {
 	w.checking = false
 	if st.err != nil || st.gen != w.gen || w.kw == nil || w.loading {
-		return
+		return false
+	}
+	if st.lastSeq < w.last {
+		return true
+	}
+	if len(w.o.Keys) > 0 {
+		// Filtered: the bucket's last revision may be another key's, so
+		// it says nothing of this watcher's progress.
+		return false
 	}
 	if st.lastSeq <= max(w.last, w.caughtUp) {
 		w.contact = time.Now()
-		return
+		return false
 	}
 	w.behindSeq = st.lastSeq
 	w.recheck.Reset(stallGrace)
+	return false
 }
 
 // stalled reports whether the watcher is still short of the revision the

@@ -385,6 +385,80 @@ func TestReloadAfterLongAbsence(t *testing.T) {
 	}
 }
 
+// TestReloadAfterRealAbsence: a watcher whose server was away for longer
+// than half the marker TTL reloads the bucket when it reconnects (the
+// markers of what was removed meanwhile may have expired), although its
+// watcher object outlived the outage.
+func TestReloadAfterRealAbsence(t *testing.T) {
+	addr, dir := testkit.FreeAddr(t), t.TempDir()
+	s := startServer(t, addr, dir)
+	writer := connect(t, s.ClientURL(), 1)
+	c := connect(t, s.ClientURL(), 1)
+	const markerTTL = time.Second
+	r := watch(t, Options{KV: c.kv, Conn: c.nc, MarkerTTL: markerTTL})
+	waitLoaded(t, r)
+	put(t, writer.kv, "keep", "1")
+	put(t, writer.kv, "gone", "1")
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return r.has("gone", "1") })
+	ctx := context.Background()
+	stream, err := writer.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+".gone")); err != nil {
+		t.Fatal(err)
+	}
+	natsembed.Stop(s)
+	// The absence itself is the condition: longer than half the TTL.
+	time.Sleep(markerTTL/2 + 100*time.Millisecond)
+	startServer(t, addr, dir)
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if _, ok := r.value("gone"); ok {
+			return errors.New("gone still there")
+		}
+		return nil
+	})
+	if err := r.has("keep", "1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBucketCreatedAgain: a bucket deleted and created again (its storage
+// lost, a memory-stored bucket after a full NATS restart) starts its
+// revisions at 1 again. The watcher notices the revisions went back,
+// loads it whole, applies its new values and reports the keys that are
+// gone as deleted.
+func TestBucketCreatedAgain(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	writer := connect(t, s.ClientURL(), 1)
+	c := connect(t, s.ClientURL(), 1)
+	r := watch(t, Options{KV: c.kv, Conn: c.nc, StallCheck: 50 * time.Millisecond})
+	waitLoaded(t, r)
+	put(t, writer.kv, "old", "1")
+	for i := range 20 {
+		put(t, writer.kv, "k", fmt.Sprint(i))
+	}
+	delays(t, time.Now(), "k", "19", r)
+	ctx := context.Background()
+	if err := writer.js.DeleteKeyValue(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := writer.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, LimitMarkerTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, kv, "k", "after")
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if err := r.has("k", "after"); err != nil {
+			return err
+		}
+		if _, ok := r.value("old"); ok {
+			return errors.New("old still there")
+		}
+		return nil
+	})
+}
+
 // TestSilentStall: the server forgets the watcher's consumer and nothing
 // tells the client (no reconnect, no election). The stall check notices the
 // bucket ahead of the watcher and a new watcher delivers the change.
