@@ -16,7 +16,7 @@ import (
 // not be read). "provider" may name a configured provider (its type and
 // trip_on rules apply) or a provider type (the global rules apply).
 func (s *Service) classify(c *fiber.Ctx) error {
-	body := bytes.TrimSpace(c.Body())
+	body := bytes.TrimSpace(c.Request().Body())
 	if len(body) == 0 {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "empty body: want a failure object (see swctl classify)")
 	}

@@ -294,7 +294,7 @@ func documentBody(c *fiber.Ctx) ([]byte, error) {
 		return nil, fiber.NewError(fiber.StatusUnsupportedMediaType,
 			fmt.Sprintf("Content-Type %q: send the document as application/yaml or application/json", ct))
 	}
-	doc := bytes.Clone(c.Body())
+	doc := bytes.Clone(c.Request().Body())
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return nil, fiber.NewError(fiber.StatusBadRequest, "empty body: want a routing document")
 	}
@@ -385,7 +385,7 @@ type activateRequest struct {
 // activate: POST /admin/config/activate
 func (s *Service) activate(c *fiber.Ctx) error {
 	var req activateRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	doc, err := documentOf(req.Document)
@@ -430,7 +430,7 @@ type rollbackRequest struct {
 // rollback: POST /admin/config/rollback
 func (s *Service) rollback(c *fiber.Ctx) error {
 	var req rollbackRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if req.Version == 0 {
@@ -454,7 +454,7 @@ func (s *Service) setStep(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, fmt.Sprintf("step: want a step index (0, 1, ...), got %q", c.Params("i")))
 	}
 	var req stepRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if req.Active == nil {
@@ -479,7 +479,7 @@ type keyFieldsRequest struct {
 func (s *Service) setKeyFields(c *fiber.Ctx) error {
 	provider, id := strings.Clone(c.Params("name")), strings.Clone(c.Params("id"))
 	var req keyFieldsRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if req.Priority == nil && req.Weight == nil && req.Enabled == nil {
@@ -537,7 +537,7 @@ func isSecretRef(s string) bool {
 func (s *Service) addKey(c *fiber.Ctx) error {
 	provider := strings.Clone(c.Params("name"))
 	var req addKeyRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if !isSecretRef(req.Secret) {
@@ -572,7 +572,7 @@ type tripRulesRequest struct {
 func (s *Service) setTripRules(c *fiber.Ctx) error {
 	provider := strings.Clone(c.Params("name"))
 	var req tripRulesRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if len(req.Rules) == 0 {

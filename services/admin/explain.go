@@ -44,7 +44,7 @@ type explainBody struct {
 // logged nor stored.
 func (s *Service) explainRoute(c *fiber.Ctx) error {
 	var in explainBody
-	if err := decodeBody(c.Body(), &in); err != nil {
+	if err := decodeBody(c.Request().Body(), &in); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	if b := bytes.TrimSpace(in.Body); len(b) == 0 || bytes.Equal(b, []byte("null")) {

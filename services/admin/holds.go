@@ -208,7 +208,7 @@ const MaxPin = 30 * 24 * time.Hour
 // changed.
 func (s *Service) pinHold(c *fiber.Ctx) error {
 	var req pinRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	now := time.Now()

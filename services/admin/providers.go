@@ -367,7 +367,7 @@ func (s *Service) rotateKey(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "provider "+name+" has no key "+c.Params("id"))
 	}
 	var req rotateRequest
-	if err := decodeBody(c.Body(), &req); err != nil {
+	if err := decodeBody(c.Request().Body(), &req); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	switch {

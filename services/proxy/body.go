@@ -2,7 +2,12 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
@@ -24,6 +29,34 @@ const streamUsageField = `"stream_options":{"include_usage":true},`
 type bodyError struct {
 	code string
 	msg  string
+}
+
+// requestBody is the request's body, decoded when the caller compressed it
+// (Content-Encoding gzip, deflate, br or zstd), never to more than limit
+// bytes: the server's body limit counts the bytes as sent, and a few
+// kilobytes of gzip can expand to gigabytes. The status and error are the
+// caller's answer when it cannot be read: 413 past the limit, 415 for an
+// encoding the gateway does not decode, 400 for a body that does not
+// decode.
+func requestBody(c *fiber.Ctx, limit int) ([]byte, int, *bodyError) {
+	req := c.Request()
+	ce := req.Header.ContentEncoding()
+	if len(ce) == 0 || strings.EqualFold(string(ce), "identity") {
+		return req.Body(), 0, nil
+	}
+	body, err := req.BodyUncompressedWithLimit(limit)
+	switch {
+	case err == nil:
+		return body, 0, nil
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return nil, fiber.StatusRequestEntityTooLarge, &bodyError{codeRequestTooLarge,
+			fmt.Sprintf("the request body is larger than the limit of %d bytes once decoded (Content-Encoding %s)", limit, ce)}
+	case errors.Is(err, fasthttp.ErrContentEncodingUnsupported):
+		return nil, fiber.StatusUnsupportedMediaType, &bodyError{codeUnsupportedEncoding,
+			fmt.Sprintf("Content-Encoding %q is not supported: send the body as is, or gzip, deflate, br or zstd", ce)}
+	}
+	return nil, fiber.StatusBadRequest, &bodyError{codeInvalidRequest,
+		fmt.Sprintf("the request body does not decode as its Content-Encoding %s says", ce)}
 }
 
 // parsed is what routing needs from a request body.

@@ -211,12 +211,16 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		r.trace.on = false // no bundle for a caller that is not one (a flood must not fill the stream)
 		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
-	r.body = c.Body()
+	body, status, berr := requestBody(c, s.cfg.Limits.MaxBodyBytes)
+	if berr != nil {
+		r.class = classRejected
+		return outcome{err: sendError(c, ep.format, status, berr.code, berr.msg)}
+	}
+	r.body = body
 	r.readTraceContext(c)
 	r.noteRequest(c)
 	var model string
 	var stream bool
-	var berr *bodyError
 	if ep.op == provider.OpTranscriptions {
 		r.contentType = strings.Clone(c.Get(fiber.HeaderContentType))
 		model, berr = parseForm(r.body, r.contentType)

@@ -80,7 +80,9 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	}
 	r.model = p.Name + "/*"
 	r.resolved = s.metrics.modelLabel(r.model)
-	r.body = c.Body()
+	// As sent: a compressed body goes upstream compressed, with its
+	// Content-Encoding (Fiber's Body would decode it, without a limit).
+	r.body = c.Request().Body()
 	r.noteRequest(c)
 	if client != nil && !client.allowsProvider(p.Name) {
 		r.class = classRejected
