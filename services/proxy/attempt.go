@@ -239,6 +239,12 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 	if ae.status == 0 && !ae.stream && ae.result.Class != failure.Transient {
 		ae.result.Class = failure.Transient // a transport error says nothing about the target
 	}
+	if errors.Is(ae.err, fasthttp.ErrBodyTooLarge) {
+		// The target answered; the answer is too large for the gateway to
+		// hold (maxResponseBytes). Another target would answer as much:
+		// the caller gets it at once, and the target is not blamed.
+		ae.result = failure.Result{Class: failure.RequestRejected, Code: codeResponseTooLarge, Reason: "answer larger than the gateway holds"}
+	}
 	return attemptResult{failure: ae}
 }
 
@@ -284,7 +290,7 @@ func (s *Service) decide(ae *attemptError) failure.Action {
 	rc := &s.cfg.Retry
 	m := ae.result.Class.Meaning()
 	switch {
-	case ae.status == 0 && !ae.stream:
+	case ae.status == 0 && !ae.stream && ae.result.Class == failure.Transient:
 		// A timeout rotates: the retry-same budget is for fast transient
 		// errors, and a hung target would cost the attempt timeout twice.
 		if rc.OnTransportErrors && ae.result.Code != "timeout" {
@@ -306,7 +312,7 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	status := ae.status
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
-		if ae.result.Class == failure.RequestRejected {
+		if ae.result.Class == failure.RequestRejected && ae.result.Code != codeResponseTooLarge {
 			status = http.StatusBadRequest // an error event refusing the request
 		}
 	}

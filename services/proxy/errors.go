@@ -20,6 +20,7 @@ const (
 	codeModelNotAllowed     = "model_not_allowed"
 	codeInvalidAPIKey       = "invalid_api_key"
 	codeRequestTooLarge     = "request_too_large"
+	codeResponseTooLarge    = "response_too_large"
 	codeUnsupportedEncoding = "unsupported_content_encoding"
 	codeOverloaded          = "gateway_overloaded"
 	codeNoTarget            = "no_available_target"

@@ -136,6 +136,7 @@ keys:
 				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
 				return outcome{}
 			}
+			passthroughScope(ae)
 			r.last = ae
 			act := s.decide(ae)
 			if !replaySafe {
@@ -180,6 +181,29 @@ keys:
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// passthroughScope narrows what a failed passthrough call says about its
+// key. The call names no model, and its path may name the caller's own
+// resource (a file, a batch, a model to describe) that does not exist or
+// that the key may not touch, a failure its other uses do not share: a
+// model or region class (held per model, which without a model would be
+// the whole key) and a 403 credential refusal ("this key may not use the
+// Files API") are the caller's answer, returned as the provider gave it,
+// with nothing held. A refused credential (401), a spent quota, a rate
+// limit and a transient failure are about the key and count as usual.
+func passthroughScope(ae *attemptError) {
+	switch ae.result.Class {
+	case failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
+	case failure.CredentialRejected:
+		if ae.status != http.StatusForbidden {
+			return
+		}
+	default:
+		return
+	}
+	ae.result.Class, ae.result.Scope = failure.RequestRejected, failure.ScopeNone
+	ae.result.RetryAfter, ae.result.HasWait = 0, false
 }
 
 // forward sends the caller's request to the path under the provider's base

@@ -3,7 +3,10 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"switchyard.dev/shared/servicetest"
@@ -122,4 +125,53 @@ func TestPassthrough(t *testing.T) {
 			t.Fatalf("without a gateway key: %d", resp.StatusCode)
 		}
 	})
+}
+
+// TestPassthroughFailuresOfTheCallersOwn: a passthrough call names no
+// model, and its path may name something of the caller's that does not
+// exist: a 404 "model_not_found" or a 403 permission refusal is returned as
+// the provider gave it and holds nothing (it held the whole key, and chat
+// got 503). An answer larger than the gateway holds is the caller's too:
+// returned at once, not retried, and no breaker counts it.
+func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/models/gpt-nope":
+			w.WriteHeader(404)
+			_, _ = io.WriteString(w, `{"error":{"message":"The model 'gpt-nope' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`)
+		case "/v1/files":
+			w.WriteHeader(403)
+			_, _ = io.WriteString(w, `{"error":{"message":"You are not allowed to use the Files API with this key.","type":"permission_error","code":"permission_error"}}`)
+		case "/v1/files/big/content":
+			w.Header().Set("Content-Length", strconv.Itoa(maxResponseBytes+1))
+			w.WriteHeader(200)
+		default:
+			_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+		}
+	}))
+	defer up.Close()
+	f := oneProviderFixture(t, "openai", up.URL+"/v1", "sk-stub")
+	if st, _, body := ptCall(t, f, "GET", "/up/models/gpt-nope", ""); st != 404 || !strings.Contains(body, "model_not_found") {
+		t.Errorf("404: %d %s, want the provider's answer", st, body)
+	}
+	if st, _, body := ptCall(t, f, "GET", "/up/files", ""); st != 403 || !strings.Contains(body, "Files API") {
+		t.Errorf("403: %d %s, want the provider's answer", st, body)
+	}
+	for range 6 {
+		before := calls.Load()
+		st, _, body := ptCall(t, f, "GET", "/up/files/big/content", "")
+		if st != 502 || !strings.Contains(body, codeResponseTooLarge) || calls.Load()-before != 1 {
+			t.Fatalf("a too large answer: %d %s, %d calls", st, body, calls.Load()-before)
+		}
+	}
+	if h := f.svc.engine.Holds(); len(h) != 0 {
+		t.Fatalf("holds %+v", h)
+	}
+	if st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); st != 200 {
+		t.Fatalf("chat after the passthrough failures: %d %s", st, body)
+	}
 }

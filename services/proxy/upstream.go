@@ -474,7 +474,7 @@ func transportError(err error, timeout time.Duration, callerDeadline bool) error
 	case errors.Is(err, fasthttp.ErrConnectionClosed):
 		return fmt.Errorf("the upstream closed the connection before answering (EOF): %w", err)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return fmt.Errorf("read response: response larger than %d bytes", maxResponseBytes)
+		return fmt.Errorf("read response: the answer is larger than the gateway's limit of %d bytes: %w", maxResponseBytes, err)
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
 		return fmt.Errorf("every pooled connection to the upstream is busy: %w", err)
 	}
