@@ -77,7 +77,12 @@ type request struct {
 	contentType string
 	idemKey     string
 	deadline    time.Time // zero: none
-	started     time.Time
+	// relayDeadline bounds a stream once it is relayed: timeouts.request
+	// alone. A caller's stated timeout (X-Stainless-Timeout) is the SDK's
+	// wait for the answer to begin (or between reads), not a cap on a
+	// stream that keeps delivering. Zero: none.
+	relayDeadline time.Time
+	started       time.Time
 	log         *slog.Logger
 
 	// For metrics: the model name when it resolved, what served the
@@ -270,6 +275,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: err}
 	}
 	r.deadline = s.deadline(c, r.started)
+	if s.cfg.Timeouts.Request > 0 {
+		r.relayDeadline = r.started.Add(s.cfg.Timeouts.Request)
+	}
 	r.selection(c, rte)
 	return r.run(c, rte)
 }

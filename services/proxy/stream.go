@@ -151,18 +151,23 @@ func (a *idleArm) arm(r *request) {
 		return
 	}
 	now := time.Now()
-	if !a.armed.IsZero() && now.Sub(a.armed) < a.idleFor/16 {
-		return
+	if !a.armed.IsZero() && (a.idleFor == 0 || now.Sub(a.armed) < a.idleFor/16) {
+		return // set once when there is no idle timeout
 	}
 	a.armed = now
 	_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
 }
 
 // idleDeadline is when a read of a streamed answer gives up: idle after
-// the last byte, never past the request's deadline.
+// the last byte (never, with no idle timeout), never past the relay's
+// deadline (zero: no deadline at all).
 func (r *request) idleDeadline(now time.Time, idle time.Duration) time.Time {
+	dl := r.relayDeadline
+	if idle == 0 {
+		return dl
+	}
 	d := now.Add(idle)
-	if dl := r.deadline; !dl.IsZero() && dl.Before(d) {
+	if !dl.IsZero() && dl.Before(d) {
 		d = dl
 	}
 	return d
@@ -334,15 +339,19 @@ func (rl *relay) run(w *bufio.Writer) {
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
-		if rl.upErr && !rl.done { // the upstream's own error event ended it
+		if rl.upErr { // the upstream's own error event ended it ([DONE] after it or not)
 			r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
 		} else {
 			r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency)
 		}
 	default:
 		status = http.StatusBadGateway
-		// Cut before its terminal event: the target failed this request.
-		r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}}, 0)
+		// Cut before its terminal event: the target failed this request,
+		// unless the gateway cut it (its deadline for the request, its
+		// shutdown).
+		if !rl.cutByGateway(readErr) {
+			r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}}, 0)
+		}
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
 			msg += ": " + rl.errorText(readErr)
@@ -359,11 +368,21 @@ func (rl *relay) run(w *bufio.Writer) {
 	}
 }
 
+// cutByGateway reports whether a failed read was the gateway's doing:
+// the relay's deadline passed, or the gateway is shutting down.
+func (rl *relay) cutByGateway(err error) bool {
+	if errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	dl := rl.r.relayDeadline
+	return errors.Is(err, os.ErrDeadlineExceeded) && !dl.IsZero() && !time.Now().Before(dl)
+}
+
 // errorText explains why an upstream read failed.
 func (rl *relay) errorText(err error) string {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if dl := rl.r.deadline; !dl.IsZero() && !time.Now().Before(dl) {
-			return "the request's deadline passed"
+		if dl := rl.r.relayDeadline; !dl.IsZero() && !time.Now().Before(dl) {
+			return "the request's deadline passed (timeouts.request)"
 		}
 		return "no event for " + rl.idle.idleFor.String() + " (streaming idle timeout)"
 	}

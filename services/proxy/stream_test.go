@@ -324,3 +324,35 @@ func TestStreamedAnswerToolDropsText(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamDeadlines: a stream being relayed is bounded by its idle
+// timeout (none with timeouts.stream_idle 0, which cut every stream at its
+// first pause) and timeouts.request, not by the caller's SDK timeout
+// (X-Stainless-Timeout, the SDK's wait for the answer to begin).
+func TestStreamDeadlines(t *testing.T) {
+	streamBody := `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	t.Run("stream_idle 0", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Timeouts.StreamIdle = 0 })
+		f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 50 * time.Millisecond, Chunks: 5})
+		status, _, body := f.call(t, "/v1/chat/completions", streamBody)
+		if status != 200 || !strings.Contains(string(body), "[DONE]") || strings.Contains(string(body), "stream_incomplete") {
+			t.Fatalf("%d %s", status, body)
+		}
+	})
+	t.Run("the SDK's timeout", func(t *testing.T) {
+		f := newFixture(t)
+		f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 100 * time.Millisecond, Chunks: 6})
+		status, _, body := f.call(t, "/v1/chat/completions", streamBody, "X-Stainless-Timeout", "0.3")
+		if status != 200 || !strings.Contains(string(body), "[DONE]") || strings.Contains(string(body), "stream_incomplete") {
+			t.Fatalf("%d %s", status, body)
+		}
+	})
+	t.Run("timeouts.request", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Timeouts.Request = 300 * time.Millisecond })
+		f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 100 * time.Millisecond, Chunks: 20})
+		status, _, body := f.call(t, "/v1/chat/completions", streamBody)
+		if status != 200 || strings.Contains(string(body), "[DONE]") || !strings.Contains(string(body), "timeouts.request") {
+			t.Fatalf("%d %s", status, body)
+		}
+	})
+}
