@@ -83,7 +83,7 @@ type request struct {
 	// stream that keeps delivering. Zero: none.
 	relayDeadline time.Time
 	started       time.Time
-	log         *slog.Logger
+	log           *slog.Logger
 
 	// For metrics: the model name when it resolved, what served the
 	// request, and the outcome class ("" derives it from the status).
