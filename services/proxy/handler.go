@@ -600,6 +600,12 @@ steps:
 		r.keyHash(c, step.Provider)
 	keys:
 		for {
+			// Checked before a key is picked: a pick may hand over a
+			// hold's only probe, which a request that then stops would
+			// keep from everyone until its lease lapsed.
+			if r.attempts >= maxAttempts || r.expired() {
+				break steps
+			}
 			key, adm := step.Provider.Pick(step.Model, p.gate, tried, &r.sel)
 			if key == nil {
 				if len(step.Provider.Keys) > bits(tried) {

@@ -8,6 +8,7 @@ import (
 	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -138,5 +139,45 @@ func TestDueHoldIsProbedOnceAndReleased(t *testing.T) {
 	})
 	if n := callsWith(f.openai, "key-a1"); n != 2 {
 		t.Errorf("a1 calls %d, want 2 (the failure and one probe)", n)
+	}
+}
+
+// TestProbeNotTakenByAStoppedRequest: a request out of attempts picks no
+// further key, so it cannot take a due hold's only probe and then not send
+// it (the hold stayed probing, every request denied the key, until the
+// probe's lease lapsed).
+func TestProbeNotTakenByAStoppedRequest(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
+		c.Providers[0].Keys[0].Priority = 1 // a1 second
+		c.Providers[0].Keys[1].Priority = 2 // a2 first
+		c.Limits.MaxAttempts = 1
+	})
+	eng := f.svc.engine
+	eng.Report("fake-openai", "a1", "demo-model", false, hold.Outcome{Result: failure.Result{
+		Class: failure.RateLimit, Scope: failure.ScopeKey, HasWait: true, RetryAfter: time.Second, Code: "rate_limit_exceeded"}})
+	var until time.Time
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		if len(hs) == 1 {
+			until = hs[0].Until
+		}
+		return len(hs) == 1
+	})
+	testkit.WaitFor(t, 5*time.Second, func() bool { return time.Now().After(until) }) // the hold falls due
+	eng.Admit("fake-openai", "a1", "demo-model")                                      // its lease is taken
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		return len(hs) == 1 && hs[0].State == hold.StateProbing
+	})
+	// a2 answers 429: the request's one attempt is spent, and it stops.
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Error: "openai.rate_limit", RetryAfter: time.Minute})
+	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status == 200 {
+		t.Fatalf("first request: %d %s", status, body)
+	}
+	a1 := callsWith(f.openai, "key-a1")
+	// a2 is held now: the next request probes a1, whose probe is free.
+	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 200 || callsWith(f.openai, "key-a1") != a1+1 {
+		t.Fatalf("second request: %d %s; a1 called %d times", status, body, callsWith(f.openai, "key-a1")-a1)
 	}
 }

@@ -115,6 +115,10 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	candidates := 0
 keys:
 	for {
+		// Before the pick, which may hand over a hold's only probe.
+		if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() {
+			break
+		}
 		key, adm := p.Pick("", s.engine, tried, nil)
 		if key == nil {
 			break
