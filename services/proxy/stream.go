@@ -309,6 +309,11 @@ func (rl *relay) run(w *bufio.Writer) {
 				break
 			}
 			if len(ev.Data) == 0 && len(ev.Name) == 0 {
+				// A comment (a keep-alive): what the events before it
+				// left unflushed, counting on it, goes out now.
+				if !flush(false) {
+					break
+				}
 				continue
 			}
 			events++

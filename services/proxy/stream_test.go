@@ -356,3 +356,34 @@ func TestStreamDeadlines(t *testing.T) {
 		}
 	})
 }
+
+// TestKeepAliveAfterContent: a content event followed in the same read by
+// a keep-alive comment reaches the caller at once, not with the next event
+// (the comment made the relay think another event was ready to go out with
+// it).
+func TestKeepAliveAfterContent(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"))
+		_, _ = w.Write([]byte(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"A"},"finish_reason":null}]}` + "\n\n: keep-alive\n\n"))
+		w.(http.Flusher).Flush()
+		select { // the next event: after 2 s (content held back until then fails the test)
+		case <-release:
+		case <-time.After(2 * time.Second):
+		}
+		_, _ = w.Write([]byte(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
+	}))
+	defer up.Close()
+	f := oneProviderFixture(t, "openai-compatible", up.URL, "sk-stub")
+	defer close(release)
+	start := time.Now()
+	_, events := f.stream(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if len(events) < 2 || !strings.Contains(events[1].data, `"A"`) {
+		t.Fatalf("events %+v", events)
+	}
+	if d := events[1].at.Sub(start); d > time.Second {
+		t.Fatalf("the content reached the caller after %v, with the upstream's next event", d)
+	}
+}
