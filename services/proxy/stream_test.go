@@ -387,3 +387,16 @@ func TestKeepAliveAfterContent(t *testing.T) {
 		t.Fatalf("the content reached the caller after %v, with the upstream's next event", d)
 	}
 }
+
+// TestResponsesStreamCutAtStartFailsOver: a Responses API stream that ends
+// after its opening events (created, in_progress, the message item and its
+// empty content part) has sent the caller nothing yet: it fails over.
+func TestResponsesStreamCutAtStartFailsOver(t *testing.T) {
+	f := newFixture(t)
+	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/responses", CutAtStart: true, Times: 1})
+	status, h, body := f.call(t, "/v1/responses", `{"model":"demo-model","stream":true,"input":"hi"}`)
+	if status != 200 || strings.Contains(string(body), "stream_incomplete") || h.Get(headerAttempts) != "2" ||
+		!strings.Contains(string(body), "response.completed") {
+		t.Fatalf("%d, %s attempts: %s", status, h.Get(headerAttempts), body)
+	}
+}

@@ -154,6 +154,12 @@ func TestIsPreamble(t *testing.T) {
 		{"ping", FormatAnthropic, "ping", `{}`, true},
 		{"text block start", FormatAnthropic, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
 		{"delta", FormatAnthropic, "content_block_delta", `{}`, false},
+		{"responses created", FormatResponses, "response.created", `{"type":"response.created","sequence_number":0}`, true},
+		{"responses message item", FormatResponses, "response.output_item.added", `{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}}`, true},
+		{"responses reasoning item", FormatResponses, "response.output_item.added", `{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}`, true},
+		{"responses function call item", FormatResponses, "response.output_item.added", `{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","name":"f","call_id":"c","arguments":""}}`, false},
+		{"responses content part", FormatResponses, "response.content_part.added", `{"type":"response.content_part.added","item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`, true},
+		{"responses text delta", FormatResponses, "response.output_text.delta", `{"type":"response.output_text.delta","delta":"hi"}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -108,6 +108,8 @@ var (
 	contentField  = quoted(`"content"`, 1)
 	promptFilter  = quoted(`"prompt_filter_results"`, 7)
 	typeText      = quoted(`"type":"text"`, 9)
+	messageItem   = quoted(`"type":"message"`, 9)
+	reasoningItem = quoted(`"type":"reasoning"`, 9)
 )
 
 // needle is a pattern searched for in event data, from its byte at from:
@@ -146,14 +148,20 @@ func (n needle) in(data []byte) bool { return n.index(data) >= 0 }
 
 // IsPreamble reports whether an event only opens a stream and carries no
 // content yet: Anthropic's message_start, content_block_start and ping,
-// OpenAI's first chunk with the assistant role and empty content. A relay
+// OpenAI's first chunk with the assistant role and empty content, the
+// Responses API's response.created, in_progress, a message or reasoning
+// item's output_item.added and content_part.added. A relay
 // can hold such events back, so that an error right after them (a common
 // way for an overloaded upstream to fail) still allows failover.
 func IsPreamble(f Format, name, data []byte) bool {
 	if f == FormatResponses {
 		switch string(responsesType(name, data)) {
-		case "response.created", "response.in_progress":
-			return true
+		case "response.created", "response.in_progress", "response.content_part.added":
+			return true // a content part opens empty: its text comes in deltas
+		case "response.output_item.added":
+			// A message or reasoning item opens empty; a function call
+			// already names its function.
+			return messageItem.in(data) || reasoningItem.in(data)
 		}
 		return false
 	}
