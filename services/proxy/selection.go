@@ -33,7 +33,11 @@ func (r *request) selection(c headers, rte *route.Route) {
 		sel.Hash, sel.Hashed = r.hashOf(c, rte.Policy.HashOn)
 	}
 	rc := &r.rt.cfg.Routing
-	if v := c.Get(headerOr(rc.RegionHeader, config.DefaultRegionHeader)); v != "" {
+	if r.client != nil && r.client.regionRequired {
+		// The key's requests must be served in its region: an operator's
+		// rule (data residency) that no header of the caller's undoes.
+		sel.Region, sel.RegionRequired = r.client.region, true
+	} else if v := c.Get(headerOr(rc.RegionHeader, config.DefaultRegionHeader)); v != "" {
 		sel.Region = strings.Clone(strings.ToLower(strings.TrimSpace(v))) // the header's buffer is reused
 		sel.RegionRequired = strings.EqualFold(c.Get(headerOr(rc.RegionRequiredHeader, config.DefaultRegionRequiredHeader)), "true")
 	} else if r.client != nil && r.client.region != "" {

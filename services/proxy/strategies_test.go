@@ -264,6 +264,15 @@ func TestRegionRouting(t *testing.T) {
 			t.Fatalf("region eu: served by %s", p)
 		}
 	}
+	// A key whose region is required: its caller's headers cannot move
+	// its requests elsewhere.
+	eu := []string{"Authorization", "Bearer sk-eu-team"}
+	if p := served(t, url, chatFor("m"), eu...); p != "pb" {
+		t.Fatalf("eu-team: served by %s", p)
+	}
+	if p := served(t, url, chatFor("m"), append(eu, "X-Switchyard-Region", "us")...); p != "pb" {
+		t.Fatalf("eu-team asking for us: served by %s", p)
+	}
 	// Preferred, not required: pb failing, pa serves.
 	id := fakes["pb"].AddRule(fakeprovider.Rule{Error: "openai.invalid_api_key"})
 	if p := served(t, url, chatFor("m"), "X-Switchyard-Region", "eu"); p != "pa" {
@@ -286,6 +295,22 @@ func TestRegionRouting(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 || e.Error.Code != codeNoMatchingTarget || !strings.Contains(e.Error.Message, `wrong_region: in "us", required "ap"`) {
 		t.Fatalf("required region ap: %d %+v", resp.StatusCode, e.Error)
+	}
+
+	// pb's key is held now (the refusal above): the eu-team key's
+	// requests, whose region is required, never go to pa, whatever region
+	// their caller's headers name.
+	before := len(fakes["pa"].Calls())
+	req, _ = http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(chatFor("m")))
+	req.Header.Set("Authorization", "Bearer sk-eu-team")
+	req.Header.Set("X-Switchyard-Region", "us")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 || len(fakes["pa"].Calls()) != before {
+		t.Fatalf("eu-team with pb refusing, asking for us: %d, %d calls to the us provider", resp.StatusCode, len(fakes["pa"].Calls())-before)
 	}
 }
 
