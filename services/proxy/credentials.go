@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
@@ -53,6 +54,26 @@ func (s *Service) runCredentials(ctx context.Context) {
 	if err != nil {
 		log.Error("credentials watch stopped", "err", err)
 	}
+}
+
+// reloadClients applies the client keys of a configuration re-read from
+// its file (SIGHUP) to the routing in use: a key added, removed (a leaked
+// key revoked), its secret, models, plan or region changed. A key naming a
+// plan the running configuration does not have needs a restart.
+func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []string) {
+	if reflect.DeepEqual(rt.clients.Load().list, cfg.Clients) {
+		return nil
+	}
+	next := *rt.cfg // only the client keys differ
+	next.Clients = cfg.Clients
+	for _, c := range cfg.Clients {
+		if c.Plan != "" && rt.cfg.Plan(c.Plan) == nil {
+			warnings = append(warnings, "client key "+c.ID+": plan "+c.Plan+" is new: restart to use it")
+		}
+	}
+	rt.clients.Store(newClientKeys(&next))
+	s.log.Info("client keys changed on reload", "clients", len(cfg.Clients), "required", next.ClientKeyRequired())
+	return warnings
 }
 
 // ReloadSecrets applies the secrets of a configuration re-read from its
@@ -114,6 +135,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 	if rt.version != 0 {
 		return warnings
 	}
+	warnings = append(warnings, s.reloadClients(rt, cfg)...)
 	for _, p := range rt.table.Providers {
 		for _, k := range p.Keys {
 			if !seen[p.Name+"/"+k.ID] && k.ID != "none" {

@@ -201,3 +201,25 @@ func TestReloadWarnsEachTime(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadClientKeys: client keys changed in the file apply on reload
+// (SIGHUP): a revoked key is refused at once, a new one admitted; a plan
+// the running configuration does not have is named in the warnings.
+func TestReloadClientKeys(t *testing.T) {
+	f := newFixture(t)
+	next := baseConfig(f.openai, f.anthropic)
+	next.Clients = []config.ClientKey{{ID: "new-team", Models: []string{"*"}, Value: config.NewSecret("sk-new-team-key")}}
+	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 401 {
+		t.Fatalf("the revoked key: %d %s", status, body)
+	}
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-new-team-key"); status != 200 {
+		t.Fatalf("the new key: %d %s", status, body)
+	}
+	next.Clients[0].Plan = "gold"
+	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 1 || !strings.Contains(w[0], "plan gold") {
+		t.Fatalf("warnings %q, want one naming the new plan", w)
+	}
+}

@@ -94,7 +94,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 	}
 	r := &request{s: s, rt: rt, ep: ep, model: model, body: q.Body}
 	if q.Client != "" {
-		r.client = rt.clients.byID[q.Client]
+		r.client = rt.clients.Load().byID[q.Client]
 		if r.client == nil {
 			return fail(http.StatusNotFound, "client_not_found", "no client key with id %q", q.Client)
 		}

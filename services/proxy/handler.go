@@ -209,7 +209,7 @@ func (s *Service) useRouting() *routing {
 // serve authenticates, parses and resolves the request, then tries targets.
 func (r *request) serve(c *fiber.Ctx) outcome {
 	s, ep := r.s, r.ep
-	client, ok := r.rt.clients.authenticate(c)
+	client, ok := r.rt.clients.Load().authenticate(c)
 	r.client = client
 	if !ok {
 		r.class = classRejected

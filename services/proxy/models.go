@@ -16,7 +16,7 @@ import (
 // inventory is listed rather than turn an outage into "model not found").
 func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
-	if _, ok := rt.clients.authenticate(c); !ok {
+	if _, ok := rt.clients.Load().authenticate(c); !ok {
 		return sendError(c, formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

@@ -55,7 +55,7 @@ func gatewayHeader(name string) bool {
 // servePassthrough serves one passthrough request.
 func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	s := r.s
-	client, ok := r.rt.clients.authenticate(c)
+	client, ok := r.rt.clients.Load().authenticate(c)
 	r.client = client
 	if !ok {
 		r.class = classRejected

@@ -22,10 +22,11 @@ import (
 // swapped whole when a new one is applied. A request keeps the routing it
 // started with to its end, so a switch never changes a request midway.
 type routing struct {
-	cfg        *config.Config
-	version    int // the routing configuration's version; 0: the file
-	table      *route.Table
-	clients    *clientKeys
+	cfg     *config.Config
+	version int // the routing configuration's version; 0: the file
+	table   *route.Table
+	// clients are swapped whole when a reload (SIGHUP) changes them.
+	clients    atomic.Pointer[clientKeys]
 	upstreams  []*upstream // by provider index
 	classifier *failure.Classifier
 	passive    *passiveCounters // nil: passive reports off
@@ -52,9 +53,10 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	if err != nil {
 		return nil, fmt.Errorf("build routes: %w", err)
 	}
-	rt := &routing{cfg: cfg, version: version, table: table, clients: newClientKeys(cfg),
+	rt := &routing{cfg: cfg, version: version, table: table,
 		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
+	rt.clients.Store(newClientKeys(cfg))
 	if rt.latencyAlpha == 0 {
 		rt.latencyAlpha = config.DefaultLatencyAlpha
 	}

@@ -143,6 +143,9 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 				continue
 			}
 			warnings := spec.Reload(ctx, svc, next)
+			for _, section := range config.ReloadChanges(cfg, next) {
+				warnings = append(warnings, section+" changed: not applied (restart the service to apply it, or under a fleet routing version change it through the admin API)")
+			}
 			for _, w := range warnings {
 				log.Warn("reload: " + w)
 			}

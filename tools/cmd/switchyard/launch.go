@@ -192,7 +192,7 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 				case <-gctx.Done():
 					return nil
 				case <-opts.hangup:
-					reloadSecrets(gctx, opts, environ, px, pr, log)
+					reloadSecrets(gctx, opts, environ, cfg, px, pr, log)
 				}
 			}
 		})
@@ -220,9 +220,10 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 }
 
 // reloadSecrets re-reads the configuration file (SIGHUP) and applies its
-// key secrets to the proxy and the prober: a changed secret is used at once and the key's
-// holds are released. Other changes need a restart; they are logged.
-func reloadSecrets(ctx context.Context, opts options, environ []string, px *proxy.Service, pr *prober.Service, log *slog.Logger) {
+// key secrets to the proxy and the prober (and the client keys to the proxy): a changed
+// secret is used at once and the key's holds are released. Other changes need a restart;
+// they are logged.
+func reloadSecrets(ctx context.Context, opts options, environ []string, cfg *config.Config, px *proxy.Service, pr *prober.Service, log *slog.Logger) {
 	next, err := config.Load(opts.configPath, environ)
 	if err != nil {
 		log.Error("reload: configuration not applied", "err", err)
@@ -231,6 +232,9 @@ func reloadSecrets(ctx context.Context, opts options, environ []string, px *prox
 	warnings := px.ReloadSecrets(ctx, next)
 	for _, w := range pr.ReloadSecrets(ctx, next) {
 		log.Warn("reload (prober): " + w)
+	}
+	for _, section := range config.ReloadChanges(cfg, next) {
+		warnings = append(warnings, section+" changed: not applied (restart to apply it, or under a fleet routing version change it through the admin API)")
 	}
 	for _, w := range warnings {
 		log.Warn("reload: " + w)
