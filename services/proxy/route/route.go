@@ -314,6 +314,13 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 		}
 	}
 	for _, name := range plain {
+		if _, taken := t.byName[name]; taken {
+			// A plain name spelled like a provider/model id
+			// ("openai/gpt-4o-mini" listed by an OpenRouter provider):
+			// the id names its provider, as resolution promises; the
+			// model stays reachable as <its provider>/<name>.
+			continue
+		}
 		steps := plainSteps[name]
 		rt, err := newRoute(name, "plain", steps, defaultPolicy)
 		if err != nil {

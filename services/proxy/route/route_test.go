@@ -252,3 +252,32 @@ func TestDisabledKeys(t *testing.T) {
 		t.Errorf("a provider with every key off picked %s", k.ID)
 	}
 }
+
+// TestProviderModelBeatsPlainName: a provider's model named like another
+// provider's provider/model id ("oa/gpt-4.1" listed by an OpenRouter-style
+// provider) does not take that id over: the id names its provider, and the
+// listed model stays reachable under its own provider's prefix.
+func TestProviderModelBeatsPlainName(t *testing.T) {
+	cfg := testConfig()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "router", Type: "openrouter",
+		Keys:   []config.Key{{ID: "r", Weight: 1, Value: config.NewSecret("s-r")}},
+		Models: []config.Model{{Name: "oa/gpt-4.1", Kind: "chat"}}})
+	tab, err := Build(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, ok := tab.Resolve("oa/gpt-4.1")
+	if !ok || len(rt.Steps) != 1 || rt.Steps[0].Provider.Name != "oa" {
+		t.Fatalf("oa/gpt-4.1 resolves to %+v", rt)
+	}
+	if rt, ok := tab.Resolve("router/oa/gpt-4.1"); !ok || rt.Steps[0].Provider.Name != "router" {
+		t.Fatalf("router/oa/gpt-4.1 resolves to %+v", rt)
+	}
+	seen := map[string]int{}
+	for _, n := range tab.Names {
+		seen[n.ID]++
+	}
+	if seen["oa/gpt-4.1"] != 1 {
+		t.Errorf("oa/gpt-4.1 listed %d times", seen["oa/gpt-4.1"])
+	}
+}
