@@ -558,7 +558,7 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	if out, done := r.pass(c, rte, &p); done {
 		return out
 	}
-	if r.attempts == 0 && p.denied && p.unsupported == nil && !r.expired() &&
+	if r.attempts == 0 && p.denied && !r.expired() &&
 		r.s.engine.Policy().Global.AllHeld == config.AllHeldTrySoft {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
@@ -698,7 +698,9 @@ func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.
 // exhausted answers a request no target served.
 func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	switch {
-	case r.attempts == 0 && p.unsupported != nil:
+	case r.attempts == 0 && p.unsupported != nil && !p.denied:
+		// Only untranslatable targets: the request must change. With a
+		// held target beside them, it is served once the hold ends (503).
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
 	case r.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
@@ -718,6 +720,9 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		if why := r.rejections(rte); why != "" {
 			msg += "; rejected: " + why
 			r.logger().Warn("no target available", "model", r.model, "rejected", why)
+		}
+		if p.unsupported != nil {
+			msg += "; not translatable for the others: " + p.unsupported.Error()
 		}
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(r.s.retryAfter(rte.Steps)))
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}

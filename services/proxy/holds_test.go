@@ -181,3 +181,26 @@ func TestProbeNotTakenByAStoppedRequest(t *testing.T) {
 		t.Fatalf("second request: %d %s; a1 called %d times", status, body, callsWith(f.openai, "key-a1")-a1)
 	}
 }
+
+// TestHeldStepBesideUntranslatableOne: a chain whose only step that can
+// serve the request (n > 1 does not translate to Anthropic) is held: under
+// try_soft the held step is tried, under fail_fast the answer is 503 with
+// Retry-After, never 400 unsupported_translation (which SDKs never retry).
+func TestHeldStepBesideUntranslatableOne(t *testing.T) {
+	for _, policy := range []string{config.AllHeldTrySoft, config.AllHeldFailFast} {
+		t.Run(policy, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = policy })
+			f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute, Times: 2})
+			if status, _, body := f.call(t, "/v1/chat/completions", `{"model":"chain:demo-chat","messages":[{"role":"user","content":"x"}]}`); status != 200 {
+				t.Fatalf("first: %d %s", status, body)
+			}
+			status, h, body := f.call(t, "/v1/chat/completions", `{"model":"chain:demo-chat","n":2,"messages":[{"role":"user","content":"x"}]}`)
+			switch {
+			case policy == config.AllHeldTrySoft && status != 200:
+				t.Fatalf("try_soft: %d %s", status, body)
+			case policy == config.AllHeldFailFast && (status != 503 || errorCode(t, body) != codeNoTarget || h.Get("Retry-After") == ""):
+				t.Fatalf("fail_fast: %d %s", status, body)
+			}
+		})
+	}
+}
