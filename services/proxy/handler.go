@@ -597,6 +597,11 @@ steps:
 			continue
 		}
 		var tried uint64
+		// transientKeys counts this step's keys that failed with a
+		// transient failure (5xx, timeout, transport) once out of
+		// retries: two of them mean the provider, not a key, is failing,
+		// and the next step gets the attempts left.
+		transientKeys := 0
 		r.keyHash(c, step.Provider)
 	keys:
 		for {
@@ -661,6 +666,11 @@ steps:
 					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
 					"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
+				if taken == failure.Rotate && ae.result.Class == failure.Transient {
+					if transientKeys++; transientKeys >= maxTransientKeys {
+						continue steps
+					}
+				}
 				switch act {
 				case failure.RetrySame:
 					if !retrying {
@@ -682,6 +692,12 @@ steps:
 	}
 	return outcome{}, false
 }
+
+// maxTransientKeys is how many keys of a step a request tries after
+// transient failures before it moves to the next step: a provider failing
+// with 5xx or timeouts fails on every key, and trying each would spend
+// every attempt of the request on it.
+const maxTransientKeys = 2
 
 // report gives one attempt's outcome to the hold engine and to the
 // passive counters (one call per attempt); a success's latency also feeds

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -202,5 +203,23 @@ func TestHeldStepBesideUntranslatableOne(t *testing.T) {
 				t.Fatalf("fail_fast: %d %s", status, body)
 			}
 		})
+	}
+}
+
+// TestProviderOutageFailsOver: a provider answering 500 on every key gets
+// two of them (each with its retry), then the chain's next step serves; it
+// does not spend the request's attempts on each of its keys in turn.
+func TestProviderOutageFailsOver(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		var keys []config.Key
+		for i := range 5 {
+			keys = append(keys, config.Key{ID: fmt.Sprintf("a%d", i), Weight: 1, Value: config.NewSecret(fmt.Sprintf("key-a%d", i))})
+		}
+		c.Providers[0].Keys = keys
+	})
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
+	if status != 200 || h.Get(headerProvider) != "fake-anthropic" || h.Get(headerAttempts) != "5" {
+		t.Fatalf("%d, served by %q after %s attempts: %s", status, h.Get(headerProvider), h.Get(headerAttempts), body)
 	}
 }
