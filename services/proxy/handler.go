@@ -550,7 +550,7 @@ type outcome struct {
 func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
-	r.estIn = int64(len(r.body) / 4)
+	r.estIn = estimateInputTokens(r.body)
 	if r.ep.op == provider.OpTranscriptions {
 		r.estIn = 0 // the body is audio, not tokens
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ func (r *request) selection(c headers, rte *route.Route) {
 	r.route = rte
 	sel := &r.sel
 	sel.Op = r.ep.op
-	sel.InputTokens = int64(len(r.body) / 4)
+	sel.InputTokens = estimateInputTokens(r.body)
 	if r.ep.op == provider.OpChat && rte.ReadsBody {
 		sel.Needs, sel.MaxOutput = route.Needs(r.body)
 	}
@@ -46,6 +47,53 @@ func (r *request) selection(c headers, rte *route.Route) {
 	if r.rt.budgets != nil {
 		sel.Budget = r.rt.budgets.remaining
 	}
+}
+
+// imageTokens is what one inline image is taken to cost in prompt tokens
+// (a large image at Anthropic's rate; OpenAI's high detail costs less).
+const imageTokens = 1600
+
+var (
+	dataURLMark      = []byte(";base64,")        // data:image/png;base64,...
+	base64SourceMark = []byte(`"type":"base64"`) // Anthropic's {"type":"base64","media_type":...,"data":"..."}
+	dataFieldMark    = []byte(`"data":"`)
+)
+
+// estimateInputTokens estimates a request's prompt tokens from its body:
+// about four bytes a token, except inline base64 content (an image, a
+// PDF), which costs imageTokens each whatever its size: a 450 KB photo is
+// not 110,000 tokens.
+func estimateInputTokens(body []byte) int64 {
+	n, inline := len(body), 0
+	skip := func(rest []byte) []byte { // a base64 string's bytes, up to its closing quote
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			end = len(rest)
+		}
+		n -= end
+		inline++
+		return rest[end:]
+	}
+	for rest := body; ; {
+		i := bytes.Index(rest, dataURLMark)
+		if i < 0 {
+			break
+		}
+		rest = skip(rest[i+len(dataURLMark):])
+	}
+	for rest := body; ; {
+		i := bytes.Index(rest, base64SourceMark)
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(base64SourceMark):]
+		j := bytes.Index(rest, dataFieldMark)
+		if j < 0 {
+			break
+		}
+		rest = skip(rest[j+len(dataFieldMark):])
+	}
+	return int64(max(n, 0)/4 + inline*imageTokens)
 }
 
 // keyHash sets the request's key hash for p's weighted key selection

@@ -480,3 +480,35 @@ func TestExplainOverNATS(t *testing.T) {
 		t.Fatalf("nats request answered %s", out)
 	}
 }
+
+// TestInlineImagesAreNotPromptText: an inline base64 image (a data URL, or
+// Anthropic's base64 source) counts as one image's tokens, not a token per
+// four bytes: a 450 KB photo to a 128k-context vision model is served; a
+// prompt of that much text is still refused.
+func TestInlineImagesAreNotPromptText(t *testing.T) {
+	img := strings.Repeat("A", 600<<10)
+	openai := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,` + img + `"}}]}]}`
+	anthropic := `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + img + `"}}]}]}`
+	for name, body := range map[string]string{"data URL": openai, "Anthropic source": anthropic} {
+		if n := estimateInputTokens([]byte(body)); n < imageTokens || n > imageTokens+100 {
+			t.Errorf("%s: %d tokens", name, n)
+		}
+	}
+	text := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", 120<<10) + `"}]}`
+	if n := estimateInputTokens([]byte(text)); n < 150_000 {
+		t.Errorf("600 KB of text: %d tokens", n)
+	}
+
+	f := newFixture(t, func(c *config.Config) {
+		c.Providers[0].Models[0].ContextWindow = 128000
+		c.Providers[0].Models[0].Capabilities = []string{"vision"}
+	})
+	body := strings.Replace(openai, `"model":"m"`, `"model":"fake-openai/demo-model"`, 1)
+	if status, _, b := f.call(t, "/v1/chat/completions", body); status != 200 {
+		t.Fatalf("one image: %d %.300s", status, b)
+	}
+	body = strings.Replace(text, `"model":"m"`, `"model":"fake-openai/demo-model"`, 1)
+	if status, _, b := f.call(t, "/v1/chat/completions", body); status != 400 || errorCode(t, b) != codeNoMatchingTarget {
+		t.Fatalf("600 KB of text: %d %.300s", status, b)
+	}
+}
