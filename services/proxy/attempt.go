@@ -214,9 +214,21 @@ func (r *request) attemptDeadline(up *upstream) (timeout time.Duration, deadline
 	timeout = up.attemptTimeout
 	deadline = time.Now().Add(timeout)
 	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
-		return timeout, r.deadline, true
+		deadline, callerDeadline = r.deadline, true
 	}
-	return timeout, deadline, false
+	if pd := up.requestDeadline(r.started); !pd.IsZero() && pd.Before(deadline) {
+		deadline, callerDeadline = pd, true
+	}
+	return timeout, deadline, callerDeadline
+}
+
+// requestDeadline is when a request started at start must be done with
+// the provider (its timeouts.request); zero: no limit of its own.
+func (u *upstream) requestDeadline(start time.Time) time.Time {
+	if u.requestTimeout <= 0 {
+		return time.Time{}
+	}
+	return start.Add(u.requestTimeout)
 }
 
 // fail classifies a failed attempt.

@@ -128,6 +128,9 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			break
 		}
 	}
+	if pd := up.requestDeadline(r.started); !pd.IsZero() && (r.relayDeadline.IsZero() || pd.Before(r.relayDeadline)) {
+		r.relayDeadline = pd // the provider's timeouts.request bounds the stream it relays
+	}
 	up.ttft.Observe(time.Since(sent).Seconds())
 	r.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}

@@ -347,6 +347,21 @@ func TestStreamDeadlines(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 	})
+	t.Run("the provider's timeouts.request", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Providers[0].Timeouts.Request = 300 * time.Millisecond })
+		f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 100 * time.Millisecond, Chunks: 20})
+		status, _, body := f.call(t, "/v1/chat/completions", streamBody)
+		if status != 200 || strings.Contains(string(body), "[DONE]") || !strings.Contains(string(body), "timeouts.request") {
+			t.Fatalf("stream: %d %s", status, body)
+		}
+		f.openai.ClearRules()
+		f.openai.AddRule(fakeprovider.Rule{FirstByteLatency: 5 * time.Second})
+		started := time.Now()
+		status, _, body = f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`)
+		if status == 200 || time.Since(started) > 3*time.Second {
+			t.Fatalf("a slow answer: %d after %s: %s", status, time.Since(started), body)
+		}
+	})
 	t.Run("timeouts.request", func(t *testing.T) {
 		f := newFixture(t, func(c *config.Config) { c.Timeouts.Request = 300 * time.Millisecond })
 		f.openai.AddRule(fakeprovider.Rule{ChunkDelay: 100 * time.Millisecond, Chunks: 20})

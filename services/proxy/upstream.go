@@ -49,6 +49,10 @@ type upstream struct {
 	*pool
 	attemptTimeout time.Duration
 	streamIdle     time.Duration
+	// requestTimeout is the provider's timeouts.request (0: none of its
+	// own): no attempt on it, nor a stream it relays, runs past the
+	// request's start plus this.
+	requestTimeout time.Duration
 	auth           []atomic.Pointer[authHeaders] // by key index
 	// The provider's series of switchyard_upstream_latency_seconds and
 	// switchyard_time_to_first_token_seconds.
@@ -96,6 +100,7 @@ func (u *upstream) reuse(cfg *config.Config, p config.Provider) *upstream {
 	return &upstream{pool: u.pool,
 		attemptTimeout: pickDur(p.Timeouts.Attempt, cfg.Timeouts.Attempt),
 		streamIdle:     pickDur(p.Timeouts.StreamIdle, cfg.Timeouts.StreamIdle),
+		requestTimeout: p.Timeouts.Request,
 		auth:           make([]atomic.Pointer[authHeaders], len(p.Keys))}
 }
 
