@@ -176,3 +176,26 @@ func TestCallerGoneTLSUpstream(t *testing.T) {
 		t.Errorf("%d upstream calls, want 2 (no attempt after the caller left)", n)
 	}
 }
+
+// TestOptionalClientKeys: with require_client_key false beside configured
+// keys, a caller presenting one is that key's (its plan applies); a caller
+// presenting none, or an unknown one, is served anonymously.
+func TestOptionalClientKeys(t *testing.T) {
+	no := false
+	f := newFixture(t, func(c *config.Config) {
+		c.Proxy.RequireClientKey = &no
+		c.Plans = map[string]config.Plan{"tiny": {RequestsPerMinute: 1}}
+		c.Clients[0].Plan = "tiny"
+	})
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 200 {
+		t.Fatalf("first with the key: %d %s", status, body)
+	}
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 429 {
+		t.Fatalf("second with the key, over its plan: %d %s", status, body)
+	}
+	for _, auth := range []string{"", "Bearer sk-someone-else"} {
+		if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", auth); status != 200 {
+			t.Fatalf("anonymous (%q): %d %s", auth, status, body)
+		}
+	}
+}

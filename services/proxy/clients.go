@@ -75,8 +75,12 @@ func newClientKeys(cfg *config.Config) *clientKeys {
 // authenticate returns the caller's key (nil when keys are not required)
 // and whether the caller may proceed. It reads Authorization: Bearer and
 // x-api-key (what the Anthropic SDK sends).
+//
+// Where keys are not required, a caller presenting a configured key is
+// still that key's (its plan's limits and budgets apply, its usage is
+// attributed to it); one presenting none, or another, is anonymous.
 func (ck *clientKeys) authenticate(c *fiber.Ctx) (*clientKey, bool) {
-	if !ck.required {
+	if !ck.required && len(ck.byHash) == 0 {
 		return nil, true
 	}
 	presented := c.Get(fiber.HeaderAuthorization)
@@ -86,9 +90,12 @@ func (ck *clientKeys) authenticate(c *fiber.Ctx) (*clientKey, bool) {
 		presented = c.Get("X-Api-Key")
 	}
 	if presented == "" {
-		return nil, false
+		return nil, !ck.required
 	}
 	k, ok := ck.byHash[sha256.Sum256([]byte(presented))]
+	if !ok && !ck.required {
+		return nil, true
+	}
 	return k, ok
 }
 
