@@ -9,7 +9,7 @@ tag=${1:-dev}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-mkdir -p "$ctx/etc/ssl/certs"
+mkdir -p "$ctx/etc/ssl/certs" "$ctx/data"
 printf 'root:x:0:0:root:/:/sbin/nologin\nswitchyard:x:65532:65532:switchyard:/:/sbin/nologin\n' > "$ctx/etc/passwd"
 printf 'root:x:0:\nswitchyard:x:65532:\n' > "$ctx/etc/group"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/etc/ssl/certs/"
