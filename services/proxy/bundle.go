@@ -337,8 +337,13 @@ func (b *bundler) handle(r *request) {
 func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 	t := &r.trace
 	status := r.status
+	label := r.resolved
+	if label == "" {
+		label = modelUnknown
+	}
 	bd := &debug.Bundle{
-		V: debug.SchemaVersion, RequestID: r.id, At: r.started.UTC(), Instance: instance, Endpoint: r.ep.path,
+		ModelLabel: label,
+		V:          debug.SchemaVersion, RequestID: r.id, At: r.started.UTC(), Instance: instance, Endpoint: r.ep.path,
 		Stream: r.stream, ClientType: r.clientType, Access: t.access, Limits: t.limits, Model: r.model,
 		Attempts: make([]debug.Attempt, 0, len(t.log)), Status: status, ErrorCode: t.errCode,
 		LatencyMS: ms(r.ended), TTFTMS: ms(r.ttft), StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),

@@ -418,14 +418,17 @@ func (t *tracer) export(b *debug.Bundle) {
 	if tid, err := trace.TraceIDFromHex(b.TraceID); err == nil { // the trace its upstreams were told
 		parent = withPresetIDs(parent, presetIDs{trace: tid})
 	}
-	ctx, root := t.tr.Start(parent, spanName(op, b.Model),
+	ctx, root := t.tr.Start(parent, spanName(op, b.ModelLabel),
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer))
 	if !root.IsRecording() { // not sampled
 		root.End(trace.WithTimestamp(start))
 		return
 	}
 	root.SetAttributes(t.requestAttributes(b, op)...)
-	if b.Outcome != debug.OutcomeOK {
+	if b.Outcome != debug.OutcomeOK && (b.Status < 400 || b.Status >= 500) {
+		// A server span's 4xx is the caller's error, not the server's
+		// (the HTTP conventions leave its status unset); its error type says
+		// what it was.
 		root.SetStatus(codes.Error, firstOf(b.ErrorCode, b.Class, b.Outcome))
 	}
 	for i := range b.Attempts {
@@ -435,7 +438,7 @@ func (t *tracer) export(b *debug.Bundle) {
 		if sid, err := trace.SpanIDFromHex(a.SpanID); err == nil { // the span its upstream was told
 			actx = withPresetIDs(ctx, presetIDs{span: sid})
 		}
-		_, s := t.tr.Start(actx, spanName(op, a.Model),
+		_, s := t.tr.Start(actx, spanName(op, attemptModelName(b, a)),
 			trace.WithTimestamp(at), trace.WithSpanKind(trace.SpanKindClient))
 		s.SetAttributes(t.attemptAttributes(b, a, op)...)
 		if attemptFailed(a) {
@@ -604,10 +607,29 @@ func attemptErrorCode(a *debug.Attempt) string {
 // genAIOperation is gen_ai.operation.name for an endpoint (its path or its
 // name).
 func genAIOperation(endpoint string) string {
-	if strings.Contains(endpoint, "embeddings") {
+	switch {
+	case strings.Contains(endpoint, "embeddings"):
 		return "embeddings"
+	case strings.HasSuffix(endpoint, "/completions") && !strings.HasSuffix(endpoint, "/chat/completions"):
+		return "text_completion"
+	case strings.HasSuffix(endpoint, "/chat/completions"), strings.HasSuffix(endpoint, "/messages"), strings.HasSuffix(endpoint, "/responses"):
+		return "chat"
+	case strings.HasPrefix(endpoint, "/:provider"):
+		return "passthrough"
 	}
-	return "chat"
+	// Images, audio, moderations, passthrough: no GenAI operation name of
+	// their own; the endpoint's last segment says what it was.
+	return endpoint[strings.LastIndexByte(endpoint, '/')+1:]
+}
+
+// attemptModelName is the model an attempt's span is named after: the
+// step's configured model, unless the caller named it (an unlisted model
+// of a provider, or a passthrough: the request's label then, bounded).
+func attemptModelName(b *debug.Bundle, a *debug.Attempt) string {
+	if strings.HasSuffix(b.ModelLabel, "/*") || b.ModelLabel == modelUnknown {
+		return b.ModelLabel
+	}
+	return a.Model
 }
 
 // spanName is "<operation> <model>" (the GenAI conventions' span name).

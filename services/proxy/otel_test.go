@@ -124,7 +124,7 @@ func testBundle(at time.Time) *debug.Bundle {
 		V: debug.SchemaVersion, RequestID: "req-7c1e", At: at, Instance: "proxy-1",
 		Endpoint: "/v1/chat/completions", Stream: true,
 		Client: "team-a", Plan: "gold", Access: "allowed",
-		Model: "demo-chat",
+		Model: "demo-chat", ModelLabel: "demo-chat",
 		Route: &debug.Route{Name: "chain:demo-chat", Kind: "chain", Strategy: "priority",
 			Steps: []debug.Step{{Step: 1, Target: "fake-openai/gpt-x", Tried: 1}, {Step: 2, Target: "fake-anthropic/claude-x", Tried: 2}}},
 		Attempts: []debug.Attempt{
@@ -150,7 +150,7 @@ func testBundle(at time.Time) *debug.Bundle {
 func failedBundle(at time.Time) *debug.Bundle {
 	return &debug.Bundle{
 		V: debug.SchemaVersion, RequestID: "req-dead", At: at, Endpoint: "/v1/embeddings",
-		Access: "allowed", Model: "demo-embed",
+		Access: "allowed", Model: "demo-embed", ModelLabel: "demo-embed",
 		Attempts: []debug.Attempt{{N: 1, Provider: "fake-openai", Model: "embed-x", KeyID: "a2",
 			StartMS: 1, DurationMS: 5, Class: "transport", Action: "stopped"}},
 		Status: 502, Outcome: debug.OutcomeFailed, ErrorCode: "upstream_unavailable", Class: "transport",
@@ -618,5 +618,40 @@ func TestTracerJoinsCallerTrace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpanNamesAndStatusOfRefusals: a model name the caller made up never
+// names a span (it would be a new span name, and span-derived metric,
+// per request), and a request refused with a 4xx is the caller's error: its
+// server span's status stays unset.
+func TestSpanNamesAndStatusOfRefusals(t *testing.T) {
+	recv := startOTLPReceiver(t)
+	tr, err := newTracer(config.Telemetry{Traces: config.TracesOTLP}, receiverEnv(recv), "proxy-1", slog.New(slog.DiscardHandler))
+	if err != nil || tr == nil {
+		t.Fatalf("newTracer: %v, %v", tr, err)
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	tr.export(&debug.Bundle{V: debug.SchemaVersion, RequestID: "req-404", At: at, Endpoint: "/v1/chat/completions",
+		Model: "made-up-" + strings.Repeat("x", 300), ModelLabel: modelUnknown, Status: 404,
+		Outcome: debug.OutcomeRejected, ErrorCode: codeModelNotFound, LatencyMS: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := recv.spans()
+	if len(spans) != 1 || spans[0].Name != "chat "+modelUnknown {
+		t.Fatalf("spans %v", spanNames(spans))
+	}
+	if c := spans[0].GetStatus().GetCode(); c != tracepb.Status_STATUS_CODE_UNSET {
+		t.Errorf("a 404's server span has status %v", c)
+	}
+	for endpoint, want := range map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
+		"/v1/completions": "text_completion", "/v1/embeddings": "embeddings", "/v1/images/generations": "generations",
+		"/v1/audio/speech": "speech", "/:provider/*": "passthrough"} {
+		if got := genAIOperation(endpoint); got != want {
+			t.Errorf("genAIOperation(%s) = %q, want %q", endpoint, got, want)
+		}
 	}
 }

@@ -69,6 +69,11 @@ type Bundle struct {
 	// the caller's free text, never stored.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"-"`
+	// ModelLabel is the model as the proxy's metrics name it, for the
+	// exporter's span names: a configured name, "<provider>/*" for an
+	// unlisted model, "unknown" for one that resolved to nothing (a
+	// caller's free text must not become a span name). Not stored.
+	ModelLabel string `json:"-"`
 	// TraceID is the request's trace: the caller's, or the one the proxy
 	// started when it exports traces (absent when neither).
 	TraceID string `json:"trace_id,omitempty"`
