@@ -306,6 +306,11 @@ func TestClassify(t *testing.T) {
 	if len(r.list) != 2 || r.list[0].(map[string]any)["class"] != "credential_rejected" || r.list[1].(map[string]any)["error"] == nil {
 		t.Errorf("array: %s", r.raw)
 	}
+	// the action is what the proxy does: an attempt that timed out rotates
+	r = e.do("POST", "/admin/classify", readToken, `{"provider":"openai","error":"context deadline exceeded"}`)
+	if r.body["class"] != "transient" || r.body["action"] != "rotate" {
+		t.Errorf("timeout: %s", r.raw)
+	}
 	e.do("POST", "/admin/classify", readToken, "").expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/classify", readToken, "{nope").expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/classify", readToken, `{"status":5000}`).expect(t, 400, codeBadRequest)

@@ -53,5 +53,5 @@ func (s *Service) classifyOne(raw []byte) (failure.WireResult, error) {
 	if p := cfg.Provider(name); p != nil {
 		in.Provider = p.Type
 	}
-	return cfg.Classifier().Classify(in, name).Wire(), nil
+	return cfg.Classifier().Classify(in, name).WireFor(in, cfg.Retry.Policy()), nil
 }

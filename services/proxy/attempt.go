@@ -299,22 +299,7 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // retry.rotate_on_statuses (a class that no backoff fixes is never retried
 // in place), then the class's action (failure.Meaning).
 func (s *Service) decide(ae *attemptError) failure.Action {
-	rc := &s.cfg.Retry
-	m := ae.result.Class.Meaning()
-	switch {
-	case ae.status == 0 && !ae.stream && ae.result.Class == failure.Transient:
-		// A timeout rotates: the retry-same budget is for fast transient
-		// errors, and a hung target would cost the attempt timeout twice.
-		if rc.OnTransportErrors && ae.result.Code != "timeout" {
-			return failure.RetrySame
-		}
-		return failure.Rotate
-	case contains(rc.OnStatuses, ae.status) && m.InPlace:
-		return failure.RetrySame
-	case contains(rc.RotateOnStatuses, ae.status) && m.InPlace:
-		return failure.Rotate
-	}
-	return m.Action
+	return ae.result.ActionFor(ae.status, ae.stream, s.cfg.Retry.Policy())
 }
 
 // returnUpstreamError gives the caller the upstream's own error, in the
@@ -360,15 +345,6 @@ func providerSecrets(p *route.Provider) []string {
 func jsonObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	return len(b) > 1 && (b[0] == '{' || b[0] == '[')
-}
-
-func contains(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // upFormat is the wire format of the upstream's answer: the provider's,

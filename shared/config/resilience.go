@@ -177,3 +177,8 @@ func (c *Config) Classifier() *failure.Classifier {
 	}
 	return cl
 }
+
+// Policy is the retry lists as the failure package reads them.
+func (r Retry) Policy() failure.RetryPolicy {
+	return failure.RetryPolicy{OnStatuses: r.OnStatuses, RotateOnStatuses: r.RotateOnStatuses, OnTransportErrors: r.OnTransportErrors}
+}

@@ -248,3 +248,36 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// TestActionFor: the proxy's next move after a failed attempt, which the
+// admin's classify answers too.
+func TestActionFor(t *testing.T) {
+	p := RetryPolicy{OnStatuses: []int{500, 503}, RotateOnStatuses: []int{429}, OnTransportErrors: true}
+	tests := []struct {
+		name   string
+		r      Result
+		status int
+		stream bool
+		p      RetryPolicy
+		want   Action
+	}{
+		{"connection refused", Result{Class: Transient, Code: "transport_error"}, 0, false, p, RetrySame},
+		{"connection refused, no transport retries", Result{Class: Transient, Code: "transport_error"}, 0, false, RetryPolicy{}, Rotate},
+		{"a timeout rotates", Result{Class: Transient, Code: "timeout"}, 0, false, p, Rotate},
+		{"500 in the list", Result{Class: Transient}, 500, false, p, RetrySame},
+		{"502 not in the list: the class", Result{Class: Transient}, 502, false, p, RetrySame},
+		{"429 rotates", Result{Class: RateLimit}, 429, false, p, Rotate},
+		{"a 500 listed for a revoked key: the class decides", Result{Class: CredentialRejected}, 500, false, p, Rotate},
+		{"a rejected request returns", Result{Class: RequestRejected}, 400, false, p, Return},
+		{"a stream error event", Result{Class: Transient}, 0, true, p, RetrySame},
+	}
+	for _, tt := range tests {
+		if got := tt.r.ActionFor(tt.status, tt.stream, tt.p); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	in := Input{Err: errors.New("context deadline exceeded")}
+	if w := Classify(in).WireFor(in, p); w.Action != "rotate" {
+		t.Errorf("a timed-out attempt's wire action %q, want rotate", w.Action)
+	}
+}

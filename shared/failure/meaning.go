@@ -109,3 +109,43 @@ func ProbeSettlement(held, got Class) Settlement {
 	}
 	return Settle
 }
+
+// RetryPolicy is the operator's retry lists (config retry.on_statuses,
+// retry.rotate_on_statuses, retry.on_transport_errors).
+type RetryPolicy struct {
+	OnStatuses        []int
+	RotateOnStatuses  []int
+	OnTransportErrors bool
+}
+
+// ActionFor is what the proxy does after an attempt that failed with r:
+// status is the answer's (0: no answer, a transport failure), stream that
+// it was an error event of a stream. A transport failure is retried in
+// place when the policy says so, except a timeout, which rotates (the
+// retry budget is for fast failures: a hung target would cost the attempt
+// timeout twice); the policy's status lists apply to the classes that
+// allow them (Meaning.InPlace); otherwise the class decides.
+func (r Result) ActionFor(status int, stream bool, p RetryPolicy) Action {
+	m := r.Class.Meaning()
+	switch {
+	case status == 0 && !stream && r.Class == Transient:
+		if p.OnTransportErrors && r.Code != "timeout" {
+			return RetrySame
+		}
+		return Rotate
+	case m.InPlace && containsStatus(p.OnStatuses, status):
+		return RetrySame
+	case m.InPlace && containsStatus(p.RotateOnStatuses, status):
+		return Rotate
+	}
+	return m.Action
+}
+
+func containsStatus(list []int, status int) bool {
+	for _, s := range list {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}

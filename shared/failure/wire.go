@@ -90,9 +90,10 @@ func headerValues(raw json.RawMessage) ([]string, error) {
 
 // WireResult is the JSON form of a Result, as `swctl classify` prints it.
 // retry_after_ms is null when the provider stated no wait; rule and
-// hold_ttl_ms appear only when an operator rule decided. action, holds and
-// soft are the class's Meaning: what the proxy does next, whether the
-// failure holds its target, whether that hold is soft.
+// hold_ttl_ms appear only when an operator rule decided. action is what the
+// proxy does next (under the retry policy, with WireFor); holds and soft
+// are the class's Meaning: whether the failure holds its target, whether
+// that hold is soft.
 type WireResult struct {
 	Class        Class  `json:"class"`
 	Scope        Scope  `json:"scope"`
@@ -106,11 +107,25 @@ type WireResult struct {
 	Soft         bool   `json:"soft"`
 }
 
-// Wire returns the JSON form of r.
+// Wire returns the JSON form of r, its action the class's (Meaning).
 func (r Result) Wire() WireResult {
+	return r.wire(r.Class.Meaning().Action)
+}
+
+// WireFor returns the JSON form of r for the input it was classified from,
+// its action what the proxy does under the retry policy p (ActionFor).
+func (r Result) WireFor(in Input, p RetryPolicy) WireResult {
+	status := in.Status
+	if in.Err != nil {
+		status = 0
+	}
+	return r.wire(r.ActionFor(status, in.Stream, p))
+}
+
+func (r Result) wire(a Action) WireResult {
 	m := r.Class.Meaning()
 	w := WireResult{Class: r.Class, Scope: r.Scope, Code: r.Code, Reason: r.Reason, Rule: r.Rule,
-		Action: m.Action.String(), Holds: m.Holds, Soft: m.Soft}
+		Action: a.String(), Holds: m.Holds, Soft: m.Soft}
 	if r.HasWait {
 		ms := r.RetryAfter.Milliseconds()
 		w.RetryAfterMS = &ms

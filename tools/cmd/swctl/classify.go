@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 )
 
@@ -77,7 +78,7 @@ func runClassify(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		} else {
 			// The provider type doubles as the rule-set name: swctl has no
 			// configured provider names.
-			v = c.Classify(in, in.Provider).Wire()
+			v = c.Classify(in, in.Provider).WireFor(in, config.Defaults().Retry.Policy())
 		}
 		if err := enc.Encode(v); err != nil {
 			return fmt.Errorf("classify: write: %w", err)
