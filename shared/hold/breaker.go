@@ -121,6 +121,9 @@ func (e *Engine) breakerCount(provider, model string, failed bool, threshold int
 			return 0, false
 		}
 		_, err := b.cb.Execute(okFn)
+		if err == nil && model != "" {
+			e.dropClosed(provider, model, b)
+		}
 		return 0, err == nil
 	}
 	b := e.breakerFor(provider, model, threshold)
@@ -128,6 +131,19 @@ func (e *Engine) breakerCount(provider, model string, failed bool, threshold int
 		return 0, false // open: the trip hold decides, nothing is counted
 	}
 	return int(b.cb.Counts().ConsecutiveFailures), true
+}
+
+// dropClosed forgets the per-model breaker b once a success reset it: a
+// closed breaker with no count is what a missing one is, and the models a
+// provider's breakers count may be the callers' own names (unlisted
+// models), which must not pile up, each with its state series, in every
+// member of the fleet. A failure counted meanwhile on b keeps it.
+func (e *Engine) dropClosed(provider, model string, b *breaker) {
+	e.brk.mu.Lock()
+	defer e.brk.mu.Unlock()
+	if e.brk.m[provider][model] == b && b.cb.State() == gobreaker.StateClosed && b.cb.Counts().ConsecutiveFailures == 0 {
+		delete(e.brk.m[provider], model)
+	}
 }
 
 // ApplyTally applies what another instance's breaker counted to this

@@ -1,6 +1,7 @@
 package hold
 
 import (
+	"fmt"
 	"context"
 	"math/rand/v2"
 	"strings"
@@ -891,5 +892,34 @@ func TestAdmitSoft(t *testing.T) {
 	}
 	if got := admitSoft(t, a, "k"); got != AdmitProbe {
 		t.Errorf("a soft request after the lease lapsed: %v, want AdmitProbe", got)
+	}
+}
+
+// TestPerModelBreakersAreForgotten: a per-model breaker reset by a success
+// is dropped: models callers name (unlisted ones) do not pile up breakers,
+// and state series, each failing once.
+func TestPerModelBreakersAreForgotten(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) {
+		o.Policy = DefaultPolicy()
+		perModel := o.Policy.Global
+		perModel.Breaker.PerModel = true
+		o.Policy.Providers = map[string]*Settings{"q": &perModel}
+	})
+	e := f.engines[0]
+	for i := range 100 {
+		m := fmt.Sprintf("caller-model-%d", i)
+		e.Report("q", "k", m, false, fail(failure.Transient, failure.ScopeNone))
+		if n := e.BreakerCount("q", m); n != 1 {
+			t.Fatalf("%s counts %d", m, n)
+		}
+		e.Report("q", "k", m, false, Outcome{OK: true})
+	}
+	if n := len(e.BreakerStates()); n != 0 {
+		t.Errorf("%d breakers after every model's success: %v", n, e.BreakerStates())
+	}
+	e.ApplyTally(Tally{Provider: "q", Model: "m", Outcome: TallyFailure, Instance: "other"})
+	e.ApplyTally(Tally{Provider: "q", Model: "m", Outcome: TallyFailure, Instance: "other"})
+	if n := e.BreakerCount("q", "m"); n != 2 {
+		t.Errorf("q/m counts %d after two tallies, want 2", n)
 	}
 }
