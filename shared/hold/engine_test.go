@@ -1,8 +1,8 @@
 package hold
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
