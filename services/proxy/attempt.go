@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -51,7 +53,22 @@ func (e *attemptError) reason() string {
 // summary names the target by provider, key id and model (never the
 // secret) with what went wrong, masked for anything credential-shaped.
 func (e *attemptError) summary() string {
-	return redact.String(e.rawSummary())
+	return maskAddrs(redact.String(e.rawSummary()))
+}
+
+// addrRE matches network addresses in an error's text (Go's "read tcp
+// 10.0.0.7:51234->10.0.3.9:443: connection reset by peer", "lookup x on
+// 10.0.0.2:53"): IPv4 with an optional port, bracketed IPv6.
+var addrRE = regexp.MustCompile(`\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9A-Fa-f:.%a-z]+\](?::\d+)?`)
+
+// maskAddrs replaces the network addresses in text a caller is given: the
+// gateway's and its upstreams' internal addresses are the operator's
+// (the logs keep them).
+func maskAddrs(s string) string {
+	if !strings.ContainsAny(s, ".[") {
+		return s
+	}
+	return addrRE.ReplaceAllString(s, "[address]")
 }
 
 func (e *attemptError) rawSummary() string {

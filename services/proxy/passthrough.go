@@ -43,6 +43,18 @@ var (
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding",
 	"Upgrade", "Host", "Content-Length", "Accept-Encoding"}
 
+// accountHeaders are request headers that pick what the provider's key
+// acts for (an organization or project of the key's account) or carry the
+// caller's own session: the gateway's key is the operator's to use, so the
+// caller does not choose its account.
+var accountHeaders = []string{"Cookie", "OpenAI-Organization", "OpenAI-Project"}
+
+// waitHeaders are the response headers of a failed passthrough call that
+// the caller gets with the provider's error: when to come back.
+var waitHeaders = []string{"Retry-After", "Retry-After-Ms", "X-Ratelimit-Limit-Requests", "X-Ratelimit-Limit-Tokens",
+	"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens",
+	"Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Tokens-Reset", "Anthropic-Ratelimit-Input-Tokens-Reset", "Anthropic-Ratelimit-Output-Tokens-Reset"}
+
 // gatewayHeader reports whether a response header is one the gateway sets
 // on every answer (X-Request-Id, X-Switchyard-*): a provider's own
 // X-Request-Id (OpenAI sends one) is not relayed in its place.
@@ -237,6 +249,11 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 				return
 			}
 		}
+		for _, h := range accountHeaders {
+			if strings.EqualFold(h, name) {
+				return
+			}
+		}
 		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
 			return // the request's own trace context, set below
 		}
@@ -303,6 +320,11 @@ func (r *request) returnPassthrough(c *fiber.Ctx, t target, ae *attemptError) er
 	c.Status(status)
 	if ct := ae.header.Get(fiber.HeaderContentType); ct != "" {
 		c.Set(fiber.HeaderContentType, ct)
+	}
+	for _, h := range waitHeaders {
+		if v := ae.header.Get(h); v != "" {
+			c.Set(h, v)
+		}
 	}
 	return c.Send(redact.Body(ae.body, providerSecrets(t.step.Provider)...))
 }

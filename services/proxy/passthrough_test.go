@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"switchyard.dev/shared/servicetest"
 
@@ -173,5 +174,28 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 	}
 	if st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); st != 200 {
 		t.Fatalf("chat after the passthrough failures: %d %s", st, body)
+	}
+}
+
+// TestPassthroughHeaders: the caller's cookies and its choice of the key's
+// organization or project do not go upstream; a provider's refusal comes
+// back with its Retry-After.
+func TestPassthroughHeaders(t *testing.T) {
+	f := newFixture(t)
+	ptCall(t, f, "GET", "/fake-openai/models", "", "Cookie", "session=abc", "OpenAI-Organization", "org-other",
+		"OpenAI-Project", "proj-other", "X-Custom", "kept")
+	c := f.openai.Calls()[len(f.openai.Calls())-1]
+	for _, h := range []string{"Cookie", "Openai-Organization", "Openai-Project"} {
+		if v := c.Header.Get(h); v != "" {
+			t.Errorf("%s went upstream: %q", h, v)
+		}
+	}
+	if c.Header.Get("X-Custom") != "kept" {
+		t.Errorf("the caller's own header was dropped: %v", c.Header)
+	}
+	f.openai.AddRule(fakeprovider.Rule{Path: "/files", Error: "openai.rate_limit", RetryAfter: 30 * time.Second, Times: 1})
+	st, h, body := ptCall(t, f, "POST", "/fake-openai/files", `{}`)
+	if st != 429 || h.Get("Retry-After") != "30" {
+		t.Fatalf("%d Retry-After %q: %s", st, h.Get("Retry-After"), body)
 	}
 }

@@ -397,5 +397,5 @@ func (rl *relay) errorText(err error) string {
 	if errors.Is(err, net.ErrClosed) {
 		return "the gateway is shutting down"
 	}
-	return err.Error()
+	return maskAddrs(err.Error())
 }

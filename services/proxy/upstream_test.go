@@ -300,3 +300,29 @@ func TestTrackedConnCutInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestTransportErrorsHideAddresses: a transport failure's text reaches
+// the caller without the network addresses in it (Go's "dial tcp
+// 10.0.3.9:443: connection refused"): those are the operator's.
+func TestTransportErrorsHideAddresses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	f := oneProviderFixture(t, "openai", "http://"+addr+"/v1", "sk-stub")
+	status, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if status != 502 || strings.Contains(string(body), "127.0.0.1") || !strings.Contains(string(body), "[address]") {
+		t.Fatalf("%d %s", status, body)
+	}
+	for in, want := range map[string]string{
+		"read tcp 10.0.0.7:51234->10.0.3.9:443: read: connection reset by peer": "read tcp [address]->[address]: read: connection reset by peer",
+		"dial tcp [fd00::1]:443: connect: connection refused":                   "dial tcp [address]: connect: connection refused",
+		"model gpt-4.1 failed": "model gpt-4.1 failed",
+	} {
+		if got := maskAddrs(in); got != want {
+			t.Errorf("maskAddrs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
