@@ -19,6 +19,7 @@ import (
 // answer back into a Response object or the Responses API's stream events.
 // What translates: instructions, text and image input, earlier assistant
 // turns, function tools and their calls and outputs, tool_choice,
+// parallel_tool_calls,
 // text.format (json_schema, json_object), reasoning.effort,
 // max_output_tokens, temperature, top_p, user. What cannot (stored state:
 // previous_response_id, conversation; built-in tools such as web_search or
@@ -43,8 +44,9 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 			Parameters  json.RawMessage `json:"parameters"`
 			Strict      *bool           `json:"strict"`
 		} `json:"tools"`
-		ToolChoice json.RawMessage `json:"tool_choice"`
-		Text       *struct {
+		ToolChoice        json.RawMessage `json:"tool_choice"`
+		ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+		Text              *struct {
 			Format *struct {
 				Type   string          `json:"type"`
 				Name   string          `json:"name"`
@@ -111,6 +113,9 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 			return nil, responsesUnsupported("tool_choice " + string(in.ToolChoice))
 		}
 		out["tool_choice"] = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+	}
+	if in.ParallelToolCalls != nil {
+		out["parallel_tool_calls"] = *in.ParallelToolCalls
 	}
 	if in.Text != nil && in.Text.Format != nil {
 		switch f := in.Text.Format; f.Type {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"switchyard.dev/shared/provider"
 )
 
 // TestResponsesStreamOutputIndexes: every output item a translated
@@ -109,5 +111,22 @@ func TestResponsesIncomplete(t *testing.T) {
 		if r["status"] != "incomplete" || r["incomplete_details"].(map[string]string)["reason"] != reason {
 			t.Errorf("finish %s: response %v", finish, r)
 		}
+	}
+}
+
+// TestResponsesParallelToolCalls: parallel_tool_calls of a Responses
+// request reaches the chat request it becomes (and from there Anthropic's
+// disable_parallel_tool_use); it was dropped.
+func TestResponsesParallelToolCalls(t *testing.T) {
+	out, err := responsesToChat([]byte(`{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"parallel_tool_calls":false}`), "m", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"parallel_tool_calls":false`) {
+		t.Fatalf("chat request %s", out)
+	}
+	msgs, err := translateRequest(provider.FormatOpenAI, out, "claude")
+	if err != nil || !strings.Contains(string(msgs), `"disable_parallel_tool_use":true`) {
+		t.Fatalf("messages request %s, %v", msgs, err)
 	}
 }
