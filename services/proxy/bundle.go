@@ -299,6 +299,12 @@ func (b *bundler) sample(r *request) string {
 		return ""
 	case r.trace.forced:
 		return "forced"
+	case r.class == classLimited:
+		// Refused by the caller's own plan: a client retrying against
+		// its limit would write a bundle per refusal and push every other
+		// request's out of the stream (the counters and the usage
+		// records say it all).
+		return ""
 	case debug.OutcomeOf(r.status, r.class == classStreamIncomplete) != debug.OutcomeOK:
 		return "failure"
 	case len(r.trace.log) > 1:

@@ -377,3 +377,27 @@ func TestBundleAcksThatNeverCome(t *testing.T) {
 		t.Errorf("%v bundles counted failed, want the 256 whose acknowledgements never came", n)
 	}
 }
+
+// TestNoBundleForPlanRefusals: a caller refused by its own plan's limit
+// gets no bundle (one per refusal of a client retrying against its limit
+// would push every other request's bundle out of the stream); a forced one
+// does.
+func TestNoBundleForPlanRefusals(t *testing.T) {
+	ff := newFleet(t, 1, func(c *config.Config) {
+		c.Plans = map[string]config.Plan{"tiny": {RequestsPerMinute: 1}}
+		c.Clients[0].Plan = "tiny"
+	})
+	s := debugStream(t, ff.ns.ClientURL())
+	body := `{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}`
+	post(t, ff.urls[0], "req-first", body)
+	if st := post(t, ff.urls[0], "req-limited", body); st != 429 {
+		t.Fatalf("second request: %d, want 429", st)
+	}
+	if st := post(t, ff.urls[0], "req-limited-forced", body, "X-Switchyard-Debug", "true"); st != 429 {
+		t.Fatalf("third request: %d, want 429", st)
+	}
+	bundleOf(t, s, "req-limited-forced") // written after req-limited: that one is settled
+	if _, err := debug.Get(context.Background(), s, "req-limited"); !errors.Is(err, debug.ErrNotFound) {
+		t.Errorf("a plan refusal has a bundle: %v", err)
+	}
+}
