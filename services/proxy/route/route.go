@@ -206,6 +206,10 @@ type Table struct {
 	Names []ModelName
 
 	visible atomic.Pointer[[]ModelName] // nil: all of Names
+
+	// single is the policy of a one-step route: the routing defaults
+	// (fail_closed) with nothing to order.
+	single Policy
 }
 
 // Options are what Build takes besides the configuration.
@@ -277,6 +281,8 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 		explore = uint32(max(2, min(1<<20, int(1/share+0.5))))
 	}
 	defaultPolicy, _ := policyOf(cfg.Routing.Strategy, cfg.Routing.HashOn, "", cfg.Routing.FailClosed)
+	t.single = defaultPolicy
+	t.single.Strategy = Priority // one step: nothing to order
 	newRoute := func(name, kind string, steps []Step, pol Policy) (*Route, error) {
 		if len(steps) > config.MaxSteps {
 			return nil, fmt.Errorf("%s: %d targets, at most %d", name, len(steps), config.MaxSteps)
@@ -302,8 +308,7 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 		for j, m := range pc.Models {
 			st := newStep(p, j, true)
 			id := p.Name + "/" + m.Name
-			single := defaultPolicy
-			single.Strategy = Priority // one step: nothing to order
+			single := t.single
 			rt, _ := newRoute(id, "model", []Step{st}, single)
 			t.byName[id] = rt
 			t.Names = append(t.Names, ModelName{ID: id, OwnedBy: p.Name, Kind: st.Kind})
@@ -439,7 +444,7 @@ func (t *Table) unlisted(name string) (*Route, bool) {
 		return nil, false
 	}
 	st := Step{Provider: p, Model: model, Upstream: model, ModelIndex: -1, Active: true, Weight: 1}
-	return &Route{Name: name, Kind: "model", Steps: []Step{st}, Dynamic: true}, true
+	return &Route{Name: name, Kind: "model", Steps: []Step{st}, Dynamic: true, Policy: t.single}, true
 }
 
 // policyOf builds a policy from config values (ok false: unknown

@@ -281,3 +281,19 @@ func TestProviderModelBeatsPlainName(t *testing.T) {
 		t.Errorf("oa/gpt-4.1 listed %d times", seen["oa/gpt-4.1"])
 	}
 }
+
+// TestUnlistedModelPolicy: a route made on demand for an unlisted model
+// follows routing.fail_closed like every other route.
+func TestUnlistedModelPolicy(t *testing.T) {
+	cfg := testConfig()
+	cfg.Providers[0].AllowUnlistedModels = true
+	cfg.Routing.FailClosed = true
+	tab, err := Build(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, ok := tab.Resolve("oa/some-new-model")
+	if !ok || !rt.Dynamic || !rt.Policy.FailClosed {
+		t.Fatalf("route %+v, %v", rt, ok)
+	}
+}
