@@ -75,13 +75,16 @@ func errorBody(f provider.Format, status int, code, message string) []byte {
 
 // streamErrorEvent renders an error as one server-sent event in the
 // endpoint's format.
-func streamErrorEvent(f provider.Format, status int, code, message string) []byte {
+func streamErrorEvent(f provider.Format, status int, code, message string, seq int) []byte {
 	if f == provider.FormatResponses {
-		// The Responses API's error event.
+		// The Responses API's error event, numbered after the events
+		// before it.
 		b := append([]byte("event: error\ndata: {\"type\":\"error\",\"code\":"), appendJSONString(nil, code)...)
 		b = append(b, ",\"message\":"...)
 		b = appendJSONString(b, message)
-		return append(b, ",\"param\":null,\"sequence_number\":0}\n\n"...)
+		b = append(b, ",\"param\":null,\"sequence_number\":"...)
+		b = strconv.AppendInt(b, int64(seq), 10)
+		return append(b, "}\n\n"...)
 	}
 	body := errorBody(f, status, code, message)
 	var b []byte

@@ -373,6 +373,10 @@ func newChatToResponsesStream(model string) *chatToResponsesStream {
 
 func (s *chatToResponsesStream) Terminated() bool { return s.finished }
 
+// NextSequence is the sequence_number of the next event: the gateway's
+// own error event, should the stream end with one, carries it.
+func (s *chatToResponsesStream) NextSequence() int { return s.seq }
+
 func (s *chatToResponsesStream) emit(typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = s.seq
@@ -528,6 +532,18 @@ type chained struct {
 }
 
 func (c *chained) Terminated() bool { return c.second.Terminated() }
+
+// NextSequence is the second converter's, when it numbers its events.
+func (c *chained) NextSequence() int {
+	if s, ok := c.second.(sequencer); ok {
+		return s.NextSequence()
+	}
+	return 0
+}
+
+// sequencer is a converter into the Responses API's events, which are
+// numbered (sequence_number).
+type sequencer interface{ NextSequence() int }
 
 func (c *chained) Event(name, data []byte) ([]byte, bool, error) {
 	frames, done, err := c.first.Event(name, data)

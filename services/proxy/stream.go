@@ -47,6 +47,7 @@ type relay struct {
 	// chunk is read, not relayed.
 	dropUsage bool
 	upErr     bool // the upstream reported an error in the stream
+	passed    int  // upstream events relayed as they came (no converter)
 	atEOF     bool // the upstream body was read to its end
 	// convErr is why an upstream event could not be translated into the
 	// caller's format: the stream is abandoned (an event dropped would
@@ -194,6 +195,7 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 		rl.upErr = true
 	}
 	if rl.conv == nil {
+		rl.passed++
 		if kind == provider.EventTerminal {
 			rl.done = true
 		}
@@ -224,11 +226,21 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 			// The upstream's error did not translate (not JSON, an unknown
 			// shape): the caller still gets one error event, in its format.
 			return streamErrorEvent(rl.r.ep.format, http.StatusBadGateway, codeProviderError,
-				"the upstream reported an error in the stream")
+				"the upstream reported an error in the stream", rl.nextSequence())
 		}
 		return rl.masked(frames)
 	}
 	return frames
+}
+
+// nextSequence is the sequence_number the next event of a Responses API
+// stream takes: the converter's count, or the upstream's own events
+// relayed as they came (numbered from 0).
+func (rl *relay) nextSequence() int {
+	if s, ok := rl.conv.(sequencer); ok {
+		return s.NextSequence()
+	}
+	return rl.passed
 }
 
 // masked masks an error event's frames: providers echo keys in messages.
@@ -340,7 +352,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		msg := "the upstream's stream holds an event this API's format cannot carry: " + rl.convErr.Error()
 		r.logger().Warn("stream not translated", "model", r.model, "provider", rl.t.step.Provider.Name,
 			"key_id", rl.t.key.ID, "events", events, "err", rl.convErr)
-		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg)) {
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg, rl.nextSequence())) {
 			flush(true)
 		}
 		r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency) // the target answered
@@ -367,7 +379,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		r.logger().Warn("stream incomplete", "model", r.model, "provider", rl.t.step.Provider.Name,
 			"key_id", rl.t.key.ID, "attempts", r.attempts, "events", events,
 			"duration", time.Since(r.started), "err", msg)
-		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, msg)) {
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, msg, rl.nextSequence())) {
 			flush(true)
 		}
 	}

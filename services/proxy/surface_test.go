@@ -150,10 +150,19 @@ func TestResponsesEdges(t *testing.T) {
 	f := surfaceFixture(t)
 	f.openai.AddRule(fakeprovider.Rule{Path: "/v1/responses", CutAfter: 2})
 	st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-model","stream":true,"input":"hi"}`)
-	if st != 200 || strings.Contains(body, "response.completed") || !strings.HasSuffix(strings.TrimSpace(body),
-		`"param":null,"sequence_number":0}`) || !strings.Contains(body, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\"") {
+	if st != 200 || strings.Contains(body, "response.completed") ||
+		!strings.Contains(body, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\"") {
 		t.Fatalf("cut stream: %d\n%s", st, body)
 	}
+	consecutiveSequence(t, body)
+	// translated from an Anthropic stream cut after two content events
+	f.anthropic.AddRule(fakeprovider.Rule{CutAfter: 2})
+	st, _, body = rawCall(t, f, "/v1/responses", `{"model":"fake-anthropic/demo-claude","stream":true,"input":"hi"}`)
+	if st != 200 || !strings.Contains(body, `"code":"stream_incomplete"`) {
+		t.Fatalf("cut translated stream: %d\n%s", st, body)
+	}
+	consecutiveSequence(t, body)
+	f.anthropic.ClearRules()
 	f.openai.ClearRules()
 	// An upstream's refusal reaches a Responses caller in the Responses
 	// API's error shape (OpenAI's), from a native Responses upstream and
@@ -415,5 +424,29 @@ func TestAnswerFailsBeforeFirstByte(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// consecutiveSequence checks that the events of a Responses API stream
+// are numbered 0, 1, 2... the gateway's own error event included.
+func consecutiveSequence(t *testing.T, body string) {
+	t.Helper()
+	want := 0
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type string `json:"type"`
+			Seq  *int   `json:"sequence_number"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Seq == nil {
+			t.Fatalf("event without a sequence_number: %s", data)
+		}
+		if *ev.Seq != want {
+			t.Fatalf("%s numbered %d, want %d:\n%s", ev.Type, *ev.Seq, want, body)
+		}
+		want++
 	}
 }
