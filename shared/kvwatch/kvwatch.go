@@ -236,6 +236,10 @@ type attempt struct {
 type status struct {
 	gen     uint64
 	lastSeq uint64
+	// applied is the last revision the watcher had applied when the check
+	// asked: revisions applied while the answer travelled are newer than
+	// the bucket's last one then, and say nothing.
+	applied uint64
 	err     error
 }
 
@@ -580,11 +584,11 @@ func (w *watcher) checkBehind(ctx context.Context) {
 		return
 	}
 	w.checking = true
-	gen, kv, timeout := w.gen, w.o.KV, w.o.OpTimeout
+	gen, kv, timeout, applied := w.gen, w.o.KV, w.o.OpTimeout, w.last
 	w.bg.Go(func() {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		st := status{gen: gen}
+		st := status{gen: gen, applied: applied}
 		s, err := kv.Status(cctx)
 		if err == nil {
 			if bs, ok := s.(*jetstream.KeyValueBucketStatus); ok {
@@ -611,7 +615,7 @@ func (w *watcher) checked(st status) (recreated bool) {
 	if st.err != nil || st.gen != w.gen || w.kw == nil || w.loading {
 		return false
 	}
-	if st.lastSeq < w.last {
+	if st.lastSeq < st.applied {
 		return true
 	}
 	if len(w.o.Keys) > 0 {

@@ -676,3 +676,37 @@ func (c *testCluster) byName(name string) int {
 	}
 	return -1
 }
+
+// TestBusyBucketIsNotTakenForCreatedAgain: revisions applied while a
+// check's answer travels are newer than the bucket's last revision in it;
+// that is no sign of a bucket created again (which reloads everything).
+func TestBusyBucketIsNotTakenForCreatedAgain(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	writer := connect(t, s.ClientURL(), 1)
+	c := connect(t, s.ClientURL(), 1)
+	r := watch(t, Options{KV: c.kv, Conn: c.nc, StallCheck: 2 * time.Millisecond})
+	waitLoaded(t, r)
+	ctx := context.Background()
+	var last string
+	for i, start := 0, time.Now(); time.Since(start) < 2*time.Second; i++ { // a write every ~100 µs for 2 s
+		last = fmt.Sprint(i)
+		if _, err := writer.kv.Put(ctx, "k", []byte(last)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return r.has("k", last) })
+	puts := map[uint64]int{}
+	for _, e := range r.history() {
+		if e.Op == OpPut {
+			puts[e.Revision]++
+		}
+		if e.Op == OpDelete {
+			t.Fatalf("a key reported deleted: %+v", e)
+		}
+	}
+	for rev, n := range puts {
+		if n > 1 {
+			t.Fatalf("revision %d applied %d times: the bucket was reloaded", rev, n)
+		}
+	}
+}
