@@ -57,22 +57,35 @@ func (s *Service) runCredentials(ctx context.Context) {
 }
 
 // reloadClients applies the client keys of a configuration re-read from
-// its file (SIGHUP) to the routing in use: a key added, removed (a leaked
-// key revoked), its secret, models, plan or region changed. A key naming a
-// plan the running configuration does not have needs a restart.
+// its file (SIGHUP) to the routing in use (under s.applyMu): a key added,
+// removed (a leaked key revoked), its secret, models, plan or region
+// changed. Not under a fleet routing version, whose own client keys
+// apply, nor when a key names a plan the running configuration does not
+// have (it would run without its limits): the warnings say so.
 func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []string) {
-	if reflect.DeepEqual(rt.clients.Load().list, cfg.Clients) {
+	cur := rt.clients.Load()
+	if reflect.DeepEqual(cur.list, cfg.Clients) {
 		return nil
+	}
+	if rt.version != 0 {
+		return []string{fmt.Sprintf("clients changed in the file: not applied (config version %d decides the client keys: change them through the admin API)", rt.version)}
+	}
+	for _, c := range cfg.Clients {
+		if c.Plan != "" && rt.cfg.Plan(c.Plan) == nil {
+			warnings = append(warnings, "client key "+c.ID+": plan "+c.Plan+" is new: the client keys are not applied (restart to apply them)")
+		}
+	}
+	if len(warnings) > 0 {
+		return warnings
 	}
 	next := *rt.cfg // only the client keys differ
 	next.Clients = cfg.Clients
-	for _, c := range cfg.Clients {
-		if c.Plan != "" && rt.cfg.Plan(c.Plan) == nil {
-			warnings = append(warnings, "client key "+c.ID+": plan "+c.Plan+" is new: restart to use it")
-		}
+	nk := newClientKeys(&next)
+	if cur.required && !nk.required {
+		warnings = append(warnings, "clients: the file lists no client key now: the gateway serves callers without one (set proxy.require_client_key: true to refuse them)")
 	}
-	rt.clients.Store(newClientKeys(&next))
-	s.log.Info("client keys changed on reload", "clients", len(cfg.Clients), "required", next.ClientKeyRequired())
+	rt.clients.Store(nk)
+	s.log.Warn("client keys changed on reload", "clients", len(cfg.Clients), "required", nk.required)
 	return warnings
 }
 
@@ -126,6 +139,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 				"fingerprint", kc.Value.Fingerprint())
 		}
 	}
+	warnings = append(warnings, s.reloadClients(rt, cfg)...)
 	s.applyMu.Unlock()
 	for _, id := range changed {
 		if _, err := s.engine.CredentialChanged(ctx, id.provider, id.key); err != nil {
@@ -135,7 +149,6 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 	if rt.version != 0 {
 		return warnings
 	}
-	warnings = append(warnings, s.reloadClients(rt, cfg)...)
 	for _, p := range rt.table.Providers {
 		for _, k := range p.Keys {
 			if !seen[p.Name+"/"+k.ID] && k.ID != "none" {

@@ -222,4 +222,19 @@ func TestReloadClientKeys(t *testing.T) {
 	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 1 || !strings.Contains(w[0], "plan gold") {
 		t.Fatalf("warnings %q, want one naming the new plan", w)
 	}
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-new-team-key"); status != 200 {
+		t.Fatalf("the key whose change was not applied: %d %s", status, body)
+	}
+	// Under a fleet routing version the version's client keys apply: the
+	// file's are named as not applied.
+	if err := f.svc.Apply(baseConfig(f.openai, f.anthropic), 3); err != nil {
+		t.Fatal(err)
+	}
+	next.Clients[0].Plan = ""
+	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 1 || !strings.Contains(w[0], "config version 3") {
+		t.Fatalf("warnings %q, want one saying the version decides", w)
+	}
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 200 {
+		t.Fatalf("the version's key: %d %s", status, body)
+	}
 }
