@@ -125,6 +125,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	step := &route.Step{Provider: p, Upstream: "/" + rest, Active: true}
 	var tried uint64
 	candidates := 0
+	refused := false // the last failure refused the key's credential (passthroughScope)
 keys:
 	for {
 		// Before the pick, which may hand over a hold's only probe.
@@ -152,15 +153,15 @@ keys:
 				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
 				return outcome{}
 			}
-			passthroughScope(ae)
-			r.last = ae
+			unsure := passthroughScope(ae)
+			r.last, refused = ae, unsure
 			act := s.decide(ae)
 			if !replaySafe {
 				act = failure.Return // sent once: what it did upstream is not known
 			}
 			retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe
 			s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{Result: ae.result, Status: ae.status,
-				Retrying: retrying, Cancelled: r.expired(), RequestID: r.id})
+				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id})
 			taken := act
 			if act == failure.RetrySame && !retrying {
 				taken = failure.Rotate
@@ -188,6 +189,12 @@ keys:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}
+	if refused && len(r.last.body) > 0 {
+		// Every key refused: the provider's own answer says why (a scope
+		// this endpoint needs, say).
+		c.Set(headerAttempts, strconv.Itoa(r.attempts))
+		return outcome{err: r.returnPassthrough(c, r.last.t, r.last)}
+	}
 	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.attempts, p.Name)
 	if candidates == 1 {
 		code, msg = codeProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
@@ -201,25 +208,24 @@ keys:
 
 // passthroughScope narrows what a failed passthrough call says about its
 // key. The call names no model, and its path may name the caller's own
-// resource (a file, a batch, a model to describe) that does not exist or
-// that the key may not touch, a failure its other uses do not share: a
+// resource (a file, a batch, a model to describe) that does not exist: a
 // model or region class (held per model, which without a model would be
-// the whole key) and a 403 credential refusal ("this key may not use the
-// Files API") are the caller's answer, returned as the provider gave it,
-// with nothing held. A refused credential (401), a spent quota, a rate
-// limit and a transient failure are about the key and count as usual.
-func passthroughScope(ae *attemptError) {
+// the whole key) is the caller's answer, returned as the provider gave
+// it. A refused credential may be refused for this endpoint only (a
+// restricted key without the Files API's scope, "Missing scopes:
+// api.files.read") or for good (a revoked key): the call moves to the next
+// key, but nothing is held (unsure), so the key's other uses go on. A
+// spent quota, a rate limit and a transient failure are about the key and
+// count as usual.
+func passthroughScope(ae *attemptError) (unsure bool) {
 	switch ae.result.Class {
 	case failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
+		ae.result.Class, ae.result.Scope = failure.RequestRejected, failure.ScopeNone
+		ae.result.RetryAfter, ae.result.HasWait = 0, false
 	case failure.CredentialRejected:
-		if ae.status != http.StatusForbidden {
-			return
-		}
-	default:
-		return
+		return true
 	}
-	ae.result.Class, ae.result.Scope = failure.RequestRejected, failure.ScopeNone
-	ae.result.RetryAfter, ae.result.HasWait = 0, false
+	return false
 }
 
 // forward sends the caller's request to the path under the provider's base

@@ -147,6 +147,9 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 		case "/v1/files":
 			w.WriteHeader(403)
 			_, _ = io.WriteString(w, `{"error":{"message":"You are not allowed to use the Files API with this key.","type":"permission_error","code":"permission_error"}}`)
+		case "/v1/batches":
+			w.WriteHeader(401)
+			_, _ = io.WriteString(w, `{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: api.batch.read.","type":"invalid_request_error","param":null,"code":null}}`)
 		case "/v1/files/big/content":
 			w.Header().Set("Content-Length", strconv.Itoa(maxResponseBytes+1))
 			w.WriteHeader(200)
@@ -161,6 +164,9 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 	}
 	if st, _, body := ptCall(t, f, "GET", "/up/files", ""); st != 403 || !strings.Contains(body, "Files API") {
 		t.Errorf("403: %d %s, want the provider's answer", st, body)
+	}
+	if st, _, body := ptCall(t, f, "GET", "/up/batches", ""); st != 401 || !strings.Contains(body, "Missing scopes") {
+		t.Errorf("401 missing scopes: %d %s, want the provider's answer", st, body)
 	}
 	for range 6 {
 		before := calls.Load()
