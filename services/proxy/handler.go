@@ -611,6 +611,9 @@ steps:
 			if r.attempts >= maxAttempts || r.expired() {
 				break steps
 			}
+			if r.providerExpired(step.Provider) {
+				continue steps // its timeouts.request passed: the next step's turn
+			}
 			key, adm := step.Provider.Pick(step.Model, p.gate, tried, &r.sel)
 			if key == nil {
 				if len(step.Provider.Keys) > bits(tried) {
@@ -691,6 +694,13 @@ steps:
 		}
 	}
 	return outcome{}, false
+}
+
+// providerExpired reports whether the provider's own timeouts.request
+// has passed for the request: an attempt on it would have no time at all.
+func (r *request) providerExpired(p *route.Provider) bool {
+	pd := r.rt.upstreams[p.Index].requestDeadline(r.started)
+	return !pd.IsZero() && !time.Now().Before(pd)
 }
 
 // maxTransientKeys is how many keys of a step a request tries after

@@ -129,7 +129,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 keys:
 	for {
 		// Before the pick, which may hand over a hold's only probe.
-		if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() {
+		if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() || r.providerExpired(p) {
 			break
 		}
 		key, adm := p.Pick("", s.engine, tried, nil)

@@ -357,9 +357,15 @@ func TestStreamDeadlines(t *testing.T) {
 		f.openai.ClearRules()
 		f.openai.AddRule(fakeprovider.Rule{FirstByteLatency: 5 * time.Second})
 		started := time.Now()
-		status, _, body = f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`)
-		if status == 200 || time.Since(started) > 3*time.Second {
-			t.Fatalf("a slow answer: %d after %s: %s", status, time.Since(started), body)
+		before := len(f.openai.Calls())
+		status, h, body := f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`)
+		if status == 200 || time.Since(started) > 3*time.Second || h.Get(headerAttempts) != "1" || len(f.openai.Calls())-before != 1 {
+			t.Fatalf("a slow answer: %d after %s, %s attempts, %d calls: %s", status, time.Since(started), h.Get(headerAttempts), len(f.openai.Calls())-before, body)
+		}
+		// A chain moves to its next step once the provider's time is up.
+		status, h, body = f.call(t, "/v1/chat/completions", `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`)
+		if status != 200 || h.Get(headerProvider) != "fake-anthropic" || h.Get(headerAttempts) != "2" {
+			t.Fatalf("a chain: %d by %q after %s attempts: %s", status, h.Get(headerProvider), h.Get(headerAttempts), body)
 		}
 	})
 	t.Run("timeouts.request", func(t *testing.T) {
