@@ -670,7 +670,9 @@ steps:
 					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
 					"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
 				if taken == failure.Rotate && ae.result.Class == failure.Transient {
-					if transientKeys++; transientKeys >= maxTransientKeys {
+					// Only where another step can take over: the last one
+					// keeps trying its keys.
+					if transientKeys++; transientKeys >= maxTransientKeys && cur.More() {
 						continue steps
 					}
 				}

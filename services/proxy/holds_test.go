@@ -213,13 +213,26 @@ func TestProviderOutageFailsOver(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		var keys []config.Key
 		for i := range 5 {
-			keys = append(keys, config.Key{ID: fmt.Sprintf("a%d", i), Weight: 1, Value: config.NewSecret(fmt.Sprintf("key-a%d", i))})
+			keys = append(keys, config.Key{ID: fmt.Sprintf("a%d", i), Weight: 1, Priority: 1, Value: config.NewSecret(fmt.Sprintf("key-a%d", i))})
 		}
+		keys[4].Priority = 0 // tried last
+		off := false
+		c.Resilience.Breaker.Enabled = &off // the failures here would trip it
 		c.Providers[0].Keys = keys
 	})
 	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
 	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
 	if status != 200 || h.Get(headerProvider) != "fake-anthropic" || h.Get(headerAttempts) != "5" {
 		t.Fatalf("%d, served by %q after %s attempts: %s", status, h.Get(headerProvider), h.Get(headerAttempts), body)
+	}
+	// With no step after it, the provider's other keys are tried.
+	f.openai.ClearRules()
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a0", Error: "openai.server_error"})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Error: "openai.server_error"})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a3", Error: "openai.server_error"})
+	status, h, body = f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"x"}]}`)
+	if status != 200 || h.Get(headerKeyID) != "a4" {
+		t.Fatalf("one step: %d, served by key %q after %s attempts: %s", status, h.Get(headerKeyID), h.Get(headerAttempts), body)
 	}
 }

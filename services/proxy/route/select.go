@@ -363,6 +363,9 @@ func (c *Cursor) fallback() uint64 {
 // admitted): offline steps stay skipped from then on.
 func (c *Cursor) Progress() { c.progress = true }
 
+// More reports whether Next has another eligible step to give.
+func (c *Cursor) More() bool { return c.eligible&^c.used != 0 }
+
 // Yielded reports whether Next returned step i.
 func (c *Cursor) Yielded(i int) bool { return c.used&(1<<i) != 0 }
 
