@@ -103,7 +103,7 @@ type request struct {
 	provType    string
 	tokens      usage.Tokens
 	tokensOK    bool  // the provider reported usage
-	estIn       int64 // estimated input tokens (the body's size / 4)
+	estIn       int64 // estimated input tokens (estimateInputTokens)
 	estOut      int64 // estimated output tokens (when none reported)
 	callerUsage bool  // the caller asked for stream usage (stream_options.include_usage)
 	ttft        time.Duration
@@ -270,6 +270,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 				"Idempotency-Key must be 1 to 255 visible ASCII characters")}
 		}
 		r.idemKey = strings.Clone(k)
+	}
+	if ep.op != provider.OpTranscriptions { // the body is audio, not tokens
+		r.estIn = estimateInputTokens(r.body)
 	}
 	if ok, err := r.admit(c, steps); !ok {
 		return outcome{err: err}
@@ -550,10 +553,6 @@ type outcome struct {
 func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
-	r.estIn = estimateInputTokens(r.body)
-	if r.ep.op == provider.OpTranscriptions {
-		r.estIn = 0 // the body is audio, not tokens
-	}
 	p := pass{gate: r.s.engine}
 	if out, done := r.pass(c, rte, &p); done {
 		return out

@@ -87,7 +87,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	lim := r.rt.plans[r.client.plan]
 	est := 0.0
 	if lim != nil && lim.Budget != (config.Budget{}) {
-		est = pl.estimate(r.rt.prices, steps, r.body) // scans the body: only for a plan with a budget
+		est = pl.estimate(r.rt.prices, steps, r.body, r.estIn) // scans the body: only for a plan with a budget
 	}
 	t, ref := pl.lim.Admit(r.client.id, lim, est)
 	if r.trace.on {
@@ -110,7 +110,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 // the body's size, its output from max_tokens (or the configured
 // estimate), at the price of the first step that can serve it. 0 when
 // that model has no price (an unknown cost never refuses a request).
-func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []byte) float64 {
+func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []byte, input int64) float64 {
 	out := pl.estOut
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		if v, _, _, ok := jsonfield.Find(body, k); ok {
@@ -129,7 +129,7 @@ func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []b
 		if !ok {
 			return 0
 		}
-		return p.Cost(usage.Tokens{Input: int64(len(body) / 4), Output: out})
+		return p.Cost(usage.Tokens{Input: input, Output: out})
 	}
 	return 0
 }

@@ -183,3 +183,18 @@ func TestFleetPlanRateLimit(t *testing.T) {
 		t.Errorf("admitted %d, want %d plus at most the interval's overshoot", admitted, limit)
 	}
 }
+
+// TestPlanBudgetWithAnImage: an inline image counts as an image's tokens
+// in the estimate a budget admits by, not a token per four bytes (a 2 MB
+// photo was estimated at $1.31 and refused by a $1 budget).
+func TestPlanBudgetWithAnImage(t *testing.T) {
+	mf := newMeterFixture(t, func(c *config.Config) {
+		c.Prices = []config.Price{{Provider: "fake-openai", Model: "demo-model", Input: fptr(2.5), Output: fptr(10)}}
+		c.Plans = map[string]config.Plan{"pro": {Budget: config.Budget{Day: 1}}}
+	})
+	img := strings.Repeat("A", 2<<20)
+	body := `{"model":"fake-openai/demo-model","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,` + img + `"}}]}]}`
+	if status, _, b := mf.call(t, "/v1/chat/completions", body); status != http.StatusOK {
+		t.Fatalf("%d %.300s", status, b)
+	}
+}

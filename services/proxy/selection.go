@@ -26,7 +26,7 @@ func (r *request) selection(c headers, rte *route.Route) {
 	r.route = rte
 	sel := &r.sel
 	sel.Op = r.ep.op
-	sel.InputTokens = estimateInputTokens(r.body)
+	sel.InputTokens = r.estIn
 	if r.ep.op == provider.OpChat && rte.ReadsBody {
 		sel.Needs, sel.MaxOutput = route.Needs(r.body)
 	}
@@ -54,24 +54,34 @@ func (r *request) selection(c headers, rte *route.Route) {
 const imageTokens = 1600
 
 var (
-	dataURLMark      = []byte(";base64,")        // data:image/png;base64,...
-	base64SourceMark = []byte(`"type":"base64"`) // Anthropic's {"type":"base64","media_type":...,"data":"..."}
-	dataFieldMark    = []byte(`"data":"`)
+	dataURLMark = []byte(";base64,") // data:image/png;base64,...
+	// base64Mark is the value of Anthropic's base64 source type
+	// ({"type":"base64","media_type":...,"data":"..."}); dataKey the key
+	// of its data, and of Gemini's inline_data.
+	base64Mark = []byte(`"base64"`)
+	inlineMark = []byte(`nline`) // inline_data, inlineData
+	dataKey    = []byte(`"data"`)
 )
+
+// minInline is the shortest base64 run counted as inline content rather
+// than text.
+const minInline = 1024
 
 // estimateInputTokens estimates a request's prompt tokens from its body:
 // about four bytes a token, except inline base64 content (an image, a
-// PDF), which costs imageTokens each whatever its size: a 450 KB photo is
-// not 110,000 tokens.
+// PDF: a data URL, Anthropic's base64 source, Gemini's inline_data) of at
+// least minInline bytes, which costs imageTokens each whatever its size: a
+// 450 KB photo is not 110,000 tokens.
 func estimateInputTokens(body []byte) int64 {
 	n, inline := len(body), 0
-	skip := func(rest []byte) []byte { // a base64 string's bytes, up to its closing quote
-		end := bytes.IndexByte(rest, '"')
-		if end < 0 {
-			end = len(rest)
+	// skip discounts the base64 run at the start of rest (the alphabet,
+	// and "\/" as JSON may escape a slash) and returns what follows it.
+	skip := func(rest []byte) []byte {
+		end := base64Run(rest)
+		if end >= minInline {
+			n -= end
+			inline++
 		}
-		n -= end
-		inline++
 		return rest[end:]
 	}
 	for rest := body; ; {
@@ -81,19 +91,41 @@ func estimateInputTokens(body []byte) int64 {
 		}
 		rest = skip(rest[i+len(dataURLMark):])
 	}
-	for rest := body; ; {
-		i := bytes.Index(rest, base64SourceMark)
-		if i < 0 {
-			break
+	if bytes.Contains(body, base64Mark) || bytes.Contains(body, inlineMark) {
+		for rest := body; ; {
+			i := bytes.Index(rest, dataKey)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(dataKey):]
+			j := 0 // past the colon and the value's opening quote, spaces allowed
+			for j < len(rest) && (rest[j] == ' ' || rest[j] == ':' || rest[j] == '\t' || rest[j] == '\n' || rest[j] == '\r') {
+				j++
+			}
+			if j == 0 || j >= len(rest) || rest[j] != '"' {
+				continue
+			}
+			rest = skip(rest[j+1:])
 		}
-		rest = rest[i+len(base64SourceMark):]
-		j := bytes.Index(rest, dataFieldMark)
-		if j < 0 {
-			break
-		}
-		rest = skip(rest[j+len(dataFieldMark):])
 	}
 	return int64(max(n, 0)/4 + inline*imageTokens)
+}
+
+// base64Run is the length of the run of base64 at the start of b.
+func base64Run(b []byte) int {
+	i := 0
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/', c == '=':
+			i++
+		case c == '\\' && i+1 < len(b) && b[i+1] == '/':
+			i += 2
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // keyHash sets the request's key hash for p's weighted key selection

@@ -498,6 +498,20 @@ func TestInlineImagesAreNotPromptText(t *testing.T) {
 	if n := estimateInputTokens([]byte(text)); n < 150_000 {
 		t.Errorf("600 KB of text: %d tokens", n)
 	}
+	// A data URL inside text counts as an image; the text around it as text.
+	css := `{"model":"m","messages":[{"role":"user","content":"fix this css: .a{background:url(data:image/png;base64,` + img[:2000] + `)} ` + strings.Repeat(".b{color:red} ", 30<<10) + `"}]}`
+	if n := estimateInputTokens([]byte(css)); n < 100_000 {
+		t.Errorf("400 KB of CSS with a data URL: %d tokens", n)
+	}
+	// Spaced JSON, and Gemini's inline_data.
+	for name, body := range map[string]string{
+		"spaced Anthropic source": `{"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "` + img + `"}}]}]}`,
+		"Gemini inline_data":      `{"contents":[{"parts":[{"inline_data":{"mime_type":"image/jpeg","data":"` + img + `"}}]}]}`,
+	} {
+		if n := estimateInputTokens([]byte(body)); n < imageTokens || n > imageTokens+100 {
+			t.Errorf("%s: %d tokens", name, n)
+		}
+	}
 
 	f := newFixture(t, func(c *config.Config) {
 		c.Providers[0].Models[0].ContextWindow = 128000
