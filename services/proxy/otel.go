@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -473,7 +474,7 @@ func (t *tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyVa
 		attrs = append(attrs, attrGenAISystem.String(sys), attrGenAIProvider.String(sys))
 	}
 	attrs = appendString(attrs, attrProvider, b.Provider)
-	attrs = appendString(attrs, attrGenAIRequestModel, b.Model)
+	attrs = appendString(attrs, attrGenAIRequestModel, clip(b.Model, maxModelAttr))
 	attrs = appendString(attrs, attrGenAIResponseModel, b.ServedModel)
 	attrs = appendString(attrs, attrKeyID, b.KeyID)
 	if tk := b.Tokens; tk != nil {
@@ -534,7 +535,7 @@ func (t *tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string)
 		attrGenAIOperation.String(op),
 		attrGenAISystem.String(sys),
 		attrGenAIProvider.String(sys),
-		attrGenAIRequestModel.String(a.Model),
+		attrGenAIRequestModel.String(clip(a.Model, maxModelAttr)),
 		attrRequestID.String(b.RequestID),
 		attrProvider.String(a.Provider),
 		attrKeyID.String(a.KeyID),
@@ -620,6 +621,21 @@ func genAIOperation(endpoint string) string {
 	// Images, audio, moderations, passthrough: no GenAI operation name of
 	// their own; the endpoint's last segment says what it was.
 	return endpoint[strings.LastIndexByte(endpoint, '/')+1:]
+}
+
+// maxModelAttr bounds a model name in an attribute: callers name models
+// (the 10 MiB body limit is the only other bound).
+const maxModelAttr = 256
+
+// clip cuts s to at most n bytes, at a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // attemptModelName is the model an attempt's span is named after: the

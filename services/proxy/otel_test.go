@@ -647,6 +647,9 @@ func TestSpanNamesAndStatusOfRefusals(t *testing.T) {
 	if c := spans[0].GetStatus().GetCode(); c != tracepb.Status_STATUS_CODE_UNSET {
 		t.Errorf("a 404's server span has status %v", c)
 	}
+	if m := attrMap(spans[0].Attributes)["gen_ai.request.model"]; len(m.GetStringValue()) != maxModelAttr {
+		t.Errorf("gen_ai.request.model of %d bytes", len(m.GetStringValue()))
+	}
 	for endpoint, want := range map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
 		"/v1/completions": "text_completion", "/v1/embeddings": "embeddings", "/v1/images/generations": "generations",
 		"/v1/audio/speech": "speech", "/:provider/*": "passthrough"} {

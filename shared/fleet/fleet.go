@@ -230,14 +230,18 @@ func (m *Member) setupAgain(ctx context.Context) {
 				return
 			}
 		}
-		for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
+		for wait, failures := 100*time.Millisecond, 0; ; wait = min(wait*2, time.Minute) {
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := bus.Setup(sctx, js, m.opts)
 			cancel()
 			if err == nil {
 				break
 			}
-			m.log.Warn("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait)
+			if failures++; failures == 1 {
+				m.log.Warn("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait)
+			} else {
+				m.log.Debug("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait, "failures", failures)
+			}
 			select {
 			case <-ctx.Done():
 				return
