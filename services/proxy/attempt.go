@@ -58,8 +58,8 @@ func (e *attemptError) summary() string {
 
 // addrRE matches network addresses in an error's text (Go's "read tcp
 // 10.0.0.7:51234->10.0.3.9:443: connection reset by peer", "lookup x on
-// 10.0.0.2:53"): IPv4 with an optional port, bracketed IPv6.
-var addrRE = regexp.MustCompile(`\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9A-Fa-f:.%a-z]+\](?::\d+)?`)
+// 10.0.0.2:53"): IPv4 with its port, bracketed IPv6.
+var addrRE = regexp.MustCompile(`\b(?:\d{1,3}\.){3}\d{1,3}:\d+\b|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[0-9A-Za-z]+)?\](?::\d+)?`)
 
 // maskAddrs replaces the network addresses in text a caller is given: the
 // gateway's and its upstreams' internal addresses are the operator's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
@@ -60,27 +61,38 @@ func (s *Service) runCredentials(ctx context.Context) {
 // its file (SIGHUP) to the routing in use (under s.applyMu): a key added,
 // removed (a leaked key revoked), its secret, models, plan or region
 // changed. Not under a fleet routing version, whose own client keys
-// apply, nor when a key names a plan the running configuration does not
-// have (it would run without its limits): the warnings say so.
+// apply (a change in the file is named in the warnings); a key naming a
+// plan the running configuration does not have is left out (warned).
 func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []string) {
-	cur := rt.clients.Load()
-	if reflect.DeepEqual(cur.list, cfg.Clients) {
-		return nil
-	}
+	fileChanged := !reflect.DeepEqual(s.fileClients, cfg.Clients)
+	s.fileClients = slices.Clone(cfg.Clients)
 	if rt.version != 0 {
+		if !fileChanged {
+			return nil // the version's keys (changed through the admin API, say) stand
+		}
 		return []string{fmt.Sprintf("clients changed in the file: not applied (config version %d decides the client keys: change them through the admin API)", rt.version)}
 	}
+	if !fileChanged {
+		return nil
+	}
+	cur := rt.clients.Load()
+	// A key naming a plan the running configuration does not have would
+	// run without its limits: it is left out (refused) until a restart;
+	// the others apply (a leaked key's revocation must not wait).
+	keys := make([]config.ClientKey, 0, len(cfg.Clients))
 	for _, c := range cfg.Clients {
 		if c.Plan != "" && rt.cfg.Plan(c.Plan) == nil {
-			warnings = append(warnings, "client key "+c.ID+": plan "+c.Plan+" is new: the client keys are not applied (restart to apply them)")
+			warnings = append(warnings, "client key "+c.ID+": plan "+c.Plan+" is new: the key is refused until a restart applies the plan")
+			continue
 		}
-	}
-	if len(warnings) > 0 {
-		return warnings
+		keys = append(keys, c)
 	}
 	next := *rt.cfg // only the client keys differ
-	next.Clients = cfg.Clients
+	next.Clients = keys
 	nk := newClientKeys(&next)
+	// Required as the file's keys make it: keys left out do not turn the
+	// requirement off.
+	nk.required = (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired()
 	if cur.required && !nk.required {
 		warnings = append(warnings, "clients: the file lists no client key now: the gateway serves callers without one (set proxy.require_client_key: true to refuse them)")
 	}

@@ -222,13 +222,16 @@ func TestReloadClientKeys(t *testing.T) {
 	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 1 || !strings.Contains(w[0], "plan gold") {
 		t.Fatalf("warnings %q, want one naming the new plan", w)
 	}
-	if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-new-team-key"); status != 200 {
-		t.Fatalf("the key whose change was not applied: %d %s", status, body)
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-new-team-key"); status != 401 {
+		t.Fatalf("a key naming a plan the proxy does not have: %d %s, want it refused until a restart", status, body)
 	}
 	// Under a fleet routing version the version's client keys apply: the
 	// file's are named as not applied.
 	if err := f.svc.Apply(baseConfig(f.openai, f.anthropic), 3); err != nil {
 		t.Fatal(err)
+	}
+	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 0 {
+		t.Fatalf("warnings %q for a file that did not change", w)
 	}
 	next.Clients[0].Plan = ""
 	if w := f.svc.ReloadSecrets(context.Background(), next); len(w) != 1 || !strings.Contains(w[0], "config version 3") {

@@ -629,6 +629,9 @@ steps:
 				if r.attempts >= maxAttempts || r.expired() {
 					break steps
 				}
+				if same > 1 && r.providerExpired(step.Provider) {
+					continue steps // no time left on the provider for a retry
+				}
 				r.attempts++
 				// The Idempotency-Key goes to the first target and its retries only.
 				gen := key.Generation() // the secret this attempt sends

@@ -475,7 +475,7 @@ func (t *tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyVa
 	}
 	attrs = appendString(attrs, attrProvider, b.Provider)
 	attrs = appendString(attrs, attrGenAIRequestModel, clip(b.Model, maxModelAttr))
-	attrs = appendString(attrs, attrGenAIResponseModel, b.ServedModel)
+	attrs = appendString(attrs, attrGenAIResponseModel, clip(b.ServedModel, maxModelAttr))
 	attrs = appendString(attrs, attrKeyID, b.KeyID)
 	if tk := b.Tokens; tk != nil {
 		attrs = append(attrs, attrGenAIInputTokens.Int64(tk.Input), attrGenAIOutputTokens.Int64(tk.Output))
@@ -543,7 +543,7 @@ func (t *tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string)
 		attrAction.String(a.Action),
 	)
 	if a.Action == "served" {
-		attrs = appendString(attrs, attrGenAIResponseModel, b.ServedModel)
+		attrs = appendString(attrs, attrGenAIResponseModel, clip(b.ServedModel, maxModelAttr))
 	}
 	if a.Status != 0 {
 		attrs = append(attrs, attrHTTPStatus.Int(a.Status))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	step := &route.Step{Provider: p, Upstream: "/" + rest, Active: true}
 	var tried uint64
 	candidates := 0
-	refused := false // the last failure refused the key's credential (passthroughScope)
+	refused := true // every failure so far refused a key's credential for this endpoint (passthroughScope)
 keys:
 	for {
 		// Before the pick, which may hand over a hold's only probe.
@@ -141,7 +142,7 @@ keys:
 		probe := adm == hold.AdmitProbe
 		t := target{step: step, key: key}
 		for same := 1; ; same++ {
-			if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() {
+			if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() || r.providerExpired(p) {
 				break keys
 			}
 			r.attempts++
@@ -154,7 +155,7 @@ keys:
 				return outcome{}
 			}
 			unsure := passthroughScope(ae)
-			r.last, refused = ae, unsure
+			r.last, refused = ae, refused && unsure
 			act := s.decide(ae)
 			if !replaySafe {
 				act = failure.Return // sent once: what it did upstream is not known
@@ -189,7 +190,7 @@ keys:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}
-	if refused && len(r.last.body) > 0 {
+	if refused && r.last != nil && len(r.last.body) > 0 {
 		// Every key refused: the provider's own answer says why (a scope
 		// this endpoint needs, say).
 		c.Set(headerAttempts, strconv.Itoa(r.attempts))
@@ -213,8 +214,10 @@ keys:
 // the whole key) is the caller's answer, returned as the provider gave
 // it. A refused credential may be refused for this endpoint only (a
 // restricted key without the Files API's scope, "Missing scopes:
-// api.files.read") or for good (a revoked key): the call moves to the next
-// key, but nothing is held (unsure), so the key's other uses go on. A
+// api.files.read") or for good (a revoked key): one that says so (a 403, a
+// 401 naming a scope or a permission) moves the call to the next key but
+// holds nothing (unsure), so the key's other uses go on; a plain 401
+// holds the key. A
 // spent quota, a rate limit and a transient failure are about the key and
 // count as usual.
 func passthroughScope(ae *attemptError) (unsure bool) {
@@ -223,10 +226,17 @@ func passthroughScope(ae *attemptError) (unsure bool) {
 		ae.result.Class, ae.result.Scope = failure.RequestRejected, failure.ScopeNone
 		ae.result.RetryAfter, ae.result.HasWait = 0, false
 	case failure.CredentialRejected:
-		return true
+		// A 401 that names a scope or a permission, or a 403: this
+		// endpoint's. A plain 401 (a revoked key) holds the key.
+		return ae.status == http.StatusForbidden || scopeRE.Match(ae.body)
 	}
 	return false
 }
+
+// scopeRE finds a refusal about what a credential may do rather than
+// whether it is valid ("Missing scopes: api.files.read", "insufficient
+// permissions").
+var scopeRE = regexp.MustCompile(`(?i)scope|permission`)
 
 // forward sends the caller's request to the path under the provider's base
 // URL with the key's credentials; nil when it was answered with a success

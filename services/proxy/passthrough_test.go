@@ -150,6 +150,9 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 		case "/v1/batches":
 			w.WriteHeader(401)
 			_, _ = io.WriteString(w, `{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: api.batch.read.","type":"invalid_request_error","param":null,"code":null}}`)
+		case "/v1/revoked":
+			w.WriteHeader(401)
+			_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-stub. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 		case "/v1/files/big/content":
 			w.Header().Set("Content-Length", strconv.Itoa(maxResponseBytes+1))
 			w.WriteHeader(200)
@@ -180,6 +183,11 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 	}
 	if st, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); st != 200 {
 		t.Fatalf("chat after the passthrough failures: %d %s", st, body)
+	}
+	// A plain 401 (a revoked key) is about the key: it is held.
+	ptCall(t, f, "GET", "/up/revoked", "")
+	if h := f.svc.engine.Holds(); len(h) != 1 {
+		t.Fatalf("holds after a revoked key's 401: %+v", h)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ type Service struct {
 	// fileSecrets are the keys' secrets as the file last gave them: a
 	// reload changes a key only when the file's secret did.
 	fileSecrets config.FileSecrets
+	// fileClients are the client keys as the file last gave them (under
+	// applyMu): a reload tells a change in the file from the fleet
+	// version's own keys.
+	fileClients []config.ClientKey
 	// health is the prober's last health records, for each new routing.
 	health atomic.Pointer[health.Snapshot]
 	// passiveOn: passive reports are published (NATS, and
@@ -127,6 +132,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s.rt.Store(rt)
 	s.fileSecrets.NoteAll(cfg)
+	s.fileClients = slices.Clone(cfg.Clients)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secretsLoaded = make(chan struct{})

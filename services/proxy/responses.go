@@ -114,7 +114,7 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 		}
 		out["tool_choice"] = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
 	}
-	if in.ParallelToolCalls != nil {
+	if in.ParallelToolCalls != nil && len(in.Tools) > 0 { // OpenAI refuses it without tools
 		out["parallel_tool_calls"] = *in.ParallelToolCalls
 	}
 	if in.Text != nil && in.Text.Format != nil {

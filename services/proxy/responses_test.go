@@ -125,6 +125,10 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 	if !strings.Contains(string(out), `"parallel_tool_calls":false`) {
 		t.Fatalf("chat request %s", out)
 	}
+	// Without tools OpenAI refuses the field: it is left out.
+	if bare, _ := responsesToChat([]byte(`{"input":"hi","parallel_tool_calls":false}`), "m", false); strings.Contains(string(bare), "parallel_tool_calls") {
+		t.Fatalf("without tools: %s", bare)
+	}
 	msgs, err := translateRequest(provider.FormatOpenAI, out, "claude")
 	if err != nil || !strings.Contains(string(msgs), `"disable_parallel_tool_use":true`) {
 		t.Fatalf("messages request %s, %v", msgs, err)

@@ -59,8 +59,10 @@ var (
 	// ({"type":"base64","media_type":...,"data":"..."}); dataKey the key
 	// of its data, and of Gemini's inline_data.
 	base64Mark = []byte(`"base64"`)
-	inlineMark = []byte(`nline`) // inline_data, inlineData
-	dataKey    = []byte(`"data"`)
+	// inlineMarks name the other objects whose "data" is base64: Gemini's
+	// inline_data, OpenAI's input_audio.
+	inlineMarks = [][]byte{[]byte(`"inline_data"`), []byte(`"inlineData"`), []byte(`"input_audio"`)}
+	dataKey     = []byte(`"data"`)
 )
 
 // minInline is the shortest base64 run counted as inline content rather
@@ -91,7 +93,7 @@ func estimateInputTokens(body []byte) int64 {
 		}
 		rest = skip(rest[i+len(dataURLMark):])
 	}
-	if bytes.Contains(body, base64Mark) || bytes.Contains(body, inlineMark) {
+	if hasInline(body) {
 		for rest := body; ; {
 			i := bytes.Index(rest, dataKey)
 			if i < 0 {
@@ -111,7 +113,22 @@ func estimateInputTokens(body []byte) int64 {
 	return int64(max(n, 0)/4 + inline*imageTokens)
 }
 
-// base64Run is the length of the run of base64 at the start of b.
+// hasInline reports whether body may hold base64 under a "data" key.
+func hasInline(body []byte) bool {
+	if bytes.Contains(body, base64Mark) {
+		return true
+	}
+	for _, m := range inlineMarks {
+		if bytes.Contains(body, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// base64Run is the length of the run of base64 at the start of b: the
+// alphabet, and the escapes JSON writes in it ("\/", and "\n" or "\r"
+// where an encoder wrapped its lines).
 func base64Run(b []byte) int {
 	i := 0
 	for i < len(b) {
@@ -119,7 +136,7 @@ func base64Run(b []byte) int {
 		switch {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/', c == '=':
 			i++
-		case c == '\\' && i+1 < len(b) && b[i+1] == '/':
+		case c == '\\' && i+1 < len(b) && (b[i+1] == '/' || b[i+1] == 'n' || b[i+1] == 'r'):
 			i += 2
 		default:
 			return i

@@ -507,6 +507,7 @@ func TestInlineImagesAreNotPromptText(t *testing.T) {
 	for name, body := range map[string]string{
 		"spaced Anthropic source": `{"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "` + img + `"}}]}]}`,
 		"Gemini inline_data":      `{"contents":[{"parts":[{"inline_data":{"mime_type":"image/jpeg","data":"` + img + `"}}]}]}`,
+		"wrapped base64":          `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,` + strings.Repeat(strings.Repeat("A", 76)+`\n`, 8000) + `"}}]}]}`,
 	} {
 		if n := estimateInputTokens([]byte(body)); n < imageTokens || n > imageTokens+100 {
 			t.Errorf("%s: %d tokens", name, n)

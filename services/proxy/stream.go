@@ -379,7 +379,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		r.logger().Warn("stream incomplete", "model", r.model, "provider", rl.t.step.Provider.Name,
 			"key_id", rl.t.key.ID, "attempts", r.attempts, "events", events,
 			"duration", time.Since(r.started), "err", msg)
-		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, msg, rl.nextSequence())) {
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, maskAddrs(msg), rl.nextSequence())) {
 			flush(true)
 		}
 	}
@@ -409,5 +409,5 @@ func (rl *relay) errorText(err error) string {
 	if errors.Is(err, net.ErrClosed) {
 		return "the gateway is shutting down"
 	}
-	return maskAddrs(err.Error())
+	return err.Error()
 }

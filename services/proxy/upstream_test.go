@@ -320,6 +320,8 @@ func TestTransportErrorsHideAddresses(t *testing.T) {
 		"read tcp 10.0.0.7:51234->10.0.3.9:443: read: connection reset by peer": "read tcp [address]->[address]: read: connection reset by peer",
 		"dial tcp [fd00::1]:443: connect: connection refused":                   "dial tcp [address]: connect: connection refused",
 		"model gpt-4.1 failed": "model gpt-4.1 failed",
+		"key [redacted] of oa/claude-sonnet-4[1m] at messages[0]": "key [redacted] of oa/claude-sonnet-4[1m] at messages[0]",
+		"p/llama-1.2.3.4 refused":                                 "p/llama-1.2.3.4 refused",
 	} {
 		if got := maskAddrs(in); got != want {
 			t.Errorf("maskAddrs(%q) = %q, want %q", in, got, want)

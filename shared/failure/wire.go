@@ -119,7 +119,14 @@ func (r Result) WireFor(in Input, p RetryPolicy) WireResult {
 	if in.Err != nil {
 		status = 0
 	}
-	return r.wire(r.ActionFor(status, in.Stream, p))
+	act := r
+	if status == 0 && !in.Stream && len(in.Body) == 0 {
+		// No answer at all: the proxy takes it for transient whatever a
+		// rule made of it (a transport error says nothing about the
+		// target).
+		act.Class = Transient
+	}
+	return r.wire(act.ActionFor(status, in.Stream, p))
 }
 
 func (r Result) wire(a Action) WireResult {

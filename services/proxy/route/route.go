@@ -444,7 +444,8 @@ func (t *Table) unlisted(name string) (*Route, bool) {
 		return nil, false
 	}
 	st := Step{Provider: p, Model: model, Upstream: model, ModelIndex: -1, Active: true, Weight: 1}
-	return &Route{Name: name, Kind: "model", Steps: []Step{st}, Dynamic: true, Policy: t.single}, true
+	return &Route{Name: name, Kind: "model", Steps: []Step{st}, Dynamic: true, Policy: t.single,
+		ReadsBody: t.single.FailClosed}, true // fail_closed: what the request needs is checked against unknown capabilities
 }
 
 // policyOf builds a policy from config values (ok false: unknown

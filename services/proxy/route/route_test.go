@@ -293,7 +293,7 @@ func TestUnlistedModelPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt, ok := tab.Resolve("oa/some-new-model")
-	if !ok || !rt.Dynamic || !rt.Policy.FailClosed {
+	if !ok || !rt.Dynamic || !rt.Policy.FailClosed || !rt.ReadsBody {
 		t.Fatalf("route %+v, %v", rt, ok)
 	}
 }
