@@ -280,4 +280,10 @@ func TestActionFor(t *testing.T) {
 	if w := Classify(in).WireFor(in, p); w.Action != "rotate" {
 		t.Errorf("a timed-out attempt's wire action %q, want rotate", w.Action)
 	}
+	// A rule may make a transport error another class; the proxy still
+	// takes an attempt with no answer for transient.
+	in = Input{Err: errors.New("x509: certificate signed by unknown authority")}
+	if w := (Result{Class: CredentialRejected, Code: "tls"}).WireFor(in, p); w.Action != "retry_same" || w.Class != CredentialRejected {
+		t.Errorf("a reclassified transport error: %+v", w)
+	}
 }
