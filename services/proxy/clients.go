@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"crypto/sha256"
-	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -54,11 +53,10 @@ type clientKeys struct {
 	required bool
 	byHash   map[[32]byte]*clientKey
 	byID     map[string]*clientKey // for route explanations
-	list     []config.ClientKey    // what they were built from
 }
 
 func newClientKeys(cfg *config.Config) *clientKeys {
-	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}, list: slices.Clone(cfg.Clients)}
+	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
 		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models), region: c.Region, regionRequired: c.RegionRequired}

@@ -50,6 +50,19 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", 
 // caller does not choose its account.
 var accountHeaders = []string{"Cookie", "OpenAI-Organization", "OpenAI-Project"}
 
+// namedIn reports whether the header name is in one of the lists, in any
+// case.
+func namedIn(name string, lists ...[]string) bool {
+	for _, l := range lists {
+		for _, h := range l {
+			if strings.EqualFold(h, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // waitHeaders are the response headers of a failed passthrough call that
 // the caller gets with the provider's error: when to come back.
 var waitHeaders = []string{"Retry-After", "Retry-After-Ms", "X-Ratelimit-Limit-Requests", "X-Ratelimit-Limit-Tokens",
@@ -255,20 +268,8 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	req.Header.SetMethod(method)
 	c.Request().Header.VisitAll(func(k, v []byte) {
 		name := string(k)
-		for _, h := range provider.ClientCredentialHeaders {
-			if strings.EqualFold(h, name) {
-				return
-			}
-		}
-		for _, h := range hopHeaders {
-			if strings.EqualFold(h, name) {
-				return
-			}
-		}
-		for _, h := range accountHeaders {
-			if strings.EqualFold(h, name) {
-				return
-			}
+		if namedIn(name, provider.ClientCredentialHeaders, hopHeaders, accountHeaders) {
+			return
 		}
 		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
 			return // the request's own trace context, set below
@@ -305,10 +306,8 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 		if gatewayHeader(name) {
 			return // the gateway's own (set below): an upstream's never replaces them
 		}
-		for _, h := range hopHeaders {
-			if strings.EqualFold(h, name) {
-				return
-			}
+		if namedIn(name, hopHeaders) {
+			return
 		}
 		c.Response().Header.SetBytesKV(k, v)
 	})

@@ -55,29 +55,25 @@ const imageTokens = 1600
 
 var (
 	dataURLMark = []byte(";base64,") // data:image/png;base64,...
-	// base64Mark is the value of Anthropic's base64 source type
-	// ({"type":"base64","media_type":...,"data":"..."}); dataKey the key
-	// of its data, and of Gemini's inline_data.
-	base64Mark = []byte(`"base64"`)
-	// inlineMarks name the other objects whose "data" is base64: Gemini's
+	// dataKey is the key of base64 inside an object: Anthropic's base64
+	// source ({"type":"base64","media_type":...,"data":"..."}), Gemini's
 	// inline_data, OpenAI's input_audio.
-	inlineMarks = [][]byte{[]byte(`"inline_data"`), []byte(`"inlineData"`), []byte(`"input_audio"`)}
-	dataKey     = []byte(`"data"`)
+	dataKey = []byte(`"data"`)
 )
 
 // minInline is the shortest base64 run counted as inline content rather
-// than text.
+// than text (text has spaces: its runs are short).
 const minInline = 1024
 
 // estimateInputTokens estimates a request's prompt tokens from its body:
 // about four bytes a token, except inline base64 content (an image, a
-// PDF: a data URL, Anthropic's base64 source, Gemini's inline_data) of at
-// least minInline bytes, which costs imageTokens each whatever its size: a
-// 450 KB photo is not 110,000 tokens.
+// PDF, audio: a data URL, or a "data" value) of at least minInline bytes,
+// which costs imageTokens each whatever its size: a 450 KB photo is not
+// 110,000 tokens. Two scans of the body find where to look.
 func estimateInputTokens(body []byte) int64 {
 	n, inline := len(body), 0
-	// skip discounts the base64 run at the start of rest (the alphabet,
-	// and "\/" as JSON may escape a slash) and returns what follows it.
+	// skip discounts the base64 run at the start of rest and returns what
+	// follows it.
 	skip := func(rest []byte) []byte {
 		end := base64Run(rest)
 		if end >= minInline {
@@ -93,37 +89,22 @@ func estimateInputTokens(body []byte) int64 {
 		}
 		rest = skip(rest[i+len(dataURLMark):])
 	}
-	if hasInline(body) {
-		for rest := body; ; {
-			i := bytes.Index(rest, dataKey)
-			if i < 0 {
-				break
-			}
-			rest = rest[i+len(dataKey):]
-			j := 0 // past the colon and the value's opening quote, spaces allowed
-			for j < len(rest) && (rest[j] == ' ' || rest[j] == ':' || rest[j] == '\t' || rest[j] == '\n' || rest[j] == '\r') {
-				j++
-			}
-			if j == 0 || j >= len(rest) || rest[j] != '"' {
-				continue
-			}
-			rest = skip(rest[j+1:])
+	for rest := body; ; {
+		i := bytes.Index(rest, dataKey)
+		if i < 0 {
+			break
 		}
+		rest = rest[i+len(dataKey):]
+		j := 0 // past the colon and the value's opening quote, spaces allowed
+		for j < len(rest) && (rest[j] == ' ' || rest[j] == ':' || rest[j] == '\t' || rest[j] == '\n' || rest[j] == '\r') {
+			j++
+		}
+		if j == 0 || j >= len(rest) || rest[j] != '"' {
+			continue
+		}
+		rest = skip(rest[j+1:])
 	}
 	return int64(max(n, 0)/4 + inline*imageTokens)
-}
-
-// hasInline reports whether body may hold base64 under a "data" key.
-func hasInline(body []byte) bool {
-	if bytes.Contains(body, base64Mark) {
-		return true
-	}
-	for _, m := range inlineMarks {
-		if bytes.Contains(body, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // base64Run is the length of the run of base64 at the start of b: the

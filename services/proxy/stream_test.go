@@ -239,13 +239,7 @@ func TestUntranslatableEventEndsTheStream(t *testing.T) {
 		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
 		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":20}}`) +
 		ev("message_stop", `{"type":"message_stop"}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	defer up.Close()
-	f := oneProviderFixture(t, "anthropic", up.URL, "sk-ant-test")
+	f := oneProviderFixture(t, "anthropic", serveStream(t, body), "sk-ant-test")
 	resp, events := f.stream(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != http.StatusOK || len(events) < 2 {
 		t.Fatalf("%d, %d events", resp.StatusCode, len(events))
@@ -285,13 +279,7 @@ func TestStreamedAnswerToolDropsText(t *testing.T) {
 		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
 		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":20}}`) +
 		ev("message_stop", `{"type":"message_stop"}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	defer up.Close()
-	f := oneProviderFixture(t, "anthropic", up.URL, "sk-ant-test")
+	f := oneProviderFixture(t, "anthropic", serveStream(t, body), "sk-ant-test")
 	for _, tt := range []struct{ path, body, field string }{
 		{"/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":4096,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}],` +
 			`"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}}}`, "content"},
@@ -420,4 +408,17 @@ func TestResponsesStreamCutAtStartFailsOver(t *testing.T) {
 		!strings.Contains(string(body), "response.completed") {
 		t.Fatalf("%d, %s attempts: %s", status, h.Get(headerAttempts), body)
 	}
+}
+
+// serveStream serves body as an event stream to every request until the
+// test ends, and returns its URL.
+func serveStream(t *testing.T, body string) string {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL
 }

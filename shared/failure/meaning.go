@@ -1,5 +1,7 @@
 package failure
 
+import "slices"
+
 // Action is what the proxy does after a failed attempt.
 type Action uint8
 
@@ -133,19 +135,10 @@ func (r Result) ActionFor(status int, stream bool, p RetryPolicy) Action {
 			return RetrySame
 		}
 		return Rotate
-	case m.InPlace && containsStatus(p.OnStatuses, status):
+	case m.InPlace && slices.Contains(p.OnStatuses, status):
 		return RetrySame
-	case m.InPlace && containsStatus(p.RotateOnStatuses, status):
+	case m.InPlace && slices.Contains(p.RotateOnStatuses, status):
 		return Rotate
 	}
 	return m.Action
-}
-
-func containsStatus(list []int, status int) bool {
-	for _, s := range list {
-		if s == status {
-			return true
-		}
-	}
-	return false
 }

@@ -181,25 +181,36 @@ func (m *Member) bind(ctx context.Context) {
 		m.log.Error("fleet: JetStream context", "err", err)
 		return
 	}
-	wait := 100 * time.Millisecond
-	for {
+	res := m.setupRetrying(ctx, js, 5*time.Second, func(err error, wait time.Duration, _ int) {
+		m.log.Warn("fleet: NATS not ready; holds stay local until it is", "err", err, "retry_in", wait)
+	})
+	if res == nil {
+		return
+	}
+	m.res.Store(res)
+	m.store.Bind(js, res.Holds)
+	close(m.bound)
+	m.log.Info("fleet: hold bucket bound", "bucket", bus.BucketHolds, "instance", m.Instance)
+}
+
+// setupRetrying runs bus.Setup until it works, waiting between tries from
+// 100 ms, doubling up to maxWait; failed is told of each failure. nil when
+// ctx ended first.
+func (m *Member) setupRetrying(ctx context.Context, js jetstream.JetStream, maxWait time.Duration,
+	failed func(err error, wait time.Duration, failures int)) *bus.Resources {
+	for wait, failures := 100*time.Millisecond, 1; ; wait, failures = min(wait*2, maxWait), failures+1 {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res, err := bus.Setup(sctx, js, m.opts)
 		cancel()
 		if err == nil {
-			m.res.Store(res)
-			m.store.Bind(js, res.Holds)
-			close(m.bound)
-			m.log.Info("fleet: hold bucket bound", "bucket", bus.BucketHolds, "instance", m.Instance)
-			return
+			return res
 		}
-		m.log.Warn("fleet: NATS not ready; holds stay local until it is", "err", err, "retry_in", wait)
+		failed(err, wait, failures)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 5*time.Second)
 	}
 }
 
@@ -230,23 +241,15 @@ func (m *Member) setupAgain(ctx context.Context) {
 				return
 			}
 		}
-		for wait, failures := 100*time.Millisecond, 0; ; wait = min(wait*2, time.Minute) {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := bus.Setup(sctx, js, m.opts)
-			cancel()
-			if err == nil {
-				break
+		if m.setupRetrying(ctx, js, time.Minute, func(err error, wait time.Duration, failures int) {
+			level := slog.LevelDebug // a failure that lasts warns once
+			if failures == 1 {
+				level = slog.LevelWarn
 			}
-			if failures++; failures == 1 {
-				m.log.Warn("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait)
-			} else {
-				m.log.Debug("fleet: buckets and streams not set up again after a reconnect; retrying", "err", err, "retry_in", wait, "failures", failures)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
+			m.log.Log(ctx, level, "fleet: buckets and streams not set up again after a reconnect; retrying",
+				"err", err, "retry_in", wait, "failures", failures)
+		}) == nil {
+			return
 		}
 	}
 }

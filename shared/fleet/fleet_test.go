@@ -40,26 +40,10 @@ func TestMemberBindsLateAndReconciles(t *testing.T) {
 	addr := ns.Addr().String()
 	natsembed.Stop(ns)
 
-	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	m, err := New(testConfig(), Options{Service: "test", NATS: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := runMember(t, addr, testConfig())
 	if !strings.HasPrefix(m.Instance, "test-") {
 		t.Errorf("instance id %q", m.Instance)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
 
 	m.Engine.Report("p", "k1", "gpt", false, hold.Outcome{Result: failure.Result{
 		Class: failure.CredentialRejected, Scope: failure.ScopeKey, Code: "invalid_api_key"}})
@@ -184,25 +168,9 @@ func TestBucketsSetUpAgainAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ns.Addr().String()
-	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	cfg := testConfig()
 	cfg.NATS.Storage = "memory"
-	m, err := New(cfg, Options{Service: "test", NATS: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	m := runMember(t, addr, cfg)
 	select {
 	case <-m.Bound():
 	case <-time.After(15 * time.Second):
@@ -228,4 +196,28 @@ func TestBucketsSetUpAgainAfterARestart(t *testing.T) {
 	if _, err := m.Resources().Holds.Put(context.Background(), "p.k9", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runMember runs a member of cfg on a connection to addr that reconnects
+// for ever, until the test ends.
+func runMember(t *testing.T, addr string, cfg *config.Config) *Member {
+	t.Helper()
+	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, Options{Service: "test", NATS: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+	})
+	return m
 }

@@ -342,20 +342,9 @@ func TestReloadAfterLongAbsence(t *testing.T) {
 	c := connect(t, s.ClientURL(), 1)
 	r := watch(t, Options{KV: c.kv, Conn: c.nc, MarkerTTL: time.Nanosecond}) // every restart is a long absence
 	waitLoaded(t, r)
-	put(t, writer.kv, "keep", "1")
-	put(t, writer.kv, "gone", "1")
-	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return r.has("gone", "1") })
-
-	// Remove "gone" without a marker (a stream purge), then cut the
+	keepAndVanish(t, writer, r)
+	// "gone" was removed without a marker (a stream purge); cut the
 	// watcher's connection: it reconnects and reloads.
-	ctx := context.Background()
-	stream, err := writer.js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+".gone")); err != nil {
-		t.Fatal(err)
-	}
 	cid, err := c.nc.GetClientID()
 	if err != nil {
 		t.Fatal(err)
@@ -397,17 +386,7 @@ func TestReloadAfterRealAbsence(t *testing.T) {
 	const markerTTL = time.Second
 	r := watch(t, Options{KV: c.kv, Conn: c.nc, MarkerTTL: markerTTL})
 	waitLoaded(t, r)
-	put(t, writer.kv, "keep", "1")
-	put(t, writer.kv, "gone", "1")
-	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return r.has("gone", "1") })
-	ctx := context.Background()
-	stream, err := writer.js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+".gone")); err != nil {
-		t.Fatal(err)
-	}
+	keepAndVanish(t, writer, r)
 	natsembed.Stop(s)
 	// The absence itself is the condition: longer than half the TTL.
 	time.Sleep(markerTTL/2 + 100*time.Millisecond)
@@ -708,5 +687,23 @@ func TestBusyBucketIsNotTakenForCreatedAgain(t *testing.T) {
 		if n > 1 {
 			t.Fatalf("revision %d applied %d times: the bucket was reloaded", rev, n)
 		}
+	}
+}
+
+// keepAndVanish writes "keep" and "gone", waits until r has "gone", then
+// removes "gone" without a marker (a stream purge): only a reload shows it
+// is gone.
+func keepAndVanish(t *testing.T, writer *client, r *recorder) {
+	t.Helper()
+	put(t, writer.kv, "keep", "1")
+	put(t, writer.kv, "gone", "1")
+	testkit.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return r.has("gone", "1") })
+	ctx := context.Background()
+	stream, err := writer.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+".gone")); err != nil {
+		t.Fatal(err)
 	}
 }

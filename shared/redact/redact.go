@@ -74,21 +74,24 @@ func String(s string) string {
 }
 
 // Text masks the given secrets (as written and percent-encoded, see
-// spellings) and credential-shaped text in b. It returns b itself when
+// escapedSpellings) and credential-shaped text in b. It returns b itself when
 // nothing needed masking.
 func Text(b []byte, secrets ...string) []byte {
 	out := b
 	copied := false
+	mask := func(form string) {
+		if bytes.Contains(out, []byte(form)) {
+			out = bytes.ReplaceAll(out, []byte(form), []byte(Mask))
+			copied = true
+		}
+	}
 	for _, s := range secrets {
 		if len(s) < minSecret {
 			continue
 		}
-		for _, form := range spellings(s) {
-			if !bytes.Contains(out, []byte(form)) {
-				continue
-			}
-			out = bytes.ReplaceAll(out, []byte(form), []byte(Mask))
-			copied = true
+		mask(s)
+		for _, form := range escapedSpellings(s) {
+			mask(form)
 		}
 	}
 	if prefixRE.Match(out) || runRE.Match(out) {
@@ -102,20 +105,20 @@ func Text(b []byte, secrets ...string) []byte {
 	return out
 }
 
-// spellings returns the ways s is written in what an upstream echoes: as it
-// is, and percent-encoded as in the query (a key sent as ?key=) or the path
+// escapedSpellings returns the other ways s is written in what an upstream
+// echoes: percent-encoded as in the query (a key sent as ?key=) or the path
 // of a URL an error message quotes. Most secrets need no escaping: then
-// there is one spelling and nothing is allocated.
-func spellings(s string) []string {
+// there are none, and nothing is allocated.
+func escapedSpellings(s string) []string {
 	if !needsEscape(s) {
-		return []string{s}
+		return nil
 	}
-	forms := []string{s, url.QueryEscape(s)}
-	if p := url.PathEscape(s); p != forms[1] {
+	forms := []string{url.QueryEscape(s)}
+	if p := url.PathEscape(s); p != forms[0] {
 		forms = append(forms, p)
 	}
 	// Percent-encoding's hex digits may be written in lower case.
-	for _, f := range forms[1:] {
+	for _, f := range forms {
 		if l := lowerEscapes(f); l != f {
 			forms = append(forms, l)
 		}
