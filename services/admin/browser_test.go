@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,9 +215,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("after the second hold: countdown %q", countdown)
 	}
 
-	// Release clears the hold everywhere; the page follows
+	// Release clears the hold everywhere; the page follows. The button is
+	// clicked where it is at that moment: the live table redraws its rows
+	// (a node found by one call may be gone by the next).
+	clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector(`+strconv.Quote(releaseBtn)+`); if (!b) return false; b.click(); return true })()`))
+	if err != nil || !clicked {
+		t.Fatalf("click release: %v %v\npage:\n%s", clicked, err, b.dump())
+	}
 	err = chromedp.Do(ctx,
-		chromedp.Click(css(releaseBtn)),
 		chromedp.WaitNotPresent(css(heldRow)),
 		chromedp.WaitNotPresent(css(releaseBtn)),
 		chromedp.WaitVisible(css(`tr.hold[data-hold-id="openai.primary"][data-state="released"]`)),
