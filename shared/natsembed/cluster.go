@@ -51,9 +51,10 @@ var freeAddr = func() (string, error) {
 
 // StartCluster starts a cluster of opts.Size in-process servers with
 // JetStream on, on loopback (tests, the bench tool), and waits until the
-// cluster has a JetStream meta leader. It returns the members and the
-// Options each was started with: Start(members[i]) starts member i again
-// after Stop, with its name, route address and store.
+// cluster has a JetStream meta leader that has heard from every member.
+// It returns the members and the Options each was started with:
+// Start(members[i]) starts member i again after Stop, with its name,
+// route address and store.
 //
 // Route ports must be known before the members start, as every member
 // lists all of them, so they are picked free and then bound: another
@@ -78,7 +79,7 @@ func StartCluster(opts ClusterOptions) ([]*server.Server, []Options, error) {
 		if timeout <= 0 {
 			timeout = 20 * time.Second
 		}
-		if err := waitForMetaLeader(servers, timeout); err != nil {
+		if err := waitForMetaLeader(servers, opts.Size, timeout); err != nil {
 			stopAll(servers)
 			return nil, nil, fmt.Errorf("natsembed: start cluster: %w", err)
 		}
@@ -126,16 +127,28 @@ func startMembers(opts ClusterOptions) ([]*server.Server, []Options, error) {
 	return servers, members, nil
 }
 
-func waitForMetaLeader(servers []*server.Server, timeout time.Duration) error {
+// waitForMetaLeader waits until a member leads the JetStream meta group
+// and has heard from every member: until then, creating a stream with
+// as many replicas as members fails with "no suitable peers for
+// placement".
+func waitForMetaLeader(servers []*server.Server, size int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
+		leader, peers := false, 0
 		for _, s := range servers {
 			if s.JetStreamIsLeader() {
-				return nil
+				leader, peers = true, len(s.JetStreamClusterPeers())
+				break
 			}
 		}
+		if leader && peers >= size {
+			return nil
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no JetStream meta leader after %s", timeout)
+			if !leader {
+				return fmt.Errorf("no JetStream meta leader after %s", timeout)
+			}
+			return fmt.Errorf("JetStream meta leader knows %d of %d members after %s", peers, size, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

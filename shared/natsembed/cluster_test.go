@@ -16,7 +16,7 @@ import (
 // TestStartCluster: three members on loopback with distinct names, the
 // caller's store dirs, route addresses as listed in the returned Options
 // and OS-chosen client ports; the cluster has a meta leader and takes an
-// R3 stream, and a member stopped and started again with its Options
+// R3 stream at once, and a member stopped and started again with its Options
 // rejoins it.
 func TestStartCluster(t *testing.T) {
 	if testing.Short() {
@@ -70,10 +70,11 @@ func TestStartCluster(t *testing.T) {
 	_, js := testkit.ConnectNATS(t, servers[0].ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testkit.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
-		return err
-	})
+	// At once: a leader that has not heard from every member yet refuses
+	// an R3 stream ("no suitable peers for placement").
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3}); err != nil {
+		t.Fatalf("R3 stream right after StartCluster: %v", err)
+	}
 
 	Stop(servers[2])
 	if servers[2], err = Start(members[2]); err != nil {
