@@ -1,6 +1,6 @@
 #!/bin/sh
 # images.sh [TAG]: builds the Switchyard images (proxy, prober, admin, the
-# all-in-one launcher and swctl) from static binaries built on the host, into
+# all-in-one launcher, swctl and the fake provider) from static binaries built on the host, into
 # FROM scratch images: no registry is reached. Prints each image's size.
 # NATS_OFFLINE=1 also builds switchyard/nats (nats-server from source) for
 # the compose fleet where the official nats image cannot be pulled.
@@ -13,9 +13,16 @@ mkdir -p "$ctx/etc/ssl/certs" "$ctx/data"
 printf 'root:x:0:0:root:/:/sbin/nologin\nswitchyard:x:65532:65532:switchyard:/:/sbin/nologin\n' > "$ctx/etc/passwd"
 printf 'root:x:0:\nswitchyard:x:65532:\n' > "$ctx/etc/group"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/etc/ssl/certs/"
-build() { # name package port
+build() { # name package port [nohealth]
 	( cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/$1" "$2" )
-	docker build -q -f "$root/deploy/docker/Dockerfile" --build-arg BIN="$1" --build-arg PORT="$3" \
+	if [ "${4:-}" = nohealth ]; then
+		# a command-line tool serves nothing to check: the Dockerfile without
+		# its HEALTHCHECK (the instruction and its CMD line)
+		sed '/^HEALTHCHECK/,+1d' "$root/deploy/docker/Dockerfile" > "$ctx/Dockerfile.$1"
+	else
+		cp "$root/deploy/docker/Dockerfile" "$ctx/Dockerfile.$1"
+	fi
+	docker build -q -f "$ctx/Dockerfile.$1" --build-arg BIN="$1" --build-arg PORT="$3" \
 		-t "switchyard/$1:$tag" "$ctx" >/dev/null
 	printf '%-24s %s\n' "switchyard/$1:$tag" "$(docker image inspect -f '{{.Size}}' "switchyard/$1:$tag" | awk '{printf "%.1f MB", $1/1e6}')"
 }
@@ -23,7 +30,7 @@ build proxy ./services/proxy/cmd/proxy 8080
 build prober ./services/prober/cmd/prober 8082
 build admin ./services/admin/cmd/admin 8081
 build switchyard ./tools/cmd/switchyard 8080
-build swctl ./tools/cmd/swctl 8081
+build swctl ./tools/cmd/swctl 8081 nohealth
 build fakeprovider ./tools/cmd/fakeprovider 9101
 if [ "${NATS_OFFLINE:-}" = 1 ]; then
 	# the offline NATS image (no registry): nats-server built from source

@@ -180,7 +180,7 @@ type Record struct {
 	RecordedAt  time.Time     `json:"recorded_at"`
 	Pinned      bool          `json:"pinned"` // operator pin: not probed before Until
 	// ReleasedBy and ReleaseSource say who released a released record (an
-	// instance id) and why: probe, admin, credential or expired.
+	// instance id) and why: probe, prober, admin, credential or expired.
 	ReleasedBy    string `json:"released_by,omitempty"`
 	ReleaseSource string `json:"release_source,omitempty"`
 	Probe         *Probe `json:"probe,omitempty"`
@@ -311,7 +311,8 @@ type Event struct {
 	Code        string        `json:"code,omitempty"`
 	Fingerprint string        `json:"fingerprint,omitempty"`
 	// Outcome of a probe (released, escalated, same_rung, settled,
-	// counted) or of a release (probe, admin, credential, expired).
+	// counted), of a release (probe, prober, admin, credential, expired)
+	// or of a credential rotation (rotated).
 	Outcome string `json:"outcome,omitempty"`
 	// ProbeSuccesses is the hold record's count of consecutive successful
 	// probes (a trip hold that needs breaker.success_threshold of them).
