@@ -109,6 +109,7 @@ type binaryRelay struct {
 	t      target
 	resp   *fasthttp.Response
 	idle   idleArm
+	wr     writeArm // the server writes what each Read returns: bounded as a relay's writes
 	body   io.Reader
 	first  []byte // the audio read by the attempt, relayed first
 	eof    bool   // the attempt's read reached the end: nothing more to read
@@ -148,6 +149,7 @@ func (br *binaryRelay) start(c *fiber.Ctx) {
 		ct = "application/octet-stream"
 	}
 	c.Set(fiber.HeaderContentType, ct)
+	br.wr = writeArm{ctx: c.Context(), idleFor: br.idle.idleFor}
 	c.Context().Response.SetBodyStream(br, -1)
 }
 
@@ -161,6 +163,7 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 	if br.cut {
 		return 0, errAudioCut
 	}
+	br.wr.arm(r) // the write of what this read returns
 	if len(br.first) > 0 {
 		n := copy(p, br.first)
 		br.first = br.first[n:]

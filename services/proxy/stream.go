@@ -36,7 +36,8 @@ type relay struct {
 	r        *request
 	t        target
 	resp     *fasthttp.Response
-	idle     idleArm // the upstream connection: each read gets a deadline
+	idle     idleArm  // the upstream connection: each read gets a deadline
+	wr       writeArm // the caller's connection: each write gets one
 	rd       *sse.Reader
 	upFormat provider.Format
 	conv     translate.StreamConverter // nil when formats match
@@ -154,12 +155,47 @@ func (a *idleArm) arm(r *request) {
 	if a.conn == nil {
 		return
 	}
-	now := time.Now()
-	if !a.armed.IsZero() && (a.idleFor == 0 || now.Sub(a.armed) < a.idleFor/16) {
-		return // set once when there is no idle timeout
+	if now, ok := rearm(&a.armed, a.idleFor); ok {
+		_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
 	}
-	a.armed = now
-	_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
+}
+
+// writeArm bounds the writes of a relayed answer to the caller as idleArm
+// bounds the reads from the upstream: a caller that takes nothing for the
+// streaming idle timeout (a suspended client, a consumer stuck behind a
+// full queue, a deliberately slow reader) is cut, and never past the
+// relay's deadline. Without it a stalled write would block the relay for
+// good, before its next upstream read could time out: the request would
+// keep its place among limits.max_in_flight, its plan's concurrency and
+// its upstream connection.
+type writeArm struct {
+	ctx     *fasthttp.RequestCtx // nil: writes unbounded
+	idleFor time.Duration
+	armed   time.Time
+}
+
+// arm bounds the next writes of r's answer to the caller.
+func (a *writeArm) arm(r *request) {
+	if a.ctx == nil {
+		return
+	}
+	if now, ok := rearm(&a.armed, a.idleFor); ok {
+		// fasthttp clears a handler's write deadline once the response
+		// is written: the connection's next request is not bounded by it.
+		_ = a.ctx.SetWriteDeadline(r.idleDeadline(now, a.idleFor))
+	}
+}
+
+// rearm reports whether a deadline armed at *armed should move now (and
+// notes now): once idleFor/16 has passed, or the first time (only then
+// when there is no idle timeout).
+func rearm(armed *time.Time, idleFor time.Duration) (time.Time, bool) {
+	now := time.Now()
+	if !armed.IsZero() && (idleFor == 0 || now.Sub(*armed) < idleFor/16) {
+		return now, false
+	}
+	*armed = now
+	return now, true
 }
 
 // idleDeadline is when a read of a streamed answer gives up: idle after
@@ -270,6 +306,7 @@ func (rl *relay) start(c *fiber.Ctx) {
 	h.SetContentTypeBytes(acceptEventStream)
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
+	rl.wr = writeArm{ctx: c.Context(), idleFor: rl.idle.idleFor}
 	c.Context().SetBodyStreamWriter(rl.run)
 }
 
@@ -289,6 +326,7 @@ func (rl *relay) run(w *bufio.Writer) {
 			return true
 		}
 		r.noteStream(b)
+		rl.wr.arm(r)
 		if _, err := w.Write(b); err != nil {
 			clientGone = true
 			return false
@@ -301,6 +339,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		if !force && rl.rd.Ready() {
 			return true
 		}
+		rl.wr.arm(r)
 		if err := w.Flush(); err != nil {
 			clientGone = true
 			return false
