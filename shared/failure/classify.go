@@ -160,8 +160,9 @@ func (s *signal) codes() []string {
 	return out
 }
 
-// permission resolves a 403-style "permission denied": a blocked region, no
-// access to a model, or (otherwise) a credential that may not do this.
+// permission resolves a 403-style "permission denied": a blocked region, a
+// file or cached content the request names, no access to a model, or
+// (otherwise) a credential that may not do this.
 func permission(l *signal) (Class, string) {
 	msg := l.message
 	switch {
@@ -169,6 +170,12 @@ func permission(l *signal) (Class, string) {
 		// Anthropic answers unsupported regions with
 		// {"type":"forbidden","message":"Request not allowed"}.
 		return RegionBlocked, "region blocked"
+	case callerResourceRE.MatchString(msg):
+		// Gemini's file or cached content the caller named: uploaded with
+		// another key's project, expired (files live 48 hours) or never
+		// there. The caller has to change the request; holding this key
+		// would hold every key of the provider in turn.
+		return RequestRejected, "the request names a file or cached content this key cannot read"
 	case quotaRE.MatchString(msg):
 		return QuotaExhausted, "no credits"
 	case modelMentionRE.MatchString(msg):

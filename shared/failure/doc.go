@@ -19,7 +19,10 @@
 //     (RESOURCE_EXHAUSTED, FAILED_PRECONDITION, PERMISSION_DENIED, ...).
 //     Permission codes (permission_error, PERMISSION_DENIED,
 //     PermissionDenied, AccessDeniedException, forbidden) are resolved by
-//     the message: a region, no credits, a model, else the credential.
+//     the message: a region, a file or cached content the request names
+//     (Gemini: "You do not have permission to access the File ... or it
+//     may not exist", request_rejected), no credits, a model, else the
+//     credential.
 //     FAILED_PRECONDITION is a blocked region unless the message refuses a
 //     model without naming the caller's location (Vertex: "Project ... is
 //     not allowed to use Publisher Model .../locations/...").

@@ -230,6 +230,12 @@ var (
 	// throughput or validation error, but it is about the model.
 	unservedRE = regexp.MustCompile(`(?i)on-demand throughput isn.t supported|(doesn.t|does not) support on-demand throughput|model identifier is invalid`)
 
+	// callerResourceRE: Google refuses a file or cached content the
+	// request names (an upload of another key's project, or one that
+	// expired) as PERMISSION_DENIED, "You do not have permission to access
+	// the File abc or it may not exist": the request's fault, not the key's.
+	callerResourceRE = regexp.MustCompile(`(?i)permission to access the (File|CachedContent)\b.{0,200}\bor it may not exist`)
+
 	perModelRE = regexp.MustCompile("(?i)rate limit reached for (model )?`?[\\w./:-]+`? in organization|\\b(for|on) (the )?model\\b|\\bmodel[:=]\\s*\\S|per[ _-]?model|for this model|base model|rate-limited upstream|model_id")
 )
 
