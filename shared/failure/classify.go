@@ -63,16 +63,25 @@ func classify(in Input, now time.Time) (Result, *signal) {
 	}
 
 	layers := sig.layers()
+	status := effectiveStatus(in.Status, layers)
 	class, code, reason, ok := decideByCode(layers)
 	generic := false
 	if !ok {
 		class, reason, ok, generic = decideByMessage(layers)
+		if c := ownCode(layers); ok && class == Transient && requestStatus(status) && c != "" {
+			// A 400 with a code of its own (invalid_image_url,
+			// invalid_value) is the provider's word on the request:
+			// "Timeout while downloading <url>" is the caller's URL timing
+			// out, not the target. The 4xx that are the target's (a plain
+			// HTTP request to a TLS port, NVIDIA's "DEGRADED function")
+			// carry no such code.
+			class, reason = RequestRejected, "status "+strconv.Itoa(status)+" with provider code "+c+"; the message's trouble is the request's"
+		}
 	}
 	if !ok {
 		class, code, reason, ok = decideByWeakCode(layers)
 		generic = ok
 	}
-	status := effectiveStatus(in.Status, layers)
 	if ok && generic && statusDecides(status) {
 		// A generic code or message ("invalid_request_error", which
 		// OpenAI gives every 4xx, "must be a member of an organization")
@@ -221,6 +230,33 @@ func statusDecides(status int) bool {
 	return status == 401 || status == 402 || status == 429 || status >= 500 && status <= 599
 }
 
+// requestStatus reports whether status, with nothing else recognisable,
+// is the request's fault: 400, 413 and 422.
+func requestStatus(status int) bool {
+	return status == 400 || status == 413 || status == 422
+}
+
+// ownCode is the first code a body carries that names its failure (an
+// exception name, a google.rpc reason, error.code, Azure's innererror.code),
+// other than a generic one (invalid_request_error) or a number: "" if none.
+func ownCode(layers []*signal) string {
+	for _, l := range layers {
+		for _, c := range append(append([]string{l.exception}, l.reasons...), l.code, l.inner) {
+			if c == "" {
+				continue
+			}
+			if _, weak := weakCodes[normCode(c)]; weak {
+				continue
+			}
+			if _, err := strconv.Atoi(c); err == nil {
+				continue
+			}
+			return c
+		}
+	}
+	return ""
+}
+
 func decideByWeakCode(layers []*signal) (Class, string, string, bool) {
 	for _, l := range layers {
 		for _, c := range l.codes() {
@@ -261,7 +297,7 @@ func decideByStatus(status int, stream bool) (Class, string) {
 		return Transient, "status 408"
 	case status == 429:
 		return RateLimit, "status 429"
-	case status == 400, status == 413, status == 422:
+	case requestStatus(status):
 		return RequestRejected, "status " + strconv.Itoa(status)
 	case status >= 500 && status <= 599:
 		return Transient, "status " + strconv.Itoa(status)

@@ -114,6 +114,8 @@ func TestClassifyTraps(t *testing.T) {
 			`{"error":{"code":429,"message":"No capacity available for model m on the server","status":"RESOURCE_EXHAUSTED","details":[{"reason":"MODEL_CAPACITY_EXHAUSTED"}]}}`, nil, nil, false, Transient, ScopeNone},
 		{"arrears in Chinese are quota", "openai-compatible", 429, `{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}`, nil, nil, false, QuotaExhausted, ScopeKey},
 		{"a removed model is retired", "cohere", 404, `{"message":"model 'command' was removed on September 15, 2025."}`, nil, nil, false, ModelRetired, ScopeKeyModel},
+		{"a 400 with only a generic code keeps a transient message", "openai-compatible", 400,
+			`{"error":{"message":"The server is temporarily unavailable, try again later","type":"invalid_request_error"}}`, nil, nil, false, Transient, ScopeNone},
 		{"gemini cached content the request names is the request's", "gemini", 403,
 			`[{"error":{"code":403,"message":"You do not have permission to access the CachedContent abc123 or it may not exist.","status":"PERMISSION_DENIED"}}]`, nil, nil, false, RequestRejected, ScopeNone},
 		{"vertex endpoint that may not exist is still the credential's", "vertex", 403,

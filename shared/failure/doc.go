@@ -31,7 +31,12 @@
 //     (including "API has not been used in project"), model access ("does
 //     not exist", "not a valid model ID", 模型不存在, "organization must be
 //     verified"), request too large, rate limit, invalid request,
-//     overloaded/unavailable.
+//     overloaded/unavailable. A message that only sounds transient does not
+//     make a 400, 413 or 422 that carries a code of its own transient
+//     (OpenAI's invalid_image_url "Timeout while downloading <url>" is the
+//     caller's URL): it is request_rejected. The 4xx that are the target's
+//     carry no such code (plain HTTP sent to a TLS port, NVIDIA's
+//     "DEGRADED function cannot be invoked").
 //  4. Generic codes several providers reuse for unrelated failures
 //     (invalid_request_error, INVALID_ARGUMENT, api_error). These and the
 //     generic "invalid request" patterns of step 3 ("must be a", "is
@@ -134,10 +139,11 @@
 //
 // # Corpus
 //
-// testdata/corpus holds real provider error bodies (203, from 26 provider
+// testdata/corpus holds real provider error bodies (209, from 26 provider
 // types, one directory each), one JSON file per case with its public source,
 // checked by TestCorpus; a provider the classifier does not know by type
-// (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, ...) is classified as a
-// deployment would configure it, openai-compatible. `go test -run TestCorpus
-// -update` rewrites the expected results, which must then be reviewed.
+// (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, Volcengine, ...) is
+// classified as a deployment would configure it, openai-compatible.
+// `go test -run TestCorpus -update` rewrites the expected results, which
+// must then be reviewed.
 package failure
