@@ -132,6 +132,46 @@ func TestClassifyTraps(t *testing.T) {
 	}
 }
 
+// TestResponsesStreamEvents: the OpenAI Responses API reports a failure
+// inside the stream as a response.failed event, whose error is the
+// response's (response.error), or as an error event that is the error
+// itself; both are classified from the provider's code.
+func TestResponsesStreamEvents(t *testing.T) {
+	failed := func(code, msg string) string {
+		return `{"type":"response.failed","sequence_number":3,"response":{"id":"resp_1","object":"response","status":"failed","error":{"code":"` + code + `","message":"` + msg + `"},"incomplete_details":null}}`
+	}
+	errorEvent := func(code, msg string) string {
+		return `{"type":"error","code":"` + code + `","message":"` + msg + `","param":"input","sequence_number":0}`
+	}
+	tests := []struct {
+		name  string
+		body  string
+		class Class
+		scope Scope
+		code  string
+	}{
+		{"failed: a refused prompt", failed("invalid_prompt", "Invalid prompt: your prompt was flagged as potentially violating our usage policy."), RequestRejected, ScopeNone, "invalid_prompt"},
+		{"failed: a refused prompt (bio policy)", failed("bio_policy", "This request was blocked."), RequestRejected, ScopeNone, "bio_policy"},
+		{"failed: the image URL timed out", failed("invalid_image_url", "Timeout while downloading https://example.com/a.png."), RequestRejected, ScopeNone, "invalid_image_url"},
+		{"failed: context window", failed("context_length_exceeded", "Your input exceeds the context window of this model."), RequestRejected, ScopeNone, "context_length_exceeded"},
+		{"failed: server error", failed("server_error", "An error occurred while processing your request."), Transient, ScopeNone, "server_error"},
+		{"failed: per-model rate limit", failed("rate_limit_exceeded", "Rate limit reached for gpt-5.1 in organization org-AAA on tokens per min (TPM): Limit 30000, Used 22999, Requested 12528. Please try again in 11.054s."), RateLimit, ScopeKeyModel, "rate_limit_exceeded"},
+		{"failed: quota", failed("insufficient_quota", "You exceeded your current quota, please check your plan and billing details."), QuotaExhausted, ScopeKey, "insufficient_quota"},
+		{"failed without an error says nothing more than a stream error", `{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":null}}`, Transient, ScopeNone, "response.failed"},
+		{"error event: context window", errorEvent("context_length_exceeded", "Your input exceeds the context window of this model."), RequestRejected, ScopeNone, "context_length_exceeded"},
+		{"error event: rate limit", errorEvent("rate_limit_exceeded", "Rate limit reached for requests"), RateLimit, ScopeKey, "rate_limit_exceeded"},
+		{"error event: quota", errorEvent("insufficient_quota", "You exceeded your current quota"), QuotaExhausted, ScopeKey, "insufficient_quota"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ClassifyAt(Input{Provider: "openai", Status: 200, Stream: true, Body: []byte(tt.body)}, testNow)
+			if got.Class != tt.class || got.Scope != tt.scope || got.Code != tt.code {
+				t.Errorf("got %s/%s code %q (%s), want %s/%s code %q", got.Class, got.Scope, got.Code, got.Reason, tt.class, tt.scope, tt.code)
+			}
+		})
+	}
+}
+
 func TestStatedWaits(t *testing.T) {
 	rl := func(msg string) []byte {
 		return []byte(`{"error":{"message":"` + msg + `","code":"rate_limit_exceeded"}}`)

@@ -17,6 +17,10 @@
 //     exception), google.rpc details[].reason (API_KEY_INVALID,
 //     SERVICE_DISABLED, ...), error.code, error.type, google.rpc status text
 //     (RESOURCE_EXHAUSTED, FAILED_PRECONDITION, PERMISSION_DENIED, ...).
+//     The OpenAI Responses API's stream events are read the same way: a
+//     response.failed event by its response.error (invalid_prompt,
+//     rate_limit_exceeded, server_error, the image codes), an error event
+//     ({"type":"error","code":...}) by its own code.
 //     Permission codes (permission_error, PERMISSION_DENIED,
 //     PermissionDenied, AccessDeniedException, forbidden) are resolved by
 //     the message: a region, a file or cached content the request names
@@ -139,7 +143,7 @@
 //
 // # Corpus
 //
-// testdata/corpus holds real provider error bodies (209, from 26 provider
+// testdata/corpus holds real provider error bodies (210, from 26 provider
 // types, one directory each), one JSON file per case with its public source,
 // checked by TestCorpus; a provider the classifier does not know by type
 // (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, Volcengine, ...) is

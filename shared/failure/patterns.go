@@ -150,6 +150,27 @@ var strongCodes = map[string]codeMeaning{
 	"invalid_prompt":               cls(RequestRejected),
 	"validationexception":          cls(RequestRejected),
 	"payloadtoolargeexception":     cls(RequestRejected),
+
+	// the request's fault: the Responses API's codes (a response.failed
+	// event's response.error.code) for a refused prompt and for the images
+	// the request gave, whatever the message sounds like ("Timeout while
+	// downloading <url>" is the caller's URL timing out, not the target)
+	"bio_policy":                     cls(RequestRejected),
+	"misalignment_policy_violation":  cls(RequestRejected),
+	"invalid_image":                  cls(RequestRejected),
+	"invalid_image_format":           cls(RequestRejected),
+	"invalid_base64_image":           cls(RequestRejected),
+	"invalid_image_url":              cls(RequestRejected),
+	"invalid_image_mode":             cls(RequestRejected),
+	"image_too_large":                cls(RequestRejected),
+	"image_too_small":                cls(RequestRejected),
+	"image_parse_error":              cls(RequestRejected),
+	"image_content_policy_violation": cls(RequestRejected),
+	"image_file_too_large":           cls(RequestRejected),
+	"image_file_not_found":           cls(RequestRejected),
+	"unsupported_image_media_type":   cls(RequestRejected),
+	"empty_image_file":               cls(RequestRejected),
+	"failed_to_download_image":       cls(RequestRejected),
 }
 
 // weakCodes are generic codes that several providers reuse for unrelated

@@ -99,6 +99,18 @@ func (s *signal) fromDocument(v any, depth int) {
 		}
 		return
 	}
+	// An OpenAI Responses stream ends a failed response with
+	// {"type":"response.failed","response":{"status":"failed","error":
+	// {"code":"rate_limit_exceeded","message":"..."}}}: the error is the
+	// response's, not the event's type.
+	if str(doc["type"]) == "response.failed" {
+		if r, ok := doc["response"].(map[string]any); ok {
+			if e, ok := r["error"].(map[string]any); ok {
+				s.fromError(e, depth)
+				return
+			}
+		}
+	}
 	// AWS event-stream exceptions arrive as {"throttlingException":{...}}.
 	if len(doc) == 1 {
 		for k, inner := range doc {
@@ -111,7 +123,8 @@ func (s *signal) fromDocument(v any, depth int) {
 			}
 		}
 	}
-	// The document is the error itself: Mistral, vLLM, Bedrock, Cohere.
+	// The document is the error itself: Mistral, vLLM, Bedrock, Cohere, and
+	// the Responses API's error event ({"type":"error","code":...}).
 	s.fromError(doc, depth)
 	if s.typ == "error" { // Mistral's {"object":"error", "type":...} is fine; a bare "error" type says nothing
 		s.typ = ""
