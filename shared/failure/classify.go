@@ -360,13 +360,18 @@ func refine(class Class, reason string, layers []*signal) (Class, string, refine
 }
 
 // perModel reports whether a rate limit is per model. Azure limits are per
-// deployment and Bedrock on-demand quotas per model, so theirs always are.
+// deployment and Bedrock on-demand quotas per model, so theirs always are;
+// Anthropic's per-minute limits are per model class, so an Opus burst does
+// not hold Haiku on the same key.
 func perModel(fam string, sig *signal, layers []*signal) bool {
 	if fam == "azure" || fam == "bedrock" {
 		return true
 	}
 	for _, l := range layers {
 		if l.modelQuota || perModelRE.MatchString(l.message) {
+			return true
+		}
+		if fam == "anthropic" && anthropicModelLimitRE.MatchString(l.message) {
 			return true
 		}
 	}

@@ -89,7 +89,9 @@
 // key, or key+model when the limit is per model (the message names the model,
 // a google.rpc QuotaFailure has a model dimension, or the provider is Azure,
 // whose limits are per deployment, or Bedrock, whose on-demand quotas are per
-// model), and so does a spent per-day limit (quota_exhausted on key+model
+// model, or Anthropic and the message names a per-minute limit, RPM, ITPM
+// or OTPM, which Anthropic sets per model class; "your account's rate
+// limit" stays on the key), and so does a spent per-day limit (quota_exhausted on key+model
 // when the day's limit is the model's); model_not_accessible, model_retired
 // and region_blocked hold key+model; transient, request_rejected and
 // unrecognised hold nothing (transient feeds the circuit breaker instead).
@@ -143,7 +145,7 @@
 //
 // # Corpus
 //
-// testdata/corpus holds real provider error bodies (210, from 26 provider
+// testdata/corpus holds real provider error bodies (213, from 26 provider
 // types, one directory each), one JSON file per case with its public source,
 // checked by TestCorpus; a provider the classifier does not know by type
 // (Moonshot, DashScope, Zhipu, Cerebras, Fireworks, Volcengine, ...) is

@@ -257,6 +257,13 @@ var (
 	// the File abc or it may not exist": the request's fault, not the key's.
 	callerResourceRE = regexp.MustCompile(`(?i)permission to access the (File|CachedContent)\b.{0,200}\bor it may not exist`)
 
+	// anthropicModelLimitRE: Anthropic sets its rate limits (RPM, ITPM,
+	// OTPM) per model class, and a model class's limit is named by what it
+	// counts ("30,000 input tokens per minute"): that model's limit, even
+	// in the older messages that do not name the model. A limit of the
+	// account ("would exceed your account's rate limit") is not.
+	anthropicModelLimitRE = regexp.MustCompile(`(?i)\b(input |output )?tokens per minute\b|\brequests per minute\b|\bper-minute rate limit\b`)
+
 	perModelRE = regexp.MustCompile("(?i)rate limit reached for (model )?`?[\\w./:-]+`? in organization|\\b(for|on) (the )?model\\b|\\bmodel[:=]\\s*\\S|per[ _-]?model|for this model|base model|rate-limited upstream|model_id")
 )
 
