@@ -236,16 +236,27 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully: it stops
-// accepting, lets requests in flight finish (up to 10 s), and closes the
-// upstream connection pools.
+// Serve serves on ln until ctx is done, then shuts down gracefully: /readyz
+// answers 503 while it keeps serving for proxy.shutdown_delay, then it
+// stops accepting, lets requests in flight finish (up to
+// proxy.shutdown_timeout), closes the upstream connection pools (which
+// cuts the streams still relayed) and waits a little for those requests to
+// be recorded before its hold engine, metering and bundles stop. A
+// shutdown that had to cut requests is logged, not returned as an error.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("proxy listening", "addr", ln.Addr().String(), "providers", len(s.rt.Load().table.Providers))
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	// The limiter stops first: its last report may claim a budget's
+	// exhaustion, whose event the hold engine's emitter still publishes.
+	limitsCtx, stopLimits := context.WithCancel(engineCtx)
+	limitsDone := make(chan struct{})
 	wg.Go(func() { s.callers.run(engineCtx) })
 	wg.Go(func() { s.bundles.run(engineCtx) })
-	wg.Go(func() { s.limits.run(engineCtx, s.member, s.log) })
+	wg.Go(func() {
+		defer close(limitsDone)
+		s.limits.run(limitsCtx, s.member, s.log)
+	})
 	wg.Go(func() {
 		if err := s.member.Run(engineCtx); err != nil {
 			s.log.Error("hold engine stopped", "err", err)
@@ -272,13 +283,28 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		s.draining.Store(true)
-		err = s.app.ShutdownWithTimeout(10 * time.Second)
+		if d := s.cfg.Proxy.ShutdownDelay; d > 0 {
+			s.log.Info("proxy draining: /readyz answers 503, still serving", "for", d)
+			time.Sleep(d)
+		}
+		if serr := s.app.ShutdownWithTimeout(s.cfg.Proxy.ShutdownTimeout); serr != nil {
+			s.log.Warn("requests still in flight at the end of proxy.shutdown_timeout: cut",
+				"requests", s.inFlight.Load(), "shutdown_timeout", s.cfg.Proxy.ShutdownTimeout)
+		}
 		// If the context ended before fiber started serving, Shutdown had
 		// nothing to stop: closing the listener ends Listener for sure.
 		_ = ln.Close()
 		<-errc
 	}
-	s.close()
+	s.close() // cuts the upstream reads of streams still relayed
+	// The requests cut end now: their usage, holds, spend and bundles are
+	// queued before the engine stops (a caller that reads nothing is cut
+	// by its write deadline, timeouts.stream_idle).
+	if !s.waitIdle(cutGrace) {
+		s.log.Warn("requests still running after the shutdown's cut: their records may be lost", "requests", s.inFlight.Load())
+	}
+	stopLimits()
+	<-limitsDone
 	stopEngine() // after the last request: its holds are queued before this
 	wg.Wait()    // the bundle worker has handed the last bundles to the tracer
 	tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -287,6 +313,22 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("traces not all exported at shutdown", "err", terr)
 	}
 	return err
+}
+
+// cutGrace bounds the wait, at shutdown, for requests cut by the closing of
+// the upstream pools to end.
+const cutGrace = 5 * time.Second
+
+// waitIdle waits up to d for no request to be in flight.
+func (s *Service) waitIdle(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for s.inFlight.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // providerType is a provider's type by name (gen_ai.system of traces), ""

@@ -140,6 +140,14 @@ type Proxy struct {
 	// past it the proxy serves from its configuration (and says so). 0
 	// does not wait.
 	StartupWait time.Duration `koanf:"startup_wait"`
+	// ShutdownDelay: on SIGTERM the proxy keeps serving this long with
+	// /readyz answering 503 draining, so that load balancers stop sending
+	// before it stops accepting. 0 stops accepting at once.
+	ShutdownDelay time.Duration `koanf:"shutdown_delay"`
+	// ShutdownTimeout bounds how long requests in flight (streams
+	// included) may finish once the proxy stops accepting; those still
+	// running are then cut, and recorded.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 }
 
 // Limits bound what one proxy accepts.

@@ -16,7 +16,8 @@ func Defaults() *Config {
 			Replicas:     1,
 			Storage:      "file",
 		},
-		Proxy:  Proxy{Listen: "127.0.0.1:8080", PassiveReportInterval: 10 * time.Second, StartupWait: 5 * time.Second},
+		Proxy: Proxy{Listen: "127.0.0.1:8080", PassiveReportInterval: 10 * time.Second, StartupWait: 5 * time.Second,
+			ShutdownTimeout: 10 * time.Second},
 		Admin:  Admin{Listen: "127.0.0.1:8081"},
 		Prober: defaultProber(),
 		Limits: Limits{

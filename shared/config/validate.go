@@ -69,6 +69,12 @@ func (c *Config) Validate() error {
 	if c.Proxy.PassiveReportInterval < 0 {
 		v.add("proxy.passive_report_interval", "must be >= 0 (0 turns the reports off), got %s", c.Proxy.PassiveReportInterval)
 	}
+	if c.Proxy.ShutdownDelay < 0 {
+		v.add("proxy.shutdown_delay", "must be >= 0 (0 stops accepting at once), got %s", c.Proxy.ShutdownDelay)
+	}
+	if c.Proxy.ShutdownTimeout <= 0 {
+		v.add("proxy.shutdown_timeout", "must be > 0, got %s", c.Proxy.ShutdownTimeout)
+	}
 	if c.Proxy.StartupWait < 0 {
 		v.add("proxy.startup_wait", "must be >= 0 (0 does not wait), got %s", c.Proxy.StartupWait)
 	}
