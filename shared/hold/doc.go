@@ -89,7 +89,10 @@
 // backoff (100 ms to 5 s); when the store answers, creates and CASes
 // proceed as above. A hold that falls due while the store is down is
 // probed by this instance alone (a local lease); its outcome is written
-// later.
+// later. Nothing writes the local lease itself: a record the store brings
+// for the hold (another instance's release, the hold's own queued write,
+// a deletion) replaces it, and when it lapses unused the record it stood
+// over is leased again (in the store once the store answers).
 //
 // # Ramp
 //

@@ -246,12 +246,20 @@ func (e *Engine) takeLease(ctx context.Context, en *entry) {
 	if cur != en {
 		return
 	}
+	early := en.early.Swap(false)
+	if en.over != nil {
+		// A local lease lapsed: the record it stood over decides again
+		// (leased in the store if it is back, else locally once more).
+		if en = e.endLocalLease(en); en == nil {
+			return
+		}
+	}
 	if en.rec.Pinned && en.rec.State == StateHeld {
 		e.endPin(en)
 		en.wanted.Store(false)
 		return
 	}
-	_, ok, err := e.tryProbe(ctx, en.rec.ID, en.early.Swap(false))
+	_, ok, err := e.tryProbe(ctx, en.rec.ID, early)
 	switch {
 	case ok:
 	case errors.Is(err, ErrUnavailable) || (errors.Is(err, errPending) && e.storeDown.Load()):
@@ -264,6 +272,10 @@ func (e *Engine) takeLease(ctx context.Context, en *entry) {
 	}
 }
 
+// localLease puts a lease of this instance's own over en: nothing is
+// queued to write it (the store was unavailable). It is not pending, so a
+// record the store brings replaces it, and when it lapses takeLease puts
+// en back (endLocalLease).
 func (e *Engine) localLease(en *entry) {
 	now := e.clock.Now()
 	e.mu.Lock()
@@ -275,8 +287,24 @@ func (e *Engine) localLease(en *entry) {
 	rec.State = StateProbing
 	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.Policy().For(rec.Scope.Provider).ProbeLease)}
 	n := e.newEntry(rec)
-	n.pending = true
+	n.over = en
 	e.installLocked(n)
+}
+
+// endLocalLease puts back the entry a lapsed local lease stood over and
+// returns it (nil when the lease is no longer the current entry). The
+// entry is the same one (a write queued for it still finds it); its lease
+// request is this one, being served.
+func (e *Engine) endLocalLease(en *entry) *entry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entries[en.rec.ID] != en {
+		return nil
+	}
+	b := en.over
+	b.wanted.Store(true)
+	e.installLocked(b)
+	return b
 }
 
 // intent is a write this process wants in the store. Intents for one id

@@ -638,6 +638,98 @@ func TestStoreDownHoldsLocallyThenWrites(t *testing.T) {
 	eventually(t, "b sees it", func() bool { return b.Admit("p", "k", "m") == Deny })
 }
 
+// TestLocalLeaseFallsBackToTheStore: a lease taken locally while the store
+// was down (nothing queued writes it) gives way to the stored record: it
+// lapses back to it, and a record the store brings (a release by another
+// instance, the hold's own write) replaces it.
+func TestLocalLeaseFallsBackToTheStore(t *testing.T) {
+	// localLease makes the store fail, then lets a's Admit take a local
+	// lease of the due hold p.k (written before the outage unless
+	// inOutage) and brings the store back.
+	localLease := func(t *testing.T, f *fleet, inOutage bool) {
+		t.Helper()
+		a := f.engines[0]
+		if inOutage {
+			f.store.SetDown(true)
+		}
+		a.Report("p", "k", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+		if !inOutage {
+			rec := f.stored(t, "p.k")
+			for _, e := range f.engines {
+				eventually(t, "the hold everywhere", func() bool { h := e.Holds(); return len(h) == 1 && h[0].Revision == rec.Revision })
+			}
+			f.store.SetDown(true)
+		} else {
+			eventually(t, "a write attempt failed", func() bool { return a.storeDown.Load() })
+		}
+		f.clock.Advance(time.Minute) // due
+		a.Admit("p", "k", "m")       // asks for the lease: the store is down
+		eventually(t, "a local lease", func() bool { h := a.Holds(); return len(h) == 1 && h[0].State == StateProbing })
+		if f.store.Len() != 0 && inOutage {
+			t.Fatal("written while down")
+		}
+		f.store.SetDown(false)
+	}
+	probed := func(t *testing.T, a *Engine) {
+		t.Helper()
+		eventually(t, "a probe of the hold in the store", func() bool { return a.Admit("p", "k", "m") == AdmitProbe })
+		rec := f0(t, a)
+		if rec.State != StateProbing || rec.Probe == nil || rec.Revision == 0 {
+			t.Fatalf("the probe's lease is not the stored one: %+v", rec)
+		}
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, f *fleet)
+	}{
+		{"the lease lapses unused", func(t *testing.T, f *fleet) {
+			localLease(t, f, false)
+			f.clock.Advance(31 * time.Second)
+			probed(t, f.engines[0])
+		}},
+		{"a hold recorded in the outage is written", func(t *testing.T, f *fleet) {
+			localLease(t, f, true)
+			f.clock.Advance(10 * time.Second) // the write's retry timer
+			rec := f.stored(t, "p.k")
+			eventually(t, "the written record in place of the lease", func() bool {
+				r := f0(t, f.engines[0])
+				return r.State == StateHeld && r.Revision == rec.Revision
+			})
+			probed(t, f.engines[0])
+		}},
+		{"another instance releases it", func(t *testing.T, f *fleet) {
+			localLease(t, f, false)
+			a, admin := f.engines[0], f.engines[1]
+			if err := admin.Release(context.Background(), "p.k", SourceAdmin); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the release applied", func() bool { return f0(t, a).State == StateReleased })
+			f.clock.Advance(2 * time.Minute) // the ramp is over
+			eventually(t, "the key admitted", func() bool { return a.Admit("p", "k", "m") == Admit })
+		}},
+		{"the record is deleted", func(t *testing.T, f *fleet) {
+			localLease(t, f, false)
+			if err := f.store.Delete(context.Background(), "p.k", 0); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the key admitted", func() bool { return f.engines[0].Admit("p", "k", "m") == Admit })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, newFleet(t, 2, nil)) })
+	}
+}
+
+// f0 is the first record of e's table.
+func f0(t *testing.T, e *Engine) Record {
+	t.Helper()
+	h := e.Holds()
+	if len(h) == 0 {
+		t.Fatal("no record")
+	}
+	return h[0]
+}
+
 func TestPolicyWaitUsesProviderOverrides(t *testing.T) {
 	p := DefaultPolicy()
 	s := p.Global.clone()

@@ -20,6 +20,12 @@ type entry struct {
 	// pending: applied locally, not (yet) written to the store; rec.Revision
 	// is the revision the pending write expects (0: create).
 	pending bool
+	// over is set on a local lease (taken while the store was
+	// unavailable; no write is queued for it): the entry it stands over,
+	// the stored record or a hold whose write is queued. It is put back
+	// when the lease lapses; any record the store or this instance's
+	// writer brings replaces the lease (the store speaks for the hold).
+	over *entry
 
 	token  atomic.Bool // the lease's one AdmitProbe was handed out
 	wanted atomic.Bool // a lease request is queued
