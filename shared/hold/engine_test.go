@@ -376,6 +376,28 @@ func TestProbeOutcomes(t *testing.T) {
 	}
 }
 
+// TestCancelledProbeGivesTheLeaseBack: a probe whose caller went away (or
+// whose deadline passed) says nothing about the target, and its lease is
+// given back: the hold is due again at once, for the next request to
+// probe, rather than denied fleet-wide until the lease lapses.
+func TestCancelledProbeGivesTheLeaseBack(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	due := dueHold(t, f, failure.CredentialRejected)
+	owner := probeOnce(t, f)
+	owner.Report("p", "k", "m", true, Outcome{Cancelled: true, Result: failure.Result{Class: failure.Transient}})
+	eventually(t, "the lease given back in the store", func() bool {
+		r, err := f.store.Get(context.Background(), "p.k")
+		return err == nil && r.State == StateHeld && r.Probe == nil
+	})
+	if rec := f.stored(t, "p.k"); rec.Rung != 0 || !rec.Until.Equal(due.Until) {
+		t.Errorf("record %+v: want rung 0 and the same due time", rec)
+	}
+	probeOnce(t, f) // the clock has not moved: a new probe at once
+	if n := f.events.count(EventProbe, ""); n != 0 {
+		t.Errorf("%d probe events for a cancelled probe", n)
+	}
+}
+
 func TestSettledRecordsTheNewFailure(t *testing.T) {
 	f := newFleet(t, 1, nil)
 	dueHold(t, f, failure.ModelNotAccessible)

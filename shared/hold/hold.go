@@ -260,7 +260,8 @@ type Outcome struct {
 	OK bool
 	// Result is the classification of a failure (when !OK).
 	Result failure.Result
-	// Cancelled: the caller went away; says nothing about the target.
+	// Cancelled: the caller went away; says nothing about the target. A
+	// cancelled probe gives its lease back: the hold is due again at once.
 	Cancelled bool
 	// Retrying: the proxy will retry this same target, so this failure is
 	// not the last of its retry sequence. The circuit breaker does not

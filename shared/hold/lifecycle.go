@@ -38,12 +38,14 @@ var errPending = errors.New("hold: record not yet written")
 // Report records what an attempt on a target came to. It never blocks on
 // the store: a new hold is applied to the local table at once and written
 // in the background. probe is true for the attempt Admit answered with
-// AdmitProbe.
+// AdmitProbe. A cancelled attempt counts for nothing, but a cancelled
+// probe gives its lease back (the hold is due again at once) rather than
+// keeping the hold from every instance until the lease lapses.
 func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) {
-	if out.Cancelled {
+	if probe && e.reportProbe(provider, keyID, model, out) {
 		return
 	}
-	if probe && e.reportProbe(provider, keyID, model, out) {
+	if out.Cancelled {
 		return
 	}
 	set := e.Policy().For(provider)
