@@ -18,7 +18,10 @@ import (
 // failures and decides the trip; the trip becomes a fleet hold (class
 // transient, source breaker), and the hold's lifecycle (cooldown, one
 // probe, ramp) replaces gobreaker's own half-open timer: when the hold is
-// released, the breaker starts over closed.
+// released, the breaker starts over closed. A trip that finds its scope
+// already held (an operator's pin, a keyless provider's rate limit) records
+// nothing; the breaker stays open under that hold and starts over closed
+// when it ends, whatever its class.
 type breakers struct {
 	mu sync.Mutex
 	m  map[string]map[string]*breaker
@@ -192,9 +195,14 @@ func (e *Engine) trip(provider, model string, threshold int) {
 	e.hold(scope, res, SourceBreaker, "")
 }
 
-// breakerBack starts the breaker of a released breaker hold over, closed.
-func (e *Engine) breakerBack(scope Scope, class failure.Class) {
-	if class != failure.Transient || scope.Key != "" {
+// breakerBack starts the breaker of a provider (or provider+model) scope
+// over, closed, when the scope stops being held. Whatever the class: the
+// breaker may have tripped under a hold of another class (a pin, a rate
+// limit), which its trip found in place and left alone (hold), or the
+// trip hold may have been pinned over; left open, it would count nothing
+// and never trip again.
+func (e *Engine) breakerBack(scope Scope) {
+	if scope.Key != "" {
 		return
 	}
 	e.brk.mu.Lock()

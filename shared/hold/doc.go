@@ -126,7 +126,10 @@
 // again at once (probe event outcome counted), so the next probe, the
 // prober's or a caller's, re-checks it; a failed probe resets the count
 // and climbs the ladder. The hold's lifecycle replaces gobreaker's half-open timer:
-// when the hold is released, the breaker starts over closed.
+// when the hold is released, the breaker starts over closed. A trip that
+// finds its scope already held (an operator's pin, a keyless provider's
+// rate-limit hold of the provider scope) records nothing; the breaker
+// starts over closed when that hold ends, whatever its class.
 // BreakerStates reports closed, open (the trip hold waits) or half-open
 // (due, or its probe is out).
 //

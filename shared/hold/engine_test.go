@@ -631,6 +631,83 @@ func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	}
 }
 
+// TestBreakerStartsOverWhenItsScopeComesBack: a breaker that trips while
+// its provider scope is already held under another class records nothing
+// (the first record stands), and one whose trip hold is pinned over loses
+// its hold to the pin; either way it starts over closed when the scope's
+// hold ends, and trips again on the next run of failures.
+func TestBreakerStartsOverWhenItsScopeComesBack(t *testing.T) {
+	ctx := context.Background()
+	provider := Scope{Kind: ScopeProvider, Provider: "p"}
+	transient := func() Outcome {
+		o := fail(failure.Transient, failure.ScopeNone)
+		o.Status = 503
+		return o
+	}
+	trip := func(e *Engine, key string) {
+		for range 5 {
+			e.Report("p", key, "m", false, transient())
+		}
+	}
+	tests := []struct {
+		name string
+		key  string // "": a keyless provider (its holds are provider scopes)
+		// hold holds the provider scope and trips the breaker under it;
+		// the scope's hold is released after.
+		hold func(t *testing.T, f *fleet, e *Engine)
+	}{
+		{"tripped under a pin", "k", func(t *testing.T, f *fleet, e *Engine) {
+			if err := e.Pin(ctx, provider, f.clock.Now().Add(10*time.Minute), "drain"); err != nil {
+				t.Fatal(err)
+			}
+			trip(e, "k") // requests in flight when the pin landed
+			if err := e.Release(ctx, "p._", SourceAdmin); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"trip hold pinned over", "k", func(t *testing.T, f *fleet, e *Engine) {
+			trip(e, "k")
+			f.stored(t, "p._")
+			if err := e.Pin(ctx, provider, f.clock.Now().Add(10*time.Minute), "drain"); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Release(ctx, "p._", SourceAdmin); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"keyless rate limit, released by its probe", "", func(t *testing.T, f *fleet, e *Engine) {
+			e.Report("p", "", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+			f.stored(t, "p._")
+			trip(e, "")
+			f.clock.Advance(6 * time.Second)
+			eventually(t, "the probe", func() bool { return e.Admit("p", "", "m") == AdmitProbe })
+			e.Report("p", "", "m", true, Outcome{OK: true})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, 1, func(o *EngineOptions) {
+				o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global}
+			})
+			e := f.engines[0]
+			tt.hold(t, f, e)
+			eventually(t, "released in the store", func() bool {
+				r, err := f.store.Get(ctx, "p._")
+				return err == nil && r.State == StateReleased
+			})
+			if st := e.BreakerStates()["p"]; st != "closed" {
+				t.Errorf("breaker %q after its scope was released, want closed", st)
+			}
+			f.clock.Advance(2 * time.Minute) // the ramp is over
+			eventually(t, "the ramp over", func() bool { return len(e.Holds()) == 0 })
+			trip(e, tt.key)
+			if h := e.Holds(); len(h) != 1 || h[0].Source != SourceBreaker || h[0].State != StateHeld {
+				t.Fatalf("5 consecutive 503s after the release: holds %+v, breakers %v", h, e.BreakerStates())
+			}
+		})
+	}
+}
+
 func TestStoreDownHoldsLocallyThenWrites(t *testing.T) {
 	f := newFleet(t, 2, nil)
 	a, b := f.engines[0], f.engines[1]

@@ -240,8 +240,8 @@ func (e *Engine) Holds() []Record {
 	return out
 }
 
-// installLocked puts en in the table (e.mu held) and reacts to a breaker
-// hold coming back. The cost is O(1): one map write, one bucket chain.
+// installLocked puts en in the table (e.mu held) and reacts to a provider
+// scope coming back (its breaker starts over). The cost is O(1): one map write, one bucket chain.
 func (e *Engine) installLocked(en *entry) {
 	id := en.rec.ID
 	old := e.entries[id]
@@ -257,7 +257,7 @@ func (e *Engine) installLocked(en *entry) {
 		delete(e.pins, id)
 	}
 	if old != nil && live(old.rec) && !live(en.rec) {
-		e.breakerBack(en.rec.Scope, en.rec.Class)
+		e.breakerBack(en.rec.Scope)
 	}
 	if old != nil {
 		e.countLocked(old.rec, -1)
@@ -276,7 +276,7 @@ func (e *Engine) removeLocked(id string) {
 	delete(e.pins, id)
 	e.countLocked(old.rec, -1)
 	if live(old.rec) {
-		e.breakerBack(old.rec.Scope, old.rec.Class)
+		e.breakerBack(old.rec.Scope)
 	}
 	e.indexLocked(old.rec.Scope, nil)
 }
