@@ -226,10 +226,15 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 
 // attemptDeadline is when an attempt at up gives up: after the provider's
 // attempt timeout, or at the caller's deadline when that is sooner
-// (callerDeadline).
+// (callerDeadline). A probe ends at its lease's end when that is sooner
+// (a timeout of the attempt: the target answered too slowly for it).
 func (r *request) attemptDeadline(up *upstream) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
+	now := time.Now()
 	timeout = up.attemptTimeout
-	deadline = time.Now().Add(timeout)
+	deadline = now.Add(timeout)
+	if !r.probeEnd.IsZero() && r.probeEnd.Before(deadline) {
+		deadline, timeout = r.probeEnd, max(r.probeEnd.Sub(now), 0).Round(time.Millisecond)
+	}
 	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
 		deadline, callerDeadline = r.deadline, true
 	}
@@ -237,6 +242,22 @@ func (r *request) attemptDeadline(up *upstream) (timeout time.Duration, deadline
 		deadline, callerDeadline = pd, true
 	}
 	return timeout, deadline, callerDeadline
+}
+
+// probeDeadline is when a probe attempt on the target must end: when this
+// instance's probe lease ends (resilience.probe.lease after it was
+// taken). Past it another instance may take the lease and probe the hold
+// too, and this probe's answer would be thrown away. Zero when probe is
+// false.
+func (r *request) probeDeadline(provider, keyID, model string, probe bool) time.Time {
+	if !probe {
+		return time.Time{}
+	}
+	left, ok := r.s.engine.ProbeLeaseLeft(provider, keyID, model)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Now().Add(left)
 }
 
 // requestDeadline is when a request started at start must be done with

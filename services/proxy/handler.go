@@ -82,8 +82,11 @@ type request struct {
 	// wait for the answer to begin (or between reads), not a cap on a
 	// stream that keeps delivering. Zero: none.
 	relayDeadline time.Time
-	started       time.Time
-	log           *slog.Logger
+	// probeEnd is when the attempt in flight, a hold's probe, must end:
+	// its probe lease's end (probeDeadline). Zero: not a probe.
+	probeEnd time.Time
+	started  time.Time
+	log      *slog.Logger
 
 	// For metrics: the model name when it resolved, what served the
 	// request, and the outcome class ("" derives it from the status).
@@ -637,6 +640,7 @@ steps:
 				gen := key.Generation() // the secret this attempt sends
 				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
+				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {

@@ -183,6 +183,55 @@ func TestProbeNotTakenByAStoppedRequest(t *testing.T) {
 	}
 }
 
+// TestProbeEndsWithItsLease: a caller's request that is a hold's probe
+// is cut when the probe lease ends (resilience.probe.lease), not at the
+// attempt timeout: past the lease another instance may probe the hold
+// too, and this probe's answer would be thrown away. The cut is a timeout
+// of the target: the probe settles the hold on its rung.
+func TestProbeEndsWithItsLease(t *testing.T) {
+	const lease = time.Second
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.Probe.Lease = lease
+		c.Timeouts.Attempt = 10 * time.Second
+		c.Providers[0].Keys = c.Providers[0].Keys[:1] // a1 only
+	})
+	eng := f.svc.engine
+	eng.Report("fake-openai", "a1", "demo-model", false, hold.Outcome{Result: failure.Result{
+		Class: failure.RateLimit, Scope: failure.ScopeKey, HasWait: true, RetryAfter: time.Second, Code: "rate_limit_exceeded"}})
+	var until time.Time
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		if len(hs) == 1 && hs[0].Revision != 0 {
+			until = hs[0].Until
+		}
+		return !until.IsZero()
+	})
+	testkit.WaitFor(t, 5*time.Second, func() bool { return time.Now().After(until) }) // the hold falls due
+	eng.Admit("fake-openai", "a1", "demo-model")                                      // its lease is taken
+	var leaseUntil time.Time
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		if len(hs) == 1 && hs[0].State == hold.StateProbing {
+			leaseUntil = hs[0].Probe.LeaseUntil
+		}
+		return !leaseUntil.IsZero()
+	})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Hang: true, Times: 1}) // the upstream never answers
+	status, _, body := f.call(t, "/v1/chat/completions", directBody)
+	ended := time.Now()
+	if status != 502 || callsWith(f.openai, "key-a1") != 1 {
+		t.Fatalf("the probe: %d %s; a1 called %d times", status, body, callsWith(f.openai, "key-a1"))
+	}
+	if late := ended.Sub(leaseUntil); late > 500*time.Millisecond {
+		t.Errorf("the probe ended %s after its lease (attempt timeout 10s)", late)
+	}
+	// the probe's own answer (a timeout) settled the hold: held on its rung
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		return len(hs) == 1 && hs[0].State == hold.StateHeld && hs[0].Probe == nil && hs[0].Rung == 0 && hs[0].Until.After(ended)
+	})
+}
+
 // TestHeldStepBesideUntranslatableOne: a chain whose only step that can
 // serve the request (n > 1 does not translate to Anthropic) is held: under
 // try_soft the held step is tried, under fail_fast the answer is 503 with

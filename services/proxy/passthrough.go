@@ -161,6 +161,7 @@ keys:
 			r.attempts++
 			r.latency = 0
 			ai := r.beginAttempt(step, key, probe, false)
+			r.probeEnd = r.probeDeadline(p.Name, key.HoldKey(), "", probe)
 			ae := r.forward(c, t, method, rest)
 			if ae == nil {
 				r.endAttempt(ai, nil, "served")

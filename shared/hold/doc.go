@@ -70,7 +70,10 @@
 //     with Probe{Owner, Started, LeaseUntil} (lease default 30 s). Only the
 //     owner's Admit hands out AdmitProbe, once per lease (an atomic token
 //     in the local entry); everyone else keeps denying. A lease that lapses
-//     unused can be taken again by anyone;
+//     unused can be taken again by anyone, so the probe must answer within
+//     it (ProbeLeaseLeft: the proxy ends a probe's attempt there; a
+//     probe's outcome reported after another instance took the lease is
+//     dropped);
 //   - probe outcomes, releases and pins: CAS on the revision the local
 //     table had; a lost CAS adopts what the store holds.
 //

@@ -328,6 +328,34 @@ func probeOnce(t *testing.T, f *fleet) *Engine {
 	return owner
 }
 
+// TestProbeLeaseLeft: only the instance whose probe is out knows how long
+// it may run (the proxy ends the attempt there).
+func TestProbeLeaseLeft(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	dueHold(t, f, failure.RateLimit)
+	for _, e := range f.engines {
+		if _, ok := e.ProbeLeaseLeft("p", "k", "m"); ok {
+			t.Fatal("a lease left before any probe was handed out")
+		}
+	}
+	owner := probeOnce(t, f)
+	if left, ok := owner.ProbeLeaseLeft("p", "k", "m"); !ok || left != 30*time.Second {
+		t.Fatalf("left %s %v, want the 30 s lease", left, ok)
+	}
+	f.clock.Advance(10 * time.Second)
+	if left, ok := owner.ProbeLeaseLeft("p", "k", "m"); !ok || left != 20*time.Second {
+		t.Errorf("left %s %v after 10 s", left, ok)
+	}
+	if _, ok := owner.ProbeLeaseLeft("p", "k2", "m"); ok {
+		t.Error("a lease left on another key")
+	}
+	for _, e := range f.engines {
+		if _, ok := e.ProbeLeaseLeft("p", "k", "m"); e != owner && ok {
+			t.Error("another instance has the probe's lease")
+		}
+	}
+}
+
 func TestProbeOutcomes(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -369,6 +369,33 @@ func (e *Engine) sweep(now time.Time) {
 	}
 }
 
+// ProbeLeaseLeft is how long the probe this instance handed out for the
+// target (Admit or AdmitSoft answered AdmitProbe) may still run: until the
+// earliest end of the leases it holds on the covering holds (negative
+// when one has lapsed). ok is false when no probe of the target is out
+// here. The proxy ends a probe attempt there: a probe that outlived its
+// lease could meet a second one (another instance may take the lapsed
+// lease), and its own answer would be thrown away.
+func (e *Engine) ProbeLeaseLeft(provider, keyID, model string) (left time.Duration, ok bool) {
+	ents, any := e.covering(provider, keyID, model)
+	if !any {
+		return 0, false
+	}
+	var end int64
+	for _, en := range ents {
+		if en == nil || !en.mine || en.rec.State != StateProbing || !en.token.Load() {
+			continue
+		}
+		if !ok || en.leaseUntil < end {
+			end, ok = en.leaseUntil, true
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(end - e.clock.Now().UnixNano()), true
+}
+
 // HeldUntil is when the target's holds next let a request through: the
 // latest due time among the live holds covering it (a probe or the ramp
 // decide after that). ok is false when nothing holds it. The proxy uses it
