@@ -163,8 +163,10 @@ func (a *idleArm) arm(r *request) {
 // writeArm bounds the writes of a relayed answer to the caller as idleArm
 // bounds the reads from the upstream: a caller that takes nothing for the
 // streaming idle timeout (a suspended client, a consumer stuck behind a
-// full queue, a deliberately slow reader) is cut, and never past the
-// relay's deadline. Without it a stalled write would block the relay for
+// full queue, a deliberately slow reader) is cut; with no idle timeout, a
+// write may not run more than writeGrace past the relay's deadline (the
+// grace leaves time for the event that tells the caller why the stream
+// ended there). Without it a stalled write would block the relay for
 // good, before its next upstream read could time out: the request would
 // keep its place among limits.max_in_flight, its plan's concurrency and
 // its upstream connection.
@@ -182,8 +184,25 @@ func (a *writeArm) arm(r *request) {
 	if now, ok := rearm(&a.armed, a.idleFor); ok {
 		// fasthttp clears a handler's write deadline once the response
 		// is written: the connection's next request is not bounded by it.
-		_ = a.ctx.SetWriteDeadline(r.idleDeadline(now, a.idleFor))
+		_ = a.ctx.SetWriteDeadline(r.writeDeadline(now, a.idleFor))
 	}
+}
+
+// writeGrace is how long past the relay's deadline a write to the caller
+// may still take, when no idle timeout bounds it.
+const writeGrace = 5 * time.Second
+
+// writeDeadline is when a write of a relayed answer to the caller gives up:
+// idle after it starts, else writeGrace after the relay's deadline (zero:
+// never).
+func (r *request) writeDeadline(now time.Time, idle time.Duration) time.Time {
+	if idle > 0 {
+		return now.Add(idle)
+	}
+	if dl := r.relayDeadline; !dl.IsZero() {
+		return dl.Add(writeGrace)
+	}
+	return time.Time{}
 }
 
 // rearm reports whether a deadline armed at *armed should move now (and
