@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
@@ -361,6 +362,11 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 		body = redact.Body(errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary()), secrets...)
 	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
 		body = translateError(r.ep.format, status, body)
+	} else if errorShape(r.ep.format) == provider.FormatOpenAI {
+		// OpenAI-compatible providers (and the Responses API's error
+		// events) spell errors more loosely than OpenAI's SDKs read them:
+		// the caller would get the status without the message.
+		body = translate.CanonicalOpenAIError(status, body)
 	}
 	r.class = ae.result.Class.String()
 	r.logInfo("request rejected upstream", t, slog.Int("status", status), slog.String("class", r.class))

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"switchyard.dev/shared/jsonfield"
@@ -111,41 +112,148 @@ var anthropicTypeByOpenAICode = map[string]string{
 	"timeout":             "timeout_error",
 }
 
-// decodeOpenAIError reads {"error":{...}}, {"error":"text"} or
-// {"message":"text"}; anything else gives the zero value.
+// decodeOpenAIError reads the error bodies of OpenAI and of the
+// OpenAI-compatible providers: {"error":{...}}, {"error":"text"}, a flat
+// {"message","type","code","param"} (Mistral; the Responses API's stream
+// "error" event), a Responses "response.failed" event (its
+// response.error), and any of these as the first element of an array
+// (Gemini's OpenAI-compatible endpoint: [{"error":{...}}]). Anything else
+// gives the zero value. A FastAPI {"detail":"text"} gives its message.
 func decodeOpenAIError(body []byte) openAIError {
-	var in struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var list []json.RawMessage
+		if json.Unmarshal(body, &list) != nil || len(list) == 0 {
+			return openAIError{}
+		}
+		body = list[0]
 	}
-	if json.Unmarshal(body, &in) != nil {
+	var in struct {
+		looseError
+		Detail   string          `json:"detail"` // FastAPI-based servers
+		Error    json.RawMessage `json:"error"`
+		Response struct {
+			Error json.RawMessage `json:"error"`
+		} `json:"response"`
+	}
+	if !decodes(body, &in) {
 		return openAIError{}
 	}
-	var e openAIError
 	raw := bytes.TrimSpace(in.Error)
+	if r := bytes.TrimSpace(in.Response.Error); len(raw) == 0 && len(r) > 0 && r[0] == '{' {
+		raw = r // response.failed
+	}
+	var e openAIError
 	switch {
 	case len(raw) > 0 && raw[0] == '{':
-		var obj struct {
-			Message string          `json:"message"`
-			Type    string          `json:"type"`
-			Code    json.RawMessage `json:"code"` // a string, or a number with some providers
-		}
-		_ = json.Unmarshal(raw, &obj)
-		e.Message, e.Type = obj.Message, obj.Type
-		if c := bytes.TrimSpace(obj.Code); present(c) {
-			var s string
-			if c[0] != '"' || json.Unmarshal(c, &s) != nil {
-				s = string(c)
-			}
-			e.Code = &s
-		}
+		var obj looseError
+		decodes(raw, &obj)
+		e = obj.openAI()
 	case len(raw) > 0 && raw[0] == '"':
 		_ = json.Unmarshal(raw, &e.Message)
+	default:
+		e = in.looseError.openAI() // flat
+		if e.Type == "error" || e.Type == "response.failed" {
+			e.Type = "" // the event's type, not the error's
+		}
 	}
 	if e.Message == "" {
 		e.Message = in.Message
 	}
+	if e.Message == "" {
+		e.Message = in.Detail
+	}
 	return e
+}
+
+// decodes unmarshals body into v and reports whether body is JSON: a field
+// of another type than v's (a numeric status, an object for a message)
+// leaves that field unset and the others read.
+func decodes(body []byte, v any) bool {
+	err := json.Unmarshal(body, v)
+	var te *json.UnmarshalTypeError
+	return err == nil || errors.As(err, &te)
+}
+
+// looseError is an error object as OpenAI-compatible providers spell it:
+// code a string or a number, Gemini's status beside a numeric code.
+type looseError struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+	Param   json.RawMessage `json:"param"`
+	Status  json.RawMessage `json:"status"`
+}
+
+// rawString is raw's value when it is a JSON string.
+func rawString(raw json.RawMessage) (string, bool) {
+	var s string
+	raw = bytes.TrimSpace(raw)
+	ok := len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
+	return s, ok
+}
+
+func (l looseError) openAI() openAIError {
+	e := openAIError{Message: l.Message, Type: l.Type}
+	if p, ok := rawString(l.Param); ok {
+		e.Param = &p
+	}
+	if c := bytes.TrimSpace(l.Code); present(c) {
+		s, ok := rawString(c)
+		status, named := rawString(l.Status)
+		switch {
+		case ok:
+		case named && status != "":
+			s = status // Gemini: code 400, status INVALID_ARGUMENT
+		default:
+			s = string(c)
+		}
+		e.Code = &s
+	}
+	return e
+}
+
+// CanonicalOpenAIError returns an OpenAI-shape error body as OpenAI's SDKs
+// read it ({"error":{"message","type","param","code"}}): body itself when
+// it already is one, else one made from what decodeOpenAIError reads of it
+// (the looser shapes of OpenAI-compatible providers, whose message the SDKs
+// would otherwise lose), the type from status when the body names none.
+func CanonicalOpenAIError(status int, body []byte) []byte {
+	if canonicalOpenAIError(body) {
+		return body
+	}
+	e := decodeOpenAIError(body)
+	if e.Message == "" {
+		e.Message = fallbackMessage(status, body)
+	}
+	if e.Type == "" {
+		e.Type = openAIErrorType(status)
+	}
+	b, _ := marshal(&openAIErrorBody{Error: e}) // cannot fail: strings only
+	return b
+}
+
+// canonicalOpenAIError reports whether body is {"error":{...}} with a
+// string message.
+func canonicalOpenAIError(body []byte) bool {
+	v := jsonfield.Lookup(body, "error")[0]
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	_, ok := jsonfield.String(v, "message")
+	return ok
+}
+
+// openAIErrorType is the OpenAI error type of a status when the body
+// names none.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500 || status == 0:
+		return "server_error"
+	}
+	return "invalid_request_error"
 }
 
 // AnthropicErrorType is the Anthropic error type documented for an

@@ -115,3 +115,39 @@ func TestLongTextErrorBodyIsCut(t *testing.T) {
 		t.Errorf("message of %d bytes, want at most about %d", n, maxErrorText)
 	}
 }
+
+// TestCanonicalOpenAIError: the looser error bodies of OpenAI-compatible
+// providers come out as OpenAI's SDKs read them (before, the SDKs got the
+// status with an empty message); an OpenAI body is returned as it is.
+func TestCanonicalOpenAIError(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"openai's own, unchanged", 400, `{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":null},"extra":1}`,
+			`{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":null},"extra":1}`},
+		{"gemini array", 400, `[{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \"foo\"","status":"INVALID_ARGUMENT"}}]`,
+			`{"error":{"message":"Invalid JSON payload received. Unknown name \"foo\"","type":"invalid_request_error","param":null,"code":"INVALID_ARGUMENT"}}`},
+		{"mistral flat", 400, `{"object":"error","message":"Prompt contains 40136 tokens, too large for model with 32768 maximum context length","type":"invalid_request_error","param":null,"code":null}`,
+			`{"error":{"message":"Prompt contains 40136 tokens, too large for model with 32768 maximum context length","type":"invalid_request_error","param":null,"code":null}}`},
+		{"ollama string", 404, `{"error":"model 'llama9' not found, try pulling it first"}`,
+			`{"error":{"message":"model 'llama9' not found, try pulling it first","type":"invalid_request_error","param":null,"code":null}}`},
+		{"responses error event", 400, `{"type":"error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model.","param":"input","sequence_number":0}`,
+			`{"error":{"message":"Your input exceeds the context window of this model.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`},
+		{"responses failed event", 400, `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","status":"failed","error":{"code":"invalid_prompt","message":"Invalid prompt: flagged"}}}`,
+			`{"error":{"message":"Invalid prompt: flagged","type":"invalid_request_error","param":null,"code":"invalid_prompt"}}`},
+		{"fastapi detail", 429, `{"detail":"Too many requests","status":429}`,
+			`{"error":{"message":"Too many requests","type":"rate_limit_error","param":null,"code":null}}`},
+		{"message of another type", 500, `{"message":{"text":"x"},"code":"boom"}`,
+			`{"error":{"message":"Internal Server Error","type":"server_error","param":null,"code":"boom"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CanonicalOpenAIError(tt.status, []byte(tt.body)); string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
