@@ -908,8 +908,9 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 
 // translatedFor is the request translated into step's provider format,
 // built by build once per format for the request, with step's model
-// name (the translation carries the first translated step's) and no
-// stream_options where the provider rejects them.
+// name (the translation carries the first translated step's), no
+// stream_options where the provider rejects them, and max_tokens named
+// max_completion_tokens where the provider wants that (withMaxCompletionTokens).
 func (r *request) translatedFor(step *route.Step, build func() ([]byte, error)) ([]byte, error) {
 	a := step.Provider.Adapter
 	pf := a.Format()
@@ -922,6 +923,9 @@ func (r *request) translatedFor(step *route.Step, build func() ([]byte, error)) 
 	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
 	if r.stream && a.RejectsStreamOptions() {
 		body = jsonfield.Delete(nil, body, "stream_options")
+	}
+	if a.TakesMaxCompletionTokens() {
+		body = withMaxCompletionTokens(body)
 	}
 	return body, nil
 }

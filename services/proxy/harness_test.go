@@ -233,8 +233,9 @@ func jsonDecode(resp *http.Response, v any) error {
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 // oneProviderFixture is a proxy in front of one upstream of type typ at
-// base (a test's own server), with one key (secret) and one chat model "m".
-func oneProviderFixture(t *testing.T, typ, base, secret string) *fixture {
+// base (a test's own server), with one key (secret) and one chat model "m",
+// changed by tweak.
+func oneProviderFixture(t *testing.T, typ, base, secret string, tweak ...func(*config.Provider)) *fixture {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.Providers = []config.Provider{{
@@ -242,6 +243,9 @@ func oneProviderFixture(t *testing.T, typ, base, secret string) *fixture {
 		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret(secret)}},
 		Models: []config.Model{{Name: "m", Kind: "chat"}},
 	}}
+	for _, fn := range tweak {
+		fn(&cfg.Providers[0])
+	}
 	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
 	f := &fixture{cfg: cfg}
 	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
 
@@ -11,6 +12,20 @@ func translateRequest(callerFormat provider.Format, body []byte, upstreamModel s
 		return translate.ChatToMessages(body, upstreamModel)
 	}
 	return translate.MessagesToChat(body, upstreamModel)
+}
+
+// withMaxCompletionTokens renames a translated chat request's max_tokens
+// max_completion_tokens, for the providers that take the new name
+// (provider.Adapter.TakesMaxCompletionTokens): a translation writes
+// max_tokens, which every OpenAI-compatible server knows, but OpenAI's
+// reasoning models refuse it (400 unsupported_parameter), and an Anthropic
+// caller always sends one.
+func withMaxCompletionTokens(body []byte) []byte {
+	v, _, _, ok := jsonfield.Find(body, "max_tokens")
+	if !ok {
+		return body
+	}
+	return jsonfield.SetRaw(nil, jsonfield.Delete(nil, body, "max_tokens"), "max_completion_tokens", v)
 }
 
 // translateResponse converts a successful non-stream response into the

@@ -160,6 +160,17 @@ var opPaths = map[Op]string{
 // deployments) rather than in the body.
 func (a *Adapter) ModelInURL() bool { return a.typ == "azure" }
 
+// TakesMaxCompletionTokens reports whether a chat request's output limit
+// goes as max_completion_tokens rather than max_tokens: OpenAI's reasoning
+// models (o1, o3, o4, gpt-5...) refuse max_tokens (400
+// unsupported_parameter), and OpenAI takes the new name for every chat
+// model; so does Azure from api-version 2024-09-01 on. Other
+// OpenAI-compatible servers (vLLM, Ollama, Groq, Mistral...) may know only
+// max_tokens.
+func (a *Adapter) TakesMaxCompletionTokens() bool {
+	return a.typ == "openai" || a.typ == "azure" && a.apiVersion >= "2024-09-01"
+}
+
 // URL is the endpoint for op with the given upstream model.
 func (a *Adapter) URL(op Op, upstreamModel string) string {
 	if a.typ == "azure" && op != OpModels {

@@ -48,6 +48,28 @@ func TestSupports(t *testing.T) {
 	}
 }
 
+func TestTakesMaxCompletionTokens(t *testing.T) {
+	tests := []struct {
+		typ, version string
+		want         bool
+	}{
+		{"openai", "", true},
+		{"azure", "2024-10-21", true},
+		{"azure", "2025-04-01-preview", true},
+		{"azure", "2024-06-01", false}, // before the parameter existed on Azure
+		{"vllm", "", false},
+		{"groq", "", false},
+		{"mistral", "", false},
+		{"openai-compatible", "", false},
+		{"anthropic", "", false},
+	}
+	for _, tt := range tests {
+		if got := New(tt.typ, "http://127.0.0.1:1", tt.version, nil).TakesMaxCompletionTokens(); got != tt.want {
+			t.Errorf("%s %s: %v, want %v", tt.typ, tt.version, got, tt.want)
+		}
+	}
+}
+
 func TestErrorIn200(t *testing.T) {
 	tests := []struct {
 		name   string

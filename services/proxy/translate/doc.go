@@ -89,7 +89,10 @@
 //   - system (string or text blocks) -> a first system message; text blocks
 //     of a message -> string content, joined by a blank line;
 //   - max_tokens -> max_tokens (max_completion_tokens with thinking, see
-//     below); temperature; top_p; stop_sequences -> stop
+//     below; the proxy renames it max_completion_tokens for the openai and
+//     azure provider types, whose reasoning models refuse max_tokens, while
+//     other OpenAI-compatible servers may know only max_tokens);
+//     temperature; top_p; stop_sequences -> stop
 //     (OpenAI takes at most 4); metadata.user_id -> user; stream -> stream
 //     with stream_options.include_usage, so the stream reports usage;
 //   - client tools (type absent or custom) -> function tools; tool_choice
