@@ -22,16 +22,19 @@
 //     merged into one turn, as Anthropic turns alternate; empty parts are
 //     dropped; an assistant refusal is text;
 //   - max_completion_tokens, else max_tokens -> max_tokens (4096 when
-//     absent: Anthropic requires it); temperature and top_p as they are
-//     (Anthropic refuses a temperature above 1); stop (string or array) ->
-//     stop_sequences; stream; user -> metadata.user_id;
+//     absent: Anthropic requires it); temperature (above 1, the top of
+//     Anthropic's range where OpenAI's is 2, -> 1) and top_p; stop (string
+//     or array) -> stop_sequences, without the sequences that are empty or
+//     whitespace alone ("\n"), which Anthropic refuses; stream; user ->
+//     metadata.user_id;
 //   - tools of type function -> tools {name, description, input_schema}
 //     (parameters, or an empty object schema when absent; strict is
 //     dropped); tool_choice "auto" -> {"type":"auto"}, "required" -> any,
 //     {"type":"function","function":{"name":N}} -> {"type":"tool","name":N},
-//     "none" -> none; parallel_tool_calls false ->
-//     disable_parallel_tool_use (in tool_choice, auto when none was given;
-//     tool_choice none cannot carry it). Without tools, tool_choice "none"
+//     "none" -> none (a forced call with thinking: see reasoning_effort);
+//     parallel_tool_calls false -> disable_parallel_tool_use (in
+//     tool_choice, auto when none was given; tool_choice none cannot carry
+//     it). Without tools, tool_choice "none"
 //     and "auto" and parallel_tool_calls are dropped; another tool_choice is
 //     malformed;
 //   - image_url parts -> image blocks: a data URL
@@ -52,9 +55,16 @@
 //     the thinking, as max_completion_tokens counts the reasoning): without
 //     a limit from the caller max_tokens is B + 4096; a budget that does not
 //     fit is lowered to half of max_tokens, and below 2048 max tokens
-//     reasoning_effort is refused. Temperature and tool_choice are passed as
-//     they are: Anthropic refuses a temperature and a forced tool beside
-//     thinking, and says so;
+//     reasoning_effort is refused. Beside thinking Anthropic refuses a
+//     temperature other than 1, a top_p below 0.95 and a forced tool call,
+//     where OpenAI serves them: with thinking, temperature and top_p are
+//     dropped, and tool_choice "required" or a named function becomes auto
+//     (disable_parallel_tool_use kept) with the system prompt ending in
+//     "Answer by calling one or more of the tools provided, not with text
+//     alone." or "Answer by calling the N tool, not with text alone.": the
+//     model is asked for the call, not forced, as for response_format
+//     json_schema below (refusing the request instead would fail a chain
+//     whose OpenAI step served it, once it falls over to Anthropic);
 //   - an assistant's thinking_blocks (LiteLLM's field: thinking blocks with
 //     their signature, redacted_thinking blocks with their data, as
 //     MessagesResponseToChat returns them) -> its first blocks, so that a
@@ -196,7 +206,10 @@
 // Anthropic does not give; response_format types other than text,
 // json_object and json_schema; MCP servers and containers.
 //
-// Lossy, as documented above: an image's detail; a plain-text document
+// Lossy, as documented above: a temperature above 1 is 1; stop sequences
+// of whitespace are dropped; with reasoning_effort, temperature and top_p
+// are dropped and a forced tool call is asked for, not forced; an image's
+// detail; a plain-text document
 // becomes text going to OpenAI; reasoning_effort minimal comes back low,
 // and a budget other than 2048, 8192 or 16384 comes back as one of those;
 // an unlimited OpenAI request with reasoning comes back with the max_tokens

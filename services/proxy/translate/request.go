@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -39,6 +40,9 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		TopP:        req.TopP,
 		Stream:      req.Stream,
 	}
+	if t := req.Temperature; t != nil && *t > 1 {
+		out.Temperature = ptr(1.0) // OpenAI's range is 0 to 2, Anthropic's 0 to 1
+	}
 	switch {
 	case req.MaxCompletionTokens != nil:
 		out.MaxTokens = *req.MaxCompletionTokens
@@ -53,6 +57,11 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		if err := anthropicThinkingFor(&out, effort, req.MaxCompletionTokens != nil || req.MaxTokens != nil); err != nil {
 			return nil, err
 		}
+	}
+	if out.Thinking != nil {
+		// Anthropic refuses thinking beside a temperature other than 1 or
+		// a top_p below 0.95; OpenAI's reasoning models ignore both.
+		out.Temperature, out.TopP = nil, nil
 	}
 	stops, err := parseStop(req.Stop)
 	if err != nil {
@@ -80,6 +89,9 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// After applyResponseFormat, which drops response_format for a forced
+	// tool call.
+	toolInstruction := relaxToolChoiceForThinking(&out)
 	if req.WebSearchOptions != nil {
 		out.Tools = append(out.Tools, anthropicWebSearchTool(req.WebSearchOptions))
 	}
@@ -112,8 +124,10 @@ func ChatToMessages(body []byte, upstreamModel string) ([]byte, error) {
 		}
 		turns = append(turns, turn{role: role, blocks: blocks, isString: isString})
 	}
-	if instruction != "" {
-		system = append(system, anthropicBlock{Type: "text", Text: instruction})
+	for _, in := range [...]string{instruction, toolInstruction} {
+		if in != "" {
+			system = append(system, anthropicBlock{Type: "text", Text: in})
+		}
 	}
 	out.System = systemPrompt(system)
 	out.Messages = make([]anthropicMessageOut, len(turns))
@@ -238,7 +252,8 @@ func (r *chatRequest) checkSupported() error {
 }
 
 // parseStop reads OpenAI's stop: null, a string, or an array of strings.
-// Empty sequences are dropped (Anthropic refuses them).
+// Sequences that are empty or whitespace alone ("\n") are dropped:
+// Anthropic refuses them.
 func parseStop(raw json.RawMessage) ([]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if !present(raw) {
@@ -254,7 +269,7 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	} else if err := json.Unmarshal(raw, &stops); err != nil {
 		return nil, malformed("OpenAI chat request stop", err)
 	}
-	stops = nonEmpty(stops)
+	stops = slices.DeleteFunc(stops, func(s string) bool { return strings.TrimSpace(s) == "" })
 	if len(stops) == 0 {
 		return nil, nil
 	}

@@ -92,6 +92,30 @@ func anthropicToolChoiceFor(raw json.RawMessage, parallel *bool) (*anthropicTool
 	return &tc, nil
 }
 
+// relaxToolChoiceForThinking makes a forced tool call (tool_choice any, or
+// a named tool) of a request with thinking, which Anthropic allows with
+// tool_choice auto and none alone, tool_choice auto (keeping
+// disable_parallel_tool_use), and returns an instruction for the system
+// prompt that asks for the call instead, as applyResponseFormat asks for
+// the json_response tool; "" when nothing changed.
+func relaxToolChoiceForThinking(out *messagesRequestOut) string {
+	tc := out.ToolChoice
+	if out.Thinking == nil || tc == nil || tc.Type != "any" && tc.Type != "tool" {
+		return ""
+	}
+	out.ToolChoice = &anthropicToolChoice{Type: "auto", DisableParallelToolUse: tc.DisableParallelToolUse}
+	if tc.Type == "tool" {
+		return fmt.Sprintf(namedToolInstruction, tc.Name)
+	}
+	return anyToolInstruction
+}
+
+// The instructions of relaxToolChoiceForThinking.
+const (
+	anyToolInstruction   = "Answer by calling one or more of the tools provided, not with text alone."
+	namedToolInstruction = "Answer by calling the %s tool, not with text alone."
+)
+
 // chatToolChoiceFor translates Anthropic's tool_choice, for a request with
 // tools, into OpenAI's tool_choice and parallel_tool_calls.
 func chatToolChoiceFor(tc *anthropicToolChoice) (choice any, parallel *bool, err error) {

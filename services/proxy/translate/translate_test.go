@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -161,6 +162,68 @@ func TestMalformed(t *testing.T) {
 			var ue *UnsupportedError
 			if errors.As(err, &ue) {
 				t.Errorf("malformed input reported as unsupported: %v", err)
+			}
+		})
+	}
+}
+
+// TestAnthropicLimits: a request OpenAI accepts is not sent to Anthropic
+// with a parameter Anthropic refuses (each a 400 that does not fail over):
+// a temperature above 1, a stop sequence of whitespace, and beside
+// thinking a temperature, a top_p or a forced tool call.
+func TestAnthropicLimits(t *testing.T) {
+	const (
+		hi    = `"messages":[{"role":"user","content":"hi"}]`
+		tools = `"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}]`
+	)
+	tests := []struct {
+		name string
+		body string
+		want string // the Anthropic request, compacted, minus model and messages
+	}{
+		{"temperature above 1", `{` + hi + `,"temperature":1.5,"top_p":0.5}`,
+			`{"max_tokens":4096,"temperature":1,"top_p":0.5}`},
+		{"temperature 1 and below kept", `{` + hi + `,"temperature":0.2}`,
+			`{"max_tokens":4096,"temperature":0.2}`},
+		{"whitespace stop sequences", `{` + hi + `,"stop":["\n"," \t","","END"]}`,
+			`{"max_tokens":4096,"stop_sequences":["END"]}`},
+		{"a whitespace stop string", `{` + hi + `,"stop":"\n\n"}`,
+			`{"max_tokens":4096}`},
+		{"thinking drops temperature and top_p", `{` + hi + `,"reasoning_effort":"low","temperature":0.2,"top_p":0.5}`,
+			`{"max_tokens":6144,"thinking":{"type":"enabled","budget_tokens":2048}}`},
+		{"no thinking (none) keeps them", `{` + hi + `,"reasoning_effort":"none","temperature":0.2,"top_p":0.5}`,
+			`{"max_tokens":4096,"temperature":0.2,"top_p":0.5}`},
+		{"thinking with tool_choice required", `{` + hi + `,"reasoning_effort":"low",` + tools + `,"tool_choice":"required","parallel_tool_calls":false}`,
+			`{"system":"` + anyToolInstruction + `","max_tokens":6144,"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"g","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":true},"thinking":{"type":"enabled","budget_tokens":2048}}`},
+		{"thinking with a named tool", `{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"reasoning_effort":"low",` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}}}`,
+			`{"system":"be brief\n\nAnswer by calling the g tool, not with text alone.","max_tokens":6144,"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"g","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":2048}}`},
+		{"thinking with a named tool and response_format", `{` + hi + `,"reasoning_effort":"low",` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}},"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}}}`,
+			`{"system":"Answer by calling the g tool, not with text alone.","max_tokens":6144,"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"g","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":2048}}`},
+		{"thinking with tool_choice auto", `{` + hi + `,"reasoning_effort":"low",` + tools + `,"tool_choice":"auto"}`,
+			`{"max_tokens":6144,"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"g","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":2048}}`},
+		{"no thinking keeps a forced tool", `{` + hi + `,` + tools + `,"tool_choice":"required"}`,
+			`{"max_tokens":4096,"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"g","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"any"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := ChatToMessages([]byte(tt.body), upstreamModel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(out, &m); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, "model")
+			delete(m, "messages")
+			got, _ := json.Marshal(m)
+			var want map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
+				t.Fatalf("want: %v", err)
+			}
+			wantJSON, _ := json.Marshal(want)
+			if string(got) != string(wantJSON) {
+				t.Errorf("Anthropic request\n got %s\nwant %s", got, wantJSON)
 			}
 		})
 	}
