@@ -88,7 +88,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		fasthttp.ReleaseResponse(resp)
 	}
 	if pf != r.ep.format {
-		rl.conv = newStreamConverter(r.ep.format, pf, r.model, r.translated[pf])
+		rl.conv = newStreamConverter(r.ep.format, pf, r.model, r.translated[pf], r.callerUsage)
 	}
 	// Hold back the events that only open the stream: until content
 	// arrives, nothing has reached the caller and failover stays possible.

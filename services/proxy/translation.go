@@ -72,21 +72,27 @@ func translateError(callerFormat provider.Format, status int, body []byte) []byt
 // the caller's. upstreamReq is the request sent upstream: an Anthropic one
 // that carries the json_response tool (a response_format json_schema) has
 // its text held until the stream shows whether the tool answers.
-func newStreamConverter(callerFormat, upstreamFormat provider.Format, model string, upstreamReq []byte) translate.StreamConverter {
-	messagesToChat := func() translate.StreamConverter {
+// callerUsage: an OpenAI caller asked for the usage chunk
+// (stream_options.include_usage); one that did not gets none, as from
+// OpenAI, whichever step served. The usage is metered from the upstream's
+// events all the same (relay.convertKind reads them before conversion).
+func newStreamConverter(callerFormat, upstreamFormat provider.Format, model string, upstreamReq []byte, callerUsage bool) translate.StreamConverter {
+	messagesToChat := func(usage bool) translate.StreamConverter {
 		if translate.RequestsAnswerTool(upstreamReq) {
-			return translate.NewMessagesToChatAnswerStream(model)
+			return translate.NewMessagesToChatAnswerStream(model, usage)
 		}
-		return translate.NewMessagesToChatStream(model)
+		return translate.NewMessagesToChatStream(model, usage)
 	}
 	if callerFormat == provider.FormatResponses {
 		if upstreamFormat == provider.FormatAnthropic {
-			return &chained{first: messagesToChat(), second: newChatToResponsesStream(model)}
+			// The Responses stream's response.completed carries the
+			// usage: the chat stream between must give it.
+			return &chained{first: messagesToChat(true), second: newChatToResponsesStream(model)}
 		}
 		return newChatToResponsesStream(model)
 	}
 	if callerFormat == provider.FormatOpenAI {
-		return messagesToChat()
+		return messagesToChat(callerUsage)
 	}
 	return translate.NewChatToMessagesStream(model)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -87,5 +88,55 @@ func TestTranslatedMaxCompletionTokens(t *testing.T) {
 			}
 			check("responses")
 		})
+	}
+}
+
+// TestTranslatedStreamUsage: an OpenAI caller served by an Anthropic stream
+// gets the usage chunk ("choices":[]) only when it asked
+// (stream_options.include_usage), as from OpenAI: the stream's shape does
+// not depend on the step that served. The record has the provider's counts
+// either way, and a Responses stream, which needs the usage for
+// response.completed, still gets it.
+func TestTranslatedStreamUsage(t *testing.T) {
+	mf := newMeterFixture(t)
+	usageChunks := func(body string) int {
+		t.Helper()
+		resp, events := mf.stream(t, "/v1/chat/completions", body)
+		if resp.StatusCode != 200 || len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+			t.Fatalf("status %d, events %+v", resp.StatusCode, events)
+		}
+		n := 0
+		for _, ev := range events {
+			if strings.Contains(ev.data, `"choices":[]`) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := usageChunks(`{"model":"demo-claude","stream":true,"messages":[{"role":"user","content":"hello"}]}`); n != 0 {
+		t.Errorf("a caller that did not ask got %d usage chunks", n)
+	}
+	if n := usageChunks(`{"model":"demo-claude","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`); n != 1 {
+		t.Errorf("a caller that asked got %d usage chunks, want 1", n)
+	}
+	resp, events := mf.stream(t, "/v1/responses", `{"model":"demo-claude","stream":true,"input":"hello"}`)
+	var completed struct {
+		Response struct {
+			Usage struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"response"`
+	}
+	if n := len(events); resp.StatusCode != 200 || n == 0 || events[n-1].name != "response.completed" {
+		t.Fatalf("responses: status %d, events %+v", resp.StatusCode, events)
+	}
+	if err := json.Unmarshal([]byte(events[len(events)-1].data), &completed); err != nil || completed.Response.Usage.InputTokens == 0 || completed.Response.Usage.OutputTokens == 0 {
+		t.Errorf("response.completed without usage (%v): %s", err, events[len(events)-1].data)
+	}
+	for i, rec := range mf.records(t, 3) {
+		if rec.TokensEstimated || rec.Tokens.Input == 0 || rec.Tokens.Output == 0 || !rec.StreamCompleted {
+			t.Errorf("record %d: %+v", i, rec)
+		}
 	}
 }

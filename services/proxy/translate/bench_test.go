@@ -6,7 +6,7 @@ import "testing"
 // through a converter that has seen the stream's start.
 
 func BenchmarkMessagesToChatStreamEvent(b *testing.B) {
-	c := NewMessagesToChatStream(callerModel)
+	c := NewMessagesToChatStream(callerModel, true)
 	start := []byte(`{"type":"message_start","message":{"id":"msg_01Xq8Vh3d9K2","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}`)
 	if _, _, err := c.Event([]byte("message_start"), start); err != nil {
 		b.Fatal(err)
@@ -41,7 +41,7 @@ func BenchmarkChatToMessagesStreamEvent(b *testing.B) {
 // The tool benchmarks measure one piece of a tool call's arguments.
 
 func BenchmarkMessagesToChatStreamToolEvent(b *testing.B) {
-	c := NewMessagesToChatStream(callerModel)
+	c := NewMessagesToChatStream(callerModel, true)
 	for _, ev := range [][2]string{
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01Xq8Vh3d9K2","type":"message","role":"assistant","content":[],"usage":{"input_tokens":25,"output_tokens":1}}}`},
 		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}}`},

@@ -53,7 +53,7 @@ func FuzzStreamConverters(f *testing.F) {
 	f.Add([]byte("content_block_start"), []byte(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`), []byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}`))
 	f.Add([]byte("content_block_delta"), []byte(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`), []byte(`{"choices":[{"index":0,"delta":{"content":"x","tool_calls":[{"index":1,"function":{"name":"g","arguments":":1}"}}]},"finish_reason":"tool_calls"}]}`))
 	f.Fuzz(func(t *testing.T, name, anthropicData, openAIData []byte) {
-		a := NewMessagesToChatStream(callerModel)
+		a := NewMessagesToChatStream(callerModel, true)
 		o := NewChatToMessagesStream(callerModel)
 		check := func(frames []byte) {
 			if len(frames) > 0 && !strings.HasSuffix(string(frames), "\n\n") {

@@ -171,8 +171,9 @@
 //     name the caller asked for, not the upstream's.
 //
 // Streams: see NewMessagesToChatStream and NewChatToMessagesStream. The
-// OpenAI stream produced always ends with a usage chunk ("choices":[]), as if
-// stream_options.include_usage had been set. The Anthropic stream produced
+// OpenAI stream produced ends with a usage chunk ("choices":[]) when the
+// caller asked for it with stream_options.include_usage (includeUsage), as
+// OpenAI's does, and only then. The Anthropic stream produced
 // has zero usage in message_start, as OpenAI reports usage only at the end;
 // message_delta carries it all. Tool calls stream both ways: a tool_use
 // block start <-> a first tool_calls delta (index, id, type, name, empty

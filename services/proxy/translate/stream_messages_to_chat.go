@@ -101,6 +101,10 @@ type messagesToChatStream struct {
 	answerTool, answered bool
 	held                 []byte
 
+	// includeUsage: the stream ends with a usage chunk (the caller asked
+	// for it with stream_options.include_usage).
+	includeUsage bool
+
 	started, finished, done, terminated bool
 }
 
@@ -113,9 +117,10 @@ type messagesToChatStream struct {
 // tool_calls chunk with its index, id, type, name and empty arguments, then
 // one with arguments for each input_json_delta, message_delta's
 // stop_reason a finish_reason chunk ("stop" at message_stop when none came),
-// and message_stop a usage chunk
-// ("choices":[] as with stream_options.include_usage, always sent) then
-// "data: [DONE]". Thinking deltas give reasoning_content chunks, and a
+// and message_stop, when includeUsage is set, a usage chunk ("choices":[],
+// as OpenAI sends it for stream_options.include_usage) then "data: [DONE]".
+// Without includeUsage there is no usage chunk, as from OpenAI: a client
+// reading choices[0] of every chunk would fail on it. Thinking deltas give reasoning_content chunks, and a
 // signature a chunk with the whole block in thinking_blocks ([{"type":
 // "thinking","thinking":...,"signature":...}], as LiteLLM streams it); a
 // redacted_thinking block a thinking_blocks chunk with its data. The
@@ -123,8 +128,8 @@ type messagesToChatStream struct {
 // its stop_reason tool_use gives finish_reason "stop". A server
 // tool's block fails with an *UnsupportedError. An "error" event becomes an OpenAI error chunk
 // data: {"error":{...}} and ends the stream without [DONE], as OpenAI does.
-func NewMessagesToChatStream(model string) StreamConverter {
-	return &messagesToChatStream{model: model, out: make([]byte, 0, 512)}
+func NewMessagesToChatStream(model string, includeUsage bool) StreamConverter {
+	return &messagesToChatStream{model: model, out: make([]byte, 0, 512), includeUsage: includeUsage}
 }
 
 // NewMessagesToChatAnswerStream is NewMessagesToChatStream for a request
@@ -133,8 +138,8 @@ func NewMessagesToChatStream(model string) StreamConverter {
 // so text waits until the stream shows whether the tool answers (the
 // model may write some first where it cannot be made to call the tool:
 // with thinking).
-func NewMessagesToChatAnswerStream(model string) StreamConverter {
-	return &messagesToChatStream{model: model, out: make([]byte, 0, 512), answerTool: true}
+func NewMessagesToChatAnswerStream(model string, includeUsage bool) StreamConverter {
+	return &messagesToChatStream{model: model, out: make([]byte, 0, 512), answerTool: true, includeUsage: includeUsage}
 }
 
 // RequestsAnswerTool reports whether req, an Anthropic messages request
@@ -191,10 +196,13 @@ func (c *messagesToChatStream) Event(name, data []byte) ([]byte, bool, error) {
 		if !c.finished {
 			c.appendFinish("stop") // message_delta did not say why
 		}
-		c.out = append(c.out, c.prefix...)
-		c.out = append(c.out, `],"usage":`...)
-		c.out = appendChatUsage(c.out, c.usage)
-		c.out = append(c.out, "}\n\ndata: [DONE]\n\n"...)
+		if c.includeUsage {
+			c.out = append(c.out, c.prefix...)
+			c.out = append(c.out, `],"usage":`...)
+			c.out = appendChatUsage(c.out, c.usage)
+			c.out = append(c.out, "}\n\n"...)
+		}
+		c.out = append(c.out, "data: [DONE]\n\n"...)
 		c.done, c.terminated = true, true
 		return c.out, true, nil
 	case "message_start", "content_block_start", "content_block_delta", "message_delta":

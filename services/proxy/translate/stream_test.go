@@ -45,14 +45,14 @@ func TestStreams(t *testing.T) {
 	}{
 		{
 			name: "messages_to_chat_stream",
-			conv: func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			conv: func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			back: func() StreamConverter { return NewChatToMessagesStream(callerModel) },
 			from: anthropicSSE, to: openAIStream,
 		},
 		{
 			name: "chat_to_messages_stream",
 			conv: func() StreamConverter { return NewChatToMessagesStream(callerModel) },
-			back: func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+			back: func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			from: openAIStream, to: anthropicSSE,
 		},
 	}
@@ -449,7 +449,7 @@ func TestStreamUsage(t *testing.T) {
 		path  string
 		match string
 	}{
-		{"anthropic usage with cache to chat", NewMessagesToChatStream(callerModel), "testdata/messages_to_chat_stream/thinking_then_text.sse",
+		{"anthropic usage with cache to chat", NewMessagesToChatStream(callerModel, true), "testdata/messages_to_chat_stream/thinking_then_text.sse",
 			`"usage":{"prompt_tokens":2013,"completion_tokens":40,"total_tokens":2053,"prompt_tokens_details":{"cached_tokens":2000}}`},
 		{"chat usage chunk to anthropic", NewChatToMessagesStream(callerModel), "testdata/chat_to_messages_stream/basic.sse",
 			`"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":176,"cache_creation_input_tokens":0,"cache_read_input_tokens":1024,"output_tokens":12}`},
@@ -459,7 +459,7 @@ func TestStreamUsage(t *testing.T) {
 			`"stop_reason":"refusal"`},
 		{"chat tool calls to anthropic", NewChatToMessagesStream(callerModel), "testdata/chat_to_messages_stream/tool_calls.sse",
 			`"stop_reason":"tool_use"`},
-		{"anthropic tool use to chat", NewMessagesToChatStream(callerModel), "testdata/messages_to_chat_stream/tool_use.sse",
+		{"anthropic tool use to chat", NewMessagesToChatStream(callerModel, true), "testdata/messages_to_chat_stream/tool_use.sse",
 			`"finish_reason":"tool_calls"`},
 	}
 	for _, tt := range tests {
@@ -476,6 +476,24 @@ func TestStreamUsage(t *testing.T) {
 	}
 }
 
+// TestStreamWithoutUsage: without includeUsage the chat stream has no
+// usage chunk ("choices":[]) and still ends with a finish_reason and [DONE].
+func TestStreamWithoutUsage(t *testing.T) {
+	for _, path := range []string{"testdata/messages_to_chat_stream/thinking_then_text.sse", "testdata/messages_to_chat_stream/tool_use.sse"} {
+		in, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, terminated := runStream(t, NewMessagesToChatStream(callerModel, false), in)
+		if bytes.Contains(out, []byte(`"choices":[]`)) || bytes.Contains(out, []byte(`"usage"`)) {
+			t.Errorf("%s: a usage chunk unasked:\n%s", path, out)
+		}
+		if !terminated || !bytes.HasSuffix(out, []byte("\"}]}\n\ndata: [DONE]\n\n")) {
+			t.Errorf("%s: not ended by a finish_reason and [DONE]:\n%s", path, out)
+		}
+	}
+}
+
 func TestStreamErrors(t *testing.T) {
 	const (
 		msgStart  = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`
@@ -489,30 +507,30 @@ func TestStreamErrors(t *testing.T) {
 		unsupported string // the Field of the *UnsupportedError the last event gives
 		malformed   bool   // the last event gives an error wrapping ErrMalformed
 	}{
-		{"anthropic server_tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic server_tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"code_execution","input":{}}}`}},
 			"server and MCP tool calls (server_tool_use blocks)", false},
-		{"anthropic tool_use without a name", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic tool_use without a name", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","input":{}}}`}},
 			"", true},
-		{"anthropic input_json_delta outside a tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic input_json_delta outside a tool_use block", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`}},
 			"", true},
-		{"anthropic input_json_delta for another block", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic input_json_delta for another block", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`},
 				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`}},
 			"", true},
-		{"anthropic partial_json not a string", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic partial_json not a string", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`},
 				{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":{}}}`}},
 			"", true},
-		{"anthropic bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_delta", `{"type":"content_block_delta",`}},
 			"", true},
-		{"anthropic text not a string", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic text not a string", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"message_start", msgStart}, {"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}`}},
 			"", true},
-		{"anthropic nameless bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel) },
+		{"anthropic nameless bad JSON", func() StreamConverter { return NewMessagesToChatStream(callerModel, true) },
 			[]event{{"", `not json`}},
 			"", true},
 		{"openai function_call delta", func() StreamConverter { return NewChatToMessagesStream(callerModel) },
@@ -581,7 +599,7 @@ func TestStreamAfterDone(t *testing.T) {
 		last     string // the terminal event's name and data
 		lastData string
 	}{
-		{"anthropic to chat", NewMessagesToChatStream(callerModel), "message_stop", `{"type":"message_stop"}`},
+		{"anthropic to chat", NewMessagesToChatStream(callerModel, true), "message_stop", `{"type":"message_stop"}`},
 		{"chat to anthropic", NewChatToMessagesStream(callerModel), "", "[DONE]"},
 	}
 	for _, tt := range tests {
@@ -612,7 +630,7 @@ func TestStreamCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := in[:bytes.Index(in, []byte("event: message_delta"))]
-	c := NewMessagesToChatStream(callerModel)
+	c := NewMessagesToChatStream(callerModel, true)
 	out, terminated := runStream(t, c, cut)
 	if terminated {
 		t.Error("Terminated() for a cut stream")

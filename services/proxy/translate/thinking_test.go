@@ -54,7 +54,7 @@ func TestThinkingStreamRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chat, _ := runStream(t, NewMessagesToChatStream(callerModel), in)
+		chat, _ := runStream(t, NewMessagesToChatStream(callerModel, true), in)
 		back, _ := runStream(t, NewChatToMessagesStream(callerModel), chat)
 		want := anthropicStreamThinking(t, in)
 		got := anthropicStreamThinking(t, back)
@@ -162,7 +162,7 @@ func TestStructuredOutputStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, terminated := runStream(t, NewMessagesToChatStream(callerModel), in)
+		out, terminated := runStream(t, NewMessagesToChatStream(callerModel, true), in)
 		if !terminated {
 			t.Errorf("%s: not terminated", name)
 		}
@@ -219,7 +219,7 @@ func TestStructuredOutputStreamWithText(t *testing.T) {
 		{"answer then text", start + answer + text + end("tool_use"), `{"a":1}`},
 		{"text alone", start + text + end("end_turn"), "Here is the answer."},
 	} {
-		out, terminated := runStream(t, NewMessagesToChatAnswerStream(callerModel), []byte(tt.stream))
+		out, terminated := runStream(t, NewMessagesToChatAnswerStream(callerModel, true), []byte(tt.stream))
 		checkOpenAIStream(t, out, terminated)
 		if got := openAIStreamText(t, out); got != tt.want {
 			t.Errorf("%s: content %q, want %q", tt.name, got, tt.want)

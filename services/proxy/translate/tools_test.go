@@ -194,7 +194,7 @@ func TestStreamedCallWithoutArguments(t *testing.T) {
 		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
 		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`) +
 		ev("message_stop", `{"type":"message_stop"}`)
-	out, _ := runStream(t, NewMessagesToChatStream("m"), []byte(stream))
+	out, _ := runStream(t, NewMessagesToChatStream("m", true), []byte(stream))
 	calls := openAIStreamTools(t, out)
 	if len(calls) != 2 || calls[0].Arguments != "{}" || calls[1].Arguments != `{"a":1}` {
 		t.Fatalf("calls %+v", calls)
