@@ -359,9 +359,9 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	secrets := providerSecrets(t.step.Provider)
 	body := redact.Body(ae.body, secrets...)
 	if len(body) == 0 || !jsonObject(body) {
-		body = redact.Body(errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary()), secrets...)
+		body = withRequestID(c, r.ep.format, redact.Body(errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary()), secrets...))
 	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
-		body = translateError(r.ep.format, status, body)
+		body = withRequestID(c, r.ep.format, translateError(r.ep.format, status, body)) // Anthropic's own carry Anthropic's
 	} else if errorShape(r.ep.format) == provider.FormatOpenAI {
 		// OpenAI-compatible providers (and the Responses API's error
 		// events) spell errors more loosely than OpenAI's SDKs read them:

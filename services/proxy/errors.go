@@ -120,5 +120,20 @@ func appendJSONString(b []byte, s string) []byte {
 func sendError(c *fiber.Ctx, f provider.Format, status int, code, message string) error {
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(errorBody(f, status, code, message))
+	return c.Send(withRequestID(c, f, errorBody(f, status, code, message)))
+}
+
+// withRequestID adds the request's id (X-Request-Id) to an Anthropic-style
+// error body, at its top level as request_id, as Anthropic's own errors
+// carry it; other bodies are returned as they are.
+func withRequestID(c *fiber.Ctx, f provider.Format, body []byte) []byte {
+	id := c.Response().Header.Peek(headerRequestID)
+	if f != provider.FormatAnthropic || len(id) == 0 || len(body) == 0 || body[len(body)-1] != '}' {
+		return body
+	}
+	b := make([]byte, 0, len(body)+len(id)+16)
+	b = append(b, body[:len(body)-1]...)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, string(id)) // visible ASCII, a caller's may hold quotes
+	return append(b, '}')
 }

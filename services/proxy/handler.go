@@ -157,6 +157,9 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r := &request{s: s, ep: ep, started: time.Now()}
 		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
 		r.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
+		if ep.format == provider.FormatAnthropic {
+			setAnthropicRequestID(c) // /v1/messages/count_tokens without anthropic-version
+		}
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)
@@ -173,6 +176,9 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		var res outcome
 		if ep == epPassthrough {
 			res = r.servePassthrough(c)
+			if r.ep.format == provider.FormatAnthropic {
+				setAnthropicRequestID(c) // the gateway's, not the provider's relayed
+			}
 		} else {
 			res = r.serve(c)
 		}
@@ -950,16 +956,35 @@ func streamOptionsFor(a *provider.Adapter, body []byte, edits []jsonfield.Edit, 
 }
 
 // setRequestID sets the response's X-Request-Id: the caller's own when it
-// is visible ASCII of at most 128 bytes, else a new one (newRequestID).
+// is visible ASCII of at most 128 bytes, else a new one (newRequestID);
+// and request-id, the same, when the caller speaks Anthropic's format
+// (formatOf).
 func setRequestID(c *fiber.Ctx) {
 	h := &c.Response().Header
 	if given := c.Request().Header.Peek(headerRequestID); len(given) <= 128 && visibleASCII(given) {
 		h.SetCanonical(hdrRequestID, given) // a copy
-		return
+	} else {
+		var b [requestIDLen]byte
+		h.SetCanonical(hdrRequestID, newRequestID(&b))
 	}
-	var b [requestIDLen]byte
-	h.SetCanonical(hdrRequestID, newRequestID(&b))
+	if formatOf(c) == provider.FormatAnthropic {
+		setAnthropicRequestID(c)
+	}
 }
+
+// setAnthropicRequestID sets request-id to the response's X-Request-Id:
+// Anthropic's API names its request id so, and its SDKs read it from there
+// (anthropic-sdk-go's Error.RequestID). Set on answers in Anthropic's
+// format (formatOf, an Anthropic endpoint, a passthrough to an Anthropic
+// provider).
+func setAnthropicRequestID(c *fiber.Ctx) {
+	h := &c.Response().Header
+	h.SetCanonical(hdrAnthropicRequestID, h.Peek(headerRequestID)) // copied into its own value
+}
+
+// hdrAnthropicRequestID is X-Request-Id again, on answers in Anthropic's
+// format, whose API and SDKs name the request id so.
+var hdrAnthropicRequestID = []byte("Request-Id")
 
 // requestIDLen is the length of a generated request id.
 const requestIDLen = 4 + 24
