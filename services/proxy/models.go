@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/provider"
 )
 
 // listModels serves GET /v1/models: every name the gateway resolves, in the
@@ -28,22 +31,66 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 	return c.Send(bodies[formatOf(c)])
 }
 
-// modelLists renders names in the OpenAI and Anthropic list formats (by
-// provider.Format).
-func (s *Service) modelLists(names []route.ModelName) [2][]byte {
-	created := s.started.Unix()
-	type openAIModel struct {
+// getModel serves GET /v1/models/{id}: the entry /v1/models lists for the
+// name id, in the same format (OpenAI's model object, Anthropic's when the
+// caller sends anthropic-version), or 404 model_not_found in that format
+// for a name the list does not have. id is the rest of the path, so that a
+// provider/model name is found whether its slash is escaped (%2F, as the
+// SDKs send it) or not.
+func (s *Service) getModel(c *fiber.Ctx) error {
+	rt := s.rt.Load()
+	f := formatOf(c)
+	if _, ok := rt.clients.Load().authenticate(c); !ok {
+		return sendError(c, f, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
+	}
+	id := c.Params("*") // as sent: fiber does not unescape the path
+	if u, err := url.PathUnescape(id); err == nil {
+		id = u
+	}
+	for _, m := range rt.table.VisibleNames() {
+		if m.ID != id || f == provider.FormatAnthropic && m.Kind != "chat" {
+			continue
+		}
+		var b []byte
+		if f == provider.FormatAnthropic {
+			b, _ = json.Marshal(s.anthropicModel(m))
+		} else {
+			b, _ = json.Marshal(s.openAIModel(m))
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(b)
+	}
+	return sendError(c, f, fiber.StatusNotFound, codeModelNotFound, fmt.Sprintf("the model `%s` does not exist on this gateway", id))
+}
+
+// openAIModel and anthropicModel are a model's entry in the OpenAI and
+// Anthropic formats (Anthropic's lists chat models alone).
+type (
+	openAIModel struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	type anthropicModel struct {
+	anthropicModel struct {
 		Type        string `json:"type"`
 		ID          string `json:"id"`
 		DisplayName string `json:"display_name"`
 		CreatedAt   string `json:"created_at"`
 	}
+)
+
+func (s *Service) openAIModel(m route.ModelName) openAIModel {
+	return openAIModel{ID: m.ID, Object: "model", Created: s.started.Unix(), OwnedBy: m.OwnedBy}
+}
+
+func (s *Service) anthropicModel(m route.ModelName) anthropicModel {
+	return anthropicModel{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: s.started.UTC().Format(time.RFC3339)}
+}
+
+// modelLists renders names in the OpenAI and Anthropic list formats (by
+// provider.Format).
+func (s *Service) modelLists(names []route.ModelName) [2][]byte {
 	oa := struct {
 		Object string        `json:"object"`
 		Data   []openAIModel `json:"data"`
@@ -55,10 +102,9 @@ func (s *Service) modelLists(names []route.ModelName) [2][]byte {
 		LastID  *string          `json:"last_id"`
 	}{Data: []anthropicModel{}}
 	for _, m := range names {
-		oa.Data = append(oa.Data, openAIModel{ID: m.ID, Object: "model", Created: created, OwnedBy: m.OwnedBy})
+		oa.Data = append(oa.Data, s.openAIModel(m))
 		if m.Kind == "chat" {
-			an.Data = append(an.Data, anthropicModel{Type: "model", ID: m.ID, DisplayName: m.ID,
-				CreatedAt: s.started.UTC().Format(time.RFC3339)})
+			an.Data = append(an.Data, s.anthropicModel(m))
 		}
 	}
 	if n := len(an.Data); n > 0 {

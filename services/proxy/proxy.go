@@ -171,6 +171,7 @@ func (s *Service) newApp() *fiber.App {
 		app.Post(ep.path, s.handle(ep))
 	}
 	app.Get("/v1/models", s.listModels)
+	app.Get("/v1/models/*", s.getModel) // the rest of the path: names may hold a slash
 	app.Get("/metrics", s.metrics.handler())
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
