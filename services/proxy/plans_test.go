@@ -154,9 +154,13 @@ func TestPlanBudget(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no budget event")
 	}
-	status, _, body = mf.call(t, "/v1/chat/completions", small)
+	status, h, body := mf.call(t, "/v1/chat/completions", small)
 	if code, msg := errorOf(t, body); status != http.StatusTooManyRequests || code != "budget_exhausted" || !strings.Contains(msg, "exhausted") {
 		t.Fatalf("after the budget was spent: %d %s", status, body)
+	}
+	// The SDKs retry a 429 within seconds unless told not to.
+	if h.Get("X-Should-Retry") != "false" || h.Get("Retry-After") == "" {
+		t.Errorf("budget refusal headers: should-retry %q, retry-after %q", h.Get("X-Should-Retry"), h.Get("Retry-After"))
 	}
 }
 
