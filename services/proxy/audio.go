@@ -57,6 +57,9 @@ func parseForm(body []byte, contentType string) (model string, berr *bodyError) 
 	case files != 1:
 		return "", &bodyError{codeInvalidRequest, "the form must carry exactly one `file`"}
 	}
+	if berr := checkModelName(model); berr != nil {
+		return "", berr
+	}
 	return model, nil
 }
 

@@ -92,8 +92,8 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	if !ok || p.model == "" {
 		return parsed{}, &bodyError{codeMissingModel, "the request body must name a model"}
 	}
-	if !utf8.ValidString(p.model) {
-		return parsed{}, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+	if berr := checkModelName(p.model); berr != nil {
+		return parsed{}, berr
 	}
 	if berr := checkRequired(op, required, required != nil); berr != nil {
 		return parsed{}, berr
@@ -111,6 +111,26 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		p.callerUsage = jsonfield.Bool(options, "include_usage")
 	}
 	return p, nil
+}
+
+// maxModelName is the longest model name a request may give, in bytes.
+// Real ids are far shorter (OpenRouter's and Hugging Face's
+// "<org>/<model>:<variant>" ids run to about 100 bytes); a caller's name
+// reaches hold ids (KV keys: each byte but letters, digits and '-' takes
+// three), log lines, errors and debug bundles, so it is bounded long
+// before any of those could be harmed by it.
+const maxModelName = 256
+
+// checkModelName refuses a model name routing must not see: not UTF-8, or
+// longer than maxModelName.
+func checkModelName(model string) *bodyError {
+	if !utf8.ValidString(model) {
+		return &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+	}
+	if len(model) > maxModelName {
+		return &bodyError{codeInvalidRequest, fmt.Sprintf("the model name is %d bytes long; at most %d are allowed", len(model), maxModelName)}
+	}
+	return nil
 }
 
 // bodyErrorOf is the caller's error for what jsonfield.Strict found: a body

@@ -307,3 +307,55 @@ func TestCompressedBodies(t *testing.T) {
 		t.Errorf("passthrough upstream got %q with Content-Encoding %q, want the body as sent", c.Body, c.Header.Get("Content-Encoding"))
 	}
 }
+
+// A model name longer than maxModelName is refused before routing, in the
+// endpoint's format: a caller's name reaches hold ids, logs and bundles,
+// and a long one (unlisted models are sent as named) once made the hold
+// store's KV key too long for NATS.
+func TestModelNameLimit(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Providers[0].AllowUnlistedModels = true })
+	long := "fake-openai/" + strings.Repeat("m.", maxModelName)
+	fits := "fake-openai/" + strings.Repeat("m", maxModelName-len("fake-openai/"))
+	form := func(model string) string {
+		return "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n" +
+			"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nxx\r\n--b--\r\n"
+	}
+	tests := []struct {
+		name, path, body, contentType string
+		status                        int
+		anthropic                     bool
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"` + long + `","messages":[{"role":"user","content":"hi"}]}`, "", 400, false},
+		{"messages", "/v1/messages", `{"model":"` + long + `","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, "", 400, true},
+		{"transcription form", "/v1/audio/transcriptions", form(long), "multipart/form-data; boundary=b", 400, false},
+		{"at the limit", "/v1/chat/completions", `{"model":"` + fits + `","messages":[{"role":"user","content":"hi"}]}`, "", 200, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.openai.Calls())
+			var hdr []string
+			if tt.contentType != "" {
+				hdr = []string{"Content-Type", tt.contentType}
+			}
+			status, _, body := f.call(t, tt.path, tt.body, hdr...)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %.300s", status, tt.status, body)
+			}
+			if status == 200 {
+				return
+			}
+			if code := errorCode(t, body); code != codeInvalidRequest {
+				t.Errorf("code %q, want %s: %s", code, codeInvalidRequest, body)
+			}
+			if m := decode(t, body); tt.anthropic != (m["type"] == "error") {
+				t.Errorf("not in the endpoint's format: %s", body)
+			}
+			if n := len(f.openai.Calls()) - before; n != 0 {
+				t.Errorf("%d upstream calls for a refused model name", n)
+			}
+			if len(body) > 1024 {
+				t.Errorf("the error carries the name: %d bytes", len(body))
+			}
+		})
+	}
+}

@@ -141,6 +141,39 @@ func TestNewProxyKnowsTheFleetsHoldsBeforeServing(t *testing.T) {
 	ff.openai.Close() // ends the hung request
 }
 
+// /readyz stays 200 while NATS reconnects (holds apply locally
+// meanwhile) and answers 503 once the connection is closed for good: a
+// NATS server closes a connection that sends a protocol line past its
+// max_control_line, and nats.go does not reconnect it, which left a proxy
+// cut off from the fleet while it reported itself ready.
+func TestNotReadyOnceNATSClosed(t *testing.T) {
+	ff := newFleet(t, 1)
+	ready := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get(ff.urls[0] + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Status string }
+		if err := jsonDecode(resp, &body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body.Status
+	}
+	if status, body := ready(); status != http.StatusOK {
+		t.Fatalf("/readyz: %d %s", status, body)
+	}
+	nc := ff.proxies[0].member.Conn()
+	_ = nc.Publish("switchyard.test."+strings.Repeat("x", 5000), nil) // refused: the server closes the connection
+	testkit.WaitFor(t, 5*time.Second, nc.IsClosed)
+	if status, body := ready(); status != http.StatusServiceUnavailable || body != "nats_closed" {
+		t.Fatalf("/readyz with NATS closed: %d %s", status, body)
+	}
+	if status := ff.call(t, 0, directBody); status != http.StatusOK {
+		t.Errorf("a request with NATS closed: %d (it still serves from memory)", status)
+	}
+}
+
 // A model a provider no longer serves costs two calls, not one per key:
 // once two keys are held for the same model-level refusal of one model,
 // the provider+model is held and the chain moves on without trying the

@@ -344,12 +344,24 @@ func (s *Service) providerType(name string) string {
 }
 
 // readiness is the answer of /readyz: 503 while shutting down (a load
-// balancer stops sending new requests while those in flight finish), 200
-// otherwise. Before the fleet's holds have loaded the proxy does not
-// accept connections at all (awaitFleet).
+// balancer stops sending new requests while those in flight finish), 503
+// once the NATS connection is closed for good (nats.go gives up on a
+// connection the server refused a protocol line of, or one out of
+// reconnect attempts: the proxy would serve from a hold table no longer
+// fed by, nor feeding, the fleet's), 200 otherwise, including while
+// NATS reconnects (holds apply locally meanwhile). Before the fleet's
+// holds have loaded the proxy does not accept connections at all
+// (awaitFleet).
 func (s *Service) readiness() (int, fiber.Map) {
 	if s.draining.Load() {
 		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
+	}
+	if nc := s.member.Conn(); nc != nil && nc.IsClosed() {
+		body := fiber.Map{"status": "nats_closed"}
+		if err := nc.LastError(); err != nil {
+			body["error"] = err.Error()
+		}
+		return fiber.StatusServiceUnavailable, body
 	}
 	rt := s.rt.Load()
 	body := fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}

@@ -436,6 +436,14 @@ func (e *Engine) writeLoop(ctx context.Context) {
 				e.requeue(in) // shutting down: drained with a fresh deadline
 				break
 			}
+			if errors.Is(err, ErrInvalidID) {
+				// The store will never take it: dropped, locally too,
+				// rather than retried for ever.
+				e.notify(in, fmt.Errorf("write hold: %w", err))
+				e.adoptGone(in)
+				e.log.Error("hold store refused a hold id; dropping the hold", "err", err)
+				continue
+			}
 			if err != nil {
 				e.storeDown.Store(true)
 				e.notify(in, fmt.Errorf("write hold %s: %w (kept locally, retrying)", in.rec.ID, err))
@@ -466,7 +474,12 @@ func (e *Engine) drain(parent context.Context) {
 		if in == nil {
 			return
 		}
-		if err := e.write(ctx, in); err != nil {
+		err := e.write(ctx, in)
+		if errors.Is(err, ErrInvalidID) {
+			e.notify(in, fmt.Errorf("write hold: %w", err)) // never storable: not left for the drain
+			continue
+		}
+		if err != nil {
 			e.requeue(in)
 			e.wmu.Lock()
 			left := len(e.pending)

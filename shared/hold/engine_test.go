@@ -2,6 +2,7 @@ package hold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -855,6 +856,37 @@ func f0(t *testing.T, e *Engine) Record {
 		t.Fatal("no record")
 	}
 	return h[0]
+}
+
+// A hold whose id is longer than MaxIDLen (a caller's model name of a
+// few kilobytes) is never recorded, and a write of one (an operator's pin)
+// fails once: the store would refuse it for ever, and the KV store's NATS
+// connection would not survive the attempt.
+func TestLongIDNotRecorded(t *testing.T) {
+	f := newFleet(t, 1, nil)
+	e := f.engines[0]
+	long := strings.Repeat("m.", 1500)
+	e.Report("p", "k", long, false, fail(failure.ModelNotAccessible, failure.ScopeKeyModel))
+	e.Report("p", "k2", long, false, fail(failure.ModelNotAccessible, failure.ScopeKeyModel))
+	if h := e.Holds(); len(h) != 0 {
+		t.Fatalf("%d holds recorded, want none: %s", len(h), h[0].ID[:60])
+	}
+	if e.Admit("p", "k", long) != Admit {
+		t.Error("the model is held")
+	}
+	sc := Scope{Kind: ScopeKeyModel, Provider: "p", Key: "k", Model: long}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Pin(ctx, sc, t0.Add(time.Hour), "drain"); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("Pin: %v, want ErrInvalidID", err)
+	}
+	eventually(t, "the refused pin dropped", func() bool { return len(e.Holds()) == 0 && pendingWrites(f) == 0 })
+	if e.storeDown.Load() {
+		t.Error("the refusal counted as the store down")
+	}
+	// The writer goes on with the next hold.
+	e.Report("p", "k", "m", false, fail(failure.CredentialRejected, failure.ScopeKey))
+	f.stored(t, "p.k")
 }
 
 func TestPolicyWaitUsesProviderOverrides(t *testing.T) {

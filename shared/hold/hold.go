@@ -7,6 +7,7 @@ package hold
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -84,6 +85,24 @@ func ParseID(id string) (Scope, error) {
 		s.Kind = ScopeKeyModel
 	}
 	return s, nil
+}
+
+// MaxIDLen is the longest hold id, in bytes, the engine records and a
+// store writes. The id is a KV key, so it is part of the subject of every
+// write: NATS refuses a protocol line past its max_control_line (4 KB by
+// default) and closes the connection for good, which would cut a process
+// off from the fleet. The bound keeps ids well under that, and still fits
+// the longest model name the proxy accepts (256 bytes, 768 once encoded)
+// with a provider name and a key id.
+const MaxIDLen = 900
+
+// CheckID reports whether id can be stored: ErrInvalidID when it is
+// longer than MaxIDLen.
+func CheckID(id string) error {
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w: %d bytes (%.40s...), at most %d", ErrInvalidID, len(id), id, MaxIDLen)
+	}
+	return nil
 }
 
 // EncodeToken encodes a name (a model such as "gpt-4.1" or
@@ -205,6 +224,10 @@ var (
 	ErrNotFound = errors.New("hold: not found")
 	// ErrUnavailable: the store cannot be reached (NATS down).
 	ErrUnavailable = errors.New("hold: store unavailable")
+	// ErrInvalidID: the record's id is not one the store can hold (longer
+	// than MaxIDLen, or not a valid KV key). Writing it again would fail
+	// the same way.
+	ErrInvalidID = errors.New("hold: invalid hold id")
 	// ErrNotOwner: ProbeResult for a hold whose probe lease this instance
 	// does not hold.
 	ErrNotOwner = errors.New("hold: probe lease not held by this instance")

@@ -105,6 +105,12 @@ func ScopeFor(res failure.Result, provider, keyID, model string) Scope {
 func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string) {
 	now := e.clock.Now()
 	id := scope.ID()
+	if err := CheckID(id); err != nil {
+		// Not even locally: a hold the fleet cannot share would differ
+		// from process to process, and a write of it is refused for good.
+		e.log.Warn("hold not recorded", "provider", scope.Provider, "key_id", scope.Key, "class", res.Class.String(), "err", err)
+		return
+	}
 	e.mu.Lock()
 	cur := e.entries[id]
 	if cur != nil && live(cur.rec) {

@@ -64,6 +64,9 @@ func (m *MemStore) Create(ctx context.Context, rec Record, ttl time.Duration) (u
 	if err := m.check(ctx); err != nil {
 		return 0, err
 	}
+	if err := CheckID(rec.ID); err != nil {
+		return 0, err // as the KV store refuses it
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.recs[rec.ID]; ok {
@@ -75,6 +78,9 @@ func (m *MemStore) Create(ctx context.Context, rec Record, ttl time.Duration) (u
 // Update replaces the record at revision rev.
 func (m *MemStore) Update(ctx context.Context, rec Record, rev uint64, ttl time.Duration) (uint64, error) {
 	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	if err := CheckID(rec.ID); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()

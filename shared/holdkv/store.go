@@ -126,8 +126,13 @@ func encode(rec hold.Record) (string, []byte, error) {
 		rec.Version = hold.SchemaVersion
 	}
 	rec.Reason = redact.String(rec.Reason)
+	// Checked here, not left to NATS: a key too long for its protocol
+	// line closes the connection for good.
+	if err := hold.CheckID(rec.ID); err != nil {
+		return "", nil, fmt.Errorf("holdkv: %w", err)
+	}
 	if !keyRE.MatchString(rec.ID) || rec.ID[0] == '.' || rec.ID[len(rec.ID)-1] == '.' {
-		return "", nil, fmt.Errorf("holdkv: %q is not a valid hold id", rec.ID)
+		return "", nil, fmt.Errorf("holdkv: %w: %q is not a valid KV key", hold.ErrInvalidID, rec.ID)
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -239,6 +244,9 @@ func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl tim
 // its revision). It returns hold.ErrNotFound when there is no live record
 // and hold.ErrConflict when the record moved on.
 func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
+	if hold.CheckID(id) != nil {
+		return fmt.Errorf("%w: delete: no record has an id of %d bytes", hold.ErrNotFound, len(id)) // never sent: see encode
+	}
 	b, err := s.ready("delete", id)
 	if err != nil {
 		return err
@@ -271,6 +279,9 @@ func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
 
 // Get returns the live record stored under id.
 func (s *Store) Get(ctx context.Context, id string) (hold.Record, error) {
+	if hold.CheckID(id) != nil {
+		return hold.Record{}, fmt.Errorf("%w: get: no record has an id of %d bytes", hold.ErrNotFound, len(id)) // never sent: see encode
+	}
 	b, err := s.ready("get", id)
 	if err != nil {
 		return hold.Record{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,6 +94,37 @@ func TestStoreContract(t *testing.T) {
 	bad.ID = "a:b"
 	if _, err := st.Create(ctx, bad, 0); err == nil || errors.Is(err, hold.ErrUnavailable) {
 		t.Fatalf("Create with a bad id: %v", err)
+	}
+}
+
+// An id longer than hold.MaxIDLen is refused before it is sent: NATS
+// refuses a protocol line past its max_control_line (4 KB) and closes the
+// connection for good, which cut a proxy off from the fleet when a caller
+// named a model of a few kilobytes.
+func TestLongIDNeverSent(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	n := setup(t, s.ClientURL(), bus.SetupOptions{})
+	ctx := context.Background()
+	rec := record("openai-eu", "k1", strings.Repeat("m.", 1500)) // 7.5 KB once encoded
+	rec.ID = rec.Scope.ID()
+	if _, err := n.store.Create(ctx, rec, time.Minute); !errors.Is(err, hold.ErrInvalidID) {
+		t.Errorf("Create: %v, want ErrInvalidID", err)
+	}
+	if _, err := n.store.Update(ctx, rec, 1, 0); !errors.Is(err, hold.ErrInvalidID) {
+		t.Errorf("Update: %v, want ErrInvalidID", err)
+	}
+	if _, err := n.store.Get(ctx, rec.ID); !errors.Is(err, hold.ErrNotFound) {
+		t.Errorf("Get: %v, want ErrNotFound", err)
+	}
+	if err := n.store.Delete(ctx, rec.ID, 0); !errors.Is(err, hold.ErrNotFound) {
+		t.Errorf("Delete: %v, want ErrNotFound", err)
+	}
+	// The connection is still up and the store still works.
+	if err := n.nc.FlushTimeout(5 * time.Second); err != nil || !n.nc.IsConnected() {
+		t.Fatalf("connection %s after the long id: %v (last error %v)", n.nc.Status(), err, n.nc.LastError())
+	}
+	if _, err := n.store.Create(ctx, record("openai-eu", "k1", "gpt-4.1"), 0); err != nil {
+		t.Fatalf("Create after the long id: %v", err)
 	}
 }
 
