@@ -584,6 +584,10 @@ type pass struct {
 	candidates  int  // targets tried
 	denied      bool // some target was held
 	unsupported error
+	// failed: an attempt failed other than by a refusal of the caller's
+	// unlisted model (callerScope). Without one, the provider's refusal
+	// is the caller's answer.
+	failed bool
 }
 
 // pass walks the route's candidates once, in its policy's order. done
@@ -663,14 +667,19 @@ steps:
 				}
 				ae := res.failure
 				r.last = ae
+				// A model the caller made up (an unlisted one) that the
+				// provider refuses holds nothing.
+				unsure := rte.Dynamic && callerScope(ae, false)
+				p.failed = p.failed || !unsure
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				r.report(step, key, probe, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying,
-					// Not the target's fault: the caller's deadline or hang-up, or
-					// a refusal of a secret rotated away since it was sent.
-					Cancelled: r.expired() || key.Generation() != gen,
+					// Not the target's fault: the caller's deadline or hang-up, a
+					// refusal of a secret rotated away since it was sent, or of
+					// the caller's unlisted model.
+					Cancelled: r.expired() || key.Generation() != gen || unsure,
 				})
 				taken := act // what the proxy does now: out of same-target retries, it rotates
 				if act == failure.RetrySame && !retrying {
@@ -768,6 +777,11 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))
+	if !p.failed && r.last != nil {
+		// Every key refused the caller's unlisted model (a typo, a model
+		// the account lacks): the provider's answer says so.
+		return outcome{err: r.returnUpstreamError(c, r.last.t, r.last)}
+	}
 	code := codeAllFailed
 	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.attempts, r.model)
 	if p.candidates == 1 {

@@ -139,7 +139,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	step := &route.Step{Provider: p, Upstream: "/" + rest, Active: true}
 	var tried uint64
 	candidates := 0
-	refused := true // every failure so far refused a key's credential for this endpoint (passthroughScope)
+	refused := true // every failure so far refused a key's credential for this endpoint (callerScope)
 keys:
 	for {
 		// Before the pick, which may hand over a hold's only probe.
@@ -168,7 +168,7 @@ keys:
 				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
 				return outcome{}
 			}
-			unsure := passthroughScope(ae)
+			unsure := callerScope(ae, true)
 			r.last, refused = ae, refused && unsure
 			act := s.decide(ae)
 			if !replaySafe {
@@ -221,28 +221,38 @@ keys:
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
 }
 
-// passthroughScope narrows what a failed passthrough call says about its
-// key. The call names no model, and its path may name the caller's own
-// resource (a file, a batch, a model to describe) that does not exist: a
-// model or region class (held per model, which without a model would be
-// the whole key) is the caller's answer, returned as the provider gave
-// it. A refused credential may be refused for this endpoint only (a
-// restricted key without the Files API's scope, "Missing scopes:
-// api.files.read") or for good (a revoked key): one that says so (a 403, a
-// 401 naming a scope or a permission) moves the call to the next key but
-// holds nothing (unsure), so the key's other uses go on; a plain 401
-// holds the key. A
-// spent quota, a rate limit and a transient failure are about the key and
-// count as usual.
-func passthroughScope(ae *attemptError) (unsure bool) {
+// callerScope narrows what a failed call says about its key when the
+// caller, not the configuration, chose what it names: a passthrough path
+// (passthrough), or a model a provider does not list (an unlisted model).
+// A model or region class is held per model, which means something for a
+// model the operator listed; a caller's model may be a typo, and a
+// passthrough call names no model at all (held per model, that would be
+// the whole key) while its path may name the caller's own resource (a
+// file, a batch) that does not exist. So such a refusal holds nothing: an
+// unlisted model's moves the request to the next key (unsure: a key may
+// lack a model another key has), and when every key refused, the
+// provider's answer is the caller's; a passthrough call's is the caller's
+// answer at once, returned as the provider gave it.
+//
+// A passthrough call's refused credential may be refused for this
+// endpoint only (a restricted key without the Files API's scope, "Missing
+// scopes: api.files.read") or for good (a revoked key): one that says so
+// (a 403, a 401 naming a scope or a permission) moves the call to the next
+// key but holds nothing (unsure), so the key's other uses go on; a plain
+// 401 holds the key. A spent quota, a rate limit and a transient failure
+// are about the key and count as usual.
+func callerScope(ae *attemptError, passthrough bool) (unsure bool) {
 	switch ae.result.Class {
 	case failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
+		if !passthrough {
+			return true
+		}
 		ae.result.Class, ae.result.Scope = failure.RequestRejected, failure.ScopeNone
 		ae.result.RetryAfter, ae.result.HasWait = 0, false
 	case failure.CredentialRejected:
 		// A 401 that names a scope or a permission, or a 403: this
 		// endpoint's. A plain 401 (a revoked key) holds the key.
-		return ae.status == http.StatusForbidden || scopeRE.Match(ae.body)
+		return passthrough && (ae.status == http.StatusForbidden || scopeRE.Match(ae.body))
 	}
 	return false
 }

@@ -450,3 +450,49 @@ func consecutiveSequence(t *testing.T, body string) {
 		want++
 	}
 }
+
+// A provider's refusal of an unlisted model (a typo, a model the account
+// lacks) holds nothing: callers name these models. The request still
+// tries the provider's other keys (one key may lack a model another has),
+// and when every key refused, the caller gets the provider's own answer
+// in the endpoint's format, again on the next call, not a 503.
+func TestUnlistedModelRefusalHoldsNothing(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Providers[0].AllowUnlistedModels = true })
+	f.openai.AddRule(fakeprovider.Rule{Model: "gpt-4o-mnii", Error: "openai.model_not_found"})
+	f.openai.AddRule(fakeprovider.Rule{Model: "gpt-new", Key: "key-a1", Error: "openai.model_not_found"})
+	const typo = `{"model":"fake-openai/gpt-4o-mnii","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	tests := []struct {
+		name, path, body string
+		status           int
+		code             string
+		anthropic        bool
+		calls            int
+	}{
+		{"typo", "/v1/chat/completions", typo, 404, "model_not_found", false, 2},
+		{"typo again", "/v1/chat/completions", typo, 404, "model_not_found", false, 2},
+		{"typo on messages", "/v1/messages", typo, 404, "", true, 2},
+		{"one key lacks it", "/v1/chat/completions", `{"model":"fake-openai/gpt-new","messages":[{"role":"user","content":"hi"}]}`, 200, "", false, 0},
+		{"one key lacks it again", "/v1/chat/completions", `{"model":"fake-openai/gpt-new","messages":[{"role":"user","content":"hi"}]}`, 200, "", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.openai.ResetCalls()
+			status, _, body := f.call(t, tt.path, tt.body)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %s", status, tt.status, body)
+			}
+			if tt.code != "" && errorCode(t, body) != tt.code {
+				t.Errorf("code %q, want the provider's %q: %s", errorCode(t, body), tt.code, body)
+			}
+			if m := decode(t, body); status != 200 && tt.anthropic != (m["type"] == "error") {
+				t.Errorf("not in the endpoint's format: %s", body)
+			}
+			if tt.calls > 0 && len(f.openai.Calls()) != tt.calls {
+				t.Errorf("%d upstream calls, want %d (every key)", len(f.openai.Calls()), tt.calls)
+			}
+			for _, h := range f.svc.engine.Holds() {
+				t.Errorf("hold %s (%s) recorded for a caller's model", h.ID, h.Class)
+			}
+		})
+	}
+}
