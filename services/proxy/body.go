@@ -189,7 +189,9 @@ func checkRequired(op provider.Op, v []byte, found bool) *bodyError {
 			return &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
 		}
 	case provider.OpResponses:
-		if !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+		// input is optional: a prompt template, or a continuation
+		// (previous_response_id, conversation), may carry the turn.
+		if found && string(v) != "null" && (len(v) == 0 || (v[0] != '"' && v[0] != '[')) {
 			return &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
 		}
 	}

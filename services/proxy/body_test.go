@@ -53,7 +53,7 @@ func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
 		}
 	case provider.OpResponses:
-		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+		if v, _, _, found := jsonfield.Find(body, "input"); found && string(v) != "null" && (len(v) == 0 || (v[0] != '"' && v[0] != '[')) {
 			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
 		}
 	case provider.OpCountTokens:

@@ -63,6 +63,7 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 		User               string          `json:"user"`
 		PreviousResponseID string          `json:"previous_response_id"`
 		Conversation       json.RawMessage `json:"conversation"`
+		Prompt             json.RawMessage `json:"prompt"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, responsesUnsupported("the request body: " + err.Error())
@@ -72,6 +73,8 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 		return nil, responsesUnsupported("previous_response_id (the conversation is stored by OpenAI)")
 	case len(in.Conversation) > 0 && string(in.Conversation) != "null":
 		return nil, responsesUnsupported("conversation (stored by OpenAI)")
+	case len(in.Prompt) > 0 && string(in.Prompt) != "null":
+		return nil, responsesUnsupported("prompt (a prompt template stored by OpenAI)")
 	}
 	out := map[string]any{"model": upstreamModel}
 	var msgs []map[string]any
@@ -81,6 +84,11 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 	items, err := inputItems(in.Input)
 	if err != nil {
 		return nil, err
+	}
+	if len(items) == 0 {
+		// input is optional where OpenAI keeps the turn (a prompt
+		// template, a stored conversation); a chat request needs one.
+		return nil, responsesUnsupported("a request without input")
 	}
 	msgs = append(msgs, items...)
 	out["messages"] = msgs
@@ -155,6 +163,9 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 // chat messages.
 func inputItems(raw json.RawMessage) ([]map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil // absent
+	}
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		_ = json.Unmarshal(raw, &s)
