@@ -84,13 +84,20 @@ type bundleTrace struct {
 	log       []attemptRec
 }
 
-// noteRequest starts the trace once the body is known.
+// startTrace starts a request's trace when bundles or traces are on:
+// X-Switchyard-Debug is read at once, so that a request refused before
+// its body is read keeps its bundle when its caller asked for it.
+func (r *request) startTrace(c *fiber.Ctx, on bool) {
+	r.trace.on = on
+	r.trace.forced = on && strings.EqualFold(c.Get(headerDebug), "true")
+}
+
+// noteRequest notes the request's body once it is known.
 func (r *request) noteRequest(c *fiber.Ctx) {
 	t := &r.trace
 	if !t.on {
 		return
 	}
-	t.forced = strings.EqualFold(c.Get(headerDebug), "true")
 	t.reqLen = len(r.body)
 	t.reqSum = sha256.Sum256(r.body)
 	t.reqPrefix = sha256.Sum256(r.body[:min(len(r.body), debug.PrefixBytes)])
@@ -304,6 +311,12 @@ func (b *bundler) sample(r *request) string {
 		// its limit would write a bundle per refusal and push every other
 		// request's out of the stream (the counters and the usage
 		// records say it all).
+		return ""
+	case r.class == classRejected && r.attempts == 0:
+		// Refused before any upstream attempt (a malformed body, an
+		// unknown or forbidden model, a bad Idempotency-Key): the answer
+		// says why, and a caller looping on its mistake would flush
+		// everyone else's bundles out of the stream.
 		return ""
 	case debug.OutcomeOf(r.status, r.class == classStreamIncomplete) != debug.OutcomeOK:
 		return "failure"

@@ -145,16 +145,47 @@ func TestBundleSampling(t *testing.T) {
 	body := `{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}`
 	post(t, ff.urls[0], "req-plain", body)
 	post(t, ff.urls[0], "req-forced", body, "X-Switchyard-Debug", "true")
-	post(t, ff.urls[0], "req-unknown-model", `{"model":"nope","messages":[]}`)
+	// Refusals before any upstream attempt: kept only when asked for (a
+	// caller looping on its mistake must not flush the stream).
+	refusals := []struct {
+		name, body string
+		headers    []string
+		status     int
+	}{
+		{"unknown-model", `{"model":"nope","messages":[]}`, nil, 404},
+		{"invalid-json", `{"model":`, nil, 400},
+		{"bad-idempotency-key", body, []string{"Idempotency-Key", "a b"}, 400},
+		{"unreadable-body", "not gzip", []string{"Content-Encoding", "gzip"}, 400},
+	}
+	for _, rf := range refusals {
+		if st := post(t, ff.urls[0], "req-"+rf.name, rf.body, rf.headers...); st != rf.status {
+			t.Fatalf("%s: %d, want %d", rf.name, st, rf.status)
+		}
+		if st := post(t, ff.urls[0], "req-"+rf.name+"-forced", rf.body, append(rf.headers, "X-Switchyard-Debug", "true")...); st != rf.status {
+			t.Fatalf("%s, forced: %d, want %d", rf.name, st, rf.status)
+		}
+	}
+	// A failure after an attempt is kept.
+	ff.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	post(t, ff.urls[0], "req-failed", body)
 	if b := bundleOf(t, s, "req-forced"); b.Sampled != "forced" {
 		t.Errorf("forced: %+v", b.Sampled)
 	}
-	if b := bundleOf(t, s, "req-unknown-model"); b.Sampled != "failure" || b.Status != 404 || b.Outcome != debug.OutcomeRejected || b.ErrorCode != codeModelNotFound {
-		t.Errorf("404: %+v", b)
+	if b := bundleOf(t, s, "req-unknown-model-forced"); b.Sampled != "forced" || b.Status != 404 || b.Outcome != debug.OutcomeRejected || b.ErrorCode != codeModelNotFound {
+		t.Errorf("404, forced: %+v", b)
 	}
-	// The plain success was queued before the others: it is not there.
-	if _, err := debug.Get(context.Background(), s, "req-plain"); !errors.Is(err, debug.ErrNotFound) {
-		t.Errorf("an unsampled success has a bundle: %v", err)
+	for _, rf := range refusals {
+		bundleOf(t, s, "req-"+rf.name+"-forced")
+	}
+	if b := bundleOf(t, s, "req-failed"); b.Sampled != "failure" || len(b.Attempts) == 0 {
+		t.Errorf("a failure after attempts: %+v", b)
+	}
+	// The plain success and the refusals were queued before the last
+	// failure: they are not there.
+	for _, id := range []string{"req-plain", "req-unknown-model", "req-invalid-json", "req-bad-idempotency-key", "req-unreadable-body"} {
+		if _, err := debug.Get(context.Background(), s, id); !errors.Is(err, debug.ErrNotFound) {
+			t.Errorf("%s has a bundle: %v", id, err)
+		}
 	}
 }
 

@@ -171,7 +171,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			return err
 		}
 		r.rt = s.useRouting()
-		r.trace.on = s.bundles.on()
+		r.startTrace(c, s.bundles.on())
 		s.callers.add(r, c.Context().Conn())
 		var res outcome
 		if ep == epPassthrough {
