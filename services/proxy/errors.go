@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -97,6 +98,10 @@ func streamErrorEvent(f provider.Format, status int, code, message string, seq i
 	return append(b, "\n\n"...)
 }
 
+// appendJSONString appends s as a JSON string. A byte that is not part
+// of valid UTF-8 becomes U+FFFD: messages quote what callers send (a
+// request path, a model name), and an error body must stay valid JSON,
+// which is UTF-8.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -109,8 +114,16 @@ func appendJSONString(b []byte, s string) []byte {
 			b = append(b, '\\', 'n')
 		case c < 0x20:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
+		case c < utf8.RuneSelf:
 			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, "\ufffd"...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size - 1
 		}
 	}
 	return append(b, '"')
