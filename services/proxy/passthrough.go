@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -103,6 +104,11 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	}
 	if p.Adapter.Format() == provider.FormatAnthropic {
 		r.ep = epPassthroughAnthropic
+	}
+	if !safePath(c.Params("*")) {
+		r.class = classRejected
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest,
+			"a passthrough path may not contain `.` or `..` segments (escaped or not) nor a malformed escape")}
 	}
 	r.model = p.Name + "/*"
 	r.resolved = s.metrics.modelLabel(r.model)
@@ -219,6 +225,26 @@ keys:
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// safePath reports whether a passthrough path (as sent, after the
+// provider's name) stays under the provider's base URL: none of its
+// segments, once unescaped, is "." or ".." ("%2e%2e" is ".." to whatever
+// normalises the URL on the way: a front end, the provider's server,
+// which would resolve /v1/../../x outside base_url's path). A backslash
+// separates segments too (some servers read it as a slash), and a
+// malformed escape is refused rather than guessed at.
+func safePath(rest string) bool {
+	un, err := url.PathUnescape(rest)
+	if err != nil {
+		return false
+	}
+	for seg := range strings.FieldsFuncSeq(un, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // callerScope narrows what a failed call says about its key when the

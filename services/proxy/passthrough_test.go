@@ -213,3 +213,41 @@ func TestPassthroughHeaders(t *testing.T) {
 		t.Fatalf("%d Retry-After %q: %s", st, h.Get("Retry-After"), body)
 	}
 }
+
+// A passthrough path with a "." or ".." segment, escaped or not, is
+// refused before any call: /v1/%2e%2e/%2e%2e/secret is /secret to
+// whatever normalises the URL on its way, outside base_url's path.
+func TestPassthroughDotSegments(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name, path string
+		anthropic  bool
+	}{
+		{"escaped dot-dot", "/fake-openai/%2e%2e/%2e%2e/secret?x=1", false},
+		{"mixed case escapes", "/fake-openai/files/%2E./x", false},
+		{"escaped dot", "/fake-openai/%2e/files", false},
+		{"escaped slash inside", "/fake-openai/files/..%2fsecret", false},
+		{"backslash", "/fake-openai/files/..%5c..%5csecret", false},
+		{"malformed escape", "/fake-openai/files/%zz", false},
+		{"anthropic format", "/fake-anthropic/v1/%2e%2e/secret", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.openai.Calls()) + len(f.anthropic.Calls())
+			status, b := rawGet(t, f.url, tt.path)
+			if status != http.StatusBadRequest || errorCode(t, b) != codeInvalidRequest {
+				t.Fatalf("%d %s", status, b)
+			}
+			if m := decode(t, b); tt.anthropic != (m["type"] == "error") {
+				t.Errorf("not in the provider's format: %s", b)
+			}
+			if n := len(f.openai.Calls()) + len(f.anthropic.Calls()) - before; n != 0 {
+				t.Errorf("%d upstream calls", n)
+			}
+		})
+	}
+	// Dots inside a segment are a name like any other.
+	if st, _, body := ptCall(t, f, "GET", "/fake-openai/files/file..1.jsonl", ""); st == http.StatusBadRequest {
+		t.Errorf("a name with dots refused: %s", body)
+	}
+}
