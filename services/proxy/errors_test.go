@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
 
@@ -77,4 +79,55 @@ func rawGet(t *testing.T, url, path string) (int, []byte) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, b
+}
+
+// A translated request with a field of the wrong type is refused with 400
+// invalid_request naming the field and the JSON type it must have (no Go
+// type names), before any call, in the endpoint's format; also when the
+// chain's untranslated step is held (503 would tell the caller to retry
+// a request that can never succeed).
+func TestTranslatedTypeErrors(t *testing.T) {
+	f := newFixture(t)
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, path, body, want string
+		anthropic              bool
+	}{
+		{"max_tokens a string", "/v1/chat/completions", `{"model":"fake-anthropic/demo-claude",` + msgs + `,"max_tokens":"100"}`, "`max_tokens` must be an integer, not a string", false},
+		{"max_tokens out of range", "/v1/chat/completions", `{"model":"fake-anthropic/demo-claude",` + msgs + `,"max_tokens":1e30}`, "`max_tokens` must be an integer, not the number 1e30", false},
+		{"n a string", "/v1/chat/completions", `{"model":"fake-anthropic/demo-claude",` + msgs + `,"n":"2"}`, "`n` must be an integer, not a string", false},
+		{"temperature a string", "/v1/chat/completions", `{"model":"fake-anthropic/demo-claude",` + msgs + `,"temperature":"hot"}`, "`temperature` must be a number, not a string", false},
+		{"tools an object", "/v1/chat/completions", `{"model":"fake-anthropic/demo-claude",` + msgs + `,"tools":{}}`, "`tools` must be an array, not an object", false},
+		{"messages to chat", "/v1/messages", `{"model":"fake-openai/demo-model",` + msgs + `,"max_tokens":"100"}`, "`max_tokens` must be an integer, not a string", true},
+		{"a held native step", "/v1/chat/completions", `{"model":"demo-chat",` + msgs + `,"max_tokens":"100"}`, "`max_tokens` must be an integer, not a string", false},
+		{"responses input item", "/v1/responses", `{"model":"fake-anthropic/demo-claude","input":[{"role":5,"content":"hi"}]}`, "`input[].role` must be a string, not a number", false},
+	}
+	// demo-chat's first step (fake-openai, untranslated) is held: the
+	// request reaches the translated step.
+	ctx := context.Background()
+	for _, key := range []string{"a1", "a2"} {
+		sc := hold.Scope{Kind: hold.ScopeKey, Provider: "fake-openai", Key: key}
+		if err := f.svc.engine.Pin(ctx, sc, time.Now().Add(time.Hour), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.openai.Calls()) + len(f.anthropic.Calls())
+			status, _, b := f.call(t, tt.path, tt.body)
+			if status != http.StatusBadRequest || errorCode(t, b) != codeInvalidRequest {
+				t.Fatalf("%d %s", status, b)
+			}
+			m := decode(t, b)
+			if tt.anthropic != (m["type"] == "error") {
+				t.Errorf("not in the endpoint's format: %s", b)
+			}
+			if msg := m["error"].(map[string]any)["message"]; msg != tt.want {
+				t.Errorf("message %q, want %q", msg, tt.want)
+			}
+			if n := len(f.openai.Calls()) + len(f.anthropic.Calls()) - before; n != 0 {
+				t.Errorf("%d upstream calls", n)
+			}
+		})
+	}
 }

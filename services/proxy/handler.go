@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
@@ -604,6 +606,12 @@ steps:
 			break
 		}
 		body, err := r.bodyFor(step)
+		if errors.Is(err, translate.ErrMalformed) {
+			// Not a request of its endpoint's API (a field of the wrong
+			// type): the caller's to fix, whatever the other steps' state.
+			r.class = classRejected
+			return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest, malformedRequest(err))}, true
+		}
 		if err != nil {
 			p.unsupported = err
 			continue

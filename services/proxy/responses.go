@@ -66,7 +66,7 @@ func responsesToChat(body []byte, upstreamModel string, stream bool) ([]byte, er
 		Prompt             json.RawMessage `json:"prompt"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, responsesUnsupported("the request body: " + err.Error())
+		return nil, fmt.Errorf("decode Responses API request: %w: %w", translate.ErrMalformed, err)
 	}
 	switch {
 	case in.PreviousResponseID != "":
@@ -181,7 +181,7 @@ func inputItems(raw json.RawMessage) ([]map[string]any, error) {
 		Output    json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, responsesUnsupported("input: " + err.Error())
+		return nil, malformedAt("input[]", err)
 	}
 	var out []map[string]any
 	for _, it := range items {
@@ -233,7 +233,7 @@ func inputContent(raw json.RawMessage) (any, error) {
 		Detail   string `json:"detail"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, responsesUnsupported("content: " + err.Error())
+		return nil, malformedAt("input[].content", err)
 	}
 	var out []map[string]any
 	for _, p := range parts {

@@ -1,6 +1,11 @@
 package proxy
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
 	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
@@ -48,6 +53,73 @@ func translateResponse(callerFormat, upstreamFormat provider.Format, op provider
 		return translate.MessagesResponseToChat(body, model)
 	}
 	return translate.ChatResponseToMessages(body, model)
+}
+
+// malformedRequest is the caller's message for a request body a
+// translation could not decode (translate.ErrMalformed): a field of the
+// wrong type, named with the JSON type it must have, never with Go's
+// names for either.
+func malformedRequest(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "the request body does not have the shape its endpoint expects"
+	}
+	got := te.Value // "string", "number", "number 1e30", "bool", "array", "object"
+	switch {
+	case got == "array" || got == "object":
+		got = "an " + got
+	case got == "bool":
+		got = "a boolean"
+	case got == "string" || got == "number":
+		got = "a " + got
+	default:
+		got = "the " + got // a number out of the field's range
+	}
+	if te.Field == "" {
+		return "a field of the request body has the wrong type: " + got
+	}
+	return fmt.Sprintf("`%s` must be %s, not %s", te.Field, jsonKind(te.Type), got)
+}
+
+// jsonKind is the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another type"
+}
+
+// malformedAt wraps the error of decoding a request field on its own (at
+// names it from the body's root): the caller's message names the field
+// from the root.
+func malformedAt(at string, err error) error {
+	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+		c := *te
+		c.Field = at
+		if te.Field != "" {
+			c.Field += "." + te.Field
+		}
+		err = &c
+	}
+	return fmt.Errorf("decode %s: %w: %w", at, translate.ErrMalformed, err)
 }
 
 // errorShape is the shape of a format's error bodies: the Responses API's
