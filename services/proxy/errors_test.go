@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
@@ -127,6 +128,51 @@ func TestTranslatedTypeErrors(t *testing.T) {
 			}
 			if n := len(f.openai.Calls()) + len(f.anthropic.Calls()) - before; n != 0 {
 				t.Errorf("%d upstream calls", n)
+			}
+		})
+	}
+}
+
+// Answers made before (or without) an endpoint's handler take the format
+// of the route as fiber matches it: in any case, with or without a
+// trailing slash, count_tokens and an Anthropic provider's passthrough
+// included. (Headers too large to read, 431, leave no path to go by: the
+// answer is OpenAI's unless the caller sends anthropic-version.)
+func TestErrorFormatFollowsRoutes(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Limits.MaxBodyBytes = 1024 })
+	big := `{"model":"demo-model","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	tests := []struct {
+		name, method, path, body string
+		key                      bool
+		status                   int
+		anthropic                bool
+	}{
+		{"413 messages", "POST", "/v1/messages", big, true, 413, true},
+		{"413 messages, other case and a slash", "POST", "/V1/Messages/", big, true, 413, true},
+		{"413 count_tokens", "POST", "/v1/messages/count_tokens", big, true, 413, true},
+		{"413 anthropic passthrough", "POST", "/fake-anthropic/v1/messages", big, true, 413, true},
+		{"413 chat", "POST", "/v1/chat/completions", big, true, 413, false},
+		{"413 openai passthrough", "POST", "/fake-openai/files", big, true, 413, false},
+		{"401 anthropic passthrough", "GET", "/fake-anthropic/v1/models", "", false, 401, true},
+		{"401 openai passthrough", "GET", "/fake-openai/models", "", false, 401, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, f.url+tt.path, strings.NewReader(tt.body))
+			if tt.key {
+				req.Header.Set("Authorization", "Bearer "+clientSecret)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			if m := decode(t, b); tt.anthropic != (m["type"] == "error") {
+				t.Errorf("anthropic %v, got %s", tt.anthropic, b)
 			}
 		})
 	}

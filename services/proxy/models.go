@@ -20,15 +20,15 @@ import (
 func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
 	if _, ok := rt.clients.Load().authenticate(c); !ok {
-		return sendError(c, formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
+		return sendError(c, s.formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	names := rt.table.VisibleNames()
 	if len(names) == len(rt.table.Names) {
-		return c.Send(rt.modelsBody[formatOf(c)])
+		return c.Send(rt.modelsBody[s.formatOf(c)])
 	}
 	bodies := s.modelLists(names)
-	return c.Send(bodies[formatOf(c)])
+	return c.Send(bodies[s.formatOf(c)])
 }
 
 // getModel serves GET /v1/models/{id}: the entry /v1/models lists for the

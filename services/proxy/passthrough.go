@@ -82,6 +82,11 @@ func gatewayHeader(name string) bool {
 // servePassthrough serves one passthrough request.
 func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	s := r.s
+	name := c.Params("provider")
+	p := r.rt.table.Provider(name)
+	if p != nil && p.Adapter.Format() == provider.FormatAnthropic {
+		r.ep = epPassthroughAnthropic // every answer in the provider's format, a 401 too
+	}
 	client, ok := r.rt.clients.Load().authenticate(c)
 	r.client = client
 	if !ok {
@@ -90,8 +95,6 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.readTraceContext(c)
-	name := c.Params("provider")
-	p := r.rt.table.Provider(name)
 	if p == nil && name == "v1" {
 		r.class = classRejected
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeNotFound,
@@ -101,9 +104,6 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		r.class = classRejected
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeProviderNotFound,
 			fmt.Sprintf("no provider named `%s` on this gateway", name))}
-	}
-	if p.Adapter.Format() == provider.FormatAnthropic {
-		r.ep = epPassthroughAnthropic
 	}
 	if !safePath(c.Params("*")) {
 		r.class = classRejected

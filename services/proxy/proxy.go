@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,7 +185,7 @@ func (s *Service) newApp() *fiber.App {
 	// every route of the gateway's own, which fiber tries first).
 	app.All(epPassthrough.path, s.handle(epPassthrough))
 	app.Use(func(c *fiber.Ctx) error {
-		return sendError(c, formatOf(c), fiber.StatusNotFound, codeNotFound,
+		return sendError(c, s.formatOf(c), fiber.StatusNotFound, codeNotFound,
 			fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
 	})
 	return app
@@ -198,7 +199,7 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	if errors.As(err, &fe) {
 		status = fe.Code
 	}
-	f := formatOf(c)
+	f := s.formatOf(c)
 	if len(c.Response().Header.Peek(headerRequestID)) == 0 {
 		setRequestID(c)
 	}
@@ -216,10 +217,23 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	return sendError(c, f, status, "invalid_request", err.Error())
 }
 
-// formatOf is the wire format a caller speaks: Anthropic's on /v1/messages
-// and when it sends anthropic-version, OpenAI's otherwise.
-func formatOf(c *fiber.Ctx) provider.Format {
-	if c.Path() == "/v1/messages" || c.Get("Anthropic-Version") != "" {
+// formatOf is the wire format a caller speaks, for answers made before
+// (or without) an endpoint's handler: Anthropic's when it sends
+// anthropic-version, on /v1/messages and /v1/messages/count_tokens, and
+// on a passthrough path of an Anthropic-format provider; OpenAI's
+// otherwise. Paths compare as fiber routes them: in any case, with or
+// without a trailing slash (a provider's name as the passthrough matches
+// it: exactly).
+func (s *Service) formatOf(c *fiber.Ctx) provider.Format {
+	if c.Get("Anthropic-Version") != "" {
+		return provider.FormatAnthropic
+	}
+	path := c.Path()
+	if trimmed := strings.TrimSuffix(path, "/"); strings.EqualFold(trimmed, epMessages.path) || strings.EqualFold(trimmed, epCountTokens.path) {
+		return provider.FormatAnthropic
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if p := s.rt.Load().table.Provider(name); p != nil && p.Adapter.Format() == provider.FormatAnthropic {
 		return provider.FormatAnthropic
 	}
 	return provider.FormatOpenAI
