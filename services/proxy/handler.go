@@ -419,7 +419,7 @@ func (r *request) record(status int) {
 		rec := r.usageRecord(status)
 		r.done(&rec)
 		model := rec.Model
-		if r.ep == epPassthrough || (r.route != nil && r.route.Dynamic) {
+		if r.ep == epPassthrough || r.ep == epPassthroughAnthropic || (r.route != nil && r.route.Dynamic) {
 			model = unlistedModelLabel // callers name these (a model, a path): no label per name
 		}
 		r.s.meter.observe(&rec, model)

@@ -58,6 +58,16 @@ func TestPassthrough(t *testing.T) {
 		if strings.Contains(m, `model="/models"`) || !strings.Contains(m, `switchyard_tokens_total{client="team",kind="output",model="*",provider="fake-openai"}`) {
 			t.Errorf("passthrough metrics label the path:\n%s", m)
 		}
+		// An Anthropic provider's too.
+		if st, _, body := ptCall(t, f, "POST", "/fake-anthropic/v1/messages", `{"model":"claude-upstream","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`); st != 200 {
+			t.Fatalf("anthropic passthrough: %d %s", st, body)
+		}
+		if m, err = servicetest.Scrape(f.url + "/metrics"); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m, `model="/v1/messages"`) || !strings.Contains(m, `switchyard_tokens_total{client="team",kind="output",model="*",provider="fake-anthropic"}`) {
+			t.Errorf("anthropic passthrough metrics label the path:\n%s", m)
+		}
 	})
 	t.Run("the gateway's headers are not replaced by the provider's", func(t *testing.T) {
 		// The fake provider answers with its own x-request-id, as OpenAI does.
