@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -223,7 +224,7 @@ func TestRequestIDFormat(t *testing.T) {
 	}
 	app := fiber.New()
 	app.Get("/", func(c *fiber.Ctx) error {
-		setRequestID(c)
+		setRequestID(c, provider.FormatOpenAI)
 		return nil
 	})
 	for given, keep := range map[string]bool{"caller-7": true, "bad id": false, strings.Repeat("x", 129): false, "": false} {

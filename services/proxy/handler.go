@@ -980,8 +980,8 @@ func streamOptionsFor(a *provider.Adapter, body []byte, edits []jsonfield.Edit, 
 // setRequestID sets the response's X-Request-Id: the caller's own when it
 // is visible ASCII of at most 128 bytes, else a new one (newRequestID);
 // and request-id, the same, when the caller speaks Anthropic's format
-// (formatOf).
-func setRequestID(c *fiber.Ctx) {
+// (f, from Service.formatOf).
+func setRequestID(c *fiber.Ctx, f provider.Format) {
 	h := &c.Response().Header
 	if given := c.Request().Header.Peek(headerRequestID); len(given) <= 128 && visibleASCII(given) {
 		h.SetCanonical(hdrRequestID, given) // a copy
@@ -989,7 +989,7 @@ func setRequestID(c *fiber.Ctx) {
 		var b [requestIDLen]byte
 		h.SetCanonical(hdrRequestID, newRequestID(&b))
 	}
-	if formatOf(c) == provider.FormatAnthropic {
+	if f == provider.FormatAnthropic {
 		setAnthropicRequestID(c)
 	}
 }

@@ -39,7 +39,7 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 // SDKs send it) or not.
 func (s *Service) getModel(c *fiber.Ctx) error {
 	rt := s.rt.Load()
-	f := formatOf(c)
+	f := s.formatOf(c)
 	if _, ok := rt.clients.Load().authenticate(c); !ok {
 		return sendError(c, f, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}

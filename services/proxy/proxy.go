@@ -165,7 +165,7 @@ func (s *Service) newApp() *fiber.App {
 		ErrorHandler:          s.errorHandler,
 	})
 	app.Use(func(c *fiber.Ctx) error { // every response carries a request id
-		setRequestID(c)
+		setRequestID(c, s.formatOf(c))
 		return c.Next()
 	})
 	for _, ep := range endpoints {
@@ -201,7 +201,7 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	f := s.formatOf(c)
 	if len(c.Response().Header.Peek(headerRequestID)) == 0 {
-		setRequestID(c)
+		setRequestID(c, f)
 	}
 	switch status {
 	case fiber.StatusRequestEntityTooLarge:
