@@ -231,6 +231,24 @@ func TestRotation(t *testing.T) {
 			e.do("PUT", tt.path, opToken, tt.body).expect(t, tt.status, tt.code)
 		})
 	}
+
+	// A secret goes into request headers: a control character, a space or
+	// DEL is refused, the rule named, and nothing is written.
+	before, err := e.proxy.Resources().Credentials.Get(context.Background(), "openai.primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"secret":"sk-abc\u0000def"}`, `{"secret":" sk-abc\t"}`, `{"secret":"sk abc"}`, `{"secret":"sk-abc\u007f"}`} {
+		r := e.do("PUT", "/admin/providers/openai/keys/primary", opToken, body)
+		r.expect(t, 400, codeBadRequest)
+		if msg := r.errMessage(); !strings.Contains(msg, "must not contain spaces or control characters") || strings.Contains(msg, "abc") {
+			t.Errorf("%s: message %q", body, msg)
+		}
+	}
+	after, err := e.proxy.Resources().Credentials.Get(context.Background(), "openai.primary")
+	if err != nil || after.Revision() != before.Revision() {
+		t.Fatalf("a refused secret was written: revision %d, was %d (%v)", after.Revision(), before.Revision(), err)
+	}
 }
 
 func TestRotationDisabled(t *testing.T) {

@@ -291,6 +291,13 @@ func (r reply) errCode() string {
 	return c
 }
 
+// errMessage is the message of an error answer.
+func (r reply) errMessage() string {
+	e, _ := r.body["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	return m
+}
+
 func (r reply) expect(t *testing.T, status int, code string) {
 	t.Helper()
 	if r.status != status {

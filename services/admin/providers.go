@@ -371,12 +371,16 @@ func (s *Service) rotateKey(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	switch {
-	case strings.TrimSpace(req.Secret) == "":
+	case req.Secret == "":
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret must not be empty")
 	case len(req.Secret) > maxSecret:
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret is too long")
-	case strings.ContainsAny(req.Secret, "\r\n"):
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret must be one line")
+	}
+	// The secret goes into request headers: a NUL, a tab or a space at
+	// either end would have upstreams answer 400, which the proxies return
+	// to callers (request_rejected: no failover, no hold).
+	if err := config.CheckSecret(req.Secret); err != nil {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "secret: "+err.Error())
 	}
 	if s.box == nil {
 		return apiError(c, fiber.StatusConflict, codeRotationOff, "credential rotation is off: set credentials.encryption_key (the same key on the admin service and every proxy)")

@@ -96,7 +96,7 @@ func (v *validator) adminSection() {
 func (c *Config) resolveAdmin(env map[string]string, dir string, fail func(path string, err error)) {
 	for i := range c.Admin.Tokens {
 		at := fmt.Sprintf("admin.tokens[%d].secret", i)
-		v, err := c.Admin.Tokens[i].Secret.resolve(env, dir)
+		v, err := c.Admin.Tokens[i].Secret.resolveToken(env, dir)
 		if err != nil {
 			fail(at, err)
 			continue

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,30 @@ func (s Secret) Fingerprint() string {
 	sum := sha256.Sum256([]byte(s.value))
 	return hex.EncodeToString(sum[:4])
 }
+
+// ErrSecretBytes: a secret holds a byte no secret may hold (see
+// CheckSecret).
+var ErrSecretBytes = errors.New("a secret must not contain spaces or control characters (bytes 0x00-0x20 and 0x7f)")
+
+// CheckSecret reports whether v can be a secret. A secret travels in an HTTP
+// header (Authorization: Bearer, x-api-key, api-key) or is compared with one,
+// so it is one token: no byte below 0x21 (NUL, tab, CR, LF, space and the
+// other control characters) and no DEL (0x7f). An upstream answers such a
+// header 400, a failure the gateway returns to the caller as the caller's
+// (request_rejected: no failover, no hold), and whitespace at either end is
+// kept by some parsers and dropped by others. The error names the byte and
+// its offset, never the secret.
+func CheckSecret(v string) error {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x21 || b == 0x7f {
+			return fmt.Errorf("%w: byte 0x%02x at offset %d of %d", ErrSecretBytes, b, i, len(v))
+		}
+	}
+	return nil
+}
+
+// Check is CheckSecret of the secret's value.
+func (s Secret) Check() error { return CheckSecret(s.value) }
 
 // String returns "fp:<fingerprint>".
 func (s Secret) String() string { return "fp:" + s.Fingerprint() }

@@ -74,12 +74,40 @@ func (r SecretRef) resolve(env map[string]string, dir string) (Secret, error) {
 	return NewSecret(v), nil
 }
 
+// resolveToken is resolve for a secret that goes into, or is compared
+// with, an HTTP header (a provider key's secret, a gateway client key, an
+// admin token): its value must pass CheckSecret, whatever the provider's
+// optional flag (the value is there, and wrong). The error names the
+// variable or the file, never the value. A file's trailing line ends are
+// trimmed before (resolve), so "sk-...\n" as editors write it passes.
+func (r SecretRef) resolveToken(env map[string]string, dir string) (Secret, error) {
+	v, err := r.resolve(env, dir)
+	if err != nil {
+		return Secret{}, err
+	}
+	if err := v.Check(); err != nil {
+		s := string(r)
+		if name, ok := strings.CutPrefix(s, schemeEnv); ok {
+			return Secret{}, fmt.Errorf("variable %s: %w", name, err)
+		}
+		path := strings.TrimPrefix(s, schemeFile)
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		return Secret{}, fmt.Errorf("file %s: %w", path, err)
+	}
+	return v, nil
+}
+
 // unresolvedReason strips the errUnresolved prefix for log lines.
 func unresolvedReason(err error) string {
 	return strings.TrimPrefix(err.Error(), errUnresolved.Error()+": ")
 }
 
 // resolveSecrets fills in Key.Value, ClientKey.Value and the NATS secrets.
+// Keys' secrets, client keys and admin tokens must pass CheckSecret
+// (resolveToken); the NATS password and token go into the NATS CONNECT
+// message, not a header, and are taken as given.
 // Keys of optional providers whose secret is not available are dropped, and
 // an optional provider left without keys is removed and listed in Skipped.
 func (c *Config) resolveSecrets(env map[string]string) error {
@@ -97,7 +125,7 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 		keys := p.Keys[:0]
 		var dropped, reasons []string
 		for j, k := range p.Keys {
-			v, err := k.Secret.resolve(env, dir)
+			v, err := k.Secret.resolveToken(env, dir)
 			switch {
 			case err == nil:
 				k.Value = v
@@ -124,7 +152,7 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 	c.Providers = kept
 
 	for i := range c.Clients {
-		v, err := c.Clients[i].Secret.resolve(env, dir)
+		v, err := c.Clients[i].Secret.resolveToken(env, dir)
 		if err != nil {
 			fail(fmt.Sprintf("clients[%d].secret", i), err)
 			continue

@@ -38,8 +38,10 @@
 // after a rotation uses the rotated secret, not the file's), then every
 // rotation as it happens (about 100 µs after the write on loopback), until
 // ctx ends. Records it cannot decrypt (another encryption key) are logged
-// by provider and key id and skipped. Deleting a key from the bucket does
-// not revert a running proxy: the file's secret returns at the next start.
+// by provider and key id and skipped, and so are records whose secret
+// config.CheckSecret refuses (a space or a control character: Seal does
+// not write one). Deleting a key from the bucket does not revert a running
+// proxy: the file's secret returns at the next start.
 package credentials
 
 import (
@@ -106,10 +108,14 @@ func NewBox(key []byte) (*Box, error) {
 
 func aad(provider, keyID string) []byte { return []byte(aadPrefix + KVKey(provider, keyID)) }
 
-// Seal encrypts secret for provider/keyID with a fresh random nonce.
+// Seal encrypts secret for provider/keyID with a fresh random nonce. It
+// refuses an empty secret and one config.CheckSecret refuses.
 func (b *Box) Seal(provider, keyID string, secret config.Secret, by string, at time.Time) (Record, error) {
 	if secret.IsZero() {
 		return Record{}, errors.New("credentials: empty secret")
+	}
+	if err := secret.Check(); err != nil {
+		return Record{}, fmt.Errorf("credentials: %s: %w", KVKey(provider, keyID), err)
 	}
 	nonce := make([]byte, b.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
@@ -242,6 +248,14 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, key []byte, fn func(provi
 			secret, err := box.Open(rec)
 			if err != nil {
 				o.log.Error("credentials: record does not decrypt; skipped", "provider", rec.Provider, "key", rec.Key, "err", err)
+				return
+			}
+			if err := secret.Check(); err != nil {
+				// Seal refuses such a secret; a record written otherwise
+				// (another writer, an older version) would put it in
+				// request headers, which upstreams answer 400: a failure
+				// returned to callers, with no failover and no hold.
+				o.log.Error("credentials: rotated secret refused (the key keeps its secret); skipped", "provider", rec.Provider, "key", rec.Key, "fingerprint", rec.Fingerprint, "err", err)
 				return
 			}
 			fn(rec.Provider, rec.Key, secret)

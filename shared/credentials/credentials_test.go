@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +59,11 @@ func TestSealOpen(t *testing.T) {
 	if _, err := box.Seal("p", "k", config.Secret{}, "", time.Now()); err == nil {
 		t.Error("empty secret sealed")
 	}
+	for _, bad := range []string{"sk-abc\x00def", " sk-abc\t", "sk\x7f"} {
+		if _, err := box.Seal("p", "k", config.NewSecret(bad), "", time.Now()); !errors.Is(err, config.ErrSecretBytes) {
+			t.Errorf("Seal(%q) = %v, want ErrSecretBytes", bad, err)
+		}
+	}
 	if _, err := Decode("openai.secondary", data); err == nil {
 		t.Error("value under the wrong key decoded")
 	}
@@ -102,12 +109,35 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A record whose secret CheckSecret refuses (Seal does not write one:
+	// sealed here by hand) is skipped, before the start and as a rotation.
+	putUnchecked := func(keyID, secret string) {
+		t.Helper()
+		rec, err := box.Seal("openai", keyID, config.NewSecret("placeholder"), "ops", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Ciphertext = box.aead.Seal(nil, rec.Nonce, []byte(secret), aad("openai", keyID))
+		data, _ := json.Marshal(rec)
+		if _, err := res.Credentials.Put(ctx, KVKey("openai", keyID), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putUnchecked("ctl", "sk-abc\x00def")
+
 	s := &seen{got: map[string]string{}}
+	var refused atomic.Int32
+	set := func(p, k string, v config.Secret) {
+		if v.Check() != nil {
+			refused.Add(1)
+		}
+		s.set(p, k, v)
+	}
 	ready := make(chan struct{})
 	wctx, wcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(wctx, res.Credentials, testKey(7), s.set, WithReady(func() { close(ready) }))
+		done <- Watch(wctx, res.Credentials, testKey(7), set, WithReady(func() { close(ready) }))
 	}()
 	select {
 	case <-ready:
@@ -118,6 +148,7 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("initial value %q", got)
 	}
 	start := time.Now()
+	putUnchecked("primary", " sk-abc\t")
 	if _, _, err := Put(ctx, res.Credentials, box, "openai", "primary", config.NewSecret("rotated"), "ops"); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +160,9 @@ func TestWatch(t *testing.T) {
 	}
 	if s.get("openai/other") != "" {
 		t.Error("undecryptable record delivered")
+	}
+	if n := refused.Load(); n != 0 || s.get("openai/ctl") != "" {
+		t.Errorf("%d secret(s) with control characters delivered", n)
 	}
 	rec, _, err := Get(ctx, res.Credentials, "openai", "primary")
 	if err != nil || rec.Fingerprint != config.NewSecret("rotated").Fingerprint() || rec.RotatedBy != "ops" {
