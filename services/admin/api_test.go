@@ -315,3 +315,45 @@ func TestClassify(t *testing.T) {
 	e.do("POST", "/admin/classify", readToken, "{nope").expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/classify", readToken, `{"status":5000}`).expect(t, 400, codeBadRequest)
 }
+
+// TestPinUpstreamName: holds and the proxies' admission use a model's
+// configured name, so a pin naming the name sent upstream (which held
+// nothing) is refused with the configured names to pin; the configured
+// name pins and holds the proxies' traffic, and a name that is both
+// configured and another model's upstream pins as configured.
+func TestPinUpstreamName(t *testing.T) {
+	e := startEnvWith(t, envOptions{withKey: true, edit: func(y string) string {
+		return strings.Replace(y, "models: [{name: gpt-4o}, {name: gpt-4.1}]",
+			"models: [{name: fast, upstream: gpt-4o}, {name: fast-json, upstream: gpt-4o}, {name: gpt-4.1}, {name: latest, upstream: gpt-4.1}]", 1)
+	}})
+	r := e.do("POST", "/admin/holds", opToken, `{"provider":"openai","model":"gpt-4o","duration":"30m"}`)
+	r.expect(t, 400, codeBadRequest)
+	if msg := r.errMessage(); !strings.Contains(msg, `pin model "fast" or "fast-json" instead`) {
+		t.Errorf("message %q does not name the configured models", msg)
+	}
+	if len(e.svc.engine.Holds()) != 0 {
+		t.Fatalf("a refused pin left holds: %+v", e.svc.engine.Holds())
+	}
+
+	r = e.do("POST", "/admin/holds", opToken, `{"provider":"openai","model":"fast","duration":"30m"}`)
+	r.expect(t, 201, "")
+	if r.body["id"] != "openai._.fast" {
+		t.Fatalf("pin = %s", r.raw)
+	}
+	testkit.CheckFor(t, testTimeout, 5*time.Millisecond, func() error {
+		if e.proxy.Engine.Admit("openai", "primary", "fast") != hold.Deny {
+			return fmt.Errorf("the proxy still admits fast")
+		}
+		return nil
+	})
+	if l := e.do("GET", "/admin/holds?model=fast", readToken, nil); len(l.body["holds"].([]any)) != 1 {
+		t.Fatalf("holds of fast: %s", l.raw)
+	}
+	e.do("DELETE", "/admin/holds/openai._.fast", opToken, nil).expect(t, 204, "")
+
+	r = e.do("POST", "/admin/holds", opToken, `{"provider":"openai","model":"gpt-4.1","duration":"30m"}`)
+	r.expect(t, 201, "")
+	if r.body["id"] != "openai._.gpt-4=2E1" {
+		t.Fatalf("pin = %s", r.raw)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -260,8 +261,10 @@ func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time
 	if req.Key != "" && !slices.ContainsFunc(p.Keys, func(k config.Key) bool { return k.ID == req.Key }) {
 		return hold.Scope{}, time.Time{}, fmt.Errorf("provider %s has no key %q", p.Name, req.Key)
 	}
-	if req.Model != "" && !s.servesModel(p, req.Model) {
-		return hold.Scope{}, time.Time{}, fmt.Errorf("provider %s has no model %q (neither configured nor discovered by the prober)", p.Name, req.Model)
+	if req.Model != "" {
+		if err := s.checkPinModel(p, req.Model); err != nil {
+			return hold.Scope{}, time.Time{}, err
+		}
 	}
 	if len(req.Reason) > 200 {
 		return hold.Scope{}, time.Time{}, errors.New("reason is longer than 200 characters")
@@ -347,20 +350,41 @@ func jsonNames(t reflect.Type) []string {
 	return names
 }
 
-// servesModel reports whether a provider has model: configured (by its
-// name in the configuration or the name sent upstream), or listed at its
-// last discovery by the prober. A pin of a model nobody routes to would
-// hold nothing.
-func (s *Service) servesModel(p *config.Provider, model string) bool {
+// checkPinModel checks the model of a pin: one the provider has configured
+// by that name, or listed at its last discovery by the prober. Proxies and
+// the prober hold and admit a target by its model's configured name
+// (route.Step.Model), never by the name sent upstream: a pin of an upstream
+// name (config {name: fast, upstream: gpt-4o}, a pin of gpt-4o) would hold
+// nothing while traffic to fast kept flowing. Such a pin is refused with
+// the configured names to pin instead, rather than translated: a pin is
+// one hold record whose id the operator then lists and releases, and an
+// upstream name may stand for several configured models.
+func (s *Service) checkPinModel(p *config.Provider, model string) error {
+	var names []string
 	for _, m := range p.Models {
-		if m.Name == model || m.Upstream == model {
-			return true
+		switch {
+		case m.Name == model:
+			return nil
+		case m.Upstream == model:
+			names = append(names, m.Name)
 		}
 	}
-	snap := s.health.Snapshot()
-	if snap == nil {
-		return false
+	if len(names) > 0 {
+		return fmt.Errorf("model %q is the upstream name of provider %s's configured model %s: holds and traffic use the configured name; pin model %s instead",
+			model, p.Name, strings.Join(names, ", "), strings.Join(quoteAll(names), " or "))
 	}
-	r, ok := snap.Get(p.Name, "")
-	return ok && slices.Contains(r.Models, model)
+	if snap := s.health.Snapshot(); snap != nil {
+		if r, ok := snap.Get(p.Name, ""); ok && slices.Contains(r.Models, model) {
+			return nil
+		}
+	}
+	return fmt.Errorf("provider %s has no model %q (neither configured nor discovered by the prober)", p.Name, model)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
