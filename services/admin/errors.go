@@ -2,10 +2,12 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // apiError answers {"error":{"code","message"}} with status. Codes are a
@@ -34,6 +36,21 @@ const (
 
 func natsDown(c *fiber.Ctx) error {
 	return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, "NATS is unavailable: try again when the admin service is ready (/readyz)")
+}
+
+// refusedByJetStream reports whether err is JetStream refusing a request
+// as malformed (an API error with code 400: a consumer whose filter
+// subjects overlap, a bad start policy), and returns the server's
+// description. Such a request, built from query parameters, fails the same
+// way on every retry: it is the caller's 400, not 503 nats_unavailable,
+// whose message tells the operator to wait. Any other error (no answer,
+// no stream, a 503 from JetStream) is NATS not being available.
+func refusedByJetStream(err error) (string, bool) {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && ae.Code == http.StatusBadRequest {
+		return fmt.Sprintf("%s (JetStream error %d)", ae.Description, ae.ErrorCode), true
+	}
+	return "", false
 }
 
 // errorHandler answers errors fiber raises (unknown routes, oversized

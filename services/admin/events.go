@@ -90,7 +90,22 @@ func parseEventFilter(c *fiber.Ctx, now time.Time) (eventFilter, error) {
 	return f, nil
 }
 
+// splitList splits a comma-separated filter value, dropping blanks and
+// repeats: each value becomes consumer filter subjects, and JetStream
+// refuses a consumer whose filter subjects overlap (provider=openai,openai).
 func splitList(s string) []string {
+	var out []string
+	for _, p := range splitItems(s) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// splitItems splits a comma-separated value, dropping blanks, repeats
+// kept (for a parameter that refuses them).
+func splitItems(s string) []string {
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -126,11 +141,17 @@ func (s *Service) events(c *fiber.Ctx) error {
 		FilterSubjects: f.subjects, DeliverPolicy: f.deliver, OptStartTime: f.start, OptStartSeq: f.seq,
 		InactiveThreshold: 30 * time.Second,
 	})
+	if desc, ok := refusedByJetStream(err); ok {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the event filter: "+desc)
+	}
 	if err != nil {
 		s.log.Warn("admin: events consumer", "err", err)
 		return natsDown(c)
 	}
 	iter, err := cons.Messages()
+	if desc, ok := refusedByJetStream(err); ok {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the event filter: "+desc)
+	}
 	if err != nil {
 		return natsDown(c)
 	}

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/testkit"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/sse"
+	"switchyard.dev/shared/testkit"
 )
 
 // stream opens /admin/events with query and returns the next-event
@@ -102,6 +104,17 @@ func TestEvents(t *testing.T) {
 		defer stop()
 		e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
 		e.fail("local", "", "llama", credentialRejected, 401)
+		name, ev := next()
+		if name != "hold" || ev.Scope.Provider != "local" {
+			t.Fatalf("got %s %+v", name, ev)
+		}
+	})
+	t.Run("repeated filter values", func(t *testing.T) {
+		// each value makes filter subjects, and JetStream refuses a
+		// consumer whose subjects overlap: repeats are dropped (this
+		// answered 503 nats_unavailable)
+		next, stop := e.stream("?since=10m&kind=hold,hold&provider=local,local")
+		defer stop()
 		name, ev := next()
 		if name != "hold" || ev.Scope.Provider != "local" {
 			t.Fatalf("got %s %+v", name, ev)
@@ -290,4 +303,37 @@ func TestNATSDown(t *testing.T) {
 	// an unknown id is still 404, bad bodies still 400
 	e.do("DELETE", "/admin/holds/openai.nokey", opToken, nil).expect(t, 404, codeNotFound)
 	e.do("POST", "/admin/holds", opToken, `{}`).expect(t, 400, codeBadRequest)
+}
+
+// TestRefusedByJetStream: JetStream refusing a consumer as malformed (its
+// 400 API errors) is the caller's 400 with the server's description; a
+// missing stream or any other error is NATS not being available.
+func TestRefusedByJetStream(t *testing.T) {
+	e := startEnv(t, false)
+	js, err := jetstream.New(e.anc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	stream, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"switchyard.events.hold.openai", "switchyard.events.hold.openai"},
+	})
+	if desc, ok := refusedByJetStream(err); !ok || !strings.Contains(desc, "consumer subject filters cannot overlap") {
+		t.Errorf("overlapping filters: %q, %v (err %v)", desc, ok, err)
+	}
+	_, err = js.Stream(ctx, "NO_SUCH_STREAM")
+	if desc, ok := refusedByJetStream(err); ok || err == nil {
+		t.Errorf("a missing stream counts as refused: %q (err %v)", desc, err)
+	}
+	if _, ok := refusedByJetStream(context.DeadlineExceeded); ok {
+		t.Error("a timeout counts as refused")
+	}
+	if _, ok := refusedByJetStream(nil); ok {
+		t.Error("nil counts as refused")
+	}
 }

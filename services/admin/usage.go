@@ -145,7 +145,7 @@ func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) 
 		return q, badParam("from", "must be before to (from %s, to %s)", q.from.Format(time.RFC3339), q.to.Format(time.RFC3339))
 	}
 
-	for _, name := range splitList(args["group_by"]) {
+	for _, name := range splitItems(args["group_by"]) {
 		i := slices.IndexFunc(usageDims, func(d usageDim) bool { return d.name == name })
 		if i < 0 {
 			return q, badParam("group_by", "unknown dimension %q (want any of %s)", name, usageDimNames())
@@ -317,6 +317,9 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusServiceUnavailable, codeBusy, "too many usage reports are running: try again shortly")
 	}
 	rep, err := s.usage.read(ctx, res.Usage, q)
+	if desc, ok := refusedByJetStream(err); ok {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the usage query: "+desc)
+	}
 	if err != nil {
 		s.log.Warn("admin: usage report", "err", err)
 		return natsDown(c)

@@ -233,6 +233,10 @@ func TestUsageReport(t *testing.T) {
 			{name: "provider", query: "provider=anthropic", scanned: 2, requests: 2},
 			{name: "provider and client", query: "provider=anthropic,openai&client=ci", scanned: 2, requests: 2},
 			{name: "repeated parameter", query: "client=ci&client=app", scanned: 6, requests: 5},
+			// repeats are dropped: overlapping filter subjects make
+			// JetStream refuse the consumer (this answered 503)
+			{name: "repeated value", query: "provider=anthropic,anthropic", scanned: 2, requests: 2},
+			{name: "repeated parameter and value", query: "client=app&client=app&provider=openai,openai", scanned: 4, requests: 3},
 			{name: "unknown client", query: "client=nobody", scanned: 0, requests: 0},
 			// the model is not: the records are read and filtered here
 			{name: "model", query: "model=claude-x", scanned: 6, requests: 2},
