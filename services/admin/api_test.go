@@ -314,6 +314,17 @@ func TestClassify(t *testing.T) {
 	e.do("POST", "/admin/classify", readToken, "").expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/classify", readToken, "{nope").expect(t, 400, codeBadRequest)
 	e.do("POST", "/admin/classify", readToken, `{"status":5000}`).expect(t, 400, codeBadRequest)
+	// the strict-body rule: an unknown field, a key twice or in two
+	// spellings (each answered 200, classified as something else)
+	for _, body := range []string{`{"statuz":429,"body":"x"}`, `{"status":429,"status":200}`, `{"status":429,"Status":401}`, `{"status":401}]`} {
+		e.do("POST", "/admin/classify", readToken, body).expect(t, 400, codeBadRequest)
+	}
+	r = e.do("POST", "/admin/classify", readToken, `[{"status":429,"Status":401},{"provider":"openai","status":401}]`)
+	r.expect(t, 200, "")
+	if len(r.list) != 2 || r.list[0].(map[string]any)["error"] != `line 1: decode input: the field "Status" is named more than once (or in two spellings)` ||
+		r.list[1].(map[string]any)["class"] != "credential_rejected" {
+		t.Errorf("array: %s", r.raw)
+	}
 }
 
 // TestPinUpstreamName: holds and the proxies' admission use a model's

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -179,6 +180,34 @@ func TestCorpusReasonsNotMasked(t *testing.T) {
 			if m := redact.String(s); m != s {
 				t.Errorf("%s: %q masked as %q", filepath.Base(f), s, m)
 			}
+		}
+	}
+}
+
+// TestCorpusAsWireInput: each corpus case, its annotations removed (what
+// tools/README.md pipes to swctl classify: jq 'del(.name, .source, .note,
+// .expected)'), is a wire input DecodeWire accepts, classified as expected.
+func TestCorpusAsWireInput(t *testing.T) {
+	for f, c := range loadCorpus(t) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, k := range []string{"name", "source", "note", "expected"} {
+			delete(m, k)
+		}
+		line, _ := json.Marshal(m)
+		in, err := DecodeWire(line)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if got := expectedOf(ClassifyAt(in, corpusNow)); !reflect.DeepEqual(got, c.Expected) {
+			t.Errorf("%s: as wire input %+v, want %+v", f, got, c.Expected)
 		}
 	}
 }

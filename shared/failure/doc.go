@@ -140,8 +140,11 @@
 //	{"class":"rate_limit","scope":"key+model","retry_after_ms":360000,"code":"rate_limit_exceeded","reason":"...","action":"rotate","holds":true,"soft":true}
 //
 // body may be a JSON value or a string (text, or JSON as text); status may
-// be null for a transport error given in "error". A line that cannot be read
-// prints {"error":"line N: ..."} and the command exits 1 after the last line.
+// be null for a transport error given in "error". DecodeWire is strict: an
+// unknown field, a key named twice in one object, a top-level key in two
+// spellings or anything after the object is an error. A line that cannot
+// be read prints {"error":"line N: ..."} and the command exits 1 after the
+// last line.
 //
 // # Corpus
 //

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"switchyard.dev/shared/jsonfield"
 )
 
 // WireInput is the JSON form of an Input, as `swctl classify` reads it:
@@ -22,18 +24,38 @@ type WireInput struct {
 	Error    string                     `json:"error"`
 }
 
+// wireFields are the JSON names of WireInput's fields.
+var wireFields = []string{"provider", "status", "headers", "body", "stream", "error"}
+
 // DecodeWire parses one JSON wire input into an Input. A JSON string body
 // is taken as the body's text (which may itself be JSON); any other JSON
 // value is the body. Header values may be strings, numbers or arrays of
-// strings.
+// strings. The input is read strictly, as the admin API reads its bodies:
+// a field it does not know ("statuz"), a key named twice or in two
+// spellings ({"status":429,"Status":401}: encoding/json takes the last,
+// case-insensitively) and anything after the object are errors, never an
+// input silently classified as something else.
 func DecodeWire(line []byte) (Input, error) {
 	var w WireInput
 	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
 		return Input{}, fmt.Errorf("decode input: %w", err)
 	}
 	if dec.More() {
 		return Input{}, errors.New("decode input: trailing data after the object")
+	}
+	if _, err := jsonfield.Strict(line, wireFields); err != nil {
+		var dk *jsonfield.DuplicateKeyError
+		switch {
+		case errors.Is(err, jsonfield.ErrInvalid): // the object decoded: what follows it is not JSON
+			return Input{}, errors.New("decode input: trailing data after the object")
+		case errors.As(err, &dk) && dk.Depth == 0:
+			return Input{}, fmt.Errorf("decode input: the field %q is named more than once (or in two spellings)", dk.Key)
+		case errors.As(err, &dk):
+			return Input{}, fmt.Errorf("decode input: the key %q is named twice in one object", dk.Key)
+		}
+		return Input{}, fmt.Errorf("decode input: %w", err)
 	}
 	in := Input{Provider: w.Provider, Stream: w.Stream}
 	if w.Status != nil {

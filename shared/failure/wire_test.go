@@ -2,6 +2,9 @@ package failure
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -37,10 +40,27 @@ func TestWireRoundTrip(t *testing.T) {
 }
 
 func TestDecodeWireErrors(t *testing.T) {
-	for _, line := range []string{`{`, `[]`, `{"status":"429"}`, `{"status":1000}`, `{"headers":{"a":{"b":1}}}`, `{} {}`} {
+	for _, line := range []string{`{`, `[]`, `{"status":"429"}`, `{"status":1000}`, `{"headers":{"a":{"b":1}}}`, `{} {}`,
+		// strict: an unknown field, a key twice or in two spellings,
+		// anything after the object (each was classified before)
+		`{"statuz":429,"body":"x"}`, `{"status":429,"status":200}`, `{"status":429,"Status":401}`,
+		`{"STATUS":401}`, `{"status":429}]`, `{"status":429,"body":{"error":{"code":"a","code":"b"}}}`,
+	} {
 		if _, err := DecodeWire([]byte(line)); err == nil {
 			t.Errorf("DecodeWire(%s): no error", line)
 		}
+	}
+}
+
+// TestWireFields: wireFields are WireInput's JSON names.
+func TestWireFields(t *testing.T) {
+	var names []string
+	for f := range reflect.TypeFor[WireInput]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	if !slices.Equal(names, wireFields) {
+		t.Fatalf("WireInput's fields are %v, wireFields %v", names, wireFields)
 	}
 }
 

@@ -45,6 +45,19 @@ func TestClassify(t *testing.T) {
 				`{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"401","reason":"status 401","action":"rotate","holds":true,"soft":false}` + "\n",
 			wantErr: true,
 		},
+		{
+			name: "strict: unknown field, key twice or in two spellings, trailing data; the rest classified",
+			args: []string{"classify"},
+			stdin: `{"statuz":429,"body":"x"}` + "\n" + `{"status":429,"status":200}` + "\n" + `{"status":429,"Status":401}` + "\n" +
+				`{"status":401,"body":{"error":{"code":"a","code":"b"}}}` + "\n" + `{"status":401}]` + "\n" + `{"provider":"openai","status":401}` + "\n",
+			stdout: `{"error":"line 1: decode input: json: unknown field \"statuz\""}` + "\n" +
+				`{"error":"line 2: decode input: the field \"status\" is named more than once (or in two spellings)"}` + "\n" +
+				`{"error":"line 3: decode input: the field \"Status\" is named more than once (or in two spellings)"}` + "\n" +
+				`{"error":"line 4: decode input: the key \"code\" is named twice in one object"}` + "\n" +
+				`{"error":"line 5: decode input: trailing data after the object"}` + "\n" +
+				`{"class":"credential_rejected","scope":"key","retry_after_ms":null,"code":"401","reason":"status 401","action":"rotate","holds":true,"soft":false}` + "\n",
+			wantErr: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
