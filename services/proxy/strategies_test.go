@@ -108,7 +108,9 @@ func TestLeastLatencyFollowsASlowdown(t *testing.T) {
 		<-svc.member.Bound()
 		svcs, urls = append(svcs, svc), append(urls, url)
 	}
-	fakes["pb"].AddRule(fakeprovider.Rule{FirstByteLatency: 15 * time.Millisecond})
+	// Margins wide enough for a loaded CI machine, where the fast one's
+	// answers can take tens of milliseconds now and then (15 ms failed once).
+	fakes["pb"].AddRule(fakeprovider.Rule{FirstByteLatency: 60 * time.Millisecond})
 	for range 20 { // both get measured; pa (fast) wins
 		served(t, urls[0], chatFor("fast"))
 	}
@@ -125,7 +127,7 @@ func TestLeastLatencyFollowsASlowdown(t *testing.T) {
 
 	// pa slows down: within seconds most traffic is on pb.
 	fakes["pb"].ClearRules()
-	fakes["pa"].AddRule(fakeprovider.Rule{FirstByteLatency: 25 * time.Millisecond})
+	fakes["pa"].AddRule(fakeprovider.Rule{FirstByteLatency: 100 * time.Millisecond})
 	start := time.Now()
 	moved := false
 	for time.Since(start) < 10*time.Second {
