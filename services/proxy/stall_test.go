@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/testkit"
@@ -61,5 +65,47 @@ func TestStalledCallerIsCut(t *testing.T) {
 				t.Fatalf("the next caller: %d %s", st, body)
 			}
 		})
+	}
+}
+
+// deadlineConn records the write deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	mu   sync.Mutex
+	sets int
+}
+
+func (c *deadlineConn) SetWriteDeadline(time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sets++
+	return nil
+}
+
+func (c *deadlineConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (c *deadlineConn) LocalAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// Once fasthttp has closed a relay's body stream it may hand the request's
+// context to another connection while the relay's writer goroutine still
+// runs: the relay then sets no write deadline through it (it would land on
+// that other caller's connection and cut its answer).
+func TestWriteArmReleasedWithTheBody(t *testing.T) {
+	conn := &deadlineConn{}
+	var ctx fasthttp.RequestCtx
+	ctx.Init2(conn, nil, false)
+	r := &request{}
+	wr := &writeArm{ctx: &ctx, idleFor: time.Minute}
+	wr.arm(r)
+	if conn.sets != 1 {
+		t.Fatalf("%d deadlines set, want 1", conn.sets)
+	}
+	body := relayBody{io.NopCloser(strings.NewReader("")), wr}
+	if err := body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wr.armed = time.Time{} // due again
+	wr.arm(r)
+	if conn.sets != 1 {
+		t.Fatalf("a deadline set after the body stream was closed (%d)", conn.sets)
 	}
 }

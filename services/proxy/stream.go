@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -174,6 +175,11 @@ type writeArm struct {
 	ctx     *fasthttp.RequestCtx // nil: writes unbounded
 	idleFor time.Duration
 	armed   time.Time
+	// released: fasthttp is done with the response (it closed the body
+	// stream) and may hand ctx to another connection at once, while a
+	// relay's writer goroutine still runs: the relay must not touch it.
+	mu       sync.Mutex
+	released bool
 }
 
 // arm bounds the next writes of r's answer to the caller.
@@ -182,10 +188,38 @@ func (a *writeArm) arm(r *request) {
 		return
 	}
 	if now, ok := rearm(&a.armed, a.idleFor); ok {
-		// fasthttp clears a handler's write deadline once the response
-		// is written: the connection's next request is not bounded by it.
-		_ = a.ctx.SetWriteDeadline(r.writeDeadline(now, a.idleFor))
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !a.released {
+			// fasthttp clears a handler's write deadline once the
+			// response is written: the connection's next request is not
+			// bounded by it.
+			_ = a.ctx.SetWriteDeadline(r.writeDeadline(now, a.idleFor))
+		}
 	}
+}
+
+// release notes that the response is done with: arm does nothing from now.
+func (a *writeArm) release() {
+	a.mu.Lock()
+	a.released = true
+	a.mu.Unlock()
+}
+
+// relayBody is a relay's body stream as fasthttp reads it: the pipe from
+// its writer (fasthttp.NewStreamReader, as SetBodyStreamWriter makes it),
+// whose Close, which fasthttp calls before it releases the request's
+// context, also releases the relay's write arm. Without it a relay whose
+// caller left could set its write deadline on a context already serving
+// another connection, and cut that caller's answer.
+type relayBody struct {
+	io.ReadCloser
+	wr *writeArm
+}
+
+func (b relayBody) Close() error {
+	b.wr.release()
+	return b.ReadCloser.Close()
 }
 
 // writeGrace is how long past the relay's deadline a write to the caller
@@ -326,7 +360,7 @@ func (rl *relay) start(c *fiber.Ctx) {
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
 	rl.wr = writeArm{ctx: c.Context(), idleFor: rl.idle.idleFor}
-	c.Context().SetBodyStreamWriter(rl.run)
+	c.Context().Response.SetBodyStream(relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr}, -1)
 }
 
 // run relays the rest of the stream.
