@@ -177,3 +177,20 @@ func TestErrorFormatFollowsRoutes(t *testing.T) {
 		})
 	}
 }
+
+// A translation error that is not a field of the wrong type (tool-call
+// arguments that are not JSON, which OpenAI takes in a conversation's
+// history) concerns the step that needs the translation only: the chain's
+// next step serves the request as it is.
+func TestUntranslatableStepSkipped(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Chains["anthropic-first"] = config.Chain{Steps: []config.ChainStep{{Target: "fake-anthropic/demo-claude"}, {Target: "fake-openai/demo-model"}}}
+	})
+	body := `{"model":"anthropic-first","messages":[{"role":"user","content":"hi"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\": 1"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"ok"}]}`
+	status, h, b := f.call(t, "/v1/chat/completions", body)
+	if status != http.StatusOK || h.Get(headerProvider) != "fake-openai" {
+		t.Fatalf("%d by %q: %s", status, h.Get(headerProvider), b)
+	}
+}

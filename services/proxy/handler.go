@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
-	"switchyard.dev/services/proxy/translate"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
@@ -606,9 +604,12 @@ steps:
 			break
 		}
 		body, err := r.bodyFor(step)
-		if errors.Is(err, translate.ErrMalformed) {
+		if wrongType(err) {
 			// Not a request of its endpoint's API (a field of the wrong
 			// type): the caller's to fix, whatever the other steps' state.
+			// Other translation errors (tool arguments that are not JSON,
+			// a value the translation does not know) concern this step
+			// only: the next may serve the request as it is.
 			r.class = classRejected
 			return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest, malformedRequest(err))}, true
 		}

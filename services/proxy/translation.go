@@ -62,7 +62,7 @@ func translateResponse(callerFormat, upstreamFormat provider.Format, op provider
 func malformedRequest(err error) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
-		return "the request body does not have the shape its endpoint expects"
+		return err.Error()
 	}
 	got := te.Value // "string", "number", "number 1e30", "bool", "array", "object"
 	switch {
@@ -79,6 +79,13 @@ func malformedRequest(err error) string {
 		return "a field of the request body has the wrong type: " + got
 	}
 	return fmt.Sprintf("`%s` must be %s, not %s", te.Field, jsonKind(te.Type), got)
+}
+
+// wrongType reports whether a translation failed on a field of the wrong
+// JSON type: a request that is not one of its endpoint's API.
+func wrongType(err error) bool {
+	var te *json.UnmarshalTypeError
+	return errors.Is(err, translate.ErrMalformed) && errors.As(err, &te)
 }
 
 // jsonKind is the JSON type a Go type decodes from.

@@ -224,6 +224,11 @@ func CanonicalOpenAIError(status int, body []byte) []byte {
 	}
 	e := decodeOpenAIError(body)
 	if e.Message == "" {
+		// A shape none of the above (FastAPI's {"detail":[...]},
+		// Cloudflare's {"errors":[...]}): the body itself says why.
+		e.Message = bodyText(body)
+	}
+	if e.Message == "" {
 		e.Message = fallbackMessage(status, body)
 	}
 	if e.Type == "" {
@@ -231,6 +236,21 @@ func CanonicalOpenAIError(status int, body []byte) []byte {
 	}
 	b, _ := marshal(&openAIErrorBody{Error: e}) // cannot fail: strings only
 	return b
+}
+
+// bodyText is body as one line of text of at most maxErrorText bytes (a
+// JSON body compacted), "" when empty.
+func bodyText(body []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, body) != nil {
+		b.Reset()
+		b.Write(bytes.TrimSpace(body))
+	}
+	text := b.Bytes()
+	if len(text) > maxErrorText {
+		text = text[:maxErrorText] // marshal mends a cut rune
+	}
+	return string(text)
 }
 
 // canonicalOpenAIError reports whether body is {"error":{...}} with a
