@@ -678,7 +678,7 @@ steps:
 				r.last = ae
 				// A model the caller made up (an unlisted one) that the
 				// provider refuses holds nothing.
-				unsure := rte.Dynamic && callerScope(ae, false)
+				unsure := ae.result.KeyDependent || rte.Dynamic && callerScope(ae, false)
 				p.failed = p.failed || !unsure
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.

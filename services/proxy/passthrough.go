@@ -174,7 +174,7 @@ keys:
 				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
 				return outcome{}
 			}
-			unsure := callerScope(ae, true)
+			unsure := ae.result.KeyDependent || callerScope(ae, true)
 			r.last, refused = ae, refused && unsure
 			act := s.decide(ae)
 			if !replaySafe {

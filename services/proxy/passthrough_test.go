@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/servicetest"
 
 	"switchyard.dev/tools/fakeprovider"
@@ -259,5 +260,46 @@ func TestPassthroughDotSegments(t *testing.T) {
 	// Dots inside a segment are a name like any other.
 	if st, _, body := ptCall(t, f, "GET", "/fake-openai/files/file..1.jsonl", ""); st == http.StatusBadRequest {
 		t.Errorf("a name with dots refused: %s", body)
+	}
+}
+
+// Gemini's refusal of a file the request names ("permission to access the
+// File ... or it may not exist") may come from the key's project, another
+// key's holding the upload: the call moves to the next key, nothing is
+// held, and when every key refused, the provider's 403 is the caller's.
+// Before, the first refusal went back to the caller (request_rejected
+// returns), though another key would have served it.
+func TestKeyDependentRefusalRotates(t *testing.T) {
+	const refusal = `[{"error":{"code":403,"message":"You do not have permission to access the File abc or it may not exist.","status":"PERMISSION_DENIED"}}]`
+	var refuseAll atomic.Bool
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		auth := r.Header.Get("Authorization") + r.Header.Get("X-Goog-Api-Key") + r.URL.Query().Get("key")
+		if refuseAll.Load() || strings.Contains(auth, "key-a") {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, refusal)
+			return
+		}
+		_, _ = io.WriteString(w, `{"name":"files/abc"}`)
+	}))
+	t.Cleanup(up.Close)
+	f := oneProviderFixture(t, "gemini", up.URL, "key-a", func(p *config.Provider) {
+		p.Keys = append(p.Keys, config.Key{ID: "k2", Weight: 1, Value: config.NewSecret("key-b")})
+	})
+	for i := range 4 { // round robin: each key first in turn
+		if st, _, body := ptCall(t, f, http.MethodGet, "/up/files/abc", ""); st != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i, st, body)
+		}
+	}
+	if h := f.svc.engine.Holds(); len(h) != 0 {
+		t.Fatalf("holds %+v", h)
+	}
+	refuseAll.Store(true)
+	before := calls.Load()
+	st, _, body := ptCall(t, f, http.MethodGet, "/up/files/abc", "")
+	if st != http.StatusForbidden || !strings.Contains(body, "or it may not exist") || calls.Load()-before != 2 {
+		t.Fatalf("every key refused: %d after %d calls: %s", st, calls.Load()-before, body)
 	}
 }

@@ -94,6 +94,11 @@ func classify(in Input, now time.Time) (Result, *signal) {
 	class, reason, how := refine(class, reason, layers)
 
 	res := Result{Class: class, Scope: class.DefaultScope(), Code: code, Reason: reason}
+	if class == RequestRejected {
+		for _, l := range layers {
+			res.KeyDependent = res.KeyDependent || callerResourceRE.MatchString(l.message)
+		}
+	}
 	if res.Code == "" {
 		res.Code = primaryCode(layers, status)
 	}
@@ -182,8 +187,10 @@ func permission(l *signal) (Class, string) {
 	case callerResourceRE.MatchString(msg):
 		// Gemini's file or cached content the caller named: uploaded with
 		// another key's project, expired (files live 48 hours) or never
-		// there. The caller has to change the request; holding this key
-		// would hold every key of the provider in turn.
+		// there. Holding this key would hold every key of the provider
+		// in turn; another key (of the project that has the upload) may
+		// serve it, so the result is KeyDependent: the request rotates,
+		// nothing is held.
 		return RequestRejected, "the request names a file or cached content this key cannot read"
 	case quotaRE.MatchString(msg):
 		return QuotaExhausted, "no credits"

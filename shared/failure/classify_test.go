@@ -301,6 +301,27 @@ func FuzzClassify(f *testing.F) {
 
 // TestActionFor: the proxy's next move after a failed attempt, which the
 // admin's classify answers too.
+// TestKeyDependent: Gemini's refusal of a file or cached content the
+// request names may come from the key's project (the upload is another
+// project's): the request is rejected without a hold, yet another key may
+// serve it. Other refusals are not key-dependent.
+func TestKeyDependent(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{403, `[{"error":{"code":403,"message":"You do not have permission to access the File abc123 or it may not exist.","status":"PERMISSION_DENIED"}}]`, true},
+		{403, `{"error":{"code":403,"message":"You do not have permission to access the CachedContent c1 or it may not exist.","status":"PERMISSION_DENIED"}}`, true},
+		{400, `{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}`, false},
+	} {
+		r := Classify(Input{Provider: "gemini", Status: tt.status, Body: []byte(tt.body)})
+		if r.Class != RequestRejected || r.KeyDependent != tt.want {
+			t.Errorf("%s: %+v, want request_rejected, key-dependent %v", tt.body, r, tt.want)
+		}
+	}
+}
+
 func TestActionFor(t *testing.T) {
 	p := RetryPolicy{OnStatuses: []int{500, 503}, RotateOnStatuses: []int{429}, OnTransportErrors: true}
 	tests := []struct {
@@ -319,6 +340,7 @@ func TestActionFor(t *testing.T) {
 		{"429 rotates", Result{Class: RateLimit}, 429, false, p, Rotate},
 		{"a 500 listed for a revoked key: the class decides", Result{Class: CredentialRejected}, 500, false, p, Rotate},
 		{"a rejected request returns", Result{Class: RequestRejected}, 400, false, p, Return},
+		{"a refusal another key may not give rotates", Result{Class: RequestRejected, KeyDependent: true}, 403, false, p, Rotate},
 		{"a stream error event", Result{Class: Transient}, 0, true, p, RetrySame},
 	}
 	for _, tt := range tests {

@@ -25,8 +25,9 @@
 //     PermissionDenied, AccessDeniedException, forbidden) are resolved by
 //     the message: a region, a file or cached content the request names
 //     (Gemini: "You do not have permission to access the File ... or it
-//     may not exist", request_rejected), no credits, a model, else the
-//     credential.
+//     may not exist", request_rejected and KeyDependent: another key's
+//     project may hold the upload, so the request rotates without a
+//     hold), no credits, a model, else the credential.
 //     FAILED_PRECONDITION is a blocked region unless the message refuses a
 //     model without naming the caller's location (Vertex: "Project ... is
 //     not allowed to use Publisher Model .../locations/...").

@@ -164,4 +164,10 @@ type Result struct {
 	// HoldTTL is the hold duration the matching rule asks for; zero means
 	// "use the class's ladder".
 	HoldTTL time.Duration
+	// KeyDependent: a request_rejected refusal that another key of the
+	// provider may not give (Gemini's "permission to access the File ...
+	// or it may not exist": the file may be another project's, which
+	// another key reads). The request rotates to the next key; nothing is
+	// held, and when every key refused, the answer is the caller's.
+	KeyDependent bool
 }

@@ -130,6 +130,8 @@ type RetryPolicy struct {
 func (r Result) ActionFor(status int, stream bool, p RetryPolicy) Action {
 	m := r.Class.Meaning()
 	switch {
+	case r.Class == RequestRejected && r.KeyDependent:
+		return Rotate // another key may be served: nothing is held
 	case status == 0 && !stream && r.Class == Transient:
 		if p.OnTransportErrors && r.Code != "timeout" {
 			return RetrySame
