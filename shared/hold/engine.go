@@ -291,6 +291,25 @@ func (e *Engine) localLease(en *entry) {
 	e.installLocked(n)
 }
 
+// underLeaseLocked keeps a local lease whose probe is out (its one
+// AdmitProbe handed out, its lease not lapsed) in place of a held record
+// the store or this instance's writer brings for the same hold (the
+// hold's own write landing once the store is back): the record becomes
+// what the lease stands over, put back when the lease lapses, and the
+// lease takes its revision so that the probe's outcome is written over
+// it. Replacing the lease would let this instance hand out a second probe
+// while the first runs, and the first's outcome would settle the second's
+// lease. It reports whether it kept the lease. e.mu is held.
+func (e *Engine) underLeaseLocked(cur *entry, rec Record) bool {
+	if cur == nil || cur.over == nil || !cur.token.Load() || rec.State != StateHeld ||
+		e.clock.Now().UnixNano() >= cur.leaseUntil {
+		return false
+	}
+	cur.over = e.newEntry(rec)
+	cur.rec.Revision = rec.Revision
+	return true
+}
+
 // endLocalLease puts back the entry a lapsed local lease stood over and
 // returns it (nil when the lease is no longer the current entry). The
 // entry is the same one (a write queued for it still finds it); its lease
@@ -564,6 +583,7 @@ func (e *Engine) written(in *intent, rev uint64) {
 	e.mu.Lock()
 	cur := e.entries[rec.ID]
 	switch {
+	case cur != in.entry && e.underLeaseLocked(cur, rec):
 	case cur == nil || cur == in.entry || (!cur.pending && cur.rec.Revision < rev):
 		e.installLocked(e.newEntry(rec))
 	case cur.pending && cur.rec.Revision == in.base:

@@ -825,6 +825,28 @@ func TestLocalLeaseFallsBackToTheStore(t *testing.T) {
 			})
 			probed(t, f.engines[0])
 		}},
+		{"the hold's write lands while the probe is out", func(t *testing.T, f *fleet) {
+			// Before, the written record replaced the lease: a second probe
+			// was handed out while the first ran, and the first's outcome
+			// settled the second's lease.
+			localLease(t, f, true)
+			a := f.engines[0]
+			eventually(t, "the probe handed out", func() bool { return a.Admit("p", "k", "m") == AdmitProbe })
+			f.clock.Advance(10 * time.Second) // the write's retry timer
+			rec := f.stored(t, "p.k")
+			eventually(t, "the lease takes the written revision", func() bool {
+				r := f0(t, a)
+				return r.State == StateProbing && r.Revision == rec.Revision
+			})
+			if got := a.Admit("p", "k", "m"); got == AdmitProbe || got == Admit {
+				t.Fatalf("a second probe while the first runs: %v", got)
+			}
+			a.Report("p", "k", "m", true, Outcome{OK: true})
+			eventually(t, "the probe's success released the hold in the store", func() bool {
+				r, err := f.store.Get(context.Background(), "p.k")
+				return err == nil && r.State == StateReleased
+			})
+		}},
 		{"another instance releases it", func(t *testing.T, f *fleet) {
 			localLease(t, f, false)
 			a, admin := f.engines[0], f.engines[1]

@@ -340,6 +340,9 @@ func (e *Engine) applyChange(c Change) {
 	}
 	rec := c.Record
 	rec.Revision = c.Revision
+	if e.underLeaseLocked(cur, rec) {
+		return
+	}
 	e.installLocked(e.newEntry(rec))
 	if e.onApply != nil && !c.Initial && rec.RecordedBy != e.inst {
 		e.onApply(rec)
