@@ -96,11 +96,28 @@ func ParseID(id string) (Scope, error) {
 // with a provider name and a key id.
 const MaxIDLen = 900
 
-// CheckID reports whether id can be stored: ErrInvalidID when it is
-// longer than MaxIDLen.
+// MaxStoredIDLen is the longest id of a record a store still reads,
+// updates and deletes: earlier versions created records with ids past
+// MaxIDLen (a long unlisted model name), which must stay releasable. It
+// keeps a write's protocol line (the subject with the bucket's prefix, a
+// reply inbox and sizes) under NATS's default max_control_line of 4 KB.
+const MaxStoredIDLen = 3500
+
+// CheckID reports whether a record of id can be created: ErrInvalidID
+// when it is longer than MaxIDLen.
 func CheckID(id string) error {
-	if len(id) > MaxIDLen {
-		return fmt.Errorf("%w: %d bytes (%.40s...), at most %d", ErrInvalidID, len(id), id, MaxIDLen)
+	return checkIDLen(id, MaxIDLen)
+}
+
+// CheckStoredID reports whether a stored record of id can be read,
+// updated or deleted: ErrInvalidID when it is longer than MaxStoredIDLen.
+func CheckStoredID(id string) error {
+	return checkIDLen(id, MaxStoredIDLen)
+}
+
+func checkIDLen(id string, limit int) error {
+	if len(id) > limit {
+		return fmt.Errorf("%w: %d bytes (%.40s...), at most %d", ErrInvalidID, len(id), id, limit)
 	}
 	return nil
 }

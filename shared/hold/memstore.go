@@ -80,7 +80,7 @@ func (m *MemStore) Update(ctx context.Context, rec Record, rev uint64, ttl time.
 	if err := m.check(ctx); err != nil {
 		return 0, err
 	}
-	if err := CheckID(rec.ID); err != nil {
+	if err := CheckStoredID(rec.ID); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()

@@ -117,8 +117,10 @@ func (s *Store) Synced() <-chan struct{} { return s.synced }
 // keyRE is what a KV key may contain.
 var keyRE = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 
-// encode fills in the record's id and schema version and marshals it.
-func encode(rec hold.Record) (string, []byte, error) {
+// encode fills in the record's id and schema version and marshals it;
+// check bounds the id's length (hold.CheckID for a new record,
+// hold.CheckStoredID for one that exists).
+func encode(rec hold.Record, check func(string) error) (string, []byte, error) {
 	if rec.ID == "" {
 		rec.ID = rec.Scope.ID()
 	}
@@ -128,7 +130,7 @@ func encode(rec hold.Record) (string, []byte, error) {
 	rec.Reason = redact.String(rec.Reason)
 	// Checked here, not left to NATS: a key too long for its protocol
 	// line closes the connection for good.
-	if err := hold.CheckID(rec.ID); err != nil {
+	if err := check(rec.ID); err != nil {
 		return "", nil, fmt.Errorf("holdkv: %w", err)
 	}
 	if !keyRE.MatchString(rec.ID) || rec.ID[0] == '.' || rec.ID[len(rec.ID)-1] == '.' {
@@ -178,7 +180,7 @@ func (s *Store) ready(op, key string) (*binding, error) {
 // Create stores rec under rec.ID (rec.Scope.ID() when empty) if no live
 // record is there; ttl > 0 makes the record expire by itself.
 func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) (uint64, error) {
-	key, data, err := encode(rec)
+	key, data, err := encode(rec, hold.CheckID)
 	if err != nil {
 		return 0, err
 	}
@@ -206,7 +208,7 @@ func (s *Store) Create(ctx context.Context, rec hold.Record, ttl time.Duration) 
 // expires by itself, with ttl 0 it stays until deleted (kv.Update would drop a per-key TTL, nats.go #1994,
 // so the value is published with its TTL and the expected revision).
 func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl time.Duration) (uint64, error) {
-	key, data, err := encode(rec)
+	key, data, err := encode(rec, hold.CheckStoredID)
 	if err != nil {
 		return 0, err
 	}
@@ -244,7 +246,7 @@ func (s *Store) Update(ctx context.Context, rec hold.Record, rev uint64, ttl tim
 // its revision). It returns hold.ErrNotFound when there is no live record
 // and hold.ErrConflict when the record moved on.
 func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
-	if hold.CheckID(id) != nil {
+	if hold.CheckStoredID(id) != nil {
 		return fmt.Errorf("%w: delete: no record has an id of %d bytes", hold.ErrNotFound, len(id)) // never sent: see encode
 	}
 	b, err := s.ready("delete", id)
@@ -279,7 +281,7 @@ func (s *Store) Delete(ctx context.Context, id string, rev uint64) error {
 
 // Get returns the live record stored under id.
 func (s *Store) Get(ctx context.Context, id string) (hold.Record, error) {
-	if hold.CheckID(id) != nil {
+	if hold.CheckStoredID(id) != nil {
 		return hold.Record{}, fmt.Errorf("%w: get: no record has an id of %d bytes", hold.ErrNotFound, len(id)) // never sent: see encode
 	}
 	b, err := s.ready("get", id)

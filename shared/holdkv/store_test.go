@@ -2,6 +2,7 @@ package holdkv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -125,6 +126,40 @@ func TestLongIDNeverSent(t *testing.T) {
 	}
 	if _, err := n.store.Create(ctx, record("openai-eu", "k1", "gpt-4.1"), 0); err != nil {
 		t.Fatalf("Create after the long id: %v", err)
+	}
+}
+
+// A record an earlier version created with an id past hold.MaxIDLen (a
+// long unlisted model name) can still be read, released and deleted: only
+// new records are bounded by MaxIDLen.
+func TestLegacyLongIDStaysReleasable(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", t.TempDir())
+	n := setup(t, s.ClientURL(), bus.SetupOptions{})
+	ctx := context.Background()
+	rec := record("openai-eu", "k1", strings.Repeat("m", 1500))
+	rec.ID = rec.Scope.ID()
+	if len(rec.ID) <= hold.MaxIDLen || len(rec.ID) > hold.MaxStoredIDLen {
+		t.Fatalf("id of %d bytes", len(rec.ID))
+	}
+	rec.Version = hold.SchemaVersion
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := n.res.Holds.Create(ctx, rec.ID, data) // as an earlier version wrote it
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.store.Get(ctx, rec.ID)
+	if err != nil || got.ID != rec.ID {
+		t.Fatalf("Get: %+v %v", got, err)
+	}
+	rec.State, rec.ReleaseSource = hold.StateReleased, hold.SourceAdmin
+	if rev, err = n.store.Update(ctx, rec, rev, time.Minute); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := n.store.Delete(ctx, rec.ID, rev); err != nil {
+		t.Fatalf("Delete: %v", err)
 	}
 }
 
