@@ -90,8 +90,9 @@
 // key, or key+model when the limit is per model (the message names the model,
 // a google.rpc QuotaFailure has a model dimension, or the provider is Azure,
 // whose limits are per deployment, or Bedrock, whose on-demand quotas are per
-// model, or Anthropic and the message names a per-minute limit, RPM, ITPM
-// or OTPM, which Anthropic sets per model class; "your account's rate
+// model, or Anthropic and the message names a per-minute limit ("input
+// tokens per minute", "requests per minute", "per-minute rate limit": its
+// RPM, ITPM and OTPM, set per model class); "your account's rate
 // limit" stays on the key), and so does a spent per-day limit (quota_exhausted on key+model
 // when the day's limit is the model's); model_not_accessible, model_retired
 // and region_blocked hold key+model; transient, request_rejected and

@@ -55,7 +55,7 @@
 //	probing --same class-->         held(r+1)
 //	probing --transient (5xx, net)-> held(r)
 //	probing --other failure-->      released ("settled"), the new failure held on its own scope
-//	probing --cancelled (caller gone, deadline passed)--> held(r), due at once (the lease given back)
+//	probing --cancelled (caller gone, deadline passed)--> held(r), its due time unchanged (the lease given back: due at once unless it was leased early, a soft pass)
 //	any --Release / ReleaseKey / CredentialChanged--> released (fresh ramp)
 //
 // Every write is create-if-absent or compare-and-set on the record's
