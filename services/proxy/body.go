@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
@@ -119,7 +120,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 // reaches hold ids (KV keys: each byte but letters, digits and '-' takes
 // three), log lines, errors and debug bundles, so it is bounded long
 // before any of those could be harmed by it.
-const maxModelName = 256
+const maxModelName = config.MaxModelName
 
 // checkModelName refuses a model name routing must not see: not UTF-8, or
 // longer than maxModelName.

@@ -349,6 +349,8 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 			v.add(mat+".name", "must be set")
 		case models[m.Name]:
 			v.add(mat+".name", "%q is listed twice in this provider", m.Name)
+		case len(m.Name) > MaxModelName:
+			v.add(mat+".name", "is %d bytes long; callers cannot name more than %d", len(m.Name), MaxModelName)
 		}
 		models[m.Name] = true
 		if m.Kind != "" {
@@ -389,12 +391,20 @@ func (v *validator) target(path, target string) {
 	}
 }
 
+// MaxModelName is the longest model name a request may give, in bytes
+// (the proxy refuses longer ones): configured model, alias and chain names
+// must fit.
+const MaxModelName = 256
+
 func (v *validator) aliases() {
 	for _, name := range sortedKeys(v.cfg.Aliases) {
 		at := "aliases." + name
 		target := v.cfg.Aliases[name]
 		if strings.TrimSpace(name) == "" || strings.HasPrefix(name, ChainPrefix) {
 			v.add(at, "alias name must be set and must not start with %q", ChainPrefix)
+		}
+		if len(name) > MaxModelName {
+			v.add(at, "alias name is %d bytes long; callers cannot name more than %d", len(name), MaxModelName)
 		}
 		if chain, ok := strings.CutPrefix(target, ChainPrefix); ok {
 			if _, ok := v.cfg.Chains[chain]; !ok {
@@ -411,6 +421,9 @@ func (v *validator) chains() {
 		at := "chains." + name
 		if strings.TrimSpace(name) == "" || strings.Contains(name, "/") {
 			v.add(at, "chain name must be set and must not contain '/'")
+		}
+		if len(ChainPrefix+name) > MaxModelName {
+			v.add(at, "chain name is %d bytes long; callers cannot name more than %d (with %q)", len(name), MaxModelName, ChainPrefix)
 		}
 		steps := v.cfg.Chains[name].Steps
 		if len(steps) == 0 {

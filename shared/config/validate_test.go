@@ -50,6 +50,11 @@ func TestValidationErrors(t *testing.T) {
   - name: two
     type: groq
     models: [{name: m}]`, nil, "providers[1].keys: must list at least one key"},
+		{"model name longer than callers may send", `
+  - name: two
+    type: openai
+    keys: [{id: k, secret: env:OPENAI_KEY}]
+    models: [{name: ` + strings.Repeat("m", 257) + `}]`, nil, "providers[1].models[0].name: is 257 bytes long; callers cannot name more than 256"},
 		{"explicit zero weight", `
   - name: two
     type: openai
