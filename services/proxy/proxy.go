@@ -161,8 +161,11 @@ func (s *Service) newApp() *fiber.App {
 		ReadBufferSize:        16 << 10,
 		ReadTimeout:           s.cfg.Limits.ReadTimeout, // headers and body: slow senders are cut
 		IdleTimeout:           s.cfg.Limits.IdleTimeout,
-		Concurrency:           s.cfg.Limits.MaxConnections,
-		ErrorHandler:          s.errorHandler,
+		// A caller that stops reading an answer is cut (a relay replaces
+		// this bound with its own, per write: timeouts.stream_idle).
+		WriteTimeout: s.cfg.Proxy.WriteTimeout,
+		Concurrency:  s.cfg.Limits.MaxConnections,
+		ErrorHandler: s.errorHandler,
 	})
 	app.Use(func(c *fiber.Ctx) error { // every response carries a request id
 		setRequestID(c, s.formatOf(c))

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +24,12 @@ import (
 // block.
 func stalledCaller(t *testing.T, f *fixture, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(body))
+	stalledCall(t, f, http.MethodPost, path, body)
+}
+
+func stalledCall(t *testing.T, f *fixture, method, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+clientSecret)
 	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
@@ -107,5 +114,47 @@ func TestWriteArmReleasedWithTheBody(t *testing.T) {
 	wr.arm(r)
 	if conn.sets != 1 {
 		t.Fatalf("a deadline set after the body stream was closed (%d)", conn.sets)
+	}
+}
+
+// A caller that stops reading an answer the proxy does not relay as it
+// arrives (a passthrough download, held whole) is cut after
+// proxy.write_timeout: before, its connection stayed open for good, one of
+// limits.max_connections. A relayed stream longer than the write timeout
+// is not cut by it (each write has its own deadline).
+func TestWriteTimeout(t *testing.T) {
+	big := strings.Repeat("x", 16<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.Contains(r.URL.Path, "chat") { // a stream longer than the write timeout
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 8 {
+				_, _ = fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(100 * time.Millisecond) // the upstream's pace
+			}
+			_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.WriteString(w, big)
+	}))
+	t.Cleanup(up.Close)
+	cfg := config.Defaults()
+	cfg.Proxy.WriteTimeout = 300 * time.Millisecond
+	cfg.Providers = []config.Provider{{Name: "up", Type: "openai", BaseURL: up.URL, Selection: "round_robin",
+		Keys:   []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret("sk-up")}},
+		Models: []config.Model{{Name: "m", Kind: "chat"}}}}
+	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
+	f := &fixture{cfg: cfg}
+	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+
+	stalledCall(t, f, http.MethodGet, "/up/files/big", "")
+	srv := f.svc.app.Server()
+	testkit.WaitFor(t, 10*time.Second, func() bool { return srv.GetOpenConnectionsCount() == 0 })
+
+	status, _, body := f.call(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if status != http.StatusOK || !strings.Contains(string(body), "[DONE]") || !strings.Contains(string(body), "t7") {
+		t.Fatalf("a stream longer than the write timeout: %d %s", status, body)
 	}
 }
