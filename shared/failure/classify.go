@@ -94,11 +94,11 @@ func classify(in Input, now time.Time) (Result, *signal) {
 	class, reason, how := refine(class, reason, layers)
 
 	res := Result{Class: class, Scope: class.DefaultScope(), Code: code, Reason: reason}
-	if class == RequestRejected {
-		for _, l := range layers {
-			res.KeyDependent = res.KeyDependent || callerResourceRE.MatchString(l.message)
-		}
-	}
+	// Only Google's own refusal (the permission code resolved by its
+	// message): a message quoting the phrase back (a caller's value in
+	// another provider's 400) must not make a request rotate.
+	res.KeyDependent = class == RequestRejected && (fam == "gemini" || fam == "vertex") &&
+		strings.HasSuffix(reason, reasonCallerResource)
 	if res.Code == "" {
 		res.Code = primaryCode(layers, status)
 	}
@@ -174,6 +174,10 @@ func (s *signal) codes() []string {
 	return out
 }
 
+// reasonCallerResource is permission's reason for Google's refusal of a
+// file or cached content the request names (Result.KeyDependent).
+const reasonCallerResource = "the request names a file or cached content this key cannot read"
+
 // permission resolves a 403-style "permission denied": a blocked region, a
 // file or cached content the request names, no access to a model, or
 // (otherwise) a credential that may not do this.
@@ -191,7 +195,7 @@ func permission(l *signal) (Class, string) {
 		// in turn; another key (of the project that has the upload) may
 		// serve it, so the result is KeyDependent: the request rotates,
 		// nothing is held.
-		return RequestRejected, "the request names a file or cached content this key cannot read"
+		return RequestRejected, reasonCallerResource
 	case quotaRE.MatchString(msg):
 		return QuotaExhausted, "no credits"
 	case modelMentionRE.MatchString(msg):

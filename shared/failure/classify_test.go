@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,21 @@ func TestKeyDependent(t *testing.T) {
 		if r.Class != RequestRejected || r.KeyDependent != tt.want {
 			t.Errorf("%s: %+v, want request_rejected, key-dependent %v", tt.body, r, tt.want)
 		}
+	}
+	// Another provider's 400 quoting the phrase back (a caller's value in
+	// its message) is the request's, returned: not a reason to rotate.
+	for _, p := range []string{"openai", "anthropic"} {
+		body := `{"error":{"type":"invalid_request_error","message":"Invalid value for 'user': 'You do not have permission to access the File x or it may not exist.'"}}`
+		if r := Classify(Input{Provider: p, Status: 400, Body: []byte(body)}); r.Class != RequestRejected || r.KeyDependent {
+			t.Errorf("%s quoting the phrase: %+v", p, r)
+		}
+	}
+	// A trip_on rule that makes the refusal another class acts as that
+	// class says (it holds): it is no longer key-dependent.
+	c := &Classifier{Global: []Rule{{Name: "files-hold", Match: regexp.MustCompile("may not exist"), Class: CredentialRejected, TTL: time.Minute}}}
+	r := c.Classify(Input{Provider: "gemini", Status: 403, Body: []byte(`{"error":{"code":403,"message":"You do not have permission to access the File abc or it may not exist.","status":"PERMISSION_DENIED"}}`)}, "g")
+	if r.Class != CredentialRejected || r.KeyDependent {
+		t.Errorf("a rule's class: %+v", r)
 	}
 }
 

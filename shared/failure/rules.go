@@ -166,6 +166,7 @@ func (c *Classifier) Classify(in Input, providerName string) Result {
 			res.Scope = r.Class.DefaultScope()
 		}
 		res.Class = r.Class
+		res.KeyDependent = res.KeyDependent && r.Class == RequestRejected // the rule's class acts as it says
 		res.Rule = r.Name
 		res.HoldTTL = r.TTL
 		res.Reason = "trip_on rule " + r.Name + " (built-in: " + res.Reason + ")"

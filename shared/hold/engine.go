@@ -299,10 +299,13 @@ func (e *Engine) localLease(en *entry) {
 // lease takes its revision so that the probe's outcome is written over
 // it. Replacing the lease would let this instance hand out a second probe
 // while the first runs, and the first's outcome would settle the second's
-// lease. It reports whether it kept the lease. e.mu is held.
+// lease. Only this instance's own write of the hold is taken under the
+// lease: an operator's pin or another instance's change replaces it (the
+// probe's outcome then finds no lease and settles nothing, so the change
+// stands). It reports whether it kept the lease. e.mu is held.
 func (e *Engine) underLeaseLocked(cur *entry, rec Record) bool {
 	if cur == nil || cur.over == nil || !cur.token.Load() || rec.State != StateHeld ||
-		e.clock.Now().UnixNano() >= cur.leaseUntil {
+		rec.Pinned || rec.RecordedBy != e.inst || e.clock.Now().UnixNano() >= cur.leaseUntil {
 		return false
 	}
 	cur.over = e.newEntry(rec)

@@ -847,6 +847,23 @@ func TestLocalLeaseFallsBackToTheStore(t *testing.T) {
 				return err == nil && r.State == StateReleased
 			})
 		}},
+		{"an operator pins it while the probe is out", func(t *testing.T, f *fleet) {
+			// The pin replaces the lease: the probe's success settles
+			// nothing (before, it was written over the pin and released
+			// the drained key).
+			localLease(t, f, false)
+			a, admin := f.engines[0], f.engines[1]
+			eventually(t, "the probe handed out", func() bool { return a.Admit("p", "k", "m") == AdmitProbe })
+			sc := Scope{Kind: ScopeKey, Provider: "p", Key: "k"}
+			if err := admin.Pin(context.Background(), sc, f.clock.Now().Add(time.Hour), "drain"); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the pin applied", func() bool { return f0(t, a).Pinned })
+			a.Report("p", "k", "m", true, Outcome{OK: true})
+			if r := f.stored(t, "p.k"); !r.Pinned || r.State != StateHeld {
+				t.Fatalf("the pin was overwritten: %+v", r)
+			}
+		}},
 		{"another instance releases it", func(t *testing.T, f *fleet) {
 			localLease(t, f, false)
 			a, admin := f.engines[0], f.engines[1]
