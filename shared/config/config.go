@@ -148,10 +148,10 @@ type Proxy struct {
 	// included) may finish once the proxy stops accepting; those still
 	// running are then cut, and recorded.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
-	// WriteTimeout bounds writing one answer that is not relayed as it
-	// arrives (a JSON answer, a passthrough download) to the caller: a
+	// WriteTimeout bounds writing one whole answer that is not relayed as
+	// it arrives (a JSON answer, a passthrough download) to the caller: a
 	// caller that stops reading it is cut instead of keeping its
-	// connection for good. Relayed answers are bounded by
+	// connection for good. It bounds the whole answer, not each write. Relayed answers are bounded by
 	// timeouts.stream_idle instead. 0: no bound.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 }

@@ -352,8 +352,11 @@ func (v *validator) provider(at string, p Provider, models map[string]bool) {
 			v.add(mat+".name", "must be set")
 		case models[m.Name]:
 			v.add(mat+".name", "%q is listed twice in this provider", m.Name)
-		case len(m.Name) > MaxModelName:
-			v.add(mat+".name", "is %d bytes long; callers cannot name more than %d", len(m.Name), MaxModelName)
+		case len(p.Name)+1+len(m.Name) > MaxModelName:
+			// its provider/model id too: the one way to a model whose
+			// plain name another provider's shadows
+			v.add(mat+".name", "is %d bytes long: its id %q/<name> would be %d, and callers cannot name more than %d",
+				len(m.Name), p.Name, len(p.Name)+1+len(m.Name), MaxModelName)
 		}
 		models[m.Name] = true
 		if m.Kind != "" {

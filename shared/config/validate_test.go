@@ -54,7 +54,7 @@ func TestValidationErrors(t *testing.T) {
   - name: two
     type: openai
     keys: [{id: k, secret: env:OPENAI_KEY}]
-    models: [{name: ` + strings.Repeat("m", 257) + `}]`, nil, "providers[1].models[0].name: is 257 bytes long; callers cannot name more than 256"},
+    models: [{name: ` + strings.Repeat("m", 253) + `}]`, nil, `providers[1].models[0].name: is 253 bytes long: its id "two"/<name> would be 257, and callers cannot name more than 256`},
 		{"explicit zero weight", `
   - name: two
     type: openai

@@ -223,10 +223,12 @@ func CanonicalOpenAIError(status int, body []byte) []byte {
 		return body
 	}
 	e := decodeOpenAIError(body)
-	if e.Message == "" {
+	if e.Message == "" && e.Code == nil {
 		// A shape none of the above (FastAPI's {"detail":[...]},
 		// Cloudflare's {"errors":[...]}): the body itself says why.
-		e.Message = bodyText(body)
+		if t := bodyText(body); t != "{}" && t != "[]" {
+			e.Message = t
+		}
 	}
 	if e.Message == "" {
 		e.Message = fallbackMessage(status, body)

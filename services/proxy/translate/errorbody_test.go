@@ -141,11 +141,13 @@ func TestCanonicalOpenAIError(t *testing.T) {
 		{"fastapi detail", 429, `{"detail":"Too many requests","status":429}`,
 			`{"error":{"message":"Too many requests","type":"rate_limit_error","param":null,"code":null}}`},
 		{"message of another type", 500, `{"message":{"text":"x"},"code":"boom"}`,
-			`{"error":{"message":"{\"message\":{\"text\":\"x\"},\"code\":\"boom\"}","type":"server_error","param":null,"code":"boom"}}`},
+			`{"error":{"message":"Internal Server Error","type":"server_error","param":null,"code":"boom"}}`},
 		{"fastapi detail list: the body is the message", 422, `{"detail": [{"loc": ["body", "max_tokens"], "msg": "field required"}]}`,
 			`{"error":{"message":"{\"detail\":[{\"loc\":[\"body\",\"max_tokens\"],\"msg\":\"field required\"}]}","type":"invalid_request_error","param":null,"code":null}}`},
 		{"a null message keeps its code", 400, `{"error":{"message":null,"code":"context_length_exceeded"}}`,
-			`{"error":{"message":"{\"error\":{\"message\":null,\"code\":\"context_length_exceeded\"}}","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`},
+			`{"error":{"message":"Bad Request","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`},
+		{"an empty object: the status", 503, `{}`,
+			`{"error":{"message":"Service Unavailable","type":"server_error","param":null,"code":null}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
