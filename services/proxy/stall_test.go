@@ -106,7 +106,7 @@ func TestWriteArmReleasedWithTheBody(t *testing.T) {
 	if conn.sets != 1 {
 		t.Fatalf("%d deadlines set, want 1", conn.sets)
 	}
-	body := relayBody{io.NopCloser(strings.NewReader("")), wr}
+	body := &relayBody{io.NopCloser(strings.NewReader("")), wr}
 	if err := body.Close(); err != nil {
 		t.Fatal(err)
 	}

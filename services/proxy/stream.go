@@ -37,8 +37,9 @@ type relay struct {
 	r        *request
 	t        target
 	resp     *fasthttp.Response
-	idle     idleArm  // the upstream connection: each read gets a deadline
-	wr       writeArm // the caller's connection: each write gets one
+	idle     idleArm   // the upstream connection: each read gets a deadline
+	wr       writeArm  // the caller's connection: each write gets one
+	body     relayBody // the response's body stream (here: no allocation of its own)
 	rd       *sse.Reader
 	upFormat provider.Format
 	conv     translate.StreamConverter // nil when formats match
@@ -217,7 +218,7 @@ type relayBody struct {
 	wr *writeArm
 }
 
-func (b relayBody) Close() error {
+func (b *relayBody) Close() error {
 	b.wr.release()
 	return b.ReadCloser.Close()
 }
@@ -360,7 +361,8 @@ func (rl *relay) start(c *fiber.Ctx) {
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
 	rl.wr = writeArm{ctx: c.Context(), idleFor: rl.idle.idleFor}
-	c.Context().Response.SetBodyStream(relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr}, -1)
+	rl.body = relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr}
+	c.Context().Response.SetBodyStream(&rl.body, -1)
 }
 
 // run relays the rest of the stream.

@@ -84,6 +84,9 @@ func malformedRequest(err error) string {
 // wrongType reports whether a translation failed on a field of the wrong
 // JSON type: a request that is not one of its endpoint's API.
 func wrongType(err error) bool {
+	if err == nil {
+		return false // errors.As below would allocate its target on every request
+	}
 	var te *json.UnmarshalTypeError
 	return errors.Is(err, translate.ErrMalformed) && errors.As(err, &te)
 }
