@@ -332,6 +332,19 @@ func TestClassify(t *testing.T) {
 // nothing) is refused with the configured names to pin; the configured
 // name pins and holds the proxies' traffic, and a name that is both
 // configured and another model's upstream pins as configured.
+// A pin's reason is one line of text: a control character (a NUL, a line
+// break) is refused and nothing is pinned.
+func TestPinReasonIsText(t *testing.T) {
+	e := startEnvWith(t, envOptions{withKey: true})
+	for _, reason := range []string{`drain\u0000now`, `line one\nline two`, `bell\u0007`} { // JSON escapes
+		r := e.do("POST", "/admin/holds", opToken, `{"provider":"openai","duration":"30m","reason":"`+reason+`"}`)
+		r.expect(t, 400, codeBadRequest)
+	}
+	if len(e.svc.engine.Holds()) != 0 {
+		t.Fatalf("a refused pin left holds: %+v", e.svc.engine.Holds())
+	}
+}
+
 func TestPinUpstreamName(t *testing.T) {
 	e := startEnvWith(t, envOptions{withKey: true, edit: func(y string) string {
 		return strings.Replace(y, "models: [{name: gpt-4o}, {name: gpt-4.1}]",

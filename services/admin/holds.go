@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -268,6 +270,11 @@ func (s *Service) checkPin(req pinRequest, now time.Time) (hold.Scope, time.Time
 	}
 	if len(req.Reason) > 200 {
 		return hold.Scope{}, time.Time{}, errors.New("reason is longer than 200 characters")
+	}
+	if strings.ContainsFunc(req.Reason, unicode.IsControl) || !utf8.ValidString(req.Reason) {
+		// the reason reaches the record, its events, logs and the
+		// dashboard: one line of text
+		return hold.Scope{}, time.Time{}, errors.New("reason must be one line of text, without control characters")
 	}
 	var until time.Time
 	switch {
