@@ -660,6 +660,7 @@ steps:
 				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
 				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
+				sent := time.Now()
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
@@ -684,7 +685,7 @@ steps:
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				r.report(step, key, probe, hold.Outcome{
-					Result: ae.result, Status: ae.status, Retrying: retrying,
+					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: sent,
 					// Not the target's fault: the caller's deadline or hang-up, a
 					// refusal of a secret rotated away since it was sent, or of
 					// the caller's unlisted model.

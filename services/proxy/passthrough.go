@@ -168,6 +168,7 @@ keys:
 			r.latency = 0
 			ai := r.beginAttempt(step, key, probe, false)
 			r.probeEnd = r.probeDeadline(p.Name, key.HoldKey(), "", probe)
+			sent := time.Now()
 			ae := r.forward(c, t, method, rest)
 			if ae == nil {
 				r.endAttempt(ai, nil, "served")
@@ -182,7 +183,7 @@ keys:
 			}
 			retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe
 			s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{Result: ae.result, Status: ae.status,
-				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id})
+				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id, Sent: sent})
 			taken := act
 			if act == failure.RetrySame && !retrying {
 				taken = failure.Rotate

@@ -1213,3 +1213,36 @@ func TestPerModelBreakersAreForgotten(t *testing.T) {
 		t.Errorf("q/m counts %d after two tallies, want 2", n)
 	}
 }
+
+// An attempt sent before an operator released its hold (a request in
+// flight when the operator topped up the account and released the key)
+// does not hold the target again when it fails: before, the release was
+// undone one rung higher. An attempt sent after the release does.
+func TestReleaseNotUndoneByEarlierAttempts(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	proxy, admin := f.engines[0], f.engines[1]
+	proxy.Report("p", "k", "m", false, fail(failure.QuotaExhausted, failure.ScopeKey))
+	rec := f.stored(t, "p.k")
+	for _, e := range f.engines {
+		eventually(t, "the hold everywhere", func() bool { h := e.Holds(); return len(h) == 1 && h[0].Revision == rec.Revision })
+	}
+	before := f.clock.Now()
+	f.clock.Advance(time.Second)
+	if err := admin.Release(context.Background(), "p.k", SourceAdmin); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the release applied", func() bool { return f0(t, proxy).State == StateReleased })
+
+	out := fail(failure.QuotaExhausted, failure.ScopeKey)
+	out.Sent = before // in flight during the release
+	proxy.Report("p", "k", "m", false, out)
+	if r := f0(t, proxy); r.State != StateReleased {
+		t.Fatalf("an attempt sent before the release held the key again: %+v", r)
+	}
+	f.clock.Advance(time.Second)
+	out.Sent = f.clock.Now()
+	proxy.Report("p", "k", "m", false, out)
+	if r := f0(t, proxy); r.State != StateHeld || r.Rung != 1 {
+		t.Fatalf("an attempt sent after the release: %+v", r)
+	}
+}

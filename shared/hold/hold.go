@@ -315,6 +315,11 @@ type Outcome struct {
 	// RequestID is the caller's request that made the attempt (its debug
 	// bundle's id), carried by the hold, trip and probe events it causes.
 	RequestID string
+	// Sent is when the attempt was sent (zero: unknown). A failure of an
+	// attempt sent before an operator released its hold (or rotated its
+	// key's secret) says nothing about the target since: it does not hold
+	// it again.
+	Sent time.Time
 }
 
 // EventKind names an event published on switchyard.events.<kind>.>.

@@ -53,7 +53,27 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
 	}
-	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result), out.RequestID)
+	scope := ScopeFor(out.Result, provider, keyID, model)
+	if e.releasedSince(scope.ID(), out.Sent) {
+		return
+	}
+	e.hold(scope, out.Result, e.sourceOf(out.Result), out.RequestID)
+}
+
+// releasedSince reports whether the hold id was released by an operator
+// (or by a credential rotation) after sent: an attempt sent before that
+// answers for the target as it was, and holding it again (one rung up)
+// would undo the release.
+func (e *Engine) releasedSince(id string, sent time.Time) bool {
+	if sent.IsZero() {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := e.entries[id]
+	return cur != nil && cur.rec.State == StateReleased &&
+		(cur.rec.ReleaseSource == SourceAdmin || cur.rec.ReleaseSource == SourceCredential) &&
+		sent.Before(cur.rec.RecordedAt)
 }
 
 // sourceOf is who a hold from a reported failure is recorded as: the
