@@ -92,6 +92,13 @@ func TestAllHeldPolicy(t *testing.T) {
 			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
 				t.Fatalf("first request: %d %s", status, body)
 			}
+			// Both holds written (a soft pass takes its early lease by
+			// compare-and-set on the stored record: on a loaded machine the
+			// second request could come before the writes landed).
+			testkit.WaitFor(t, 5*time.Second, func() bool {
+				h := f.svc.member.Engine.Holds()
+				return len(h) == 2 && h[0].Revision != 0 && h[1].Revision != 0
+			})
 			before := len(f.openai.Calls())
 			status, h, body := f.call(t, "/v1/chat/completions", directBody)
 			if status != tt.wantStatus || errorCode(t, body) != tt.wantCode {

@@ -186,21 +186,26 @@ func TestUsageRecords(t *testing.T) {
 		t.Errorf("embeddings record %+v (no price: cost null)", embed)
 	}
 
-	// Prometheus: tokens and cost by provider, model and client
-	m, err := servicetest.Scrape(mf.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		fmt.Sprintf(`switchyard_tokens_total{client="team",kind="output",model="demo-model",provider="fake-openai"} %d`, chat.Tokens.Output),
-		`switchyard_cost_usd_total{client="team",model="demo-model",provider="fake-openai"}`,
-		`switchyard_unpriced_requests_total{model="demo-embed-model",provider="fake-openai"} 1`,
-		`switchyard_usage_records_total{outcome="published"} 4`,
-	} {
-		if !strings.Contains(m, want) {
-			t.Errorf("/metrics lacks %s", want)
+	// Prometheus: tokens and cost by provider, model and client. The
+	// published count follows the stream's acknowledgements, which can
+	// come after a consumer already read the records.
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		m, err := servicetest.Scrape(mf.url + "/metrics")
+		if err != nil {
+			return err
 		}
-	}
+		for _, want := range []string{
+			fmt.Sprintf(`switchyard_tokens_total{client="team",kind="output",model="demo-model",provider="fake-openai"} %d`, chat.Tokens.Output),
+			`switchyard_cost_usd_total{client="team",model="demo-model",provider="fake-openai"}`,
+			`switchyard_unpriced_requests_total{model="demo-embed-model",provider="fake-openai"} 1`,
+			`switchyard_usage_records_total{outcome="published"} 4`,
+		} {
+			if !strings.Contains(m, want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
 }
 
 // TestStreamUsage: the proxy asks an OpenAI-format upstream for a stream's
