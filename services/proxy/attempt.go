@@ -141,6 +141,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
 	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
+	r.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
 	if !resp.StreamBody {
 		r.sending.Store(0) // the answer is read: the connection is back in the pool

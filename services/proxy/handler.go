@@ -85,8 +85,11 @@ type request struct {
 	// probeEnd is when the attempt in flight, a hold's probe, must end:
 	// its probe lease's end (probeDeadline). Zero: not a probe.
 	probeEnd time.Time
-	started  time.Time
-	log      *slog.Logger
+	// sent is when the current attempt went upstream: a failure of one
+	// sent before an operator's release does not hold again.
+	sent    time.Time
+	started time.Time
+	log     *slog.Logger
 
 	// For metrics: the model name when it resolved, what served the
 	// request, and the outcome class ("" derives it from the status).
@@ -660,7 +663,6 @@ steps:
 				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
 				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
-				sent := time.Now()
 				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
 				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
@@ -679,13 +681,13 @@ steps:
 				r.last = ae
 				// A model the caller made up (an unlisted one) that the
 				// provider refuses holds nothing.
-				unsure := ae.result.KeyDependent || rte.Dynamic && callerScope(ae, false)
+				unsure := callerScope(ae, rte.Dynamic, false)
 				p.failed = p.failed || !unsure
 				act := s.decide(ae)
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
 				r.report(step, key, probe, hold.Outcome{
-					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: sent,
+					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: r.sent,
 					// Not the target's fault: the caller's deadline or hang-up, a
 					// refusal of a secret rotated away since it was sent, or of
 					// the caller's unlisted model.

@@ -168,14 +168,13 @@ keys:
 			r.latency = 0
 			ai := r.beginAttempt(step, key, probe, false)
 			r.probeEnd = r.probeDeadline(p.Name, key.HoldKey(), "", probe)
-			sent := time.Now()
 			ae := r.forward(c, t, method, rest)
 			if ae == nil {
 				r.endAttempt(ai, nil, "served")
 				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
 				return outcome{}
 			}
-			unsure := ae.result.KeyDependent || callerScope(ae, true)
+			unsure := callerScope(ae, true, true)
 			r.last, refused = ae, refused && unsure
 			act := s.decide(ae)
 			if !replaySafe {
@@ -183,7 +182,7 @@ keys:
 			}
 			retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe
 			s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{Result: ae.result, Status: ae.status,
-				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id, Sent: sent})
+				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id, Sent: r.sent})
 			taken := act
 			if act == failure.RetrySame && !retrying {
 				taken = failure.Rotate
@@ -248,9 +247,14 @@ func safePath(rest string) bool {
 	return true
 }
 
-// callerScope narrows what a failed call says about its key when the
-// caller, not the configuration, chose what it names: a passthrough path
-// (passthrough), or a model a provider does not list (an unlisted model).
+// callerScope reports whether a failed call says nothing sure about its
+// key (unsure: the request moves to the next key, nothing is held, and
+// when every key refused the provider's answer is the caller's). That is
+// so of a refusal another key may not give (failure.Result.KeyDependent:
+// Gemini's of a file another key's project holds), and of what follows
+// when the caller, not the configuration, chose what the call names
+// (callerChose): a passthrough path (passthrough), or a model a provider
+// does not list (an unlisted model).
 // A model or region class is held per model, which means something for a
 // model the operator listed; a caller's model may be a typo, and a
 // passthrough call names no model at all (held per model, that would be
@@ -268,7 +272,13 @@ func safePath(rest string) bool {
 // key but holds nothing (unsure), so the key's other uses go on; a plain
 // 401 holds the key. A spent quota, a rate limit and a transient failure
 // are about the key and count as usual.
-func callerScope(ae *attemptError, passthrough bool) (unsure bool) {
+func callerScope(ae *attemptError, callerChose, passthrough bool) (unsure bool) {
+	if ae.result.KeyDependent {
+		return true
+	}
+	if !callerChose {
+		return false
+	}
 	switch ae.result.Class {
 	case failure.ModelNotAccessible, failure.ModelRetired, failure.RegionBlocked:
 		if !passthrough {
@@ -323,6 +333,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	defer fasthttp.ReleaseResponse(resp)
 	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
+	r.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
 	r.sending.Store(0)
 	if err != nil {
