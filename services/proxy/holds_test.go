@@ -161,23 +161,7 @@ func TestProbeNotTakenByAStoppedRequest(t *testing.T) {
 		c.Providers[0].Keys[1].Priority = 2 // a2 first
 		c.Limits.MaxAttempts = 1
 	})
-	eng := f.svc.engine
-	eng.Report("fake-openai", "a1", "demo-model", false, hold.Outcome{Result: failure.Result{
-		Class: failure.RateLimit, Scope: failure.ScopeKey, HasWait: true, RetryAfter: time.Second, Code: "rate_limit_exceeded"}})
-	var until time.Time
-	testkit.WaitFor(t, 3*time.Second, func() bool {
-		hs := eng.Holds()
-		if len(hs) == 1 {
-			until = hs[0].Until
-		}
-		return len(hs) == 1
-	})
-	testkit.WaitFor(t, 5*time.Second, func() bool { return time.Now().After(until) }) // the hold falls due
-	eng.Admit("fake-openai", "a1", "demo-model")                                      // its lease is taken
-	testkit.WaitFor(t, 3*time.Second, func() bool {
-		hs := eng.Holds()
-		return len(hs) == 1 && hs[0].State == hold.StateProbing
-	})
+	leaseA1(t, f)
 	// a2 answers 429: the request's one attempt is spent, and it stops.
 	f.openai.AddRule(fakeprovider.Rule{Key: "key-a2", Error: "openai.rate_limit", RetryAfter: time.Minute})
 	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status == 200 {
@@ -203,26 +187,7 @@ func TestProbeEndsWithItsLease(t *testing.T) {
 		c.Providers[0].Keys = c.Providers[0].Keys[:1] // a1 only
 	})
 	eng := f.svc.engine
-	eng.Report("fake-openai", "a1", "demo-model", false, hold.Outcome{Result: failure.Result{
-		Class: failure.RateLimit, Scope: failure.ScopeKey, HasWait: true, RetryAfter: time.Second, Code: "rate_limit_exceeded"}})
-	var until time.Time
-	testkit.WaitFor(t, 3*time.Second, func() bool {
-		hs := eng.Holds()
-		if len(hs) == 1 && hs[0].Revision != 0 {
-			until = hs[0].Until
-		}
-		return !until.IsZero()
-	})
-	testkit.WaitFor(t, 5*time.Second, func() bool { return time.Now().After(until) }) // the hold falls due
-	eng.Admit("fake-openai", "a1", "demo-model")                                      // its lease is taken
-	var leaseUntil time.Time
-	testkit.WaitFor(t, 3*time.Second, func() bool {
-		hs := eng.Holds()
-		if len(hs) == 1 && hs[0].State == hold.StateProbing {
-			leaseUntil = hs[0].Probe.LeaseUntil
-		}
-		return !leaseUntil.IsZero()
-	})
+	leaseUntil := leaseA1(t, f)
 	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Hang: true, Times: 1}) // the upstream never answers
 	status, _, body := f.call(t, "/v1/chat/completions", directBody)
 	ended := time.Now()
@@ -291,4 +256,33 @@ func TestProviderOutageFailsOver(t *testing.T) {
 	if status != 200 || h.Get(headerKeyID) != "a4" {
 		t.Fatalf("one step: %d, served by key %q after %s attempts: %s", status, h.Get(headerKeyID), h.Get(headerAttempts), body)
 	}
+}
+
+// leaseA1 holds key a1 for a second (a stated rate limit), waits for the
+// hold to be written and fall due, and takes its probe lease, as a request
+// admitted to probe it would; it returns when the lease ends.
+func leaseA1(t *testing.T, f *fixture) time.Time {
+	t.Helper()
+	eng := f.svc.engine
+	eng.Report("fake-openai", "a1", "demo-model", false, hold.Outcome{Result: failure.Result{
+		Class: failure.RateLimit, Scope: failure.ScopeKey, HasWait: true, RetryAfter: time.Second, Code: "rate_limit_exceeded"}})
+	var until time.Time
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		if len(hs) == 1 && hs[0].Revision != 0 {
+			until = hs[0].Until
+		}
+		return !until.IsZero()
+	})
+	testkit.WaitFor(t, 5*time.Second, func() bool { return time.Now().After(until) }) // the hold falls due
+	eng.Admit("fake-openai", "a1", "demo-model")                                      // its lease is taken
+	var leaseUntil time.Time
+	testkit.WaitFor(t, 3*time.Second, func() bool {
+		hs := eng.Holds()
+		if len(hs) == 1 && hs[0].State == hold.StateProbing {
+			leaseUntil = hs[0].Probe.LeaseUntil
+		}
+		return !leaseUntil.IsZero()
+	})
+	return leaseUntil
 }
