@@ -192,7 +192,7 @@ func (e *Engine) trip(provider, model string, threshold int) {
 		Code:   "circuit_open",
 		Reason: fmt.Sprintf("circuit breaker tripped after %d consecutive transient failures", threshold),
 	}
-	e.hold(scope, res, SourceBreaker, "")
+	e.hold(scope, res, SourceBreaker, "", time.Time{})
 }
 
 // breakerBack starts the breaker of a provider (or provider+model) scope

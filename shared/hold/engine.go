@@ -308,8 +308,13 @@ func (e *Engine) underLeaseLocked(cur *entry, rec Record) bool {
 		rec.Pinned || rec.RecordedBy != e.inst || e.clock.Now().UnixNano() >= cur.leaseUntil {
 		return false
 	}
-	cur.over = e.newEntry(rec)
-	cur.rec.Revision = rec.Revision
+	// A new entry: a published one never changes (readers hold it
+	// without e.mu).
+	n := e.newEntry(cur.rec)
+	n.rec.Revision = rec.Revision
+	n.over = e.newEntry(rec)
+	n.token.Store(true)
+	e.installLocked(n)
 	return true
 }
 

@@ -53,27 +53,17 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
 	}
-	scope := ScopeFor(out.Result, provider, keyID, model)
-	if e.releasedSince(scope.ID(), out.Sent) {
-		return
-	}
-	e.hold(scope, out.Result, e.sourceOf(out.Result), out.RequestID)
+	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result), out.RequestID, out.Sent)
 }
 
-// releasedSince reports whether the hold id was released by an operator
-// (or by a credential rotation) after sent: an attempt sent before that
-// answers for the target as it was, and holding it again (one rung up)
-// would undo the release.
-func (e *Engine) releasedSince(id string, sent time.Time) bool {
-	if sent.IsZero() {
-		return false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	cur := e.entries[id]
-	return cur != nil && cur.rec.State == StateReleased &&
-		(cur.rec.ReleaseSource == SourceAdmin || cur.rec.ReleaseSource == SourceCredential) &&
-		sent.Before(cur.rec.RecordedAt)
+// releasedSince reports whether rec was released by an operator (or by a
+// credential rotation) after sent (zero: unknown): an attempt sent before
+// that answers for the target as it was, and holding it again (one rung
+// up) would undo the release.
+func releasedSince(rec Record, sent time.Time) bool {
+	return !sent.IsZero() && rec.State == StateReleased &&
+		(rec.ReleaseSource == SourceAdmin || rec.ReleaseSource == SourceCredential) &&
+		sent.Before(rec.RecordedAt)
 }
 
 // sourceOf is who a hold from a reported failure is recorded as: the
@@ -121,8 +111,9 @@ func ScopeFor(res failure.Result, provider, keyID, model string) Scope {
 }
 
 // hold applies a new hold locally and queues its write. A scope already
-// held (or being probed) is left alone: the first record stands.
-func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string) {
+// held (or being probed) is left alone: the first record stands; so is one
+// an operator released after the failed attempt was sent (releasedSince).
+func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string, sent time.Time) {
 	now := e.clock.Now()
 	id := scope.ID()
 	if err := CheckID(id); err != nil {
@@ -133,7 +124,7 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string)
 	}
 	e.mu.Lock()
 	cur := e.entries[id]
-	if cur != nil && live(cur.rec) {
+	if cur != nil && (live(cur.rec) || releasedSince(cur.rec, sent)) {
 		e.mu.Unlock()
 		return
 	}
@@ -161,7 +152,7 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string)
 	if widen {
 		wide := res
 		wide.Reason = fmt.Sprintf("%d keys refused the model: %s", n, res.Reason)
-		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source, requestID)
+		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source, requestID, sent)
 	}
 }
 
@@ -285,7 +276,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	e.enqueue(in)
 	if settled && res.Class.Meaning().Holds {
 		sc := rec.Scope
-		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res), out.RequestID)
+		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res), out.RequestID, out.Sent)
 	}
 }
 
