@@ -64,7 +64,7 @@ func classify(in Input, now time.Time) (Result, *signal) {
 
 	layers := sig.layers()
 	status := effectiveStatus(in.Status, layers)
-	class, code, reason, ok := decideByCode(layers)
+	class, code, reason, ok, keyDependent := decideByCode(layers)
 	generic := false
 	if !ok {
 		class, reason, ok, generic = decideByMessage(layers)
@@ -94,11 +94,10 @@ func classify(in Input, now time.Time) (Result, *signal) {
 	class, reason, how := refine(class, reason, layers)
 
 	res := Result{Class: class, Scope: class.DefaultScope(), Code: code, Reason: reason}
-	// Only Google's own refusal (the permission code resolved by its
+	// Only Google's own refusal (its permission code, resolved by the
 	// message): a message quoting the phrase back (a caller's value in
 	// another provider's 400) must not make a request rotate.
-	res.KeyDependent = class == RequestRejected && (fam == "gemini" || fam == "vertex") &&
-		strings.HasSuffix(reason, reasonCallerResource)
+	res.KeyDependent = keyDependent && class == RequestRejected && (fam == "gemini" || fam == "vertex")
 	if res.Code == "" {
 		res.Code = primaryCode(layers, status)
 	}
@@ -134,7 +133,9 @@ const (
 
 // decideByCode looks for a strong provider code in every layer, outermost
 // first: exception name, google.rpc reasons, code, type, status text.
-func decideByCode(layers []*signal) (Class, string, string, bool) {
+// keyDependent: a permission code that another key may not give
+// (permission).
+func decideByCode(layers []*signal) (class Class, code, reason string, ok, keyDependent bool) {
 	for _, l := range layers {
 		for _, c := range l.codes() {
 			m, ok := strongCodes[normCode(c)]
@@ -147,16 +148,16 @@ func decideByCode(layers []*signal) (Class, string, string, bool) {
 			}
 			switch m.kind {
 			case kindPermission:
-				class, why := permission(l)
-				return class, code, "provider code " + code + ": " + why, true
+				class, why, keyDep := permission(l)
+				return class, code, "provider code " + code + ": " + why, true, keyDep
 			case kindPrecondition:
 				class, why := precondition(l)
-				return class, code, "provider code " + code + ": " + why, true
+				return class, code, "provider code " + code + ": " + why, true, false
 			}
-			return m.class, code, "provider code " + code, true
+			return m.class, code, "provider code " + code, true, false
 		}
 	}
-	return Unrecognised, "", "", false
+	return Unrecognised, "", "", false, false
 }
 
 // codes returns a layer's codes in order of specificity.
@@ -174,20 +175,16 @@ func (s *signal) codes() []string {
 	return out
 }
 
-// reasonCallerResource is permission's reason for Google's refusal of a
-// file or cached content the request names (Result.KeyDependent).
-const reasonCallerResource = "the request names a file or cached content this key cannot read"
-
 // permission resolves a 403-style "permission denied": a blocked region, a
 // file or cached content the request names, no access to a model, or
 // (otherwise) a credential that may not do this.
-func permission(l *signal) (Class, string) {
+func permission(l *signal) (class Class, why string, keyDependent bool) {
 	msg := l.message
 	switch {
 	case regionRE.MatchString(msg) || strings.EqualFold(strings.TrimSpace(msg), "request not allowed"):
 		// Anthropic answers unsupported regions with
 		// {"type":"forbidden","message":"Request not allowed"}.
-		return RegionBlocked, "region blocked"
+		return RegionBlocked, "region blocked", false
 	case callerResourceRE.MatchString(msg):
 		// Gemini's file or cached content the caller named: uploaded with
 		// another key's project, expired (files live 48 hours) or never
@@ -195,13 +192,13 @@ func permission(l *signal) (Class, string) {
 		// in turn; another key (of the project that has the upload) may
 		// serve it, so the result is KeyDependent: the request rotates,
 		// nothing is held.
-		return RequestRejected, reasonCallerResource
+		return RequestRejected, "the request names a file or cached content this key cannot read", true
 	case quotaRE.MatchString(msg):
-		return QuotaExhausted, "no credits"
+		return QuotaExhausted, "no credits", false
 	case modelMentionRE.MatchString(msg):
-		return ModelNotAccessible, "no access to the model"
+		return ModelNotAccessible, "no access to the model", false
 	}
-	return CredentialRejected, "credential not permitted"
+	return CredentialRejected, "credential not permitted", false
 }
 
 // precondition resolves a google.rpc FAILED_PRECONDITION: Gemini answers a
