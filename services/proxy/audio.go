@@ -138,6 +138,7 @@ func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) at
 		}
 		return r.fail(t, &attemptError{err: transportError(err, up.attemptTimeout, false)})
 	}
+	r.boundRelay(up) // speech as streams: the provider's timeouts.request
 	r.ttft = time.Since(r.started)
 	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
@@ -166,8 +167,9 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 	if br.cut {
 		return 0, errAudioCut
 	}
-	br.wr.arm(r) // the write of what this read returns
+	now := time.Now()
 	if len(br.first) > 0 {
+		br.wr.arm(r, now) // the write of what this read returns
 		n := copy(p, br.first)
 		br.first = br.first[n:]
 		r.noteStream(p[:n])
@@ -177,9 +179,10 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 		br.atEOF, r.streamDone = true, true
 		return 0, io.EOF
 	}
-	br.idle.arm(r)
+	br.idle.arm(r, now)
 	n, err := br.body.Read(p)
 	if n > 0 {
+		br.wr.arm(r, time.Now()) // after the read: its wait is not the caller's
 		r.noteStream(p[:n])
 	}
 	switch {

@@ -102,7 +102,7 @@ func TestWriteArmReleasedWithTheBody(t *testing.T) {
 	ctx.Init2(conn, nil, false)
 	r := &request{}
 	wr := &writeArm{ctx: &ctx, idleFor: time.Minute}
-	wr.arm(r)
+	wr.arm(r, time.Now())
 	if conn.sets != 1 {
 		t.Fatalf("%d deadlines set, want 1", conn.sets)
 	}
@@ -111,7 +111,7 @@ func TestWriteArmReleasedWithTheBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	wr.armed = time.Time{} // due again
-	wr.arm(r)
+	wr.arm(r, time.Now())
 	if conn.sets != 1 {
 		t.Fatalf("a deadline set after the body stream was closed (%d)", conn.sets)
 	}

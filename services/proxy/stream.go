@@ -132,12 +132,18 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 			break
 		}
 	}
-	if pd := up.requestDeadline(r.started); !pd.IsZero() && (r.relayDeadline.IsZero() || pd.Before(r.relayDeadline)) {
-		r.relayDeadline = pd // the provider's timeouts.request bounds the stream it relays
-	}
+	r.boundRelay(up)
 	up.ttft.Observe(time.Since(sent).Seconds())
 	r.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
+}
+
+// boundRelay lowers the relay's deadline to the provider's
+// timeouts.request: it bounds what the provider relays (a stream, speech).
+func (r *request) boundRelay(up *upstream) {
+	if pd := up.requestDeadline(r.started); !pd.IsZero() && (r.relayDeadline.IsZero() || pd.Before(r.relayDeadline)) {
+		r.relayDeadline = pd
+	}
 }
 
 // idleArm bounds the reads of a relayed answer by the streaming idle
@@ -152,12 +158,12 @@ type idleArm struct {
 	armed   time.Time // when the deadline was last set
 }
 
-// arm bounds the next upstream read of r's answer.
-func (a *idleArm) arm(r *request) {
+// arm bounds the next upstream read of r's answer, now being the time.
+func (a *idleArm) arm(r *request, now time.Time) {
 	if a.conn == nil {
 		return
 	}
-	if now, ok := rearm(&a.armed, a.idleFor); ok {
+	if rearm(&a.armed, a.idleFor, now) {
 		_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
 	}
 }
@@ -183,12 +189,13 @@ type writeArm struct {
 	released bool
 }
 
-// arm bounds the next writes of r's answer to the caller.
-func (a *writeArm) arm(r *request) {
+// arm bounds the next writes of r's answer to the caller, now being the
+// time.
+func (a *writeArm) arm(r *request, now time.Time) {
 	if a.ctx == nil {
 		return
 	}
-	if now, ok := rearm(&a.armed, a.idleFor); ok {
+	if rearm(&a.armed, a.idleFor, now) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if !a.released {
@@ -243,13 +250,12 @@ func (r *request) writeDeadline(now time.Time, idle time.Duration) time.Time {
 // rearm reports whether a deadline armed at *armed should move now (and
 // notes now): once idleFor/16 has passed, or the first time (only then
 // when there is no idle timeout).
-func rearm(armed *time.Time, idleFor time.Duration) (time.Time, bool) {
-	now := time.Now()
+func rearm(armed *time.Time, idleFor time.Duration, now time.Time) bool {
 	if !armed.IsZero() && (idleFor == 0 || now.Sub(*armed) < idleFor/16) {
-		return now, false
+		return false
 	}
 	*armed = now
-	return now, true
+	return true
 }
 
 // idleDeadline is when a read of a streamed answer gives up: idle after
@@ -376,12 +382,13 @@ func (rl *relay) run(w *bufio.Writer) {
 	}()
 	events := 1
 	clientGone := false
+	now := time.Now() // read once per event: after each upstream read
 	write := func(b []byte) bool {
 		if len(b) == 0 {
 			return true
 		}
 		r.noteStream(b)
-		rl.wr.arm(r)
+		rl.wr.arm(r, now)
 		if _, err := w.Write(b); err != nil {
 			clientGone = true
 			return false
@@ -394,7 +401,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		if !force && rl.rd.Ready() {
 			return true
 		}
-		rl.wr.arm(r)
+		rl.wr.arm(r, now)
 		if err := w.Flush(); err != nil {
 			clientGone = true
 			return false
@@ -404,8 +411,9 @@ func (rl *relay) run(w *bufio.Writer) {
 	var readErr error
 	if write(rl.first) && flush(false) {
 		for rl.convErr == nil {
-			rl.idle.arm(rl.r)
+			rl.idle.arm(rl.r, now)
 			ev, err := rl.rd.Next()
+			now = time.Now()
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					rl.atEOF = true

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -354,6 +355,26 @@ func TestStreamDeadlines(t *testing.T) {
 		status, h, body = f.call(t, "/v1/chat/completions", `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`)
 		if status != 200 || h.Get(headerProvider) != "fake-anthropic" || h.Get(headerAttempts) != "2" {
 			t.Fatalf("a chain: %d by %q after %s attempts: %s", status, h.Get(headerProvider), h.Get(headerAttempts), body)
+		}
+	})
+	t.Run("the provider's timeouts.request, speech", func(t *testing.T) {
+		// speech is relayed as streams are: bounded by it too
+		f := newFixture(t, func(c *config.Config) {
+			c.Providers[0].Timeouts.Request = 300 * time.Millisecond
+			c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
+		})
+		f.openai.AddRule(fakeprovider.Rule{Path: "/v1/audio/speech", ChunkDelay: 100 * time.Millisecond, Chunks: 20})
+		req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/audio/speech", strings.NewReader(`{"model":"voice","input":"hello","voice":"alloy"}`))
+		req.Header.Set("Authorization", "Bearer "+clientSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !errors.Is(err, io.ErrUnexpectedEOF) || time.Since(started) > 1500*time.Millisecond {
+			t.Fatalf("speech past the provider's timeouts.request: %d, read error %v after %s", resp.StatusCode, err, time.Since(started))
 		}
 	})
 	t.Run("timeouts.request", func(t *testing.T) {
