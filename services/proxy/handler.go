@@ -160,9 +160,6 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r := &request{s: s, ep: ep, started: time.Now()}
 		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
 		r.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
-		if ep.format == provider.FormatAnthropic {
-			setAnthropicRequestID(c) // /v1/messages/count_tokens without anthropic-version
-		}
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)

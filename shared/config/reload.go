@@ -6,6 +6,16 @@ import (
 	"strings"
 )
 
+// ReloadWarnings says, for each section ReloadChanges names, that its
+// change was not applied: what a service logs after a reload.
+func ReloadWarnings(cur, next *Config) []string {
+	var out []string
+	for _, section := range ReloadChanges(cur, next) {
+		out = append(out, section+" changed: not applied (restart the service to apply it, or under a fleet routing version change it through the admin API)")
+	}
+	return out
+}
+
 // ReloadChanges names the top-level sections (koanf keys) in which next,
 // a configuration re-read from its file (SIGHUP), differs from cur, the
 // one a service runs with, beyond what a reload applies: the secrets of

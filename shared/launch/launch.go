@@ -142,10 +142,7 @@ func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Write
 				log.Error("reload: configuration not applied", "err", err)
 				continue
 			}
-			warnings := spec.Reload(ctx, svc, next)
-			for _, section := range config.ReloadChanges(cfg, next) {
-				warnings = append(warnings, section+" changed: not applied (restart the service to apply it, or under a fleet routing version change it through the admin API)")
-			}
+			warnings := append(spec.Reload(ctx, svc, next), config.ReloadWarnings(cfg, next)...)
 			for _, w := range warnings {
 				log.Warn("reload: " + w)
 			}

@@ -233,9 +233,7 @@ func reloadSecrets(ctx context.Context, opts options, environ []string, cfg *con
 	for _, w := range pr.ReloadSecrets(ctx, next) {
 		log.Warn("reload (prober): " + w)
 	}
-	for _, section := range config.ReloadChanges(cfg, next) {
-		warnings = append(warnings, section+" changed: not applied (restart to apply it, or under a fleet routing version change it through the admin API)")
-	}
+	warnings = append(warnings, config.ReloadWarnings(cfg, next)...)
 	for _, w := range warnings {
 		log.Warn("reload: " + w)
 	}
