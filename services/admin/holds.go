@@ -3,11 +3,9 @@ package admin
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -318,43 +316,14 @@ func decodeBody(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errors.New("empty body: want a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("body: %w", err)
-	}
-	if _, err := jsonfield.Strict(body, jsonNames(reflect.TypeOf(v))); err != nil {
-		if errors.Is(err, jsonfield.ErrInvalid) { // the object decoded: what follows it is not JSON
-			return errors.New("body: trailing data after the object")
-		}
-		return fmt.Errorf("body: %w", err)
-	}
-	return nil
-}
-
-// jsonNames are the JSON names of the fields of struct type t (through a
-// pointer), those of embedded structs included.
-func jsonNames(t reflect.Type) []string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
+	err := jsonfield.DecodeStrict(body, v)
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, jsonfield.ErrTrailing):
+		return errors.New("body: trailing data after the object")
 	}
-	var names []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case name == "-" || !f.IsExported() && !f.Anonymous:
-		case f.Anonymous && name == "":
-			names = append(names, jsonNames(f.Type)...)
-		case name == "":
-			names = append(names, f.Name)
-		default:
-			names = append(names, name)
-		}
-	}
-	return names
+	return fmt.Errorf("body: %w", err)
 }
 
 // checkPinModel checks the model of a pin: one the provider has configured

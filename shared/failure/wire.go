@@ -24,9 +24,6 @@ type WireInput struct {
 	Error    string                     `json:"error"`
 }
 
-// wireFields are the JSON names of WireInput's fields.
-var wireFields = []string{"provider", "status", "headers", "body", "stream", "error"}
-
 // DecodeWire parses one JSON wire input into an Input. A JSON string body
 // is taken as the body's text (which may itself be JSON); any other JSON
 // value is the body. Header values may be strings, numbers or arrays of
@@ -37,18 +34,10 @@ var wireFields = []string{"provider", "status", "headers", "body", "stream", "er
 // input silently classified as something else.
 func DecodeWire(line []byte) (Input, error) {
 	var w WireInput
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return Input{}, fmt.Errorf("decode input: %w", err)
-	}
-	if dec.More() {
-		return Input{}, errors.New("decode input: trailing data after the object")
-	}
-	if _, err := jsonfield.Strict(line, wireFields); err != nil {
+	if err := jsonfield.DecodeStrict(line, &w); err != nil {
 		var dk *jsonfield.DuplicateKeyError
 		switch {
-		case errors.Is(err, jsonfield.ErrInvalid): // the object decoded: what follows it is not JSON
+		case errors.Is(err, jsonfield.ErrTrailing):
 			return Input{}, errors.New("decode input: trailing data after the object")
 		case errors.As(err, &dk) && dk.Depth == 0:
 			return Input{}, fmt.Errorf("decode input: the field %q is named more than once (or in two spellings)", dk.Key)
