@@ -522,6 +522,9 @@ func (e *Engine) Pin(ctx context.Context, scope Scope, until time.Time, reason s
 	if e.fp != nil && scope.Key != "" {
 		rec.Fingerprint = e.fp(scope.Provider, scope.Key) // the secret the pin was made against
 	}
+	if err := CheckID(rec.ID); err != nil {
+		return err // refused before it is applied anywhere, as a hold of such an id
+	}
 	e.mu.Lock()
 	if cur := e.entries[rec.ID]; cur != nil {
 		rec.Revision = cur.rec.Revision
