@@ -14,7 +14,6 @@ import (
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
-	"switchyard.dev/shared/provider"
 )
 
 // runExplain answers route explanations (bus.ExplainSubject, in the
@@ -94,9 +93,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 		return fail(http.StatusNotFound, codeModelNotFound, "the model `%s` does not exist on this gateway", model)
 	}
 	r := &request{s: s, rt: rt, ep: ep, model: model, body: q.Body}
-	if ep.op != provider.OpTranscriptions {
-		r.estIn = estimateInputTokens(q.Body)
-	}
+	r.estimateInput()
 	if q.Client != "" {
 		r.client = rt.clients.Load().byID[q.Client]
 		if r.client == nil {

@@ -280,9 +280,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		}
 		r.idemKey = strings.Clone(k)
 	}
-	if ep.op != provider.OpTranscriptions { // the body is audio, not tokens
-		r.estIn = estimateInputTokens(r.body)
-	}
+	r.estimateInput()
 	if ok, err := r.admit(c, steps); !ok {
 		return outcome{err: err}
 	}

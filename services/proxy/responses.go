@@ -538,19 +538,16 @@ func (s *chatToResponsesStream) close() {
 // chained feeds one converter's frames to the next: an Anthropic stream
 // becomes chat chunks, then the Responses API's events.
 type chained struct {
-	first, second translate.StreamConverter
-	out           []byte
+	first  translate.StreamConverter
+	second *chatToResponsesStream
+	out    []byte
 }
 
 func (c *chained) Terminated() bool { return c.second.Terminated() }
 
-// NextSequence is the second converter's, when it numbers its events.
-func (c *chained) NextSequence() int {
-	if s, ok := c.second.(sequencer); ok {
-		return s.NextSequence()
-	}
-	return 0
-}
+// NextSequence is the second converter's: the Responses stream numbers
+// its events.
+func (c *chained) NextSequence() int { return c.second.NextSequence() }
 
 // sequencer is a converter into the Responses API's events, which are
 // numbered (sequence_number).

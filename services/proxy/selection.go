@@ -65,6 +65,14 @@ var (
 // than text (text has spaces: its runs are short).
 const minInline = 1024
 
+// estimateInput makes the request's one prompt estimate (r.estIn), before
+// plan admission and selection read it.
+func (r *request) estimateInput() {
+	if r.ep.op != provider.OpTranscriptions { // the body is audio, not tokens
+		r.estIn = estimateInputTokens(r.body)
+	}
+}
+
 // estimateInputTokens estimates a request's prompt tokens from its body:
 // about four bytes a token, except inline base64 content (an image, a
 // PDF, audio: a data URL, or a "data" value) of at least minInline bytes,

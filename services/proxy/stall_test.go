@@ -19,14 +19,9 @@ import (
 	"switchyard.dev/tools/fakeprovider"
 )
 
-// stalledCaller sends a request whose answer it never reads, on a
+// stalledCall sends a request whose answer it never reads, on a
 // connection with a tiny receive buffer: the proxy's writes to it soon
 // block.
-func stalledCaller(t *testing.T, f *fixture, path, body string) {
-	t.Helper()
-	stalledCall(t, f, http.MethodPost, path, body)
-}
-
 func stalledCall(t *testing.T, f *fixture, method, path, body string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
@@ -66,7 +61,7 @@ func TestStalledCallerIsCut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.anthropic.AddRule(fakeprovider.Rule{Chunks: 100000, Times: 1})
 			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/audio/speech", Chunks: 20000, Times: 1})
-			stalledCaller(t, f, tc.path, tc.body)
+			stalledCall(t, f, http.MethodPost, tc.path, tc.body)
 			testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
 			if st, _, body := f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`); st != http.StatusOK {
 				t.Fatalf("the next caller: %d %s", st, body)
