@@ -53,6 +53,18 @@ func refusedByJetStream(err error) (string, bool) {
 	return "", false
 }
 
+// jetStreamFailed answers a failed JetStream read of what (a query, a
+// filter): 400 with the server's description when JetStream refused it
+// (refusedByJetStream), else down's answer (NATS or the stream is not
+// there), logged.
+func (s *Service) jetStreamFailed(c *fiber.Ctx, err error, what string, down func(*fiber.Ctx) error) error {
+	if desc, ok := refusedByJetStream(err); ok {
+		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the "+what+": "+desc)
+	}
+	s.log.Warn("admin: "+what, "err", err)
+	return down(c)
+}
+
 // errorHandler answers errors fiber raises (unknown routes, oversized
 // bodies) in the same JSON form.
 func errorHandler(c *fiber.Ctx, err error) error {

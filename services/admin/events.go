@@ -141,19 +141,12 @@ func (s *Service) events(c *fiber.Ctx) error {
 		FilterSubjects: f.subjects, DeliverPolicy: f.deliver, OptStartTime: f.start, OptStartSeq: f.seq,
 		InactiveThreshold: 30 * time.Second,
 	})
-	if desc, ok := refusedByJetStream(err); ok {
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the event filter: "+desc)
-	}
 	if err != nil {
-		s.log.Warn("admin: events consumer", "err", err)
-		return natsDown(c)
+		return s.jetStreamFailed(c, err, "event filter", natsDown)
 	}
 	iter, err := cons.Messages()
-	if desc, ok := refusedByJetStream(err); ok {
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the event filter: "+desc)
-	}
 	if err != nil {
-		return natsDown(c)
+		return s.jetStreamFailed(c, err, "event filter", natsDown)
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")

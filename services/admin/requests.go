@@ -128,12 +128,8 @@ func (s *Service) listRequests(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), requestsTimeout)
 	defer cancel()
 	list, err := debug.List(ctx, res.Debug, q.filter)
-	if desc, ok := refusedByJetStream(err); ok {
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the listing: "+desc)
-	}
 	if err != nil {
-		s.log.Warn("admin: list debug bundles", "err", err)
-		return debugDown(c)
+		return s.jetStreamFailed(c, err, "listing", debugDown)
 	}
 	return c.JSON(requestsAnswer{Requests: list, Since: q.filter.Since.UTC(), Limit: q.filter.Limit})
 }

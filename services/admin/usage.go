@@ -317,12 +317,8 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusServiceUnavailable, codeBusy, "too many usage reports are running: try again shortly")
 	}
 	rep, err := s.usage.read(ctx, res.Usage, q)
-	if desc, ok := refusedByJetStream(err); ok {
-		return apiError(c, fiber.StatusBadRequest, codeBadRequest, "JetStream refused the usage query: "+desc)
-	}
 	if err != nil {
-		s.log.Warn("admin: usage report", "err", err)
-		return natsDown(c)
+		return s.jetStreamFailed(c, err, "usage query", natsDown)
 	}
 	return c.JSON(rep)
 }
