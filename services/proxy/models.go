@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
 
@@ -47,10 +50,16 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
-	for _, m := range rt.table.VisibleNames() {
-		if m.ID != id || f == provider.FormatAnthropic && m.Kind != "chat" {
-			continue
-		}
+	names := rt.table.VisibleNames()
+	i := slices.IndexFunc(names, func(m route.ModelName) bool { return m.ID == id })
+	if i < 0 && !strings.HasPrefix(id, config.ChainPrefix) {
+		// a chain's bare name, which requests may use when nothing else
+		// has it: listed as chain:<name>, answered by the name asked for
+		i = slices.IndexFunc(names, func(m route.ModelName) bool { return m.ID == config.ChainPrefix+id })
+	}
+	if i >= 0 && (f != provider.FormatAnthropic || names[i].Kind == "chat") {
+		m := names[i]
+		m.ID = id
 		var b []byte
 		if f == provider.FormatAnthropic {
 			b, _ = json.Marshal(s.anthropicModel(m))

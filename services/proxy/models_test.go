@@ -73,6 +73,11 @@ func TestGetModel(t *testing.T) {
 			t.Errorf("Anthropic SDK %s: %s, listed %s", id, am.RawJSON(), anList[id])
 		}
 	}
+	// A chain by its bare name, as requests may name it (listed as
+	// chain:demo-chat): its entry, under the name asked for.
+	if m, err := oa.Models.Get(ctx, "demo-chat"); err != nil || m.ID != "demo-chat" || m.OwnedBy != "switchyard" {
+		t.Errorf("OpenAI SDK, a chain's bare name: %+v %v", m, err)
+	}
 	// The slash as it is.
 	if status, b := get("/v1/models/fake-openai/demo-model"); status != 200 || string(b) != oaList["fake-openai/demo-model"] {
 		t.Errorf("unescaped slash: %d %s", status, b)
