@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -713,5 +715,55 @@ func TestConfigKeepsRuntimeFields(t *testing.T) {
 	r.expect(t, 200, "")
 	if doc, _ := r.body["document"].(string); !strings.Contains(doc, "path: /health") || !strings.Contains(doc, "method: GET") || !strings.Contains(doc, "fast:") {
 		t.Errorf("the active document lost the runtime fields (or the change):\n%s", doc)
+	}
+}
+
+// TestConfigRefusesHostSecrets: a version whose secret references reach
+// past this instance's credentials.references (its own credentials key,
+// an admin token, a host file) is refused at preview and activation with
+// 400 naming the reference, nothing written, and the answer tells nothing
+// of a file (its size, its bytes, whether it exists).
+func TestConfigRefusesHostSecrets(t *testing.T) {
+	e := startConfigEnv(t)
+	hostFile := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(hostFile, []byte("root:$6$salt$hash:19000:0:99999:7:::\nsecond line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exfil := func(ref string) string {
+		return "providers:\n  - name: exfil\n    type: openai-compatible\n    base_url: http://127.0.0.1:1/v1\n" +
+			"    keys: [{id: k1, secret: \"" + ref + "\"}]\n    models: [{name: m}]\n"
+	}
+	before := e.bucketKeys()
+	for _, ref := range []string{"env:T_CRED", "env:T_OP", "env:HOME", "file:" + hostFile, "file:/etc/shadow", "file:/no/such/x"} {
+		t.Run(ref, func(t *testing.T) {
+			doc := exfil(ref)
+			want := "providers[0].keys[0].secret: " + ref + ": not allowed on this instance (credentials.references)"
+			r := e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", doc)
+			r.expect(t, 200, "")
+			if r.body["valid"] != false || !strings.Contains(fmt.Sprint(r.body["errors"]), want) {
+				t.Errorf("preview = %s", r.raw)
+			}
+			a := e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": doc, "comment": "exfil"})
+			a.expect(t, 400, codeInvalidConfig)
+			if !strings.Contains(string(a.raw), want) {
+				t.Errorf("activate = %s", a.raw)
+			}
+			for _, leak := range []string{"offset", "byte 0x", " of 4", "root:", "hash", "exist", credKeyHex, opToken} {
+				if strings.Contains(string(r.raw)+string(a.raw), leak) {
+					t.Errorf("the answers tell %q: %s %s", leak, r.raw, a.raw)
+				}
+			}
+		})
+	}
+	if after := e.bucketKeys(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the bucket changed: %v -> %v", before, after)
+	}
+	if r := e.do("GET", "/admin/config", readToken, nil); num(r.body["version"]) != 1 {
+		t.Errorf("a refused version became active: %s", r.raw)
+	}
+	// an allowed reference of a key added by the operator still works
+	r := e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", exfil("env:T_K3"))
+	if r.body["valid"] != true {
+		t.Errorf("preview of an allowed reference = %s", r.raw)
 	}
 }

@@ -46,6 +46,8 @@ admin:
     - {id: viewer, secret: env:T_READ, role: read}
 credentials:
   encryption_key: env:T_CRED
+  references:
+    env_prefixes: [T_]
 clients:
   - {id: app, secret: env:T_CLIENT, models: ["*"]}
 trip_on:
@@ -95,7 +97,7 @@ func loadConfigEdit(t *testing.T, natsURL string, withKey bool, edit func(string
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	y := strings.Replace(testYAML, "nats://127.0.0.1:4222", natsURL, 1)
 	if !withKey {
-		y = strings.Replace(y, "credentials:\n  encryption_key: env:T_CRED\n", "", 1)
+		y = strings.Replace(y, "  encryption_key: env:T_CRED\n", "", 1)
 	}
 	if edit != nil {
 		y = edit(y)

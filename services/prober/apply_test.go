@@ -22,10 +22,14 @@ import (
 	"switchyard.dev/tools/fakeprovider"
 )
 
-// applyBase is the file of the apply tests: the process settings; the
-// routing configuration comes from documents (LoadDocument), as it will
-// from the fleet's versions.
+// applyBase is the file of the apply tests: the process settings (with
+// the variables the versions name allowed); the routing configuration
+// comes from documents (LoadDocument), as it will from the fleet's
+// versions.
 const applyBase = `
+credentials:
+  references:
+    env_prefixes: [K]
 prober:
   check_interval: 300ms
   recheck_interval: 100ms
@@ -321,7 +325,7 @@ providers:`+keepProvider+`
 func TestApplyKeepsRotatedSecrets(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1", Keys: []string{"rotated-1", "rotated-2"}})
 	const credKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-	base := applyBase + "credentials:\n  encryption_key: env:CRED_KEY\n"
+	base := strings.Replace(applyBase, "credentials:\n", "credentials:\n  encryption_key: env:CRED_KEY\n", 1)
 	doc := func(keys string) string { return p1Doc(f, keys, "    health_check: {per_key: true}\n") }
 	v1 := version(t, base, doc("{id: k1, secret: env:K1}"), 1, "CRED_KEY="+credKey)
 	v2 := version(t, base, doc("{id: k1, secret: env:K1}, {id: k2, secret: env:K2}"), 2, "CRED_KEY="+credKey)

@@ -138,9 +138,9 @@ func TestApplyUnderLoad(t *testing.T) {
 // under load without failing a request; a version a proxy cannot load is
 // reported and the one in use stays.
 func TestFleetFollowsRoutingVersions(t *testing.T) {
-	t.Setenv("FOLLOW_KEY_A1", "key-a1")
-	t.Setenv("FOLLOW_KEY_B1", "key-b1")
-	t.Setenv("FOLLOW_CLIENT", clientSecret)
+	t.Setenv("SWITCHYARD_SECRET_FOLLOW_A1", "key-a1")
+	t.Setenv("SWITCHYARD_SECRET_FOLLOW_B1", "key-b1")
+	t.Setenv("SWITCHYARD_SECRET_FOLLOW_CLIENT", clientSecret)
 	ff := newFleet(t, 3)
 	nc, _ := testkit.ConnectNATS(t, ff.ns.ClientURL())
 	kv, err := jetstreamKV(t, nc, bus.BucketConfig)
@@ -153,12 +153,12 @@ func TestFleetFollowsRoutingVersions(t *testing.T) {
   - name: fake-openai
     type: openai
     base_url: %s/v1
-    keys: [{id: a1, secret: env:FOLLOW_KEY_A1}]
+    keys: [{id: a1, secret: env:SWITCHYARD_SECRET_FOLLOW_A1}]
     models: [{name: demo-model}]
   - name: fake-anthropic
     type: anthropic
     base_url: %s
-    keys: [{id: b1, secret: env:FOLLOW_KEY_B1}]
+    keys: [{id: b1, secret: env:SWITCHYARD_SECRET_FOLLOW_B1}]
     models: [{name: demo-claude, upstream: claude-upstream}]
 chains:
   demo-chat:
@@ -166,7 +166,7 @@ chains:
       - {target: fake-openai/demo-model, active: %v}
       - {target: fake-anthropic/demo-claude}
 clients:
-  - {id: team, secret: env:FOLLOW_CLIENT, models: ["*"]}
+  - {id: team, secret: env:SWITCHYARD_SECRET_FOLLOW_CLIENT, models: ["*"]}
 `, ff.openai.URL(), ff.anthropic.URL(), firstActive))
 	}
 
@@ -221,7 +221,7 @@ clients:
 
 	// A version that loads nowhere (a secret no host has) is refused by
 	// every proxy, which keep routing with version 2 and say so.
-	bad := strings.Replace(string(doc(true)), "env:FOLLOW_KEY_A1", "env:FOLLOW_KEY_NOWHERE", 1)
+	bad := strings.Replace(string(doc(true)), "env:SWITCHYARD_SECRET_FOLLOW_A1", "env:FOLLOW_KEY_NOWHERE", 1)
 	v3, err := store.Activate(ctx, []byte(bad), configstore.Meta{By: "test"}, v2.ActiveRevision)
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,9 @@ type Credentials struct {
 	// digits or standard base64. It never goes into NATS. Unset: rotation
 	// is off (the admin answers 409, proxies ignore the bucket).
 	EncryptionKey SecretRef `koanf:"encryption_key"`
+	// References bounds the secret references routing versions (stored
+	// in NATS) may make on this process.
+	References References `koanf:"references"`
 
 	// Key is EncryptionKey resolved and decoded by Load (nil when unset).
 	Key []byte `koanf:"-"`

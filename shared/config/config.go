@@ -66,6 +66,10 @@ type Config struct {
 	// fromEnv maps each key path set from the environment to its variable,
 	// so that messages about it name the variable.
 	fromEnv map[string]string
+	// fileRefs are the secret references the routing keys of the
+	// process's file make (kept through LoadOverlay): a routing version
+	// may use them, whatever credentials.references says.
+	fileRefs map[SecretRef]bool
 	// docName names the routing document the routable keys came from
 	// (LoadDocument), for messages about them.
 	docName string

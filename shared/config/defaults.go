@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Defaults returns the configuration used for every key that neither the
 // file nor the environment sets. Per-element defaults of lists (a key's
@@ -18,7 +21,11 @@ func Defaults() *Config {
 		},
 		Proxy: Proxy{Listen: "127.0.0.1:8080", PassiveReportInterval: 10 * time.Second, StartupWait: 5 * time.Second,
 			ShutdownTimeout: 10 * time.Second, WriteTimeout: 5 * time.Minute},
-		Admin:  Admin{Listen: "127.0.0.1:8081"},
+		Admin: Admin{Listen: "127.0.0.1:8081"},
+		Credentials: Credentials{References: References{
+			EnvPrefixes: slices.Clone(DefaultEnvPrefixes),
+			FileDirs:    slices.Clone(DefaultFileDirs),
+		}},
 		Prober: defaultProber(),
 		Limits: Limits{
 			MaxInFlight:  100,

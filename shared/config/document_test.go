@@ -88,7 +88,8 @@ func TestExtractDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadDocument(writeConfig(t, "proxy:\n  listen: 127.0.0.1:9999\n"), minimalEnv, doc, "v1")
+	// another host: its file names no routing, its allowlist the variable
+	b, err := LoadDocument(writeConfig(t, "proxy:\n  listen: 127.0.0.1:9999\ncredentials:\n  references:\n    env_prefixes: [OPENAI_KEY]\n"), minimalEnv, doc, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +115,12 @@ func TestExtractDocument(t *testing.T) {
 // document's secrets from the environment.
 func TestLoadOverlay(t *testing.T) {
 	path := writeConfig(t, minimal+"proxy:\n  listen: 127.0.0.1:9999\n")
-	env := append([]string{"SWITCHYARD_LIMITS_MAX_IN_FLIGHT=7", "GROQ_KEY=sk-groq-secret"}, minimalEnv...)
+	env := append([]string{"SWITCHYARD_LIMITS_MAX_IN_FLIGHT=7", "GROQ_API_KEY=sk-groq-secret"}, minimalEnv...)
 	base, err := Load(path, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := []byte("providers:\n  - name: fast\n    type: groq\n    keys: [{id: g1, secret: env:GROQ_KEY}]\n    models: [{name: llama}]\n")
+	doc := []byte("providers:\n  - name: fast\n    type: groq\n    keys: [{id: g1, secret: env:GROQ_API_KEY}]\n    models: [{name: llama}]\n")
 	cfg, err := LoadOverlay(base, env, doc, "config version 4")
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +131,8 @@ func TestLoadOverlay(t *testing.T) {
 	if len(cfg.Providers) != 1 || cfg.Providers[0].Keys[0].Value.Reveal() != "sk-groq-secret" {
 		t.Errorf("providers %+v", cfg.Providers)
 	}
-	if _, err := LoadOverlay(base, env, []byte("providers:\n  - name: x\n    type: groq\n    keys: [{id: g1, secret: env:NOT_SET}]\n    models: [{name: m}]\n"), "config version 5"); err == nil ||
-		!strings.Contains(err.Error(), "NOT_SET") {
+	if _, err := LoadOverlay(base, env, []byte("providers:\n  - name: x\n    type: groq\n    keys: [{id: g1, secret: env:SWITCHYARD_SECRET_NOT_SET}]\n    models: [{name: m}]\n"), "config version 5"); err == nil ||
+		!strings.Contains(err.Error(), "env:SWITCHYARD_SECRET_NOT_SET is not set") {
 		t.Errorf("an unset variable: %v", err)
 	}
 	// a configuration built in code (no file) works too

@@ -24,6 +24,10 @@ const (
 	// pass skips them and compileRules reads them with
 	// failure.RulesFromEnv.
 	envReservedTrip = "SWITCHYARD_TRIP_"
+	// EnvSecretPrefix starts the names of variables that hold secrets
+	// (SWITCHYARD_SECRET_OPENAI_EU): the override pass skips them, and
+	// routing versions may name them by default (References).
+	EnvSecretPrefix = "SWITCHYARD_SECRET_"
 )
 
 // Load reads the configuration: Defaults, then the YAML file at path (none
@@ -59,6 +63,16 @@ func load(path string, environ []string, doc *document) (*Config, error) {
 		}
 	}
 	var warnings []string
+	// The references the file's own routing keys make: a version may use
+	// them on this process (refGuard).
+	var trusted map[SecretRef]bool
+	switch {
+	case doc == nil:
+	case doc.base != nil:
+		trusted = doc.base.fileRefs
+	default:
+		trusted = routingRefs(k)
+	}
 	if doc != nil {
 		if err := doc.merge(k); err != nil {
 			return nil, fmt.Errorf("%s: %w", doc.name, err)
@@ -84,9 +98,11 @@ func load(path string, environ []string, doc *document) (*Config, error) {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
 
-	cfg := &Config{fromEnv: fromEnv, Warnings: warnings}
+	cfg := &Config{fromEnv: fromEnv, Warnings: warnings, fileRefs: trusted}
 	if doc != nil {
 		cfg.docName = doc.name
+	} else {
+		cfg.fileRefs = routingRefs(k)
 	}
 	err = k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
@@ -176,7 +192,7 @@ func loadEnv(k *koanf.Koanf, env map[string]string) (map[string]string, error) {
 	set := map[string]string{}
 	var errs []error
 	for _, name := range sortedKeys(env) {
-		if !strings.HasPrefix(name, envPrefix) || name == EnvConfigPath || strings.HasPrefix(name, envReservedTrip) {
+		if !strings.HasPrefix(name, envPrefix) || name == EnvConfigPath || strings.HasPrefix(name, envReservedTrip) || strings.HasPrefix(name, EnvSecretPrefix) {
 			continue
 		}
 		key, ok := known[name]

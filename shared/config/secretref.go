@@ -119,13 +119,21 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 	fail := func(path string, err error) {
 		errs = append(errs, fmt.Errorf("%s: %s", c.At(path), unresolvedReason(err)))
 	}
+	// A routing version's references are bounded by the process's
+	// credentials.references (refGuard); the file's are the host's own.
+	resolveRouting := func(r SecretRef) (Secret, error) { return r.resolveToken(env, dir) }
+	var guard *refGuard
+	if c.docName != "" {
+		guard = newRefGuard(c, c.fileRefs, env, dir)
+		resolveRouting = func(r SecretRef) (Secret, error) { return guard.resolve(r, env) }
+	}
 
 	kept := c.Providers[:0]
 	for i, p := range c.Providers {
 		keys := p.Keys[:0]
 		var dropped, reasons []string
 		for j, k := range p.Keys {
-			v, err := k.Secret.resolveToken(env, dir)
+			v, err := resolveRouting(k.Secret)
 			switch {
 			case err == nil:
 				k.Value = v
@@ -152,7 +160,7 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 	c.Providers = kept
 
 	for i := range c.Clients {
-		v, err := c.Clients[i].Secret.resolveToken(env, dir)
+		v, err := resolveRouting(c.Clients[i].Secret)
 		if err != nil {
 			fail(fmt.Sprintf("clients[%d].secret", i), err)
 			continue

@@ -102,6 +102,7 @@ func (c *Config) Validate() error {
 	v.debug()
 	v.telemetry()
 	v.adminSection()
+	v.references()
 	return errors.Join(v.errs...)
 }
 

@@ -198,7 +198,7 @@ func TestEditThenDiff(t *testing.T) {
 // loader reads it (weakly typed), whatever its spelling, so switching it
 // on or off changes what the loader sees.
 func TestStepActiveSpellings(t *testing.T) {
-	env := []string{"OPENAI_KEY=sk-x"}
+	env := []string{"OPENAI_API_KEY=sk-x"}
 	activeOf := func(t *testing.T, d []byte) bool {
 		t.Helper()
 		cfg, err := config.LoadDocument("", env, d, "doc")

@@ -141,7 +141,7 @@ func TestFollowUnreadableActive(t *testing.T) {
 	}
 	tr := NewTracker()
 	wg.Go(func() {
-		_ = tr.Follow(ctx, n.store, FollowOptions{Base: base, Environ: []string{"OPENAI_KEY=x"}, Log: testLog(),
+		_ = tr.Follow(ctx, n.store, FollowOptions{Base: base, Environ: []string{"OPENAI_API_KEY=x"}, Log: testLog(),
 			Apply: func(*config.Config, uint64) error { return nil }})
 	})
 	select {

@@ -68,7 +68,7 @@ func doc(weight int) []byte {
     type: openai
     keys:
       - id: k1
-        secret: env:OPENAI_KEY
+        secret: env:OPENAI_API_KEY
         weight: %d
     models: [{name: gpt-4o-mini}]
 chains:

@@ -361,7 +361,7 @@ func TestInvalidNeverWritten(t *testing.T) {
 // closure over config.LoadDocument) keeps inline secrets out of the
 // bucket, without quoting them.
 func TestValidateWithLoadDocument(t *testing.T) {
-	env := []string{"OPENAI_KEY=sk-test-secret"}
+	env := []string{"OPENAI_API_KEY=sk-test-secret"}
 	validate := func(doc []byte, name string) error {
 		_, err := config.LoadDocument("", env, doc, name)
 		return err
@@ -372,14 +372,14 @@ func TestValidateWithLoadDocument(t *testing.T) {
 	if _, err := n.store.Import(ctx, doc(1), Meta{By: "proxy"}); err != nil {
 		t.Fatal(err)
 	}
-	inline := []byte(strings.Replace(string(doc(2)), "env:OPENAI_KEY", "sk-live-0123456789abcdefgh", 1))
+	inline := []byte(strings.Replace(string(doc(2)), "env:OPENAI_API_KEY", "sk-live-0123456789abcdefgh", 1))
 	_, err := n.store.Activate(ctx, inline, Meta{By: "alice"}, 0)
 	wantErr(t, err, ErrInvalid)
 	if !strings.Contains(err.Error(), "config version 2: providers[0].keys[0].secret: secrets are referenced") ||
 		strings.Contains(err.Error(), "sk-live") {
 		t.Fatalf("err = %v", err)
 	}
-	missing := []byte(strings.Replace(string(doc(2)), "env:OPENAI_KEY", "env:NOT_SET_ANYWHERE", 1))
+	missing := []byte(strings.Replace(string(doc(2)), "env:OPENAI_API_KEY", "env:NOT_SET_ANYWHERE", 1))
 	_, err = n.store.Activate(ctx, missing, Meta{By: "alice"}, 0)
 	wantErr(t, err, ErrInvalid)
 	if got := numbers(t, n.store); !slices.Equal(got, []uint64{1}) {

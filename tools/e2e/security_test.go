@@ -53,6 +53,8 @@ const (
 	canaryViewer  = "canary.viewer.e2b94f17"  // read token
 	// credentials.encryption_key: never leaves the process either.
 	canaryCredKey = "6a0c3e9f1b7d2a48c5e0f93b1d6a7c2e8f4b0a9d3c5e7f1a2b4c6d8e0f1a3b5c"
+	// a variable of the host that no configuration names
+	canaryHost = "canary.host.8d17f2c4"
 )
 
 // canaryForms maps every form of every canary searched for to a label:
@@ -76,6 +78,7 @@ var canaryForms = func() map[string]string {
 		"key k1": canaryK1, "key k2": canaryK2, "key k3": canaryK3, "key k4": canaryK4,
 		"rotated secret": canaryRotated, "client key": canaryClient, "limited client key": canaryLimited,
 		"admin token": canaryAdmin, "read token": canaryViewer, "encryption key (hex)": canaryCredKey,
+		"host variable": canaryHost,
 	} {
 		add(label, s)
 	}
@@ -237,11 +240,15 @@ func startSecFleet(t *testing.T) *secFleet {
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.cfg, err = config.Load(path, []string{
+	// every service's environment, as on one host: the routing versions'
+	// references resolve against it too
+	environ := []string{
 		"SY_K1=" + canaryK1, "SY_K2=" + canaryK2, "SY_K3=" + canaryK3, "SY_K4=" + canaryK4,
 		"SY_CLIENT=" + canaryClient, "SY_LIMITED=" + canaryLimited,
 		"SY_ADMIN=" + canaryAdmin, "SY_VIEWER=" + canaryViewer, "SY_CRED=" + canaryCredKey,
-	})
+		"SY_HOST_DB_PASSWORD=" + canaryHost,
+	}
+	f.cfg, err = config.Load(path, environ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,17 +256,17 @@ func startSecFleet(t *testing.T) *secFleet {
 	logger := func(service string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("service", service)
 	}
-	px, err := proxy.New(f.cfg, proxy.Deps{Log: logger("proxy"), NATS: connect(t, ns)})
+	px, err := proxy.New(f.cfg, proxy.Deps{Log: logger("proxy"), NATS: connect(t, ns), Environ: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.proxyURL = serve(t, px.Serve)
-	pr, err := prober.New(f.cfg, prober.Deps{Log: logger("prober"), NATS: connect(t, ns)})
+	pr, err := prober.New(f.cfg, prober.Deps{Log: logger("prober"), NATS: connect(t, ns), Environ: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.proberURL = serve(t, pr.Serve)
-	ad, err := admin.New(f.cfg, admin.Deps{Log: logger("admin"), NATS: connect(t, ns), Heartbeat: 200 * time.Millisecond})
+	ad, err := admin.New(f.cfg, admin.Deps{Log: logger("admin"), NATS: connect(t, ns), Heartbeat: 200 * time.Millisecond, Environ: environ})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,8 @@ admin:
   tokens:
     - {id: ops, secret: env:T_OP, role: operator}
     - {id: ro, secret: env:T_RO, role: read}
+credentials:
+  references: {env_prefixes: [T_]}
 providers:
   - name: openai
     type: openai
