@@ -266,6 +266,7 @@ func (s *Service) newApp() *fiber.App {
 	api.Get("/config", read, s.getConfig)
 	api.Get("/config/routing", read, s.routingInUse)
 	api.Get("/config/versions", read, s.listVersions)
+	api.Get("/config/instances", read, s.getInstances)
 	api.Get("/config/versions/:n", read, s.getVersion)
 	api.Get("/config/diff", read, s.diffVersions)
 	api.Post("/config/preview", op, s.preview)

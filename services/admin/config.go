@@ -363,6 +363,72 @@ type configWrite struct {
 	// Applied: this admin instance routes with the version (it waits up to
 	// 2 s for it); the proxies and the prober apply it on their own.
 	Applied bool `json:"applied"`
+	// Instances is what every instance of the fleet that answered said of
+	// the version written (waiting up to 2 s for each): applied, refused
+	// (with the reason) or pending (no report of it yet); Summary counts
+	// them. Absent when nothing was written.
+	Instances []instanceOutcome `json:"instances,omitempty"`
+	Summary   *outcomeSummary   `json:"summary,omitempty"`
+}
+
+// instanceOutcome is one instance's answer to a version.
+type instanceOutcome struct {
+	Instance string `json:"instance"`
+	Service  string `json:"service"`
+	// Outcome is applied, refused or pending.
+	Outcome string `json:"outcome"`
+	// RoutingVersion is the version the instance routes with.
+	RoutingVersion uint64 `json:"routing_version"`
+	// Error is why it refused the version.
+	Error string `json:"error,omitempty"`
+}
+
+type outcomeSummary struct {
+	Applied int `json:"applied"`
+	Refused int `json:"refused"`
+	Pending int `json:"pending"`
+}
+
+// Outcomes of a version on an instance.
+const (
+	outcomeApplied = "applied"
+	outcomeRefused = "refused"
+	outcomePending = "pending"
+)
+
+// outcomes turns the instances' reports into what each did of version.
+func outcomes(reports []configstore.Report, version uint64) ([]instanceOutcome, *outcomeSummary) {
+	out := make([]instanceOutcome, 0, len(reports))
+	sum := &outcomeSummary{}
+	for _, r := range reports {
+		o := instanceOutcome{Instance: r.Instance, Service: r.Service, RoutingVersion: r.Version, Outcome: outcomePending}
+		switch {
+		case r.Version == version:
+			o.Outcome = outcomeApplied
+			sum.Applied++
+		case r.Failure != nil && r.Failure.Version == version:
+			o.Outcome, o.Error = outcomeRefused, r.Failure.Error
+			sum.Refused++
+		default:
+			sum.Pending++
+		}
+		out = append(out, o)
+	}
+	return out, sum
+}
+
+// collect starts gathering the fleet's reports for a write (nil without
+// NATS or when it cannot subscribe: the answer then lists no instances).
+func (s *Service) collect() *configstore.Collector {
+	if s.nc == nil {
+		return nil
+	}
+	col, err := configstore.Collect(s.nc)
+	if err != nil {
+		s.log.Warn("admin: instance reports not collected", "err", err)
+		return nil
+	}
+	return col
 }
 
 // writeMeta is what every write body may carry.
@@ -604,6 +670,12 @@ func (s *Service) write(c *fiber.Ctx, do func(context.Context, configstore.Meta)
 	by := tokenID(c)
 	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
 	defer cancel()
+	// listening before the write: an instance applies it within
+	// milliseconds
+	col := s.collect()
+	if col != nil {
+		defer col.Close()
+	}
 	v, err := do(ctx, configstore.Meta{By: by, Comment: m.Comment})
 	if errors.Is(err, configstore.ErrUnchanged) {
 		active, aerr := s.routes.Active(ctx)
@@ -620,9 +692,40 @@ func (s *Service) write(c *fiber.Ctx, do func(context.Context, configstore.Meta)
 	}
 	s.log.Info("admin: routing configuration version activated", "version", v.Version, "source", v.Source,
 		"by", by, "edit", v.Edit)
+	written := time.Now()
 	applied := s.waitApplied(c.UserContext(), v.Version)
 	v.Document = ""
-	return c.JSON(configWrite{Changed: true, Version: versionView(v, true), Applied: applied})
+	answer := configWrite{Changed: true, Version: versionView(v, true), Applied: applied}
+	if col != nil {
+		left := max(maxApplyWait-time.Since(written), configstore.Settle)
+		answer.Instances, answer.Summary = outcomes(col.Wait(c.UserContext(), v.Version, left), v.Version)
+		if answer.Summary.Refused > 0 {
+			s.log.Warn("admin: routing configuration version refused by some instances", "version", v.Version,
+				"refused", answer.Summary.Refused, "applied", answer.Summary.Applied, "pending", answer.Summary.Pending)
+		}
+	}
+	return c.JSON(answer)
+}
+
+// getInstances: GET /admin/config/instances: every instance that answers
+// within the settle interval, and what it did of the active version.
+func (s *Service) getInstances(c *fiber.Ctx) error {
+	if err := s.storeReady(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	active, err := s.routes.Active(ctx)
+	if err != nil && !errors.Is(err, configstore.ErrNoActive) {
+		return s.configError(c, err)
+	}
+	col := s.collect()
+	if col == nil {
+		return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, "NATS is not reachable: no instance can be asked")
+	}
+	defer col.Close()
+	list, sum := outcomes(col.Wait(ctx, active.Version, maxApplyWait), active.Version)
+	return c.JSON(fiber.Map{"active_version": active.Version, "instances": list, "summary": sum})
 }
 
 // configError answers a configstore error.

@@ -179,7 +179,7 @@ func TestConfigDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = b.configPage(`page.dataset.version === "3" && page.dataset.applied === "3" && result.dataset.state === "activated"`)
-	if !strings.Contains(p.Result, "Version 3 is active (replaces 2)") || !strings.Contains(p.Active, "third key from the page") {
+	if !strings.Contains(p.Result, "Version 3 is active (replaces 2)") || !strings.Contains(p.Result, "Instances: 1 applied, 0 refused, 0 pending.") || !strings.Contains(p.Active, "third key from the page") {
 		t.Errorf("after the activation: result %q, active %q", p.Result, p.Active)
 	}
 	if p.Keys["openai/third"] != "on 0 5" {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
@@ -649,7 +650,9 @@ func TestConfigOpenAPI(t *testing.T) {
 		"Changes":          configstore.Changes{},
 		"Change":           configstore.Change{Before: 1, After: 2},
 		"Preview":          previewAnswer{},
-		"ConfigWrite":      configWrite{},
+		"ConfigWrite":      configWrite{Instances: []instanceOutcome{{Error: "x"}}, Summary: &outcomeSummary{}},
+		"InstanceOutcome":  instanceOutcome{Error: "x"},
+		"OutcomeSummary":   outcomeSummary{},
 		"ActivateRequest":  activateRequest{Document: []byte(`"x"`)},
 		"RollbackRequest":  rollbackRequest{},
 		"StepRequest":      stepRequest{Active: &step},
@@ -766,4 +769,82 @@ func TestConfigRefusesHostSecrets(t *testing.T) {
 	if r.body["valid"] != true {
 		t.Errorf("preview of an allowed reference = %s", r.raw)
 	}
+}
+
+// trackerFollow follows the routing configuration as every service does
+// (configstore.Tracker.Follow, reporting on NATS), as the instance named
+// instance of a service whose host has environ.
+func (e *env) trackerFollow(service, instance string, environ []string) *configstore.Tracker {
+	e.t.Helper()
+	nc, err := nats.Connect(e.ns.ClientURL())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tr := configstore.NewTracker()
+	st := configstore.New(nc, e.configKV(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tr.Follow(ctx, st, configstore.FollowOptions{Base: e.cfg, Environ: environ, Service: service, Instance: instance,
+			Apply: func(*config.Config, uint64) error { return nil }})
+	}()
+	e.t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	<-tr.Loaded()
+	return tr
+}
+
+// TestActivationSaysWhoApplied: an activation that some instances refuse
+// (a variable set on the admin host only) says so: which instances
+// applied it and which refused it and why, in the answer and in GET
+// /admin/config/instances.
+func TestActivationSaysWhoApplied(t *testing.T) {
+	e := startConfigEnv(t)
+	var lacking []string // the proxy host has no T_K3
+	for _, kv := range testEnviron {
+		if !strings.HasPrefix(kv, "T_K3=") {
+			lacking = append(lacking, kv)
+		}
+	}
+	e.trackerFollow("proxy", "proxy-a", lacking)
+	e.trackerFollow("proxy", "proxy-b", testEnviron)
+
+	r := e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": docV2, "comment": "third key"})
+	r.expect(t, 200, "")
+	version := num(obj(r.body["version"])["version"])
+	check := func(what string, body map[string]any, raw []byte) {
+		t.Helper()
+		got := map[string]map[string]any{}
+		for _, it := range list(body["instances"]) {
+			o := obj(it)
+			got[fmt.Sprint(o["instance"])] = o
+		}
+		if a := got["proxy-a"]; a == nil || a["outcome"] != "refused" || a["service"] != "proxy" ||
+			!strings.Contains(fmt.Sprint(a["error"]), "env:T_K3") || num(a["routing_version"]) != 1 {
+			t.Errorf("%s: proxy-a: %v (%s)", what, a, raw)
+		}
+		if b := got["proxy-b"]; b == nil || b["outcome"] != "applied" || num(b["routing_version"]) != version {
+			t.Errorf("%s: proxy-b: %v (%s)", what, b, raw)
+		}
+		var admins int
+		for id, o := range got {
+			if o["service"] == "admin" {
+				admins++
+				if o["outcome"] != "applied" {
+					t.Errorf("%s: the admin %s: %v", what, id, o)
+				}
+			}
+		}
+		sum := obj(body["summary"])
+		if admins != 1 || num(sum["applied"]) != 2 || num(sum["refused"]) != 1 || num(sum["pending"]) != 0 {
+			t.Errorf("%s: %d admins, summary %v (%s)", what, admins, sum, raw)
+		}
+	}
+	check("activate", r.body, r.raw)
+	g := e.do("GET", "/admin/config/instances", readToken, nil)
+	g.expect(t, 200, "")
+	if num(g.body["active_version"]) != version {
+		t.Errorf("instances: active_version %v, want %d", g.body["active_version"], version)
+	}
+	check("instances", g.body, g.raw)
 }

@@ -150,7 +150,7 @@ func (s *Service) followRouting(ctx context.Context) {
 	}
 	s.routes.Bind(s.member.Resources().Config)
 	err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{
-		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Log: s.log.With("component", "routing"),
+		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Service: "admin", Log: s.log.With("component", "routing"),
 		Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) },
 	})
 	if err != nil && ctx.Err() == nil {

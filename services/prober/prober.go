@@ -268,7 +268,7 @@ func (s *Service) runChecks(ctx context.Context) {
 	// fleet has none, then every version activated (configstore.Follow)
 	s.routes.Bind(res.Config)
 	wg.Go(func() {
-		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Environ: s.environ, Instance: s.inst,
+		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Environ: s.environ, Instance: s.inst, Service: "prober",
 			Log:   s.log.With("component", "routing"),
 			Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }})
 		if err != nil && ctx.Err() == nil {

@@ -194,7 +194,7 @@ func (s *Service) followRouting(ctx context.Context) {
 	}
 	s.routes.Bind(s.member.Resources().Config)
 	err := s.routing.Follow(ctx, s.routes, configstore.FollowOptions{
-		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Log: s.log.With("component", "routing"), Apply: s.applyVersion})
+		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Service: "proxy", Log: s.log.With("component", "routing"), Apply: s.applyVersion})
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("routing configuration not followed", "err", err)
 	}

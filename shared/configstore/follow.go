@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"switchyard.dev/shared/config"
 )
@@ -20,8 +21,11 @@ type FollowOptions struct {
 	Base *config.Config
 	// Environ resolves the documents' env: secrets (nil: os.Environ()).
 	Environ []string
-	// Instance names the process as the importer of the first version.
+	// Instance names the process as the importer of the first version
+	// and in its reports (Tracker.Follow); Service is its kind (proxy,
+	// prober, admin).
 	Instance string
+	Service  string
 	// Apply switches the process to cfg, the routing configuration of
 	// version. An error keeps the routing in use (and is reported through
 	// Failed).
@@ -180,16 +184,38 @@ func (t *Tracker) Failure() *Failure { return t.failed.Load() }
 func (t *Tracker) Stop() { t.once.Do(func() { close(t.loaded) }) }
 
 // Follow runs Follow with the Tracker's hooks (o's Loaded and Failed are
-// replaced) and closes Loaded when it returns.
+// replaced) and closes Loaded when it returns. On the store's connection
+// it reports the instance's state (Report) each time a version applies or
+// is refused, and answers QuerySubject with it.
 func (t *Tracker) Follow(ctx context.Context, s *Store, o FollowOptions) error {
 	defer t.Stop()
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	rep := &reporter{nc: s.nc, cur: Report{V: SchemaVersion, Instance: o.Instance, Service: o.Service, At: time.Now().UTC()}}
+	stop, err := rep.serve()
+	if err != nil {
+		o.Log.Warn("configstore: instance reports not served", "err", err)
+	} else {
+		defer stop()
+	}
+	apply := o.Apply
+	o.Apply = func(cfg *config.Config, v uint64) error {
+		if err := apply(cfg, v); err != nil {
+			return err
+		}
+		rep.update(func(r *Report) { r.Version, r.Failure = v, nil })
+		return nil
+	}
 	o.Loaded = t.Stop
 	o.Failed = func(v uint64, err error) {
 		if err == nil {
-			t.failed.Store(nil)
+			t.failed.Store(nil) // and the report said so as it applied
 			return
 		}
-		t.failed.Store(&Failure{Version: v, Error: err.Error()})
+		f := &Failure{Version: v, Error: err.Error()}
+		t.failed.Store(f)
+		rep.update(func(r *Report) { r.Failure = &Failure{Version: f.Version, Error: f.Error} })
 	}
 	return Follow(ctx, s, o)
 }

@@ -310,9 +310,11 @@ window.SwitchyardConfig = function (deps) {
     confirmingActivate = false;
     try {
       const r = await api("POST", "/admin/config/activate", { document: p.doc, comment, base: p.base });
-      result([el("p", { class: "verdict valid", id: "config-activated",
+      const kids = [el("p", { class: "verdict valid", id: "config-activated",
         text: r.changed ? "Version " + r.version.version + " is active (replaces " + r.version.replaces + ")." + (r.applied ? "" : " This instance has not applied it yet.")
-          : "Nothing changed: version " + r.version.version + " is active and already says so." })], "activated");
+          : "Nothing changed: version " + r.version.version + " is active and already says so." })];
+      if (r.summary) kids.push(...instanceOutcomes(r));
+      result(kids, "activated");
       $("config-doc").value = "";
     } catch (e) {
       const kids = [el("p", { class: "error", text: "activate: " + e.message })];
@@ -320,6 +322,21 @@ window.SwitchyardConfig = function (deps) {
       result(kids, "error");
     }
     await load();
+  }
+
+  // instanceOutcomes: what every instance that answered did of the
+  // version written (applied, refused with the reason, pending).
+  function instanceOutcomes(r) {
+    const s = r.summary;
+    const out = [el("p", { id: "config-instances", class: s.refused ? "error" : "meta",
+      text: "Instances: " + s.applied + " applied, " + s.refused + " refused, " + s.pending + " pending." })];
+    const others = (r.instances || []).filter((o) => o.outcome !== "applied");
+    if (others.length) {
+      out.push(el("ul", { class: "problems", id: "config-instance-problems" }, ...others.map((o) => el("li", {
+        text: o.instance + " (" + o.service + ") " + o.outcome + (o.error ? ": " + o.error : ": no report yet") +
+          "; routes with version " + o.routing_version }))));
+    }
+    return out;
   }
 
   async function loadActive() {

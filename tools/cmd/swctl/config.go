@@ -77,9 +77,22 @@ type changes struct {
 
 // configWrite is the answer of a configuration write.
 type configWrite struct {
-	Changed bool          `json:"changed"`
-	Version configVersion `json:"version"`
-	Applied bool          `json:"applied"`
+	Changed   bool              `json:"changed"`
+	Version   configVersion     `json:"version"`
+	Applied   bool              `json:"applied"`
+	Instances []instanceOutcome `json:"instances"`
+	Summary   *struct {
+		Applied, Refused, Pending int
+	} `json:"summary"`
+}
+
+// instanceOutcome is what one instance did of a version.
+type instanceOutcome struct {
+	Instance       string `json:"instance"`
+	Service        string `json:"service"`
+	Outcome        string `json:"outcome"`
+	RoutingVersion uint64 `json:"routing_version"`
+	Error          string `json:"error"`
 }
 
 func runConfig(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -510,6 +523,22 @@ func (c *configCmd) write(ctx context.Context, method, path string, body any) er
 	fmt.Fprintf(c.stdout, "version %d active (%s, replaces %d) by %s\n", v.Version, describe(v), v.Replaces, v.By)
 	if !res.Applied {
 		fmt.Fprintln(c.stderr, "warning: the admin service has not applied it yet (see its /readyz routing_version and routing_error)")
+	}
+	if s := res.Summary; s != nil {
+		fmt.Fprintf(c.stdout, "instances: %d applied, %d refused, %d pending\n", s.Applied, s.Refused, s.Pending)
+		for _, o := range res.Instances {
+			if o.Outcome == "applied" {
+				continue
+			}
+			line := fmt.Sprintf("  %s %s (%s): %s, routes with version %d", o.Outcome, o.Instance, o.Service, strings.TrimSpace(o.Error), o.RoutingVersion)
+			if o.Error == "" {
+				line = fmt.Sprintf("  %s %s (%s): no report of version %d yet, routes with version %d", o.Outcome, o.Instance, o.Service, v.Version, o.RoutingVersion)
+			}
+			fmt.Fprintln(c.stdout, line)
+		}
+		if s.Refused > 0 {
+			fmt.Fprintf(c.stderr, "warning: %d instance(s) refused version %d and keep routing with the version before\n", s.Refused, v.Version)
+		}
 	}
 	return nil
 }

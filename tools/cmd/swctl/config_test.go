@@ -117,7 +117,7 @@ func TestConfigVerbs(t *testing.T) {
 	out = run("config", "preview", good)
 	wants("preview", out, "valid\n", "# changes from the active version 1", `+ providers.openai.keys.second: {"id":"second","secret":"env:T_K2","weight":2}`, "2 added, 0 changed, 0 removed")
 	out = run("config", "activate", good, "-m", "second key")
-	wants("activate", out, "version 2 active (activate, replaces 1) by ops")
+	wants("activate", out, "version 2 active (activate, replaces 1) by ops", "instances: 1 applied, 0 refused, 0 pending")
 	if v := f.routingVersion(t); v != 2 {
 		t.Errorf("the admin service routes with version %d", v)
 	}
