@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,6 +218,13 @@ aliases:
 
 func startSecFleet(t *testing.T) *secFleet {
 	t.Helper()
+	return startSecFleetWith(t, nil)
+}
+
+// startSecFleetWith is startSecFleet with the proxy's environment changed
+// by proxyEnv (a host that lacks a variable the others have).
+func startSecFleetWith(t *testing.T, proxyEnv func([]string) []string) *secFleet {
+	t.Helper()
 	f := &secFleet{t: t, logs: &testkit.SyncBuffer{}, leaks: &leakCheck{}}
 	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -247,6 +255,11 @@ func startSecFleet(t *testing.T) *secFleet {
 		"SY_CLIENT=" + canaryClient, "SY_LIMITED=" + canaryLimited,
 		"SY_ADMIN=" + canaryAdmin, "SY_VIEWER=" + canaryViewer, "SY_CRED=" + canaryCredKey,
 		"SY_HOST_DB_PASSWORD=" + canaryHost,
+		"SWITCHYARD_SECRET_NEW_KEY=canary.newkey.0b9d2e61",
+	}
+	proxyEnviron := environ
+	if proxyEnv != nil {
+		proxyEnviron = proxyEnv(slices.Clone(environ))
 	}
 	f.cfg, err = config.Load(path, environ)
 	if err != nil {
@@ -256,7 +269,7 @@ func startSecFleet(t *testing.T) *secFleet {
 	logger := func(service string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("service", service)
 	}
-	px, err := proxy.New(f.cfg, proxy.Deps{Log: logger("proxy"), NATS: connect(t, ns), Environ: environ})
+	px, err := proxy.New(f.cfg, proxy.Deps{Log: logger("proxy"), NATS: connect(t, ns), Environ: proxyEnviron})
 	if err != nil {
 		t.Fatal(err)
 	}
