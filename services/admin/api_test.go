@@ -381,3 +381,41 @@ func TestPinUpstreamName(t *testing.T) {
 		t.Fatalf("pin = %s", r.raw)
 	}
 }
+
+// TestOperatorReleaseStartsLadderOver: after an operator's release (a
+// provider reset, DELETE /admin/holds/{id}) the target's next hold is on
+// rung 0 again (the class base, the breaker cooldown), not one rung up
+// as after a probe's release.
+func TestOperatorReleaseStartsLadderOver(t *testing.T) {
+	e := startEnv(t, true)
+	transient := failure.Result{Class: failure.Transient, Code: "503", Reason: "status 503"}
+	for _, tt := range []struct {
+		name, id, release string
+		fail              func()
+	}{
+		{name: "provider reset", id: "openai._", release: "POST /admin/providers/openai/reset", fail: func() {
+			for range 3 { // the breaker's consecutive_failures
+				e.fail("openai", "primary", "gpt-4o", transient, 503)
+			}
+		}},
+		{name: "hold release", id: "openai.secondary", release: "DELETE /admin/holds/openai.secondary", fail: func() {
+			e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
+		}},
+	} {
+		method, path, _ := strings.Cut(tt.release, " ")
+		for round := range 2 {
+			tt.fail()
+			if h := e.waitHold(tt.id, hold.StateHeld); h["rung"] != 0.0 {
+				t.Fatalf("%s, round %d: hold on rung %v, want 0 (the ladder starts over after an operator's release): %v", tt.name, round, h["rung"], h)
+			}
+			e.do(method, path, opToken, nil).expect(t, 204, "")
+			e.waitHold(tt.id, hold.StateReleased)
+			testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+				if _, held := e.proxy.Engine.HeldUntil("openai", "secondary", "gpt-4o"); held {
+					return fmt.Errorf("the stand-in proxy still holds %s", tt.id)
+				}
+				return nil
+			})
+		}
+	}
+}

@@ -357,7 +357,8 @@ func (f *fixture) member(t *testing.T, cfg *config.Config, service string) *flee
 
 // TestRetripAfterReleaseWaitsItsCooldown: a breaker hold this prober's
 // checks tripped, released another way (an operator), then tripped again
-// by a proxy's failures keeps the first trip's Since: it is not the
+// by a proxy's failures is a new trip (rung 0 again: the operator's
+// release started the ladder over; a Since of its own): it is not the
 // prober's own trip, and a passing check does not release it at once.
 func TestRetripAfterReleaseWaitsItsCooldown(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1"})
@@ -406,9 +407,9 @@ providers:
 	for range 3 { // a proxy's failures trip it again while it ramps
 		other.Engine.Report("p1", "k1", "", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "503", Reason: "503"}})
 	}
-	// The re-trip (a rung up; the proxy's breaker or, from its tallies, the
-	// prober's records it: neither is a trip of the prober's checks).
-	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, inTable(s.engine, hold.StateHeld, 1))
+	// The re-trip (the proxy's breaker or, from its tallies, the prober's
+	// records it: neither is a trip of the prober's checks).
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, inTable(s.engine, hold.StateHeld, 0))
 	s.releaseProviderHold(context.Background(), tgt) // the prober's next passing check (its release waits for its write)
 	if err := wantHold(f, "p1._", hold.StateHeld)(); err != nil {
 		t.Fatalf("a proxy's trip after a release: %v", err)

@@ -361,8 +361,9 @@ func (s *Service) releaseProviderHold(ctx context.Context, t *target) {
 }
 
 // tripMark tells a trip apart: its Since and rung. A hold tripped again
-// after a release keeps the Since of the first and climbs a rung; a
-// probe's result on the same rung keeps both.
+// after a probe's release keeps the Since of the first and climbs a rung
+// (after an operator's release it starts over with a Since of its own);
+// a probe's result on the same rung keeps both.
 type tripMark struct {
 	since time.Time
 	rung  int

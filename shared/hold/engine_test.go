@@ -1217,7 +1217,8 @@ func TestPerModelBreakersAreForgotten(t *testing.T) {
 // An attempt sent before an operator released its hold (a request in
 // flight when the operator topped up the account and released the key)
 // does not hold the target again when it fails: before, the release was
-// undone one rung higher. An attempt sent after the release does.
+// undone one rung higher. An attempt sent after the release does, on
+// rung 0: an operator's release starts the ladder over.
 func TestReleaseNotUndoneByEarlierAttempts(t *testing.T) {
 	f := newFleet(t, 2, nil)
 	proxy, admin := f.engines[0], f.engines[1]
@@ -1242,7 +1243,7 @@ func TestReleaseNotUndoneByEarlierAttempts(t *testing.T) {
 	f.clock.Advance(time.Second)
 	out.Sent = f.clock.Now()
 	proxy.Report("p", "k", "m", false, out)
-	if r := f0(t, proxy); r.State != StateHeld || r.Rung != 1 {
-		t.Fatalf("an attempt sent after the release: %+v", r)
+	if r := f0(t, proxy); r.State != StateHeld || r.Rung != 0 {
+		t.Fatalf("an attempt sent after the release (held again, the ladder started over): %+v", r)
 	}
 }

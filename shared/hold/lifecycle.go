@@ -61,9 +61,15 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 // that answers for the target as it was, and holding it again (one rung
 // up) would undo the release.
 func releasedSince(rec Record, sent time.Time) bool {
-	return !sent.IsZero() && rec.State == StateReleased &&
-		(rec.ReleaseSource == SourceAdmin || rec.ReleaseSource == SourceCredential) &&
-		sent.Before(rec.RecordedAt)
+	return !sent.IsZero() && operatorReleased(rec) && sent.Before(rec.RecordedAt)
+}
+
+// operatorReleased reports whether rec was released by an operator (or by
+// a credential rotation) rather than by a passing probe or check: such a
+// release starts the target's ladder over.
+func operatorReleased(rec Record) bool {
+	return rec.State == StateReleased &&
+		(rec.ReleaseSource == SourceAdmin || rec.ReleaseSource == SourceCredential)
 }
 
 // sourceOf is who a hold from a reported failure is recorded as: the
@@ -157,11 +163,12 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string,
 }
 
 // newHold builds a held record. A failure of the same class on a target
-// still ramping after a release (prev) climbs one rung.
+// still ramping after a probe's release (prev) climbs one rung; after an
+// operator's release the ladder starts over at rung 0.
 func (e *Engine) newHold(scope Scope, res failure.Result, source string, now time.Time, prev *Record) Record {
 	rung := 0
 	since := now
-	if prev != nil && prev.State == StateReleased && prev.Class == res.Class {
+	if prev != nil && prev.State == StateReleased && prev.Class == res.Class && !operatorReleased(*prev) {
 		rung = prev.Rung + 1
 		since = prev.Since
 	}
