@@ -295,8 +295,9 @@ providers:
 
 // TestChecksOffStillSettleAndDiscoveryHolds: with health_check.enabled
 // false, a tripped breaker's due hold is settled by the provider's model
-// list (it does not stay due), and a discovery refused with a 401 holds
-// the key like a failed check.
+// list (it does not stay due), and a discovery asked for explicitly
+// (health_check.discovery) refused with a 401 holds the key like a
+// failed check.
 func TestChecksOffStillSettleAndDiscoveryHolds(t *testing.T) {
 	f := newFixture(t, fakeprovider.Options{Name: "p1"})
 	cfg := f.config(t, fastProber+`
@@ -312,7 +313,7 @@ providers:
       - {id: k1, secret: env:K1, priority: 10}
       - {id: k2, secret: env:K2}
     models: [{name: gpt-4o-mini}]
-    health_check: {enabled: false}
+    health_check: {enabled: false, discovery: true}
 `)
 	// A proxy's breaker tripped on p1.
 	other := f.otherInstance(t, cfg)
@@ -330,6 +331,82 @@ providers:
 		}
 		return wantHold(f, "p1.k1", hold.StateHeld)()
 	})
+}
+
+// TestDiscoveryMovesOnFromARefusingKey: a key that refuses the models
+// list with an answer that holds nothing (a 400) is not asked again at
+// every retry: the next discovery lists the models with the next key.
+func TestDiscoveryMovesOnFromARefusingKey(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+  discovery_interval: 1h
+  discovery_retry: 100ms
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys:
+      - {id: k1, secret: env:K1, priority: 10}
+      - {id: k2, secret: env:K2}
+    models: [{name: gpt-4o-mini}]
+    health_check: {enabled: false, discovery: true}
+`)
+	f.fake.AddRule(fakeprovider.Rule{Key: "secret-one", Path: "/v1/models", Error: "openai.bad_request"})
+	f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		h, err := f.healthRecord("p1", "")
+		if err != nil {
+			return err
+		}
+		if len(h.Models) == 0 {
+			return fmt.Errorf("no models discovered: %+v (calls with k1: %d)", h,
+				f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" }))
+		}
+		return nil
+	})
+	if n := f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" }); n != 1 {
+		t.Errorf("k1 asked %d times, want once", n)
+	}
+	if _, err := f.holdRecord("p1.k1"); err == nil {
+		t.Error("a 400 on the models list held k1")
+	}
+}
+
+// TestChecksOffNoDiscovery: a provider whose checks are off gets no
+// discovery calls either (they would hold keys and trip breakers before
+// any traffic) unless it asks for them with health_check.discovery.
+func TestChecksOffNoDiscovery(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+  discovery_interval: 100ms
+  discovery_retry: 100ms
+providers:
+  - name: off
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: gpt-4o-mini}]
+    health_check: {enabled: false}
+  - name: asked
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k2, secret: env:K2}]
+    models: [{name: gpt-4o-mini}]
+    health_check: {enabled: false, discovery: true}
+`)
+	f.startProber(t, cfg)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHealth(f, "off", "", health.Unknown))
+	asked := func() int { return f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-two" }) }
+	after := asked()
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := asked(); n < after+2 {
+			return fmt.Errorf("%d discoveries of the provider that asked", n)
+		}
+		return nil
+	})
+	if n := f.fake.CountCalls(func(c fakeprovider.Call) bool { return c.Key == "secret-one" }); n != 0 {
+		t.Fatalf("%d calls to a provider with checks and discovery off", n)
+	}
 }
 
 // otherInstance runs a hold engine on the fleet's buckets as another

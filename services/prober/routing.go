@@ -94,8 +94,9 @@ func (rt *routing) unitIDs() []unitID {
 
 // unit returns the target of a unit of the routing, and whether the unit
 // discovers the provider's models (the provider's unit, or its first key's
-// with per_key; only for types with a models endpoint). ok is false when
-// the routing has no such unit.
+// with per_key; only for types with a models endpoint, and only when
+// discovery is on: health_check.discovery). ok is false when the routing
+// has no such unit.
 func (rt *routing) unit(id unitID) (t *target, discover, ok bool) {
 	t = rt.targets[id.provider]
 	if t == nil || t.spec.perKey != (id.keyID != "") {
@@ -107,7 +108,7 @@ func (rt *routing) unit(id unitID) (t *target, discover, ok bool) {
 		}
 	}
 	first := id.keyID == "" || t.keys[0].ID == id.keyID
-	return t, first && config.DefaultHealthPath(t.typ) != "", true
+	return t, first && t.spec.discover && config.DefaultHealthPath(t.typ) != "", true
 }
 
 // writes reports whether the routing's units write the health record of

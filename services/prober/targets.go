@@ -41,6 +41,9 @@ type checkSpec struct {
 	interval time.Duration
 	timeout  time.Duration
 	perKey   bool
+	// discover: the provider's models are discovered
+	// (health_check.discovery, else as the check is enabled).
+	discover bool
 }
 
 // buildTargets builds the targets of cfg's providers, with the checks'
@@ -63,6 +66,7 @@ func buildTargets(cfg *config.Config, pc config.Prober) []*target {
 		}
 		if len(p.Keys) > 0 && len(t.keys) == 0 { // not a keyless server: nothing to check with
 			t.spec.enabled, t.spec.reason = false, "every key is switched off (keys[].enabled: false)"
+			t.spec.discover = false
 		}
 		sortKeys(t.keys)
 		for _, m := range p.Models {
@@ -106,6 +110,7 @@ func specFor(pc config.Prober, p config.Provider) checkSpec {
 		timeout:  hc.Timeout,
 		perKey:   hc.PerKey && len(p.Keys) > 0,
 		body:     []byte(hc.Body),
+		discover: hc.DiscoveryEnabled(),
 	}
 	if s.method == "" {
 		s.method = "GET"

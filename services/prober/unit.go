@@ -30,6 +30,9 @@ type unit struct {
 	next          time.Time // next check
 	nextDiscovery time.Time
 	rec           health.Record // the unit's record as last written or read
+	// refused are the keys that refused a discovery since the last one
+	// that passed (see discoveryKey).
+	refused map[string]bool
 }
 
 // runUnit takes and renews the unit's lease, and runs its checks and
@@ -243,6 +246,32 @@ func (s *Service) checkKey(u *unit) (config.Key, bool) {
 		if !held[k.ID] {
 			return k, true
 		}
+	}
+	return config.Key{}, false
+}
+
+// discoveryKey is the key a discovery uses: the provider's
+// highest-priority key that is neither held nor refused a discovery since
+// the last one that passed, so that a refusal which holds nothing (a key
+// without the models scope, a refusal naming a model) moves the next
+// discovery on to the next key instead of asking the same one again. When
+// every key not held has refused, the round starts over from the first.
+// With per_key it may be another unit's key: discovery is the provider's.
+func (s *Service) discoveryKey(u *unit) (config.Key, bool) {
+	if len(u.t.keys) == 0 {
+		return config.Key{}, true
+	}
+	if u.refused == nil {
+		u.refused = map[string]bool{}
+	}
+	held := s.heldKeys(u.t.name)
+	for range 2 {
+		for _, k := range u.t.keys {
+			if !held[k.ID] && !u.refused[k.ID] {
+				return k, true
+			}
+		}
+		clear(u.refused)
 	}
 	return config.Key{}, false
 }
@@ -590,7 +619,7 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	if rec, held := s.providerHold(u.t.name); held && live(rec) {
 		return // a tripped breaker: the settle path probes it, discovery waits
 	}
-	key, ok := s.checkKey(u) // a held key is not used
+	key, ok := s.discoveryKey(u) // a held key is not used
 	if !ok {
 		return
 	}
@@ -600,6 +629,9 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 	}
 	if !r.ok {
 		s.report(u.t, key.ID, r) // a refused key is held like a failed check's
+		if r.res.Class != failure.Transient && key.ID != "" {
+			u.refused[key.ID] = true // the next discovery tries the next key
+		}
 	}
 	var models []string
 	var err error
@@ -613,6 +645,7 @@ func (s *Service) discoverModels(ctx context.Context, u *unit) {
 		return
 	}
 	s.met.discoveries.WithLabelValues(u.t.name, "ok").Inc()
+	clear(u.refused)
 	u.nextDiscovery = now.Add(s.cfg.DiscoveryInterval)
 	if u.id.keyID == "" {
 		rec := u.rec

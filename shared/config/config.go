@@ -385,6 +385,9 @@ type HealthCheck struct {
 	Interval         time.Duration `koanf:"interval"`
 	Timeout          time.Duration `koanf:"timeout"`
 	PerKey           bool          `koanf:"per_key"`
+	// Discovery switches the prober's model discovery of the provider on
+	// or off (unset: as Enabled).
+	Discovery *bool `koanf:"discovery"`
 }
 
 // Chain is a virtual model: an ordered list of steps.

@@ -98,6 +98,17 @@ func DefaultHealthPath(typ string) string { return defaultHealthPaths[typ] }
 // unless health_check.enabled is false).
 func (h HealthCheck) CheckEnabled() bool { return h.Enabled == nil || *h.Enabled }
 
+// DiscoveryEnabled reports whether the prober discovers the provider's
+// models: health_check.discovery when set, else as the active check
+// (CheckEnabled). A provider whose checks are off gets no discovery calls
+// unless it asks for them.
+func (h HealthCheck) DiscoveryEnabled() bool {
+	if h.Discovery != nil {
+		return *h.Discovery
+	}
+	return h.CheckEnabled()
+}
+
 // validateProber checks the prober section.
 func (v *validator) prober() {
 	p := v.cfg.Prober
