@@ -336,9 +336,13 @@ func TestClassify(t *testing.T) {
 // break) is refused and nothing is pinned.
 func TestPinReasonIsText(t *testing.T) {
 	e := startEnvWith(t, envOptions{withKey: true})
-	for _, reason := range []string{`drain\u0000now`, `line one\nline two`, `bell\u0007`} { // JSON escapes
+	for _, reason := range []string{`drain\u0000now`, `line one\nline two`, `bell\u0007`, "caf\xc3 \xff"} { // JSON escapes; invalid UTF-8
 		r := e.do("POST", "/admin/holds", opToken, `{"provider":"openai","duration":"30m","reason":"`+reason+`"}`)
 		r.expect(t, 400, codeBadRequest)
+	}
+	r := e.do("POST", "/admin/holds", opToken, "{\"provider\":\"openai\",\"duration\":\"30m\",\"reason\":\"caf\xc3\"}")
+	if !strings.Contains(r.errMessage(), "`reason` is not valid UTF-8") {
+		t.Errorf("the refusal does not name the field: %s", r.raw)
 	}
 	if len(e.svc.engine.Holds()) != 0 {
 		t.Fatalf("a refused pin left holds: %+v", e.svc.engine.Holds())

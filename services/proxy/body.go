@@ -3,6 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -76,7 +79,7 @@ type parsed struct {
 // at any depth). One pass validates it, checks its keys and reads them all.
 func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	need := requiredField(op)
-	keys := [...]string{"model", "stream", "stream_options", need}
+	keys := [...]string{"model", "stream", "stream_options", tokenLimits[0], tokenLimits[1], tokenLimits[2], need}
 	n := len(keys)
 	if need == "" {
 		n-- // not a key named ""
@@ -85,7 +88,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	if berr := bodyErrorOf(err); berr != nil {
 		return parsed{}, berr
 	}
-	model, stream, options, required := v[0], v[1], v[2], v[3] // nil: absent
+	model, stream, options, required := v[0], v[1], v[2], v[6] // nil: absent
 	var ok bool
 	if model != nil {
 		p.model, ok = jsonfield.StringValue(model)
@@ -98,6 +101,14 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	}
 	if berr := checkRequired(op, required, required != nil); berr != nil {
 		return parsed{}, berr
+	}
+	for i, name := range tokenLimits {
+		if berr := checkTokenLimit(name, v[3+i]); berr != nil {
+			return parsed{}, berr
+		}
+	}
+	if err := jsonfield.CheckUTF8(body); err != nil {
+		return parsed{}, &bodyError{codeInvalidRequest, "the request body's " + err.Error()}
 	}
 	if stream != nil {
 		switch string(stream) {
@@ -112,6 +123,29 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		p.callerUsage = jsonfield.Bool(options, "include_usage")
 	}
 	return p, nil
+}
+
+// tokenLimits are the request fields that bound a request's output, in
+// tokens.
+var tokenLimits = [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+
+// checkTokenLimit refuses a token limit v (of the field name; nil: absent)
+// that is a number no upstream reads as the caller meant: beyond a 64-bit
+// integer, or beyond a float's range (1e400: encoding/json refuses it,
+// other parsers read infinity). Values of another type are the
+// upstream's to judge. A plain integer of up to 18 digits, what callers
+// send, is passed without parsing.
+func checkTokenLimit(name string, v []byte) *bodyError {
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return nil
+	}
+	if len(v) <= 18 && !slices.ContainsFunc(v, func(c byte) bool { return c < '0' || c > '9' }) {
+		return nil
+	}
+	if f, err := strconv.ParseFloat(string(v), 64); err == nil && math.Abs(f) < math.MaxInt64 {
+		return nil
+	}
+	return &bodyError{codeInvalidRequest, fmt.Sprintf("`%s` is out of range: %.40s is not a number of tokens", name, v)}
 }
 
 // maxModelName is the longest model name a request may give, in bytes.

@@ -359,3 +359,52 @@ func TestModelNameLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyInvalidTextAndNumbers: a string that is not valid UTF-8 (in a
+// message's content) and a token limit no parser reads as meant
+// (max_tokens 1e400) are refused with 400 invalid_request naming the
+// field, in the endpoint's format, before anything goes upstream. A lone
+// surrogate escape is valid JSON and is forwarded as written.
+func TestBodyInvalidTextAndNumbers(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name, path, body, field string
+		anthropic               bool
+	}{
+		{"chat content", "/v1/chat/completions", "{\"model\":\"demo-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\xff\"}]}", "messages[0].content", false},
+		{"messages content", "/v1/messages", "{\"model\":\"demo-model\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"caf\xc3\"}]}]}", "messages[0].content[0].text", true},
+		{"max_tokens 1e400", "/v1/chat/completions", `{"model":"demo-model","max_tokens":1e400,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens", false},
+		{"max_tokens past int64", "/v1/messages", `{"model":"demo-model","max_tokens":99999999999999999999,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens", true},
+		{"max_completion_tokens", "/v1/chat/completions", `{"model":"demo-model","max_completion_tokens":-1e309,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.openai.Calls())
+			status, _, body := f.call(t, tt.path, tt.body)
+			if status != 400 {
+				t.Fatalf("status %d, want 400: %.300s", status, body)
+			}
+			if code := errorCode(t, body); code != codeInvalidRequest {
+				t.Errorf("code %q, want %s: %s", code, codeInvalidRequest, body)
+			}
+			m := decode(t, body)
+			if tt.anthropic != (m["type"] == "error") {
+				t.Errorf("not in the endpoint's format: %s", body)
+			}
+			if msg, _ := m["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "`"+tt.field+"`") {
+				t.Errorf("the message does not name %s: %s", tt.field, body)
+			}
+			if n := len(f.openai.Calls()) - before; n != 0 {
+				t.Errorf("%d upstream calls for a refused body", n)
+			}
+		})
+	}
+	for _, body := range []string{
+		`{"model":"demo-model","max_tokens":1000000,"messages":[{"role":"user","content":"lone \udc00 surrogate"}]}`,
+		`{"model":"demo-model","max_tokens":1e3,"messages":[{"role":"user","content":"héllo"}]}`,
+	} {
+		if status, _, resp := f.call(t, "/v1/chat/completions", body); status != 200 {
+			t.Errorf("%s: status %d: %.300s", body, status, resp)
+		}
+	}
+}

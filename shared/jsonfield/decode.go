@@ -17,8 +17,10 @@ var ErrTrailing = errors.New("trailing data after the object")
 // a key named twice in one object (*DuplicateKeyError), at the top level
 // two spellings of one of v's fields ({"status":1,"Status":2}:
 // encoding/json takes the last, case-insensitively), and anything after
-// the value (ErrTrailing) are errors. The decoder's own errors are
-// returned as they are.
+// the value (ErrTrailing), and a string that is not valid UTF-8 as
+// written (*NotUTF8Error: encoding/json would replace the bad bytes
+// silently) are errors. The decoder's own errors are returned as they
+// are.
 func DecodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -31,7 +33,7 @@ func DecodeStrict(body []byte, v any) error {
 		}
 		return err
 	}
-	return nil
+	return CheckUTF8(body)
 }
 
 // FieldNames are the JSON names of the fields of struct type t (through a
