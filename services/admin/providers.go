@@ -300,7 +300,7 @@ func (s *Service) resetProvider(c *fiber.Ctx) error {
 	}
 	name := p.Name // the configuration's string: fiber's is not safe to keep
 	if !hasBreaker(s.engine.Policy().For(name)) {
-		return apiError(c, fiber.StatusBadRequest, codeNoBreaker, "provider "+name+" has no circuit breaker (resilience.breaker.enabled is false); release its holds one by one")
+		return apiError(c, fiber.StatusBadRequest, codeNoBreaker, "provider "+name+" has no circuit breaker (resilience.breaker.enabled is false, or consecutive_failures is 0); release its holds one by one")
 	}
 	if !s.natsUp() {
 		return natsDown(c)

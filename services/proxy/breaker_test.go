@@ -14,7 +14,7 @@ import (
 func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
-		c.Resilience.Breaker.ConsecutiveFailures = 4
+		c.Resilience.Breaker.ConsecutiveFailures = new(4)
 	})
 	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
 	// Each request tries a1 and a2, each twice (retry.same_target_attempts):
@@ -47,5 +47,52 @@ func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	// The chain still serves through its next step.
 	if status, h, _ := f.call(t, "/v1/chat/completions", chatBody); status != 200 || h.Get("X-Switchyard-Provider") != "fake-anthropic" {
 		t.Errorf("chain with the first step tripped: %d via %q", status, h.Get("X-Switchyard-Provider"))
+	}
+}
+
+// TestRetryAndBreakerListsMeanWhatTheySay: retry.on_statuses and the
+// breaker's failure_on_statuses mean what they list (an explicit list
+// replaces the default, [] means none), and consecutive_failures 0 is a
+// breaker switched off. Each request fails on both keys with a 500.
+func TestRetryAndBreakerListsMeanWhatTheySay(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		tweak    func(*config.Config)
+		requests int
+		perKey   int // upstream calls per key and request
+		open     bool
+	}{
+		{name: "defaults retry a 500 in place and count it", tweak: func(c *config.Config) { c.Resilience.Breaker.ConsecutiveFailures = new(4) }, requests: 2, perKey: 2, open: true},
+		{name: "on_statuses [] retries no status", tweak: func(c *config.Config) { c.Retry.OnStatuses = []int{} }, requests: 1, perKey: 1},
+		{name: "on_statuses [503] does not retry a 500", tweak: func(c *config.Config) { c.Retry.OnStatuses = []int{503} }, requests: 1, perKey: 1},
+		{name: "failure_on_statuses [] counts no status", tweak: func(c *config.Config) {
+			c.Resilience.Breaker.FailureOnStatuses = []string{}
+			c.Resilience.Breaker.ConsecutiveFailures = new(1)
+		}, requests: 3, perKey: 2},
+		{name: "failure_on_statuses [503] does not count a 500", tweak: func(c *config.Config) {
+			c.Resilience.Breaker.FailureOnStatuses = []string{"503"}
+			c.Resilience.Breaker.ConsecutiveFailures = new(1)
+		}, requests: 3, perKey: 2},
+		{name: "consecutive_failures 0 is off", tweak: func(c *config.Config) { c.Resilience.Breaker.ConsecutiveFailures = new(0) }, requests: 3, perKey: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Resilience.AllHeldPolicy = config.AllHeldFailFast
+				tt.tweak(c)
+			})
+			f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+			for i := range tt.requests {
+				a1, a2 := callsWith(f.openai, "key-a1"), callsWith(f.openai, "key-a2")
+				if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
+					t.Fatalf("request %d: %d %s", i, status, body)
+				}
+				if d1, d2 := callsWith(f.openai, "key-a1")-a1, callsWith(f.openai, "key-a2")-a2; d1 != tt.perKey || d2 != tt.perKey {
+					t.Fatalf("request %d: %d calls on a1 and %d on a2, want %d each", i, d1, d2, tt.perKey)
+				}
+			}
+			if open := f.svc.member.Engine.BreakerStates()["fake-openai"] == "open"; open != tt.open {
+				t.Errorf("breaker open %v, want %v (states %v)", open, tt.open, f.svc.member.Engine.BreakerStates())
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ import (
 func TestCallerGoneEndsTheRequest(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		c.Timeouts.Attempt = time.Minute
-		c.Resilience.Breaker.ConsecutiveFailures = 1 // one counted failure would trip it
+		c.Resilience.Breaker.ConsecutiveFailures = new(1) // one counted failure would trip it
 	})
 	f.openai.AddRule(fakeprovider.Rule{Hang: true})
 	const callers = 4

@@ -246,7 +246,7 @@ func breakerFleet(t *testing.T, n int) *fleetFixture {
 		c.Providers[0].Keys = c.Providers[0].Keys[:1]
 		c.Retry.SameTargetAttempts = 1
 		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
-		c.Resilience.Breaker.ConsecutiveFailures = n
+		c.Resilience.Breaker.ConsecutiveFailures = new(n)
 	})
 	ff.openai.AddRule(fakeprovider.Rule{Status: 500})
 	return ff
@@ -317,7 +317,7 @@ func TestFleetTrySoftOneRequestPerHold(t *testing.T) {
 	ff := newFleet(t, 3, func(c *config.Config) {
 		c.Retry.SameTargetAttempts = 1
 		c.Resilience.AllHeldPolicy = config.AllHeldTrySoft
-		c.Resilience.Breaker.ConsecutiveFailures = 2
+		c.Resilience.Breaker.ConsecutiveFailures = new(2)
 	})
 	for _, f := range []*fakeprovider.Server{ff.openai, ff.anthropic} {
 		f.AddRule(fakeprovider.Rule{Status: 500, FirstByteLatency: 50 * time.Millisecond})

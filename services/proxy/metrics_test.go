@@ -23,7 +23,7 @@ func (f *fixture) scrape(t *testing.T) string {
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
-		c.Resilience.Breaker.ConsecutiveFailures = 50 // a breaker to report, closed
+		c.Resilience.Breaker.ConsecutiveFailures = new(50) // a breaker to report, closed
 	})
 	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.invalid_api_key", Times: 1})
 	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 200 {

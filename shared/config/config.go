@@ -347,16 +347,19 @@ type Probe struct {
 
 // Breaker configures the circuit breaker.
 type Breaker struct {
-	Enabled             *bool         `koanf:"enabled"`
-	Scope               string        `koanf:"scope"` // provider or model
-	ConsecutiveFailures int           `koanf:"consecutive_failures"`
+	Enabled *bool  `koanf:"enabled"`
+	Scope   string `koanf:"scope"` // provider or model
+	// ConsecutiveFailures trips the breaker; 0 switches it off (unset:
+	// inherit; the default is 5).
+	ConsecutiveFailures *int          `koanf:"consecutive_failures"`
 	Cooldown            time.Duration `koanf:"cooldown"`
 	// MaxCooldown is the ceiling of a breaker hold's ladder (a probe that
 	// fails again doubles the cooldown).
 	MaxCooldown time.Duration `koanf:"max_cooldown"`
 	// FailureOnStatuses lists the statuses whose transient failures count
 	// ("503", or a class such as "5xx"); transport errors and timeouts
-	// always count.
+	// always count. Unset: inherit; an explicit empty list: no status
+	// counts.
 	FailureOnStatuses []string `koanf:"failure_on_statuses"`
 	// SuccessThreshold is how many consecutive successful probes release a
 	// breaker hold (0: inherit; the default is 1).

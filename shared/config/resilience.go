@@ -75,8 +75,8 @@ func (v *validator) resilience(prefix string, r Resilience) {
 	if b.Scope != "" {
 		v.oneOf(prefix+".breaker.scope", b.Scope, "provider", "model")
 	}
-	if b.ConsecutiveFailures < 0 {
-		v.add(prefix+".breaker.consecutive_failures", "must be >= 0, got %d", b.ConsecutiveFailures)
+	if b.ConsecutiveFailures != nil && *b.ConsecutiveFailures < 0 {
+		v.add(prefix+".breaker.consecutive_failures", "must be >= 0 (0 switches the breaker off), got %d", *b.ConsecutiveFailures)
 	}
 	if b.Cooldown < 0 {
 		v.add(prefix+".breaker.cooldown", "must be >= 0, got %s", b.Cooldown)

@@ -123,3 +123,42 @@ func TestParseStatusClass(t *testing.T) {
 		}
 	}
 }
+
+// TestListsOmittedEmptyOrExplicit: the retry and breaker lists load as
+// written: omitted (the default, or inherit for a provider), [] (an
+// empty list, not the default), explicit; consecutive_failures 0 loads
+// as 0 (the breaker off), apart from unset.
+func TestListsOmittedEmptyOrExplicit(t *testing.T) {
+	path := writeConfig(t, `
+retry:
+  on_statuses: []
+resilience:
+  breaker:
+    failure_on_statuses: []
+    consecutive_failures: 0
+`+minimal+`    resilience:
+      breaker: {failure_on_statuses: ["503"]}
+`)
+	cfg, err := Load(path, minimalEnv)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Retry.OnStatuses == nil || len(cfg.Retry.OnStatuses) != 0 || len(cfg.Retry.RotateOnStatuses) != 1 {
+		t.Errorf("retry = %+v, want on_statuses [] and the default rotate_on_statuses", cfg.Retry)
+	}
+	b := cfg.Resilience.Breaker
+	if b.FailureOnStatuses == nil || len(b.FailureOnStatuses) != 0 || b.ConsecutiveFailures == nil || *b.ConsecutiveFailures != 0 {
+		t.Errorf("breaker = %+v, want failure_on_statuses [] and consecutive_failures 0", b)
+	}
+	pb := cfg.Providers[0].Resilience.Breaker
+	if len(pb.FailureOnStatuses) != 1 || pb.ConsecutiveFailures != nil {
+		t.Errorf("provider breaker = %+v, want its own list and consecutive_failures unset", pb)
+	}
+	cfg, err = Load(writeConfig(t, minimal), minimalEnv)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if b := cfg.Resilience.Breaker; b.FailureOnStatuses != nil || b.ConsecutiveFailures != nil {
+		t.Errorf("omitted breaker lists = %+v, want unset", b)
+	}
+}

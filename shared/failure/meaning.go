@@ -126,7 +126,10 @@ type RetryPolicy struct {
 // place when the policy says so, except a timeout, which rotates (the
 // retry budget is for fast failures: a hung target would cost the attempt
 // timeout twice); the policy's status lists apply to the classes that
-// allow them (Meaning.InPlace); otherwise the class decides.
+// allow them (Meaning.InPlace); otherwise the class decides, except that
+// an answer with a status is retried in place only when on_statuses
+// lists it (a transient 501 the operator did not list rotates; an empty
+// list retries no status in place).
 func (r Result) ActionFor(status int, stream bool, p RetryPolicy) Action {
 	m := r.Class.Meaning()
 	switch {
@@ -141,6 +144,8 @@ func (r Result) ActionFor(status int, stream bool, p RetryPolicy) Action {
 		return RetrySame
 	case m.InPlace && slices.Contains(p.RotateOnStatuses, status):
 		return Rotate
+	case m.Action == RetrySame && status != 0:
+		return Rotate // a status retry.on_statuses does not list is not retried in place
 	}
 	return m.Action
 }

@@ -146,7 +146,7 @@ func TestPolicyFromConfig(t *testing.T) {
 			Breaker: config.Breaker{FailureOnStatuses: []string{"5xx", "429"}},
 		},
 		Providers: []config.Provider{
-			{Name: "a", Resilience: config.Resilience{Breaker: config.Breaker{Scope: "model", ConsecutiveFailures: 3, Enabled: &tr}}},
+			{Name: "a", Resilience: config.Resilience{Breaker: config.Breaker{Scope: "model", ConsecutiveFailures: new(3), Enabled: &tr}}},
 			{Name: "b", Resilience: config.Resilience{Ladder: config.Ladders{ModelRetired: config.Ladder{Base: 30 * 24 * time.Hour}}}},
 		},
 	}

@@ -31,7 +31,8 @@ type BreakerPolicy struct {
 	// to MaxCooldown.
 	Cooldown, MaxCooldown time.Duration
 	// FailureOnStatuses: transient failures with these statuses count
-	// (status 0, a transport error or local timeout, always counts).
+	// (status 0, a transport error or local timeout, always counts); an
+	// empty list: no status counts.
 	FailureOnStatuses []StatusRange
 	// SuccessThreshold is how many consecutive successful probes release
 	// a trip hold (breaker.success_threshold; 1 or less: the first). A
@@ -154,7 +155,7 @@ func (s *Settings) Wait(c failure.Class, rung int, res failure.Result, rnd func(
 // countsForBreaker reports whether a transient failure with this status
 // counts against the breaker.
 func (b *BreakerPolicy) countsForBreaker(status int) bool {
-	if status == 0 || len(b.FailureOnStatuses) == 0 {
+	if status == 0 {
 		return true
 	}
 	for _, r := range b.FailureOnStatuses {
@@ -257,8 +258,8 @@ func overlay(s *Settings, r config.Resilience, src func(path string) string, at 
 	case "provider":
 		s.Breaker.PerModel = false
 	}
-	if b.ConsecutiveFailures > 0 {
-		s.Breaker.ConsecutiveFailures = b.ConsecutiveFailures
+	if b.ConsecutiveFailures != nil { // 0: the breaker is off
+		s.Breaker.ConsecutiveFailures = *b.ConsecutiveFailures
 	}
 	if b.Cooldown > 0 {
 		s.Breaker.Cooldown = b.Cooldown
@@ -272,8 +273,8 @@ func overlay(s *Settings, r config.Resilience, src func(path string) string, at 
 	if s.Breaker.MaxCooldown < s.Breaker.Cooldown {
 		errs = append(errs, fmt.Errorf("%s: %s is below cooldown %s (after defaults and global values)", src(at+".breaker.max_cooldown"), s.Breaker.MaxCooldown, s.Breaker.Cooldown))
 	}
-	if b.FailureOnStatuses != nil {
-		s.Breaker.FailureOnStatuses = nil
+	if b.FailureOnStatuses != nil { // explicit: replaces; []: no status counts
+		s.Breaker.FailureOnStatuses = []StatusRange{}
 		for i, st := range b.FailureOnStatuses {
 			lo, hi, err := config.ParseStatusClass(st)
 			if err != nil {
