@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 
 	"switchyard.dev/shared/config"
@@ -10,7 +11,8 @@ import (
 
 // Consecutive transient failures trip the provider's breaker: the trip is
 // a provider hold like any other, and with fail_fast the next request
-// costs no upstream call.
+// costs no upstream call: 503 circuit_open naming the provider, with
+// Retry-After, in the endpoint's format.
 func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
@@ -37,9 +39,23 @@ func TestBreakerTripsIntoProviderHold(t *testing.T) {
 		t.Fatalf("no breaker hold on the provider: %+v", f.svc.member.Engine.Holds())
 	}
 	before := len(f.openai.Calls())
-	status, _, body := f.call(t, "/v1/chat/completions", directBody)
-	if status != 503 || errorCode(t, body) != "no_available_target" {
-		t.Fatalf("with the breaker open: %d %s", status, body)
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/chat/completions", directBody},
+		{"/v1/messages", `{"model":"fake-openai/demo-model","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`},
+	} {
+		status, h, body := f.call(t, tt.path, tt.body)
+		if status != 503 || errorCode(t, body) != codeCircuitOpen {
+			t.Fatalf("%s with the breaker open: %d %s", tt.path, status, body)
+		}
+		m := decode(t, body)
+		msg, _ := m["error"].(map[string]any)["message"].(string)
+		if ra := h.Get("Retry-After"); ra == "" || !strings.Contains(msg, "`fake-openai`") || !strings.Contains(msg, "circuit breaker") ||
+			!strings.Contains(msg, "retry after "+ra+" s") {
+			t.Errorf("%s: the answer does not say which breaker is open and when to retry (Retry-After %q): %s", tt.path, ra, body)
+		}
+		if anthropic := m["type"] == "error"; anthropic != (tt.path == "/v1/messages") {
+			t.Errorf("%s: not in the endpoint's format: %s", tt.path, body)
+		}
 	}
 	if n := len(f.openai.Calls()) - before; n != 0 {
 		t.Errorf("%d upstream calls through an open breaker", n)

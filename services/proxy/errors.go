@@ -25,6 +25,7 @@ const (
 	codeUnsupportedEncoding = "unsupported_content_encoding"
 	codeOverloaded          = "gateway_overloaded"
 	codeNoTarget            = "no_available_target"
+	codeCircuitOpen         = "circuit_open"
 	codeNoMatchingTarget    = "no_matching_target"
 	codeProviderNotFound    = "provider_not_found"
 	codeAllFailed           = "all_providers_failed"
@@ -34,6 +35,7 @@ const (
 	codeBadIdempotencyKey   = "invalid_idempotency_key"
 	codeNotFound            = "not_found"
 	codeUnsupportedForKind  = "unsupported_operation"
+	codeGatewayError        = "gateway_error"
 )
 
 // openAIType maps a status to the OpenAI error "type".

@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +197,53 @@ func TestUntranslatableStepSkipped(t *testing.T) {
 	status, h, b := f.call(t, "/v1/chat/completions", body)
 	if status != http.StatusOK || h.Get(headerProvider) != "fake-openai" {
 		t.Fatalf("%d by %q: %s", status, h.Get(headerProvider), b)
+	}
+}
+
+// TestErrorCodesDocumented holds the README's table of error codes to the
+// closed list in errors.go: every gateway code is documented there, in
+// the table's code column.
+func TestErrorCodesDocumented(t *testing.T) {
+	fs := token.NewFileSet()
+	src, err := parser.ParseFile(fs, "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]bool{}
+	for _, d := range src.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && strings.HasPrefix(n.Name, "code") {
+					codes[strings.Trim(lit.Value, `"`)] = true
+				}
+			}
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| ") || len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(cells[1], -1) {
+			documented[m[1]] = true
+		}
+	}
+	for c := range codes {
+		if !documented[c] {
+			t.Errorf("the code %s (errors.go) is not in README.md's table of codes", c)
+		}
+	}
+	if !documented[codeCircuitOpen] || !documented[codeNoTarget] {
+		t.Fatalf("no table of codes found in README.md")
 	}
 }

@@ -780,7 +780,11 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		if p.unsupported != nil {
 			msg += "; not translatable for the others: " + p.unsupported.Error()
 		}
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(r.s.retryAfter(rte.Steps)))
+		retry := r.s.retryAfter(rte.Steps)
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+		if open := r.s.openBreakers(rte.Steps); p.denied && open != "" {
+			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
+		}
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.attempts))

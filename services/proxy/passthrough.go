@@ -206,7 +206,12 @@ keys:
 		}
 	}
 	if r.attempts == 0 {
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(s.retryAfter([]route.Step{*step})))
+		steps := []route.Step{*step}
+		retry := s.retryAfter(steps)
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+		if open := s.openBreakers(steps); open != "" {
+			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
+		}
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}

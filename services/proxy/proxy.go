@@ -215,7 +215,7 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	if status >= 500 {
 		s.log.Error("request error", "err", err, "path", c.Path())
-		return sendError(c, f, status, "gateway_error", "internal gateway error")
+		return sendError(c, f, status, codeGatewayError, "internal gateway error")
 	}
 	return sendError(c, f, status, "invalid_request", err.Error())
 }
