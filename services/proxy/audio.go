@@ -142,6 +142,7 @@ func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) at
 	r.ttft = time.Since(r.started)
 	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
+	r.relayUp.Store(br.idle.conn) // a caller that leaves from now on cuts the relay's read
 	return attemptResult{done: true, outcome: outcome{binary: br}}
 }
 
@@ -162,6 +163,9 @@ func (br *binaryRelay) start(c *fiber.Ctx) {
 // last chunk, not a shorter file that looks whole.
 var errAudioCut = errors.New("the upstream audio stream was cut")
 
+// errCallerGone ends a relayed answer whose caller went away.
+var errCallerGone = errors.New("the caller went away")
+
 func (br *binaryRelay) Read(p []byte) (int, error) {
 	r := br.r
 	if br.cut {
@@ -179,6 +183,9 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 		br.atEOF, r.streamDone = true, true
 		return 0, io.EOF
 	}
+	if r.gone.Load() { // read before relayUp is: see callerGone
+		return 0, errCallerGone
+	}
 	br.idle.arm(r, now)
 	n, err := br.body.Read(p)
 	if n > 0 {
@@ -192,6 +199,8 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		return 0, io.EOF
+	case err != nil && r.gone.Load():
+		return 0, errCallerGone // the caller left: its read was cut
 	case err != nil:
 		r.class = classStreamIncomplete // the audio stopped part-way
 		r.logger().Warn("audio cut", "provider", br.t.step.Provider.Name, "err", err)
@@ -205,14 +214,21 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 }
 
 // Close ends the request once the audio is written, or the caller is
-// gone (then the upstream connection is closed, not pooled).
+// gone (then the upstream connection is closed, not pooled). It leaves
+// the caller watch first: from there gone no longer changes, and the
+// connection, whose read the watch may have cut, is let go after.
 func (br *binaryRelay) Close() error {
 	if br.closed {
 		return nil
 	}
 	br.closed = true
-	if !br.atEOF && br.r.class != classStreamIncomplete {
-		br.r.cancelled = true
+	r := br.r
+	r.s.callers.remove(r)
+	if r.gone.Load() {
+		br.atEOF = false
+	}
+	if !br.atEOF && r.class != classStreamIncomplete {
+		r.cancelled, r.class = true, classCallerGone
 	}
 	closeBodyStream(br.resp, br.atEOF)
 	fasthttp.ReleaseResponse(br.resp)

@@ -15,14 +15,19 @@ import (
 const callerWatchEvery = 100 * time.Millisecond
 
 // callerWatch notices callers that go away while their request waits on an
-// upstream. The server does not read a caller's connection while the
-// handler runs, so a close would go unseen until the answer is written and
+// upstream or its answer is relayed (a stream, speech). The server does
+// not read a caller's connection while the handler runs nor while it
+// writes a relayed answer, so a close would go unseen until the next
+// write (for a stream that drips, up to timeouts.stream_idle later) and
 // the attempt (and its retries) would run to their end. One goroutine
 // peeks (MSG_PEEK | MSG_DONTWAIT: nothing is consumed, a pipelined request
 // stays for the server) at the connection of every request that waited
 // past callerWatchEvery; end-of-file or a reset ends that request
-// (request.callerGone, then request.cutAttempt). A request costs a link into and out of a list
-// under a lock: no allocation on its path, no goroutine, no timer.
+// (hangUp: request.callerGone, which cuts a relay's upstream read, then
+// request.cutAttempt). A request, a relayed one too, costs a link into
+// and out of a list under a lock: no allocation on its path, no
+// goroutine, no timer; the watch costs a peek per watched request each
+// tick.
 type callerWatch struct {
 	mu   sync.Mutex
 	head watchLink // sentinel of a circular list of the watched requests
@@ -89,17 +94,7 @@ func (w *callerWatch) run(ctx context.Context) {
 			}
 			w.mu.Unlock()
 			for i, r := range due {
-				if !hungUp(conns[i]) {
-					continue
-				}
-				w.mu.Lock()
-				waiting := r.watch.next != nil
-				if waiting { // still waiting: end it
-					w.unlink(&r.watch)
-					r.callerGone()
-				}
-				w.mu.Unlock()
-				if waiting {
+				if hungUp(conns[i]) && w.hangUp(r) {
 					r.cutAttempt()
 				}
 			}
@@ -107,6 +102,22 @@ func (w *callerWatch) run(ctx context.Context) {
 			clear(conns)
 		}
 	}
+}
+
+// hangUp ends the watch of r, whose caller went away, when it still
+// runs: r is marked gone (request.callerGone, which cuts a relay's
+// upstream read at once) and the caller calls r.cutAttempt, outside the
+// lock. It reports false when the watch had already ended (the request
+// or its relay was done).
+func (w *callerWatch) hangUp(r *request) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.watch.next == nil {
+		return false
+	}
+	w.unlink(&r.watch)
+	r.callerGone()
+	return true
 }
 
 // hungUp reports whether the peer closed or reset the connection: a peek

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -197,5 +198,96 @@ func TestOptionalClientKeys(t *testing.T) {
 		if status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Authorization", auth); status != 200 {
 			t.Fatalf("anonymous (%q): %d %s", auth, status, body)
 		}
+	}
+}
+
+// abandonCall sends a request on a TCP connection of its own, reads the
+// answer until started says it has begun (its first content; an empty
+// answer for a call that answers nothing before it is whole), and hangs
+// up, as a client that gives up on a stream does.
+func abandonCall(t *testing.T, base, method, path, body string, started func(got string) bool) {
+	t.Helper()
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		method, path, addr, clientSecret, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for !started(string(got)) {
+		n, err := conn.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("the answer ended before it began (%v): %q", err, got)
+		}
+	}
+}
+
+// A caller that hangs up while its answer is relayed (a stream, speech)
+// from an upstream that sends slowly ends its request at once, not at the
+// relay's next write: its in-flight slot and its plan's concurrency are
+// back, the upstream call is cut (the fake provider's handler sees its
+// request end), the usage record says caller_gone, and nothing counts
+// against the target. Before, all of it waited for the upstream's next
+// chunk (here 30 s away).
+func TestCallerGoneEndsTheRelay(t *testing.T) {
+	mf := newMeterFixture(t, func(c *config.Config) {
+		c.Plans["pro"] = config.Plan{ConcurrentRequests: 10}
+		c.Resilience.Breaker.ConsecutiveFailures = 1 // one counted failure would trip it
+		c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
+	})
+	content := func(got string) bool {
+		return strings.HasPrefix(got, "HTTP/1.1 200") && strings.Contains(got, "chunk 0")
+	}
+	audio := func(got string) bool {
+		i := strings.Index(got, "\r\n\r\n")
+		return strings.HasPrefix(got, "HTTP/1.1 200") && i >= 0 && len(got) > i+4
+	}
+	// A passthrough download is read whole before it is answered: the
+	// caller leaves once the upstream has the call.
+	upCalled := func(string) bool {
+		testkit.WaitFor(t, 5*time.Second, func() bool { return mf.openai.InFlight() == 1 })
+		return true
+	}
+	const drip = 30 * time.Second
+	for i, tc := range []struct {
+		name, method, path, body string
+		up                       *fakeprovider.Server
+		rule                     fakeprovider.Rule
+		started                  func(string) bool
+	}{
+		{"chat stream", http.MethodPost, "/v1/chat/completions", `{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			mf.openai, fakeprovider.Rule{Chunks: 100, ChunkDelay: drip, Times: 1}, content},
+		{"messages stream", http.MethodPost, "/v1/messages", `{"model":"fake-anthropic/demo-claude","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			mf.anthropic, fakeprovider.Rule{Chunks: 100, ChunkDelay: drip, Times: 1}, content},
+		{"speech", http.MethodPost, "/v1/audio/speech", `{"model":"voice","input":"hello","voice":"alloy"}`,
+			mf.openai, fakeprovider.Rule{Path: "/v1/audio/speech", Chunks: 100, ChunkDelay: drip, Times: 1}, audio},
+		{"passthrough download", http.MethodGet, "/fake-openai/models", "",
+			mf.openai, fakeprovider.Rule{Path: "/v1/models", FirstByteLatency: drip, Times: 1}, upCalled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.up.AddRule(tc.rule)
+			abandonCall(t, mf.url, tc.method, tc.path, tc.body, tc.started)
+			testkit.WaitFor(t, 5*time.Second, func() bool {
+				return mf.svc.inFlight.Load() == 0 && tc.up.InFlight() == 0 && mf.svc.limits.lim.Snapshot("team").InFlight == 0
+			})
+			rec := mf.records(t, i+1)[i]
+			if rec.Class != classCallerGone || !rec.Cancelled || rec.StreamCompleted {
+				t.Errorf("usage record: class %q, cancelled %v, completed %v; want caller_gone, cancelled", rec.Class, rec.Cancelled, rec.StreamCompleted)
+			}
+			if st := mf.svc.engine.BreakerStates(); st["fake-openai"] != "" && st["fake-openai"] != "closed" ||
+				st["fake-anthropic"] != "" && st["fake-anthropic"] != "closed" {
+				t.Errorf("breakers %v: a caller leaving counted against the provider", st)
+			}
+			if h := mf.svc.engine.Holds(); len(h) != 0 {
+				t.Errorf("holds %v after the caller left", h)
+			}
+		})
 	}
 }

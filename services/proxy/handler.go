@@ -144,7 +144,12 @@ type request struct {
 	// sending is when the attempt in flight was about to be written
 	// (sendingNow; 0 between attempts), for callerGone.
 	sending atomic.Int64
-	watch   watchLink // in the caller watch's list while the handler runs
+	watch   watchLink // in the caller watch's list while the handler runs, and its relay
+	// relayUp is the upstream connection a relay (a stream, speech) reads
+	// its answer from, set before the relay starts (nil: none): a caller
+	// that goes away cuts its read (callerGone). The relay leaves the
+	// caller watch before it lets the connection go.
+	relayUp atomic.Pointer[trackedConn]
 	// idChosen: the caller gave the request id (X-Request-Id), which
 	// another request may carry too.
 	idChosen bool
@@ -182,7 +187,9 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		} else {
 			res = r.serve(c)
 		}
-		s.callers.remove(r)
+		if res.relay == nil && res.binary == nil {
+			s.callers.remove(r) // a relay stays watched until it ends
+		}
 		if r.gone.Load() {
 			r.class = classCallerGone
 		}
@@ -351,12 +358,19 @@ func (r *request) expired() bool {
 }
 
 // callerGone is called once, under the caller watch's lock, when the
-// caller closed its connection: the request makes no further attempt.
-// The watch then calls cutAttempt, outside its lock.
+// caller closed its connection: the request makes no further attempt, and
+// the upstream read of its relay, if it has one, fails at once (the relay
+// still holds the connection: it leaves the watch before it lets it go).
+// The watch then calls cutAttempt, outside its lock. gone is set before
+// relayUp is read, and a relay sets relayUp before it reads gone: either
+// the read is cut here or the relay sees gone before it reads.
 func (r *request) callerGone() {
 	r.gone.Store(true)
 	if r.goneCh != nil {
 		close(r.goneCh)
+	}
+	if c := r.relayUp.Load(); c != nil {
+		c.cut()
 	}
 }
 

@@ -95,13 +95,13 @@ func TestWriteArmReleasedWithTheBody(t *testing.T) {
 	conn := &deadlineConn{}
 	var ctx fasthttp.RequestCtx
 	ctx.Init2(conn, nil, false)
-	r := &request{}
+	r := &request{s: &Service{callers: newCallerWatch()}}
 	wr := &writeArm{ctx: &ctx, idleFor: time.Minute}
 	wr.arm(r, time.Now())
 	if conn.sets != 1 {
 		t.Fatalf("%d deadlines set, want 1", conn.sets)
 	}
-	body := &relayBody{io.NopCloser(strings.NewReader("")), wr}
+	body := &relayBody{io.NopCloser(strings.NewReader("")), wr, r}
 	if err := body.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -133,6 +133,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		}
 	}
 	r.boundRelay(up)
+	r.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
 	up.ttft.Observe(time.Since(sent).Seconds())
 	r.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
@@ -220,13 +221,18 @@ func (a *writeArm) release() {
 // context, also releases the relay's write arm. Without it a relay whose
 // caller left could set its write deadline on a context already serving
 // another connection, and cut that caller's answer.
+// A Close before the relay ended (fasthttp's write to the caller failed,
+// or timed out) means the caller is gone: the relay's upstream read is cut
+// at once (callerWatch.hangUp), not left to its next event.
 type relayBody struct {
 	io.ReadCloser
 	wr *writeArm
+	r  *request
 }
 
 func (b *relayBody) Close() error {
 	b.wr.release()
+	b.r.s.callers.hangUp(b.r)
 	return b.ReadCloser.Close()
 }
 
@@ -367,7 +373,7 @@ func (rl *relay) start(c *fiber.Ctx) {
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
 	rl.wr = writeArm{ctx: c.Context(), idleFor: rl.idle.idleFor}
-	rl.body = relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr}
+	rl.body = relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr, rl.r}
 	c.Context().Response.SetBodyStream(&rl.body, -1)
 }
 
@@ -410,7 +416,9 @@ func (rl *relay) run(w *bufio.Writer) {
 	}
 	var readErr error
 	if write(rl.first) && flush(false) {
-		for rl.convErr == nil {
+		// gone is read before each upstream read: a caller that left
+		// before relayUp was set is seen here (callerGone).
+		for rl.convErr == nil && !r.gone.Load() {
 			rl.idle.arm(rl.r, now)
 			ev, err := rl.rd.Next()
 			now = time.Now()
@@ -438,6 +446,14 @@ func (rl *relay) run(w *bufio.Writer) {
 				break
 			}
 		}
+	}
+	// Out of the caller watch before the upstream connection is let go
+	// (the deferred close): from here gone no longer changes. A caller
+	// that went away may have had the read cut: the connection is closed,
+	// not pooled.
+	r.s.callers.remove(r)
+	if r.gone.Load() {
+		clientGone, rl.atEOF = true, false
 	}
 	status := http.StatusOK
 	st, ki := rl.t.step, rl.t.key.Index()

@@ -271,6 +271,21 @@ func (c *trackedConn) interrupt(h uint64, since time.Duration) {
 	if h == 0 || c.idHash.Load() != h || time.Duration(c.writtenAt.Load()) < since {
 		return
 	}
+	c.cutLocked(h)
+}
+
+// cut ends the exchange in flight on the connection, whatever request it
+// carries: its caller's relay still holds the connection, so it cannot
+// be another's (callerGone).
+func (c *trackedConn) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cutLocked(max(c.idHash.Load(), 1)) // 1: a request without an id
+}
+
+// cutLocked fails the pending read and every later one of the exchange
+// carrying the id hashed h. Under mu.
+func (c *trackedConn) cutLocked(h uint64) {
 	c.cutID = h
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 }

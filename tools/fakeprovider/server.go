@@ -154,6 +154,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // last ResetPeak.
 func (s *Server) PeakInFlight() int { return int(s.peak.Load()) }
 
+// InFlight is the provider API calls the server is serving now: a call
+// leaves when its handler returns, which for a stream or a delayed answer
+// is soon after the client closes its connection.
+func (s *Server) InFlight() int { return int(s.active.Load()) }
+
 // ResetPeak starts PeakInFlight over from the calls being served now.
 func (s *Server) ResetPeak() { s.peak.Store(s.active.Load()) }
 
