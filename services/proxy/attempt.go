@@ -155,7 +155,7 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 	r.latency = time.Since(sent)
 	up.latency.Observe(r.latency.Seconds())
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
-		return r.startStream(t, resp, sent)
+		return r.startStream(t, resp, sent, deadline)
 	}
 	if r.ep.op == provider.OpSpeech && status == http.StatusOK && !bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
 		return r.startAudio(t, resp, up)

@@ -68,9 +68,10 @@ const maxPreamble = 8
 // startStream reads the opening events of a 200 stream, up to the first
 // content. An error event or an empty stream is a failed attempt (nothing
 // reached the caller yet); otherwise the stream is committed to the caller.
-// The connection's read deadline is still the attempt's (set for the
-// exchange), so a stream that opens and then stalls fails the attempt.
-func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time) (res attemptResult) {
+// Each read is bounded by the streaming idle timeout and never runs past
+// the attempt's deadline (deadline), so a stream that opens and then
+// stalls fails the attempt after timeouts.stream_idle.
+func (r *request) startStream(t target, resp *fasthttp.Response, sent, deadline time.Time) (res attemptResult) {
 	up := r.rt.upstreams[t.step.Provider.Index]
 	pf := r.upFormat(t.step.Provider.Adapter)
 	// The usage its opening events report is this attempt's: a failed
@@ -95,12 +96,16 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 	// Hold back the events that only open the stream: until content
 	// arrives, nothing has reached the caller and failover stays possible.
 	for held := 0; ; {
+		rl.idle.armBefore(time.Now(), deadline)
 		ev, err := rd.Next()
 		if err != nil {
 			abort(errors.Is(err, io.EOF))
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			switch {
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 				err = errors.New("stream ended before its first content event")
-			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline):
+				err = fmt.Errorf("stream timed out: no event for %s before its first content (streaming idle timeout): %w", up.streamIdle, err)
+			case errors.Is(err, os.ErrDeadlineExceeded):
 				err = fmt.Errorf("attempt timed out after %s waiting for the stream's first content: %w", up.attemptTimeout, err)
 			}
 			return r.fail(t, &attemptError{err: err})
@@ -133,6 +138,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent time.Time)
 		}
 	}
 	r.boundRelay(up)
+	rl.idle.armed = time.Time{}   // the relay's first read is bounded by the relay's deadline, not the attempt's
 	r.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
 	up.ttft.Observe(time.Since(sent).Seconds())
 	r.ttft = time.Since(r.started)
@@ -160,12 +166,16 @@ type idleArm struct {
 }
 
 // arm bounds the next upstream read of r's answer, now being the time.
-func (a *idleArm) arm(r *request, now time.Time) {
+func (a *idleArm) arm(r *request, now time.Time) { a.armBefore(now, r.relayDeadline) }
+
+// armBefore bounds the next upstream read, now being the time, never past
+// dl (zero: no bound but the idle timeout).
+func (a *idleArm) armBefore(now, dl time.Time) {
 	if a.conn == nil {
 		return
 	}
 	if rearm(&a.armed, a.idleFor, now) {
-		_ = a.conn.SetReadDeadline(r.idleDeadline(now, a.idleFor))
+		_ = a.conn.SetReadDeadline(idleDeadline(now, a.idleFor, dl))
 	}
 }
 
@@ -265,10 +275,10 @@ func rearm(armed *time.Time, idleFor time.Duration, now time.Time) bool {
 }
 
 // idleDeadline is when a read of a streamed answer gives up: idle after
-// the last byte (never, with no idle timeout), never past the relay's
-// deadline (zero: no deadline at all).
-func (r *request) idleDeadline(now time.Time, idle time.Duration) time.Time {
-	dl := r.relayDeadline
+// the last byte (never, with no idle timeout), never past dl (the relay's
+// deadline, or the attempt's while the stream opens; zero: no deadline at
+// all).
+func idleDeadline(now time.Time, idle time.Duration, dl time.Time) time.Time {
 	if idle == 0 {
 		return dl
 	}

@@ -443,3 +443,44 @@ func serveStream(t *testing.T, body string) string {
 	t.Cleanup(up.Close)
 	return up.URL
 }
+
+// A stream whose upstream sends its headers and then nothing fails its
+// attempt after timeouts.stream_idle, not the attempt timeout (a minute
+// here), and the request fails over: the opening of a stream is as
+// bounded by the idle timeout as the rest of it.
+func TestStreamSilentAfterHeaders(t *testing.T) {
+	var calls atomic.Int32
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // nothing more, until the proxy lets go
+	}))
+	t.Cleanup(silent.Close)
+	f := newFixture(t, func(c *config.Config) {
+		c.Timeouts.Attempt = time.Minute
+		c.Timeouts.StreamIdle = 200 * time.Millisecond
+		c.Providers[0].BaseURL = silent.URL + "/v1"
+	})
+	client := &http.Client{Timeout: 20 * time.Second} // each silent attempt would take the attempt's minute
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(streamBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("the stream did not fail over from a silent upstream: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(headerProvider) != "fake-anthropic" || !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("%d served by %q: %s", resp.StatusCode, resp.Header.Get(headerProvider), body)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d calls to the silent provider, want one per key", n)
+	}
+}
