@@ -289,13 +289,8 @@ func idleDeadline(now time.Time, idle time.Duration, dl time.Time) time.Time {
 	return d
 }
 
-// convert turns one upstream event into the caller's frames and notes
-// terminal and error events.
-func (rl *relay) convert(ev sse.Event) []byte {
-	return rl.convertKind(ev, provider.InspectEvent(rl.upFormat, ev.Name, ev.Data))
-}
-
-// convertKind is convert of an event whose kind is known.
+// convertKind turns one upstream event of the given kind into the
+// caller's frames and notes terminal and error events.
 func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 	if got, only := provider.EventUsage(rl.upFormat, ev.Name, ev.Data, &rl.r.tokens); got {
 		rl.r.tokensOK = true
@@ -452,7 +447,13 @@ func (rl *relay) run(w *bufio.Writer) {
 				continue
 			}
 			events++
-			if !write(rl.convert(ev)) || !flush(false) {
+			kind := provider.InspectEvent(rl.upFormat, ev.Name, ev.Data)
+			last := kind == provider.EventTerminal && provider.EndsStream(rl.upFormat, ev.Data)
+			if !write(rl.convertKind(ev, kind)) || !flush(last) {
+				break
+			}
+			if last {
+				rl.drain()
 				break
 			}
 		}
@@ -513,6 +514,28 @@ func (rl *relay) run(w *bufio.Writer) {
 	}
 	if status != http.StatusOK {
 		r.class = classStreamIncomplete
+	}
+}
+
+// endGrace is how long a relay that has relayed its stream's last event
+// waits for the upstream to end its body: the caller's answer ends then
+// (the upstream connection goes back to the pool), or when it passes (the
+// connection is closed instead), not when the upstream gets round to it.
+const endGrace = 100 * time.Millisecond
+
+// drain reads what the upstream sends after its stream's last event
+// (nothing, as a rule: the body's end), relaying none of it, for at most
+// endGrace.
+func (rl *relay) drain() {
+	if rl.idle.conn == nil {
+		return // unbounded: the connection is closed, not read
+	}
+	_ = rl.idle.conn.SetReadDeadline(time.Now().Add(endGrace))
+	for {
+		if _, err := rl.rd.Next(); err != nil {
+			rl.atEOF = errors.Is(err, io.EOF)
+			return
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -482,5 +483,81 @@ func TestStreamSilentAfterHeaders(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d calls to the silent provider, want one per key", n)
+	}
+}
+
+// A stream ends for its caller at its last event (OpenAI's [DONE],
+// Anthropic's message_stop, the Responses API's response.completed), even
+// when the upstream keeps its body open after it: the caller's answer
+// stayed open until the upstream closed it or the idle timeout passed
+// (a minute here). The upstream connection is closed, not pooled.
+func TestStreamEndsAtItsLastEvent(t *testing.T) {
+	var open atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		switch r.URL.Path {
+		case "/v1/chat/completions":
+			_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+				"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"+
+				"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n"+
+				"data: [DONE]\n\n")
+		case "/v1/messages":
+			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"+
+				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"+
+				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n"+
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		case "/v1/responses":
+			_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"r\",\"status\":\"in_progress\",\"output\":[]}}\n\n"+
+				"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"i\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n"+
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1,\"total_tokens\":4}}}\n\n")
+		}
+		w.(http.Flusher).Flush()
+		open.Add(1)
+		defer open.Add(-1)
+		select { // the body stays open after the last event
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}))
+	t.Cleanup(up.Close)
+	cfg := config.Defaults()
+	cfg.Timeouts.StreamIdle = time.Minute
+	cfg.Providers = []config.Provider{
+		{Name: "oa", Type: "openai", BaseURL: up.URL + "/v1", Selection: "round_robin",
+			Keys: []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret("sk-oa")}}, Models: []config.Model{{Name: "m", Kind: "chat"}}},
+		{Name: "an", Type: "anthropic", BaseURL: up.URL, Selection: "round_robin",
+			Keys: []config.Key{{ID: "k1", Weight: 1, Value: config.NewSecret("sk-an")}}, Models: []config.Model{{Name: "m", Kind: "chat"}}},
+	}
+	cfg.Clients = []config.ClientKey{{ID: "team", Models: []string{"*"}, Value: config.NewSecret(clientSecret)}}
+	f := &fixture{cfg: cfg}
+	f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
+	client := &http.Client{Timeout: 20 * time.Second}
+	for _, tc := range []struct{ name, path, body, last string }{
+		{"chat", "/v1/chat/completions", `{"model":"oa/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]"},
+		{"messages", "/v1/messages", `{"model":"an/m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: message_stop"},
+		{"responses", "/v1/responses", `{"model":"oa/m","stream":true,"input":"hi"}`, "event: response.completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, f.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+clientSecret)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("the answer did not end at its last event: %v (%s)", err, body)
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.last) {
+				t.Fatalf("%d: %s", resp.StatusCode, body)
+			}
+			testkit.WaitFor(t, 5*time.Second, func() bool { return open.Load() == 0 && f.svc.inFlight.Load() == 0 })
+		})
 	}
 }

@@ -231,3 +231,24 @@ func TestOperationsBeyondChat(t *testing.T) {
 		}
 	}
 }
+
+func TestEndsStream(t *testing.T) {
+	tests := []struct {
+		name string
+		f    Format
+		data string
+		want bool
+	}{
+		{"done", FormatOpenAI, "[DONE]", true},
+		{"finish_reason: the usage chunk may follow", FormatOpenAI, `{"choices":[{"delta":{},"finish_reason":"stop"}]}`, false},
+		{"message_stop", FormatAnthropic, `{"type":"message_stop"}`, true},
+		{"response.completed", FormatResponses, `{"type":"response.completed"}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := EndsStream(tt.f, []byte(tt.data)); got != tt.want {
+				t.Errorf("EndsStream = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

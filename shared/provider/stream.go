@@ -61,6 +61,16 @@ func InspectEvent(f Format, name, data []byte) EventKind {
 	return EventData
 }
 
+// EndsStream reports whether a terminal event (InspectEvent said
+// EventTerminal) is the stream's last: OpenAI's [DONE] (a finish_reason
+// chunk may be followed by the usage chunk and [DONE]), Anthropic's
+// message_stop, the Responses API's response.completed or
+// response.incomplete. Nothing the upstream sends after it belongs to the
+// answer.
+func EndsStream(f Format, data []byte) bool {
+	return f != FormatOpenAI || bytes.Equal(data, doneData)
+}
+
 var (
 	errorField = quoted(`"error"`, 2)
 	typeError  = quoted(`"type":"error"`, 9)
