@@ -75,20 +75,27 @@ func TestBadRequestNeverHolds(t *testing.T) {
 	}
 }
 
+// TestAllHeldPolicy: with every key rate limited, fail_fast answers 503
+// at once; try_soft tries the keys (an early probe of each hold), unless
+// the provider stated its wait, which no early probe cuts short (before,
+// a stated Retry-After of 30 s cost an upstream call a second).
 func TestAllHeldPolicy(t *testing.T) {
+	stated := fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute}
 	tests := []struct {
-		policy     string
-		wantStatus int
-		wantCode   string
-		wantCalls  int // upstream calls by the second request
+		name, policy string
+		rule         fakeprovider.Rule
+		wantStatus   int
+		wantCode     string
+		wantCalls    int // upstream calls by the second request
 	}{
-		{config.AllHeldFailFast, 503, "no_available_target", 0},
-		{config.AllHeldTrySoft, 502, "all_providers_failed", 2},
+		{"fail_fast", config.AllHeldFailFast, stated, 503, "no_available_target", 0},
+		{"try_soft", config.AllHeldTrySoft, fakeprovider.Rule{Error: "openai.rate_limit_no_wait"}, 502, "all_providers_failed", 2},
+		{"try_soft stated wait", config.AllHeldTrySoft, stated, 503, "no_available_target", 0},
 	}
 	for _, tt := range tests {
-		t.Run(tt.policy, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = tt.policy })
-			f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute})
+			f.openai.AddRule(tt.rule)
 			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
 				t.Fatalf("first request: %d %s", status, body)
 			}
@@ -212,7 +219,7 @@ func TestHeldStepBesideUntranslatableOne(t *testing.T) {
 	for _, policy := range []string{config.AllHeldTrySoft, config.AllHeldFailFast} {
 		t.Run(policy, func(t *testing.T) {
 			f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = policy })
-			f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute, Times: 2})
+			f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit_no_wait", Times: 2}) // no stated wait: try_soft may probe early
 			if status, _, body := f.call(t, "/v1/chat/completions", `{"model":"chain:demo-chat","messages":[{"role":"user","content":"x"}]}`); status != 200 {
 				t.Fatalf("first: %d %s", status, body)
 			}

@@ -44,16 +44,19 @@
 // quota_exhausted 10m/24h, model_not_accessible 10m/24h, model_retired
 // 1h/7d, region_blocked 10m/24h, breaker trips 30s/5m. A wait the provider
 // stated (Result.HasWait) is used as given with a floor (1 s); a trip_on
-// rule's HoldTTL is used as given. A failure of the same class while a
-// released target is still ramping climbs one rung.
+// rule's HoldTTL is used as given (either way the record says
+// wait_stated, and no early probe cuts the wait short). A failure of the
+// same class while a released target is still ramping climbs one rung. The
+// rung stops where the wait reaches the ceiling.
 //
 // # Lifecycle and who writes what
 //
 //	held(r, until) --now >= until--> due --one lease (CAS)--> probing
 //	probing --serves-->             released (ramp; record expires at RampUntil)
 //	probing --serves, a trip hold short of success_threshold--> held(r, now), probe_successes+1
-//	probing --same class-->         held(r+1)
+//	probing --same class-->         held(r+1) (capped where the wait reaches the ceiling)
 //	probing --transient (5xx, net)-> held(r)
+//	probing early (leased before due) --same class or transient--> held(r), its due time unchanged
 //	probing --other failure-->      released ("settled"), the new failure held on its own scope
 //	probing --cancelled (caller gone, deadline passed)--> held(r), its due time unchanged (the lease given back: due at once unless it was leased early, a soft pass)
 //	any --Release / ReleaseKey / CredentialChanged--> released (fresh ramp)
@@ -151,8 +154,16 @@
 // stated_wait_floor, jitter, ramp.start_share, ramp.duration, probe.lease,
 // breaker.{enabled, scope, consecutive_failures, cooldown, max_cooldown,
 // failure_on_statuses, success_threshold}, all_held_policy (for the proxy: fail_fast or
-// try_soft; Engine.AdmitSoft lets a target held only by soft holds take
-// one request at a time fleet-wide, as an early probe of those holds).
+// try_soft, read per provider; Engine.AdmitSoft lets a target held only
+// by soft holds take one request at a time fleet-wide, as an early probe
+// of those holds, at most once per EarlyProbeInterval: the larger of 1 s
+// and a tenth of the hold's ladder wait on its rung. The lease's
+// compare-and-set writes the record's early_probe_after, so the interval
+// is the fleet's. A hold whose wait was stated takes no early probe; a
+// failed early probe leaves the rung and the due time alone, so early
+// probes never climb the ladder faster than due probes; an early lease
+// whose request sent nothing (Outcome.Unsent) is given back with the
+// interval as it was).
 // trip_on rules are compiled by config.Load; Config.Classifier applies
 // them. See configs/README.md.
 package hold

@@ -284,8 +284,12 @@ func (e *Engine) localLease(en *entry) {
 		return
 	}
 	rec := en.rec
+	set := e.Policy().For(rec.Scope.Provider)
 	rec.State = StateProbing
-	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.Policy().For(rec.Scope.Provider).ProbeLease)}
+	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(set.ProbeLease)}
+	if now.Before(rec.Until) {
+		rec.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung)) // as tryProbe writes it
+	}
 	n := e.newEntry(rec)
 	n.over = en
 	e.installLocked(n)

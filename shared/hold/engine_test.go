@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 )
 
@@ -1124,23 +1125,52 @@ func admitSoft(t *testing.T, e *Engine, key string) Admission {
 	return Deny
 }
 
+// softFleet is a fleet of two engines whose rate_limit ladder waits an
+// hour on rung 0 and two from rung 1 (its ceiling): an early probe is
+// long before the hold is due, and its interval is six minutes.
+func softFleet(t *testing.T) *fleet {
+	return newFleet(t, 2, func(o *EngineOptions) {
+		o.Policy.Global.Ladders[failure.RateLimit] = Ladder{time.Hour, 2 * time.Hour}
+	})
+}
+
+// recordOf is e's local record of id (zero when it has none).
+func recordOf(e *Engine, id string) Record {
+	for _, r := range e.Holds() {
+		if r.ID == id {
+			return r
+		}
+	}
+	return Record{}
+}
+
 // TestAdmitSoft: when every target is held, a soft hold takes one request
 // at a time fleet-wide as an early probe, long before it is due; a hard
-// hold takes none; an early lease that lapses unused leaves the hold held
-// until its due time.
+// hold takes none, nor a wait the provider stated; an early lease that
+// lapses unused leaves the hold held until its due time.
 func TestAdmitSoft(t *testing.T) {
-	f := newFleet(t, 2, nil)
+	f := softFleet(t)
 	a, b := f.engines[0], f.engines[1]
 	rl := fail(failure.RateLimit, failure.ScopeKey)
-	rl.Result.RetryAfter, rl.Result.HasWait = time.Hour, true
+	stated := rl
+	stated.Result.RetryAfter, stated.Result.HasWait = time.Hour, true
 	a.Report("p", "k", "m", false, rl)
 	a.Report("p", "hard", "m", false, fail(failure.CredentialRejected, failure.ScopeKey))
+	a.Report("p", "said", "m", false, stated)
 	f.stored(t, "p.k")
 	f.stored(t, "p.hard")
-	eventually(t, "b applies the holds", func() bool { return b.Admit("p", "k", "m") == Deny && b.Admit("p", "hard", "m") == Deny })
+	if r := f.stored(t, "p.said"); !r.WaitStated {
+		t.Errorf("a hold of a stated wait: %+v, want wait_stated", r)
+	}
+	eventually(t, "b applies the holds", func() bool {
+		return b.Admit("p", "k", "m") == Deny && b.Admit("p", "hard", "m") == Deny && b.Admit("p", "said", "m") == Deny
+	})
 
 	if got := admitSoft(t, a, "hard"); got != Deny {
 		t.Errorf("a credential hold: %v, want Deny", got)
+	}
+	if got := admitSoft(t, a, "said"); got != Deny {
+		t.Errorf("a rate limit with a stated wait of an hour: %v, want Deny (a stated wait is never cut short)", got)
 	}
 	if got := admitSoft(t, a, "k"); got != AdmitProbe {
 		t.Fatalf("a rate-limited key an hour before it is due: %v, want AdmitProbe (an early probe)", got)
@@ -1154,24 +1184,40 @@ func TestAdmitSoft(t *testing.T) {
 	})
 	eventually(t, "b applies the lease", func() bool { return admitSoft(t, b, "k") == Deny })
 
-	// the probe fails the same way: one rung up, and the next early probe
-	// may go out once that is written
+	// The early probe fails the same way: the rung and the due time stay
+	// (only a due probe climbs), and the next early probe waits the
+	// interval, fleet-wide.
+	until := recordOf(a, "p.k").Until
 	a.Report("p", "k", "m", true, rl)
+	var rec Record
 	eventually(t, "the probe's outcome is written", func() bool {
 		r, err := f.store.Get(context.Background(), "p.k")
-		return err == nil && r.State == StateHeld && r.Rung == 1
+		rec = r
+		return err == nil && r.State == StateHeld
 	})
-	eventually(t, "b may probe next", func() bool { return admitSoft(t, b, "k") == AdmitProbe })
+	set := DefaultSettings()
+	set.Ladders[failure.RateLimit] = Ladder{time.Hour, 2 * time.Hour}
+	interval := set.EarlyProbeInterval(failure.RateLimit, 0)
+	if rec.Rung != 0 || !rec.Until.Equal(until) || !rec.EarlyProbeAfter.Equal(f.clock.Now().Add(interval)) {
+		t.Errorf("after a failed early probe: rung %d until %v early_probe_after %v; want rung 0, until %v, early_probe_after %v",
+			rec.Rung, rec.Until, rec.EarlyProbeAfter, until, f.clock.Now().Add(interval))
+	}
+	eventually(t, "b applies the outcome", func() bool { return recordOf(b, "p.k").Revision == rec.Revision })
+	for _, e := range f.engines {
+		if got, leasing := e.AdmitSoft("p", "k", "m"); got != Deny || leasing != nil {
+			t.Errorf("%s within the early-probe interval: %v (asks for a lease: %v), want Deny at once", e.Instance(), got, leasing != nil)
+		}
+	}
+	f.clock.Advance(interval)
+	if got := admitSoft(t, b, "k"); got != AdmitProbe {
+		t.Fatalf("b once the interval is over: %v, want AdmitProbe", got)
+	}
 
 	// b's early lease lapses unused: the hold is held until it is due,
 	// nobody's normal traffic or prober takes it for a due probe
 	eventually(t, "a applies b's lease", func() bool {
-		for _, r := range a.Holds() {
-			if r.ID == "p.k" {
-				return r.State == StateProbing && r.Probe != nil && r.Probe.Owner == b.Instance()
-			}
-		}
-		return false
+		r := recordOf(a, "p.k")
+		return r.State == StateProbing && r.Probe != nil && r.Probe.Owner == b.Instance()
 	})
 	f.clock.Advance(DefaultSettings().ProbeLease + time.Second)
 	if got := a.Admit("p", "k", "m"); got != Deny {
@@ -1180,8 +1226,96 @@ func TestAdmitSoft(t *testing.T) {
 	if _, ok, err := a.TryProbe(context.Background(), "p.k"); ok || err != nil {
 		t.Errorf("a due probe of a hold not due: ok %v, err %v", ok, err)
 	}
+	f.clock.Advance(interval)
 	if got := admitSoft(t, a, "k"); got != AdmitProbe {
 		t.Errorf("a soft request after the lease lapsed: %v, want AdmitProbe", got)
+	}
+}
+
+// TestEarlyProbeLeaseGivenBack: an early probe whose request sent nothing
+// (it stopped first) gives its lease back with the interval as it was:
+// the next request may probe at once. One that was sent and cancelled
+// gives the lease back, and the interval stands.
+func TestEarlyProbeLeaseGivenBack(t *testing.T) {
+	f := softFleet(t)
+	a, b := f.engines[0], f.engines[1]
+	a.Report("p", "k", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+	f.stored(t, "p.k")
+	if got := admitSoft(t, a, "k"); got != AdmitProbe {
+		t.Fatalf("the first early probe: %v", got)
+	}
+	a.Report("p", "k", "m", true, Outcome{Cancelled: true, Unsent: true})
+	eventually(t, "b may probe at once", func() bool { return admitSoft(t, b, "k") == AdmitProbe })
+	b.Report("p", "k", "m", true, Outcome{Cancelled: true})
+	eventually(t, "the lease is given back", func() bool {
+		r, err := f.store.Get(context.Background(), "p.k")
+		return err == nil && r.State == StateHeld && r.Probe == nil
+	})
+	eventually(t, "a applies it", func() bool {
+		return recordOf(a, "p.k").State == StateHeld && !recordOf(a, "p.k").EarlyProbeAfter.IsZero()
+	})
+	if got, leasing := a.AdmitSoft("p", "k", "m"); got != Deny || leasing != nil {
+		t.Errorf("after a sent, cancelled early probe: %v (asks for a lease: %v), want Deny within the interval", got, leasing != nil)
+	}
+}
+
+// TestDueProbesClimbToTheCeiling: a failed due probe climbs one rung, and
+// the rung stops where the wait reaches the ladder's ceiling (the issue's
+// hold was on rung 476); a hold that fails again while ramping climbs the
+// same way.
+func TestDueProbesClimbToTheCeiling(t *testing.T) {
+	f := softFleet(t) // rate_limit: 1 h, then the 2 h ceiling from rung 1
+	a := f.engines[0]
+	rl := fail(failure.RateLimit, failure.ScopeKey)
+	a.Report("p", "k", "m", false, rl)
+	f.stored(t, "p.k")
+	for i, want := range []int{1, 1, 1} {
+		f.clock.Advance(3 * time.Hour)
+		if _, ok, err := a.TryProbe(context.Background(), "p.k"); !ok || err != nil {
+			t.Fatalf("due probe %d: ok %v err %v", i, ok, err)
+		}
+		if err := a.ProbeResult(context.Background(), "p.k", rl); err != nil {
+			t.Fatal(err)
+		}
+		if r := recordOf(a, "p.k"); r.Rung != want || r.Until.Sub(f.clock.Now()) != 2*time.Hour {
+			t.Fatalf("after due probe %d: rung %d, wait %s; want rung %d, 2h", i, r.Rung, r.Until.Sub(f.clock.Now()), want)
+		}
+	}
+	f.clock.Advance(3 * time.Hour)
+	if _, ok, err := a.TryProbe(context.Background(), "p.k"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := a.ProbeResult(context.Background(), "p.k", Outcome{OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.Report("p", "k", "m", false, rl) // ramping: one rung up, capped
+	if r := recordOf(a, "p.k"); r.State != StateHeld || r.Rung != 1 {
+		t.Errorf("a failure while ramping: %+v, want held on rung 1", r)
+	}
+}
+
+// TestLeasedHoldIsNotLeasedAgain: a due hold whose probe lease another
+// instance holds is not leased again before the lease lapses, by the
+// prober's TryProbe or by a soft pass; after it lapses, it is.
+func TestLeasedHoldIsNotLeasedAgain(t *testing.T) {
+	f := newFleet(t, 2, nil)
+	a, b := f.engines[0], f.engines[1]
+	a.Report("p", "k", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+	f.stored(t, "p.k")
+	f.clock.Advance(time.Hour)
+	if _, ok, err := a.TryProbe(context.Background(), "p.k"); !ok || err != nil {
+		t.Fatalf("a's lease: ok %v err %v", ok, err)
+	}
+	eventually(t, "b applies a's lease", func() bool { return recordOf(b, "p.k").State == StateProbing })
+	if _, ok, err := b.TryProbe(context.Background(), "p.k"); ok || err != nil {
+		t.Errorf("b leased a hold whose lease a holds: ok %v err %v", ok, err)
+	}
+	if got := admitSoft(t, b, "k"); got != Deny {
+		t.Errorf("b's soft pass: %v, want Deny", got)
+	}
+	f.clock.Advance(DefaultSettings().ProbeLease)
+	if _, ok, err := b.TryProbe(context.Background(), "p.k"); !ok || err != nil {
+		t.Errorf("b after a's lease lapsed: ok %v err %v", ok, err)
 	}
 }
 
@@ -1245,5 +1379,25 @@ func TestReleaseNotUndoneByEarlierAttempts(t *testing.T) {
 	proxy.Report("p", "k", "m", false, out)
 	if r := f0(t, proxy); r.State != StateHeld || r.Rung != 0 {
 		t.Fatalf("an attempt sent after the release (held again, the ladder started over): %+v", r)
+	}
+}
+
+// TestAdmitSoftFollowsTheProviderPolicy: a provider whose own
+// resilience.all_held_policy is fail_fast takes no early probe, whatever
+// the global policy says; its Retry-After is the due time.
+func TestAdmitSoftFollowsTheProviderPolicy(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) {
+		fast := o.Policy.Global.clone()
+		fast.AllHeld = config.AllHeldFailFast
+		o.Policy.Providers = map[string]*Settings{"p": &fast}
+	})
+	e := f.engines[0]
+	e.Report("p", "k", "m", false, fail(failure.RateLimit, failure.ScopeKey))
+	rec := f.stored(t, "p.k")
+	if got := admitSoft(t, e, "k"); got != Deny {
+		t.Errorf("a fail_fast provider's soft hold: %v, want Deny", got)
+	}
+	if u, ok := e.HeldUntil("p", "k", "m"); !ok || !u.Equal(rec.Until) {
+		t.Errorf("HeldUntil %v %v, want the due time %v", u, ok, rec.Until)
 	}
 }

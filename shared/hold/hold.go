@@ -226,6 +226,15 @@ type Record struct {
 	// held, due again at once, until the count reaches the threshold. A
 	// failed probe resets it; a release clears it.
 	ProbeSuccesses int `json:"probe_successes,omitempty"`
+	// WaitStated: Until is a wait the provider stated (Retry-After and
+	// the like) or a trip_on rule's hold_ttl. No early (soft) probe cuts
+	// it short: the hold is probed when it is due.
+	WaitStated bool `json:"wait_stated,omitempty"`
+	// EarlyProbeAfter is the earliest time an early (soft) probe may
+	// lease this hold again: set by the compare-and-set that takes an
+	// early lease to that time plus EarlyProbeInterval, so the fleet
+	// sends at most one early probe of a hold per interval.
+	EarlyProbeAfter time.Time `json:"early_probe_after,omitzero"`
 
 	// Revision is the store's revision of this value (not serialised).
 	Revision uint64 `json:"-"`
@@ -303,6 +312,10 @@ type Outcome struct {
 	// Cancelled: the caller went away; says nothing about the target. A
 	// cancelled probe gives its lease back: the hold is due again at once.
 	Cancelled bool
+	// Unsent (with Cancelled): the probe's attempt was never sent (the
+	// request stopped first). Its lease goes back untouched: an early
+	// lease leaves the early-probe interval as it found it.
+	Unsent bool
 	// Retrying: the proxy will retry this same target, so this failure is
 	// not the last of its retry sequence. The circuit breaker does not
 	// count it: one exhausted retry sequence counts once (report the last

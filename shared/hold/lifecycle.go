@@ -166,13 +166,13 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string,
 // still ramping after a probe's release (prev) climbs one rung; after an
 // operator's release the ladder starts over at rung 0.
 func (e *Engine) newHold(scope Scope, res failure.Result, source string, now time.Time, prev *Record) Record {
+	set := e.Policy().For(scope.Provider)
 	rung := 0
 	since := now
 	if prev != nil && prev.State == StateReleased && prev.Class == res.Class && !operatorReleased(*prev) {
-		rung = prev.Rung + 1
+		rung = set.nextRung(res.Class, prev.Rung)
 		since = prev.Since
 	}
-	set := e.Policy().For(scope.Provider)
 	rec := Record{
 		Version:    SchemaVersion,
 		ID:         scope.ID(),
@@ -182,6 +182,7 @@ func (e *Engine) newHold(scope Scope, res failure.Result, source string, now tim
 		Rung:       rung,
 		Since:      since,
 		Until:      now.Add(set.Wait(res.Class, rung, res, e.rnd)),
+		WaitStated: stated(res),
 		Reason:     res.Reason,
 		Code:       res.Code,
 		Source:     source,
@@ -211,14 +212,25 @@ func (e *Engine) reportProbe(provider, keyID, model string, out Outcome) bool {
 	return found
 }
 
+// stated reports whether a failure's hold waits as the failure says (a
+// provider's stated wait, a trip_on rule's TTL): WaitStated.
+func stated(res failure.Result) bool { return res.HasWait || res.HoldTTL > 0 }
+
 // settle turns a probe outcome into the hold's next state (section 6):
 // serves -> released (ramp); same refusal -> held one rung higher;
 // network error or 5xx -> held on the same rung; a different failure ->
-// released, and the new failure recorded on its own scope.
+// released, and the new failure recorded on its own scope. An early
+// probe's failure (its lease taken before the hold was due: the try_soft
+// pass) leaves the rung and the due time as they were: the rung grows at
+// most once per due time, as due probes alone would make it.
 func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	now := e.clock.Now()
 	set := e.Policy().For(en.rec.Scope.Provider)
 	rec := en.rec
+	early := rec.Probe != nil && rec.Probe.Started.Before(rec.Until)
+	if out.Cancelled && out.Unsent && early {
+		rec.EarlyProbeAfter = rec.Probe.Started // nothing was sent: the interval is as it was
+	}
 	rec.Probe = nil
 	rec.RecordedBy = e.inst
 	rec.RecordedAt = now
@@ -243,16 +255,24 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 		ev = append(ev, e.event(EventProbe, rec, ProbeReleased), e.event(EventRelease, rec, "probe"))
 	default:
 		rec.ProbeSuccesses = 0
-		switch failure.ProbeSettlement(rec.Class, res.Class) {
-		case failure.Escalate:
+		switch s := failure.ProbeSettlement(rec.Class, res.Class); {
+		case s != failure.Settle && early:
+			rec.State = StateHeld // rung and due time unchanged
+			if s == failure.Escalate {
+				rec.Reason, rec.Code = res.Reason, res.Code
+			}
+			ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
+		case s == failure.Escalate:
 			rec.State = StateHeld
-			rec.Rung++
+			rec.Rung = set.nextRung(rec.Class, rec.Rung)
 			rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, res, e.rnd))
+			rec.WaitStated = stated(res)
 			rec.Reason, rec.Code = res.Reason, res.Code
 			ev = append(ev, e.event(EventProbe, rec, ProbeEscalated))
-		case failure.SameRung:
+		case s == failure.SameRung:
 			rec.State = StateHeld
 			rec.Until = now.Add(set.Wait(rec.Class, rec.Rung, failure.Result{}, e.rnd))
+			rec.WaitStated = false
 			ev = append(ev, e.event(EventProbe, rec, ProbeSameRung))
 		default:
 			e.release(&rec, now, set, "probe")
@@ -307,9 +327,9 @@ func (e *Engine) release(rec *Record, now time.Time, set *Settings, source strin
 
 // probeable reports whether a record may be leased now: it is due (held
 // past its until, or probing with a lapsed lease), or early is asked and
-// it is a soft hold (AdmitSoft: every target of a request is held).
+// it may be probed early (earlyProbeable).
 func probeable(rec Record, now time.Time, early bool) bool {
-	due := !now.Before(rec.Until) || early && rec.Class.Meaning().Soft && !rec.Pinned
+	due := !now.Before(rec.Until) || early && earlyProbeable(rec, now)
 	switch rec.State {
 	case StateHeld:
 		return due
@@ -317,6 +337,13 @@ func probeable(rec Record, now time.Time, early bool) bool {
 		return due && (rec.Probe == nil || !now.Before(rec.Probe.LeaseUntil))
 	}
 	return false
+}
+
+// earlyProbeable reports whether a hold not yet due may take an early
+// probe (AdmitSoft: every target of a request is held): a soft class, not
+// an operator's pin, not a stated wait, and its early-probe interval over.
+func earlyProbeable(rec Record, now time.Time) bool {
+	return rec.Class.Meaning().Soft && !rec.Pinned && !rec.WaitStated && !now.Before(rec.EarlyProbeAfter)
 }
 
 // TryProbe takes the fleet-wide right to probe the due hold id, by
@@ -351,10 +378,15 @@ func (e *Engine) tryProbe(ctx context.Context, id string, early bool) (Probe, bo
 	if !probeable(rec, now, early) {
 		return Probe{}, false, nil
 	}
-	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(e.Policy().For(rec.Scope.Provider).ProbeLease)}
+	set := e.Policy().For(rec.Scope.Provider)
+	lease := Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(set.ProbeLease)}
 	next := rec
 	next.State = StateProbing
 	next.Probe = &lease
+	if now.Before(rec.Until) {
+		// an early lease: the fleet's next early probe waits the interval
+		next.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung))
+	}
 	rev, err := e.store.Update(ctx, next, rec.Revision, 0)
 	switch {
 	case errors.Is(err, ErrConflict):

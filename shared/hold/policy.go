@@ -132,6 +132,37 @@ func (s *Settings) LadderWait(c failure.Class, rung int) time.Duration {
 	return d
 }
 
+// nextRung is the rung after a failed due probe of a hold of class c on
+// rung: one up, but never past the first rung whose wait reaches the
+// ceiling (waits do not grow past it, so neither does the rung).
+func (s *Settings) nextRung(c failure.Class, rung int) int {
+	l := s.ladder(c)
+	if l.Ceiling <= 0 || l.Base <= 0 {
+		return rung + 1
+	}
+	top := 0
+	for d := l.Base; d < l.Ceiling; d *= 2 {
+		top++
+	}
+	return min(rung+1, top)
+}
+
+// Early probes: a soft hold's early probe (the try_soft pass) goes out at
+// most once per EarlyProbeInterval fleet-wide, the larger of
+// minEarlyProbeInterval and earlyProbeShare of the hold's ladder wait on
+// its rung.
+const (
+	minEarlyProbeInterval = time.Second
+	earlyProbeShare       = 0.1
+)
+
+// EarlyProbeInterval is how long after an early probe of a hold of class
+// c on rung the next may go out (fleet-wide): the larger of 1 s and a
+// tenth of the rung's ladder wait (3 s for a breaker's 30 s cooldown).
+func (s *Settings) EarlyProbeInterval(c failure.Class, rung int) time.Duration {
+	return max(minEarlyProbeInterval, time.Duration(float64(s.LadderWait(c, rung))*earlyProbeShare))
+}
+
 // Wait is how long a hold of class c on rung lasts, given the failure
 // (its stated wait, or its rule's TTL). rnd returns a number in [0, 1) and
 // drives the jitter.

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"switchyard.dev/shared/config"
 )
 
 // entry is one record in the local table. Its fields are fixed once it is
@@ -164,14 +166,17 @@ func (e *Engine) wantProbe(en *entry) {
 }
 
 // AdmitSoft answers for the proxy's try_soft pass, when every target of a
-// request is held: a target whose holds are all soft (a tripped breaker, a
-// rate limit) takes one request at a time fleet-wide, as an early probe of
-// those holds. AdmitProbe: this instance holds the probe lease of every
+// request is held: a target of a provider whose all_held_policy is
+// try_soft, whose holds are all soft (a tripped breaker, a rate limit)
+// and none of them waits a stated wait, takes one request at a time
+// fleet-wide, as an early probe of those holds, at most once per
+// EarlyProbeInterval. AdmitProbe: this instance holds the probe lease of every
 // live hold covering the target and this request is the probe (one
 // attempt, reported with probe=true: a success releases the holds).
-// Deny with a nil channel: a hard hold covers the target, a probe of it is
-// out somewhere in the fleet, or this instance's last word on it is not
-// written yet (a probe of it just failed here). Deny with a channel: the lease loop is
+// Deny with a nil channel: the provider fails fast, a hard hold or a
+// stated wait covers the target, a probe of it is out somewhere in the
+// fleet, its early-probe interval is not over, or this instance's last
+// word on it is not written yet (a probe of it just failed here). Deny with a channel: the lease loop is
 // asked to lease the holds now (a compare-and-set in the store, off the
 // request path); the channel closes when it has tried, and the caller may
 // wait for it (bounded) and ask again. Allocation free but for the lease
@@ -181,7 +186,9 @@ func (e *Engine) AdmitSoft(provider, keyID, model string) (Admission, <-chan str
 	if !ok {
 		return Admit, nil
 	}
-	now := e.clock.Now().UnixNano()
+	t := e.clock.Now()
+	now := t.UnixNano()
+	soft := e.Policy().For(provider).AllHeld != config.AllHeldFailFast
 	round := *e.round.Load() // before asking: a lease tried from now on closes it
 	need, held := false, false
 	for _, en := range ents {
@@ -189,14 +196,17 @@ func (e *Engine) AdmitSoft(provider, keyID, model string) (Admission, <-chan str
 			continue
 		}
 		held = true
-		if !en.rec.Class.Meaning().Soft || en.rec.Pinned || en.pending {
-			return Deny, nil // a hard hold; or one this instance just wrote (a probe just ended here)
+		if !soft || !en.rec.Class.Meaning().Soft || en.rec.Pinned || en.pending {
+			return Deny, nil // fail_fast; a hard hold; or one this instance just wrote (a probe just ended here)
 		}
 		if en.rec.State == StateProbing && now < en.leaseUntil {
 			if !en.mine || en.token.Load() {
 				return Deny, nil // a probe is out
 			}
 			continue
+		}
+		if now < en.until && !earlyProbeable(en.rec, t) {
+			return Deny, nil // a stated wait, or the early-probe interval is not over
 		}
 		en.early.Store(true)
 		e.wantProbe(en)
@@ -401,20 +411,27 @@ func (e *Engine) ProbeLeaseLeft(provider, keyID, model string) (left time.Durati
 
 // HeldUntil is when the target's holds next let a request through: the
 // latest due time among the live holds covering it (a probe or the ramp
-// decide after that). ok is false when nothing holds it. The proxy uses it
-// for the Retry-After of a 503 when every target is held.
+// decide after that), where a hold the try_soft pass may probe early
+// counts from its next early probe instead. ok is false when nothing
+// holds it. The proxy uses it for the Retry-After of a 503 when every
+// target is held.
 func (e *Engine) HeldUntil(provider, keyID, model string) (until time.Time, ok bool) {
 	ents, any := e.covering(provider, keyID, model)
 	if !any {
 		return time.Time{}, false
 	}
+	soft := e.Policy().For(provider).AllHeld != config.AllHeldFailFast
 	for _, en := range ents {
 		if en == nil || !live(en.rec) {
 			continue
 		}
-		u := en.rec.Until
-		if en.rec.State == StateProbing && en.rec.Probe != nil {
-			u = en.rec.Probe.LeaseUntil
+		r := &en.rec
+		u := r.Until
+		if r.State == StateProbing && r.Probe != nil {
+			u = r.Probe.LeaseUntil
+		}
+		if soft && r.Class.Meaning().Soft && !r.Pinned && !r.WaitStated && r.EarlyProbeAfter.Before(u) {
+			u = r.EarlyProbeAfter
 		}
 		if !ok || u.After(until) {
 			until, ok = u, true

@@ -79,6 +79,12 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Body: `{"error":{"message":"` + openaiRateLimitMsg + `","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
 	},
 	{
+		// A rate limit that states no wait (no Retry-After, no reset
+		// header, no "try again in" hint): the ladder decides.
+		Name: "openai.rate_limit_no_wait", Flavor: "openai", Status: 429,
+		Body: `{"error":{"message":"Rate limit reached for {{model}} in organization org-xxx on requests per min (RPM): Limit 3, Used 3, Requested 1. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+	},
+	{
 		// A 429 the request alone causes: more tokens than the per-minute
 		// limit, whatever the key's usage.
 		Name: "openai.request_too_large", Flavor: "openai", Status: 429,
