@@ -239,7 +239,7 @@ func abandonCall(t *testing.T, base, method, path, body string, started func(got
 func TestCallerGoneEndsTheRelay(t *testing.T) {
 	mf := newMeterFixture(t, func(c *config.Config) {
 		c.Plans["pro"] = config.Plan{ConcurrentRequests: 10}
-		c.Resilience.Breaker.ConsecutiveFailures = 1 // one counted failure would trip it
+		c.Resilience.Breaker.ConsecutiveFailures = new(1) // one counted failure would trip it
 		c.Providers[0].Models = append(c.Providers[0].Models, config.Model{Name: "voice", Upstream: "tts-1", Kind: config.KindSpeech})
 	})
 	content := func(got string) bool {
