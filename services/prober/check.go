@@ -12,6 +12,7 @@ import (
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
 
@@ -120,22 +121,55 @@ func (t *target) modelEntry(model string, timeout time.Duration) request {
 	return request{method: http.MethodGet, url: modelEntryURL(t.adapter, up), timeout: timeout}
 }
 
-// oneToken is a one-token chat request to model (only with
-// prober.completion_probes).
-func (t *target) oneToken(model string, timeout time.Duration) request {
+// tripCheck is the one-token request of the operation and model a
+// breaker was tripped by (hold.Tripped): a trip by the prober's own checks
+// gets the check again, a chat (or Responses) trip
+// a one-token chat request, a completions trip a one-token completion,
+// an embeddings trip the embedding of one word. Other operations have no
+// cheap request: ok is false and the trip is left to a caller's request.
+func (t *target) tripCheck(tr *hold.Tripped, timeout time.Duration) (request, bool) {
+	if !tr.Checkable() {
+		return request{}, false
+	}
+	if tr.Operation == hold.OperationHealthCheck {
+		// tripped by the prober's own checks: they tell
+		if t.spec.enabled {
+			return t.healthCheck(), true
+		}
+		return t.modelsList(timeout), true
+	}
+	op, _ := provider.ParseOp(tr.Operation)
+	switch {
+	case op == provider.OpChat || op == provider.OpResponses:
+		return t.oneToken(tr.Model, timeout), true
+	case op == provider.OpCompletions:
+		return t.small(provider.OpCompletions, tr.Model, map[string]any{"prompt": "ping", "max_tokens": 1}, timeout), true
+	case op == provider.OpEmbeddings:
+		return t.small(provider.OpEmbeddings, tr.Model, map[string]any{"input": "ping"}, timeout), true
+	}
+	return request{}, false
+}
+
+// small is a POST of body (with the model's upstream name) to op's URL.
+func (t *target) small(op provider.Op, model string, body map[string]any, timeout time.Duration) request {
 	up := t.models[model]
 	if up == "" {
 		up = model
-	}
-	body := map[string]any{
-		"max_tokens": 1,
-		"messages":   []map[string]string{{"role": "user", "content": "ping"}},
 	}
 	if !t.adapter.ModelInURL() {
 		body["model"] = up
 	}
 	b, _ := json.Marshal(body)
-	return request{method: http.MethodPost, url: t.adapter.URL(provider.OpChat, up), body: b, timeout: timeout}
+	return request{method: http.MethodPost, url: t.adapter.URL(op, up), body: b, timeout: timeout}
+}
+
+// oneToken is a one-token chat request to model (with
+// prober.completion_probes, and for a breaker tripped by chat requests).
+func (t *target) oneToken(model string, timeout time.Duration) request {
+	return t.small(provider.OpChat, model, map[string]any{
+		"max_tokens": 1,
+		"messages":   []map[string]string{{"role": "user", "content": "ping"}},
+	}, timeout)
 }
 
 // parseModels reads the ids of a models list ({"data":[{"id":...}]}, as

@@ -294,8 +294,8 @@ providers:
 }
 
 // TestChecksOffStillSettleAndDiscoveryHolds: with health_check.enabled
-// false, a tripped breaker's due hold is settled by the provider's model
-// list (it does not stay due), and a discovery asked for explicitly
+// false, a tripped breaker's due hold is settled by a one-token request of
+// what tripped it (it does not stay due), and a discovery asked for explicitly
 // (health_check.discovery) refused with a 401 holds the key like a
 // failed check.
 func TestChecksOffStillSettleAndDiscoveryHolds(t *testing.T) {
@@ -318,7 +318,7 @@ providers:
 	// A proxy's breaker tripped on p1.
 	other := f.otherInstance(t, cfg)
 	for range 5 {
-		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}})
+		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}, Operation: "chat"})
 	}
 	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
 
@@ -490,5 +490,85 @@ providers:
 	s.releaseProviderHold(context.Background(), tgt) // the prober's next passing check (its release waits for its write)
 	if err := wantHold(f, "p1._", hold.StateHeld)(); err != nil {
 		t.Fatalf("a proxy's trip after a release: %v", err)
+	}
+}
+
+// TestTripSettledByWhatTripped: a proxy's breaker tripped by failing chat
+// requests is settled by the prober only with a one-token chat request of
+// that model: while chat fails (and the models list passes) the hold
+// stays, once chat answers it is released. A trip whose cause is unknown
+// (an older instance's record) gets no cheap check: a caller's request
+// settles it.
+func TestTripSettledByWhatTripped(t *testing.T) {
+	f := newFixture(t, fakeprovider.Options{Name: "p1"})
+	cfg := f.config(t, fastProber+`
+resilience:
+  breaker: {consecutive_failures: 3, cooldown: 1s, max_cooldown: 2s}
+providers:
+  - name: p1
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: fast, upstream: gpt-4o-mini}]
+    health_check: {interval: 1h}
+  - name: p2
+    type: openai
+    base_url: {{URL}}/v1
+    keys: [{id: k1, secret: env:K1}]
+    models: [{name: other}]
+    health_check: {interval: 1h}
+`)
+	chatFails := f.fake.AddRule(fakeprovider.Rule{Path: "/v1/chat/completions", Status: 500})
+	other := f.otherInstance(t, cfg)
+	fail := hold.Outcome{Status: 500, Result: failure.Result{Class: failure.Transient, Code: "server_error"}}
+	for range 3 {
+		chat := fail
+		chat.Operation = "chat"
+		other.Engine.Report("p1", "k1", "fast", false, chat)
+		other.Engine.Report("p2", "k1", "other", false, fail) // what failed is not said
+	}
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p2._", hold.StateHeld))
+	rec, _ := f.holdRecord("p1._")
+	if rec.Tripped == nil || rec.Tripped.Operation != "chat" || rec.Tripped.Model != "fast" {
+		t.Fatalf("trip record %+v: tripped %+v", rec, rec.Tripped)
+	}
+	f.startProber(t, cfg)
+
+	chatProbes := func() []fakeprovider.Call {
+		var out []fakeprovider.Call
+		for _, c := range f.fake.Calls() {
+			if c.Path == "/v1/chat/completions" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	// the hold comes due within a second: the prober's check is a chat
+	// request of the model that failed, which fails: held again
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := len(chatProbes()); n < 2 {
+			return fmt.Errorf("%d chat probes", n)
+		}
+		return nil
+	})
+	for _, c := range chatProbes() {
+		if c.Model != "gpt-4o-mini" || !strings.Contains(string(c.Body), `"max_tokens":1`) {
+			t.Errorf("probe %s %s", c.Model, c.Body)
+		}
+	}
+	if err := wantHold(f, "p1._", hold.StateHeld)(); err != nil {
+		if err2 := wantHold(f, "p1._", hold.StateProbing)(); err2 != nil {
+			t.Fatalf("while chat fails: %v", err)
+		}
+	}
+	f.fake.RemoveRule(chatFails)
+	testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, wantHold(f, "p1._", hold.StateReleased))
+	if rec, _ := f.holdRecord("p1._"); rec.ReleaseSource != "probe" || !strings.HasPrefix(rec.RecordedBy, "prober-") {
+		t.Errorf("released %+v", rec)
+	}
+	// p2's trip, cause unknown, was left alone: still due, no check of p2
+	if rec, err := f.holdRecord("p2._"); err != nil || rec.State != hold.StateHeld || rec.Tripped != nil {
+		t.Errorf("p2 %+v %v", rec, err)
 	}
 }

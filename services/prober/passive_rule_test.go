@@ -308,7 +308,7 @@ providers:
 	}
 	other := f.otherInstance(t, cfg)
 	for range 5 {
-		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}})
+		other.Engine.Report("p1", "k1", "gpt-4o-mini", false, hold.Outcome{Status: 503, Result: failure.Result{Class: failure.Transient, Code: "server_error"}, Operation: "chat"})
 	}
 	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, wantHold(f, "p1._", hold.StateHeld))
 	f.startProber(t, cfg)

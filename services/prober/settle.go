@@ -83,9 +83,11 @@ type cheap struct {
 // model_not_accessible and model_retired fetch the model's entry (or send
 // a one-token request with prober.completion_probes); region_blocked only
 // with completion probes; a tripped breaker (transient) on the provider
-// runs the provider's health check (its model list when health checks
-// are off). rate_limit and the rest are left to a
-// caller's request.
+// is settled by a one-token request of the operation and model that
+// tripped it (hold.Tripped; none known: left to a caller's request);
+// another transient hold on the provider runs the provider's health
+// check (its model list when health checks are off). rate_limit and the
+// rest are left to a caller's request.
 func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 	sc := rec.Scope
 	timeout := t.spec.timeout
@@ -118,6 +120,12 @@ func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 		}
 		return cheap{key: key, req: t.modelEntry(sc.Model, timeout), kind: "model_entry"}, true
 	case failure.Transient:
+		if rec.Source == hold.SourceBreaker {
+			// A tripped breaker is settled only by what tripped it: a
+			// models list or health check passes while chat still fails.
+			req, ok := t.tripCheck(rec.Tripped, timeout)
+			return cheap{key: key, req: req, kind: "trip_request"}, ok
+		}
 		switch {
 		case sc.Model != "" && s.cfg.CompletionProbes:
 			return cheap{key: key, req: t.oneToken(sc.Model, timeout), kind: "one_token"}, true

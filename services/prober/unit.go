@@ -331,7 +331,7 @@ func (s *Service) report(t *target, keyID string, r result) {
 		s.engine.Report(t.name, keyID, "", false, hold.Outcome{OK: true})
 	case r.res.Class == failure.Transient:
 		before, had := s.providerHold(t.name)
-		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status})
+		s.engine.Report(t.name, keyID, "", false, hold.Outcome{Result: r.res, Status: r.status, Operation: hold.OperationHealthCheck})
 		if after, ok := s.providerHold(t.name); ok && live(after) && after.Source == hold.SourceBreaker &&
 			after.RecordedBy == s.inst && (!had || !live(before) || !before.Since.Equal(after.Since)) {
 			s.trips.Store(after.ID, tripMark{after.Since, after.Rung}) // this check tripped it

@@ -38,6 +38,10 @@ func TestBreakerTripsIntoProviderHold(t *testing.T) {
 	if trip == nil || trip.Source != hold.SourceBreaker || trip.Scope.Kind != hold.ScopeProvider {
 		t.Fatalf("no breaker hold on the provider: %+v", f.svc.member.Engine.Holds())
 	}
+	// what tripped it, for the prober's check of it: chat with demo-model
+	if trip.Tripped == nil || *trip.Tripped != (hold.Tripped{Operation: "chat", Model: "demo-model"}) {
+		t.Errorf("the trip says it was tripped by %+v, want chat of demo-model", trip.Tripped)
+	}
 	before := len(f.openai.Calls())
 	for _, tt := range []struct{ path, body string }{
 		{"/v1/chat/completions", directBody},

@@ -758,6 +758,7 @@ const maxTransientKeys = 2
 // the target's and the key's averages.
 func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
 	out.RequestID = r.id
+	out.Operation = r.ep.op.String()
 	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
 	if out.OK {
 		r.observeLatency(step, key)

@@ -33,6 +33,8 @@ type breaker struct {
 	// threshold is the policy's consecutive_failures as of the last count
 	// (a runtime routing change applies to breakers already made).
 	threshold atomic.Int64
+	// last is what the last failure counted asked (its trip records it).
+	last atomic.Pointer[Tripped]
 }
 
 var (
@@ -59,7 +61,7 @@ func (e *Engine) newBreaker(provider, model string, threshold int) *breaker {
 		ReadyToTrip: func(c gobreaker.Counts) bool { return int64(c.ConsecutiveFailures) >= b.threshold.Load() },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
-				e.trip(provider, model, int(b.threshold.Load()))
+				e.trip(provider, model, int(b.threshold.Load()), b.last.Load())
 			}
 		},
 	})
@@ -100,22 +102,33 @@ func (e *Engine) breakerReport(set *Settings, provider, model string, out Outcom
 	if !out.OK && (out.Result.Class != failure.Transient || !bp.countsForBreaker(out.Status)) {
 		return
 	}
+	target := model // the model the attempt asked for, whatever the breaker's scope
 	if !bp.PerModel {
 		model = ""
 	}
-	if n, counted := e.breakerCount(provider, model, !out.OK, bp.ConsecutiveFailures); counted && e.tally != nil {
-		e.tally.SendTally(Tally{
+	var cause *Tripped
+	if !out.OK {
+		cause = &Tripped{Operation: out.Operation, Model: target}
+	}
+	if n, counted := e.breakerCount(provider, model, cause, bp.ConsecutiveFailures); counted && e.tally != nil {
+		t := Tally{
 			Version: TallySchemaVersion, Provider: provider, Model: model, Outcome: tallyOutcome(!out.OK),
 			Consecutive: n, Instance: e.inst, At: e.clock.Now(),
-		})
+		}
+		if cause != nil {
+			t.Operation, t.TargetModel = cause.Operation, cause.Model
+		}
+		e.tally.SendTally(t)
 	}
 }
 
 // breakerCount applies one outcome to the breaker of provider (and
-// model). counted reports whether it changed the count (a failure of a
-// closed breaker, a success that reset a count); n is the count after it.
-func (e *Engine) breakerCount(provider, model string, failed bool, threshold int) (n int, counted bool) {
-	if !failed {
+// model): a failure (cause, what it asked: its trip records it) or a
+// success (cause nil). counted reports whether it changed the count (a
+// failure of a closed breaker, a success that reset a count); n is the
+// count after it.
+func (e *Engine) breakerCount(provider, model string, cause *Tripped, threshold int) (n int, counted bool) {
+	if cause == nil {
 		// the common path: no breaker, or a count of 0, means nothing to reset
 		e.brk.mu.Lock()
 		b := e.brk.m[provider][model]
@@ -130,6 +143,7 @@ func (e *Engine) breakerCount(provider, model string, failed bool, threshold int
 		return 0, err == nil
 	}
 	b := e.breakerFor(provider, model, threshold)
+	b.last.Store(cause)
 	if _, err := b.cb.Execute(failFn); err != errTransient {
 		return 0, false // open: the trip hold decides, nothing is counted
 	}
@@ -163,7 +177,11 @@ func (e *Engine) ApplyTally(t Tally) {
 	if !bp.Enabled || bp.ConsecutiveFailures <= 0 || bp.PerModel != (t.Model != "") {
 		return
 	}
-	e.breakerCount(t.Provider, t.Model, t.Outcome == TallyFailure, bp.ConsecutiveFailures)
+	var cause *Tripped
+	if t.Outcome == TallyFailure {
+		cause = &Tripped{Operation: t.Operation, Model: t.TargetModel}
+	}
+	e.breakerCount(t.Provider, t.Model, cause, bp.ConsecutiveFailures)
 }
 
 // BreakerCount is the consecutive failures the breaker of provider (model
@@ -180,8 +198,10 @@ func (e *Engine) BreakerCount(provider, model string) int {
 }
 
 // trip turns a tripped breaker into a hold of the provider (or
-// provider+model), recorded once fleet-wide with hold and trip events.
-func (e *Engine) trip(provider, model string, threshold int) {
+// provider+model), recorded once fleet-wide with hold and trip events;
+// cause (what the last failure asked) goes into the record, for its
+// probe.
+func (e *Engine) trip(provider, model string, threshold int, cause *Tripped) {
 	scope := Scope{Kind: ScopeProvider, Provider: provider}
 	if model != "" {
 		scope = Scope{Kind: ScopeProviderModel, Provider: provider, Model: model}
@@ -192,7 +212,10 @@ func (e *Engine) trip(provider, model string, threshold int) {
 		Code:   "circuit_open",
 		Reason: fmt.Sprintf("circuit breaker tripped after %d consecutive transient failures", threshold),
 	}
-	e.hold(scope, res, SourceBreaker, "", time.Time{})
+	if cause != nil && cause.Operation == "" {
+		cause = nil // an older instance's tally: what failed is unknown
+	}
+	e.hold(holdReq{scope, res, SourceBreaker, cause}, "", time.Time{})
 }
 
 // breakerBack starts the breaker of a provider (or provider+model) scope

@@ -352,9 +352,10 @@ type intent struct {
 }
 
 type holdReq struct {
-	scope  Scope
-	res    failure.Result
-	source string
+	scope   Scope
+	res     failure.Result
+	source  string
+	tripped *Tripped // a breaker's trip: what it was tripped by
 }
 
 func (e *Engine) enqueue(in *intent) {
@@ -574,7 +575,7 @@ func (e *Engine) write(ctx context.Context, in *intent) error {
 				in.base = cur.Revision
 			case in.hold != nil && !live(cur):
 				// a released (ramping) record failed again: escalate by CAS
-				in.rec = e.newHold(in.hold.scope, in.hold.res, in.hold.source, e.clock.Now(), &cur)
+				in.rec = e.newHold(*in.hold, e.clock.Now(), &cur)
 				in.base = cur.Revision
 			default:
 				e.adopt(in, cur)

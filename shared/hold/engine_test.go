@@ -1025,6 +1025,7 @@ func TestBreakerCountsTheFleet(t *testing.T) {
 	bus.engines = f.engines
 	transient := fail(failure.Transient, failure.ScopeNone)
 	transient.Status = 503
+	transient.Operation = "embeddings"
 	report := func(i int, out Outcome) { f.engines[i%3].Report("p", "k", "m", false, out) }
 
 	for i := range 4 {
@@ -1060,8 +1061,11 @@ func TestBreakerCountsTheFleet(t *testing.T) {
 	}
 	report(1, transient) // the fifth, at the second engine
 	rec := f.stored(t, "p._")
-	if rec.Source != SourceBreaker {
-		t.Errorf("trip hold %+v", rec)
+	// what tripped it, whichever engine's trip was written (the others
+	// heard the failure as a tally): the provider's breaker, the model
+	// that failed
+	if rec.Source != SourceBreaker || rec.Tripped == nil || *rec.Tripped != (Tripped{Operation: "embeddings", Model: "m"}) {
+		t.Errorf("trip hold %+v, tripped %+v", rec, rec.Tripped)
 	}
 	eventually(t, "one trip event", func() bool { return f.events.count(EventTrip, "") == 1 })
 	for i, e := range f.engines {

@@ -226,6 +226,10 @@ type Record struct {
 	// held, due again at once, until the count reaches the threshold. A
 	// failed probe resets it; a release clears it.
 	ProbeSuccesses int `json:"probe_successes,omitempty"`
+	// Tripped says what a breaker's trip hold (source breaker) was tripped
+	// by, so that its probe exercises it; nil on other holds, and on trip
+	// holds that older versions recorded.
+	Tripped *Tripped `json:"tripped,omitempty"`
 	// WaitStated: Until is a wait the provider stated (Retry-After and
 	// the like) or a trip_on rule's hold_ttl. No early (soft) probe cuts
 	// it short: the hold is probed when it is due.
@@ -239,6 +243,42 @@ type Record struct {
 	// Revision is the store's revision of this value (not serialised).
 	Revision uint64 `json:"-"`
 }
+
+// Tripped is the operation and model of the last failure a circuit
+// breaker counted before it tripped. A models list or a health check can
+// pass while that operation still fails, so the prober settles a trip
+// hold only with a one-token request of that operation and model (see
+// the prober's cheap checks); without one (an operation it cannot send
+// cheaply, or no record of it) the hold is left to a caller's request.
+type Tripped struct {
+	// Operation is chat, completions or embeddings (as the prober sends
+	// them), or another operation's name (images, speech, ...).
+	Operation string `json:"operation"`
+	// Model is the configured model that failed ("" when unknown).
+	Model string `json:"model,omitempty"`
+}
+
+// Checkable reports whether the prober can send what tripped the breaker
+// as a cheap request: a one-token chat, Responses (as chat), completions
+// or embeddings request of a known model, or its own check again. Nil (a
+// trip older versions recorded) is not.
+func (t *Tripped) Checkable() bool {
+	if t == nil {
+		return false
+	}
+	switch t.Operation {
+	case OperationHealthCheck:
+		return true
+	case "chat", "responses", "completions", "embeddings":
+		return t.Model != ""
+	}
+	return false
+}
+
+// OperationHealthCheck is the Operation of the prober's own checks (its
+// health check or models list): a breaker they trip is settled by the
+// check again.
+const OperationHealthCheck = "health_check"
 
 // Sentinel errors of a Store.
 var (
@@ -333,6 +373,10 @@ type Outcome struct {
 	// key's secret) says nothing about the target since: it does not hold
 	// it again.
 	Sent time.Time
+	// Operation is what the attempt asked of the provider (chat,
+	// completions, embeddings, ...): a breaker it trips records it
+	// (Record.Tripped) so that the trip's probe exercises it.
+	Operation string
 }
 
 // EventKind names an event published on switchyard.events.<kind>.>.
@@ -422,6 +466,11 @@ type Tally struct {
 	// Model is set for per-model breakers (breaker.scope model).
 	Model   string `json:"model,omitempty"`
 	Outcome string `json:"outcome"` // failure or success
+	// Operation and TargetModel are what a failure asked of the provider
+	// (Outcome.Operation, and the model, also for a provider's breaker):
+	// the trip it may cause records them (Record.Tripped).
+	Operation   string `json:"operation,omitempty"`
+	TargetModel string `json:"target_model,omitempty"`
 	// Consecutive is the sender's count after this outcome.
 	Consecutive int       `json:"consecutive"`
 	Instance    string    `json:"instance"`

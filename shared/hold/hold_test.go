@@ -48,3 +48,29 @@ func FuzzToken(f *testing.F) {
 		}
 	})
 }
+
+// TestTrippedCheckable: the prober can send what tripped a breaker
+// cheaply only for the operations it has a one-token request of, with a
+// model, or its own check.
+func TestTrippedCheckable(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		tr   *Tripped
+		want bool
+	}{
+		{"unknown (older record)", nil, false},
+		{"chat", &Tripped{Operation: "chat", Model: "m"}, true},
+		{"responses", &Tripped{Operation: "responses", Model: "m"}, true},
+		{"completions", &Tripped{Operation: "completions", Model: "m"}, true},
+		{"embeddings", &Tripped{Operation: "embeddings", Model: "m"}, true},
+		{"chat of no model", &Tripped{Operation: "chat"}, false},
+		{"the prober's checks", &Tripped{Operation: OperationHealthCheck}, true},
+		{"images", &Tripped{Operation: "images", Model: "m"}, false},
+		{"speech", &Tripped{Operation: "speech", Model: "m"}, false},
+		{"no operation", &Tripped{Model: "m"}, false},
+	} {
+		if got := tt.tr.Checkable(); got != tt.want {
+			t.Errorf("%s: Checkable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func (e *Engine) Report(provider, keyID, model string, probe bool, out Outcome) 
 	if out.OK || !out.Result.Class.Meaning().Holds {
 		return
 	}
-	e.hold(ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result), out.RequestID, out.Sent)
+	e.hold(holdReq{ScopeFor(out.Result, provider, keyID, model), out.Result, e.sourceOf(out.Result), nil}, out.RequestID, out.Sent)
 }
 
 // releasedSince reports whether rec was released by an operator (or by a
@@ -119,7 +119,8 @@ func ScopeFor(res failure.Result, provider, keyID, model string) Scope {
 // hold applies a new hold locally and queues its write. A scope already
 // held (or being probed) is left alone: the first record stands; so is one
 // an operator released after the failed attempt was sent (releasedSince).
-func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string, sent time.Time) {
+func (e *Engine) hold(req holdReq, requestID string, sent time.Time) {
+	scope, res, source := req.scope, req.res, req.source
 	now := e.clock.Now()
 	id := scope.ID()
 	if err := CheckID(id); err != nil {
@@ -140,7 +141,7 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string,
 		prev = &cur.rec
 		base = cur.rec.Revision
 	}
-	rec := e.newHold(scope, res, source, now, prev)
+	rec := e.newHold(req, now, prev)
 	rec.Revision = base
 	en := e.newEntry(rec)
 	en.pending = true
@@ -154,18 +155,19 @@ func (e *Engine) hold(scope Scope, res failure.Result, source, requestID string,
 	for i := range ev {
 		ev[i].RequestID = requestID
 	}
-	e.enqueue(&intent{rec: rec, base: base, hold: &holdReq{scope, res, source}, ev: ev, entry: en})
+	e.enqueue(&intent{rec: rec, base: base, hold: &req, ev: ev, entry: en})
 	if widen {
 		wide := res
 		wide.Reason = fmt.Sprintf("%d keys refused the model: %s", n, res.Reason)
-		e.hold(Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source, requestID, sent)
+		e.hold(holdReq{Scope{Kind: ScopeProviderModel, Provider: scope.Provider, Model: scope.Model}, wide, source, nil}, requestID, sent)
 	}
 }
 
 // newHold builds a held record. A failure of the same class on a target
 // still ramping after a probe's release (prev) climbs one rung; after an
 // operator's release the ladder starts over at rung 0.
-func (e *Engine) newHold(scope Scope, res failure.Result, source string, now time.Time, prev *Record) Record {
+func (e *Engine) newHold(req holdReq, now time.Time, prev *Record) Record {
+	scope, res, source := req.scope, req.res, req.source
 	set := e.Policy().For(scope.Provider)
 	rung := 0
 	since := now
@@ -188,6 +190,7 @@ func (e *Engine) newHold(scope Scope, res failure.Result, source string, now tim
 		Source:     source,
 		RecordedBy: e.inst,
 		RecordedAt: now,
+		Tripped:    req.tripped,
 	}
 	if e.fp != nil && scope.Key != "" {
 		rec.Fingerprint = e.fp(scope.Provider, scope.Key)
@@ -303,7 +306,7 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	e.enqueue(in)
 	if settled && res.Class.Meaning().Holds {
 		sc := rec.Scope
-		e.hold(ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res), out.RequestID, out.Sent)
+		e.hold(holdReq{ScopeFor(res, sc.Provider, sc.Key, sc.Model), res, e.sourceOf(res), nil}, out.RequestID, out.Sent)
 	}
 }
 

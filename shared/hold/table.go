@@ -143,12 +143,16 @@ func (e *Engine) verdict(en *entry, now int64) Admission {
 }
 
 // callerGrace is how long after a hold's due time a proxy leaves its probe
-// to the prober: for classes the prober settles with a cheap check, on a
-// proxy's engine. Probers, and classes only a caller's request can settle,
+// to the prober: for classes the prober settles with a cheap check (a
+// breaker's trip: when what tripped it can be sent cheaply), on a proxy's
+// engine. Probers, and classes only a caller's request can settle,
 // probe at once.
 func (e *Engine) callerGrace(en *entry) int64 {
 	if e.source != SourceProxy || !en.rec.Class.Meaning().CheapCheck {
 		return 0
+	}
+	if en.rec.Source == SourceBreaker && !en.rec.Tripped.Checkable() {
+		return 0 // the prober settles a trip only by what tripped it
 	}
 	return int64(e.Policy().For(en.rec.Scope.Provider).CallerGrace)
 }

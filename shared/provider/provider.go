@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"switchyard.dev/shared/jsonfield"
@@ -52,6 +53,30 @@ const (
 	OpSpeech                   // text to speech: a binary audio answer (OpenAI format only)
 	OpTranscriptions           // speech to text: a multipart request (OpenAI format only)
 )
+
+// opNames are the operations' names (Op.String), as hold records and
+// events carry them.
+var opNames = [...]string{OpChat: "chat", OpEmbeddings: "embeddings", OpModels: "models", OpCompletions: "completions",
+	OpModerations: "moderations", OpImages: "images", OpCountTokens: "count_tokens", OpResponses: "responses",
+	OpSpeech: "speech", OpTranscriptions: "transcriptions"}
+
+// String is the operation's name: chat, embeddings, completions, ...
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "op" + strconv.Itoa(int(o))
+}
+
+// ParseOp is the operation of a name String gives.
+func ParseOp(name string) (Op, bool) {
+	for i, n := range opNames {
+		if n == name {
+			return Op(i), true
+		}
+	}
+	return 0, false
+}
 
 // DefaultAnthropicVersion is sent as anthropic-version when none is set.
 const DefaultAnthropicVersion = "2023-06-01"
