@@ -116,3 +116,40 @@ func TestRetryAndBreakerListsMeanWhatTheySay(t *testing.T) {
 		})
 	}
 }
+
+// A stream the upstream cuts after content reached the caller (cleanly, or
+// with a reset) fails the target: each counts once against the breaker,
+// which trips after consecutive_failures of them, while each caller gets
+// the stream's error event. Before, the stream's first content reported a
+// success (resetting the count) and the cut counted nowhere but the
+// passive health counts: any number of cut streams held nothing.
+func TestStreamsCutByTheUpstreamTripTheBreaker(t *testing.T) {
+	const threshold = 3
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.AllHeldPolicy = config.AllHeldFailFast
+		c.Resilience.Breaker.ConsecutiveFailures = new(threshold)
+	})
+	body := `{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for i := range threshold {
+		f.openai.AddRule(fakeprovider.Rule{Chunks: 10, CutAfter: 3, Reset: i == 0, Times: 1})
+		if st := f.svc.member.Engine.BreakerStates()["fake-openai"]; st == "open" {
+			t.Fatalf("breaker open after %d cut streams, want %d", i, threshold)
+		}
+		resp, events := f.stream(t, "/v1/chat/completions", body)
+		if resp.StatusCode != 200 || len(events) == 0 || !strings.Contains(events[len(events)-1].data, codeStreamIncomplete) {
+			t.Fatalf("stream %d: %d, events %+v", i, resp.StatusCode, events)
+		}
+	}
+	if st := f.svc.member.Engine.BreakerStates()["fake-openai"]; st != "open" {
+		t.Fatalf("breaker %q after %d streams cut by the upstream, want open", st, threshold)
+	}
+	var trip *hold.Record
+	for _, r := range f.svc.member.Engine.Holds() {
+		if r.ID == "fake-openai._" {
+			trip = &r
+		}
+	}
+	if trip == nil || trip.Source != hold.SourceBreaker {
+		t.Fatalf("no breaker hold on the provider: %+v", f.svc.member.Engine.Holds())
+	}
+}

@@ -677,9 +677,13 @@ steps:
 				if res.done {
 					r.endAttempt(ai, nil, "served")
 					if res.outcome.relay != nil {
-						// The target answered; the passive count waits for
-						// the stream's end (a stream cut mid-way fails it).
-						s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
+						// The target answered: a probe is settled now. The
+						// breaker and the passive counts wait for the
+						// stream's end (relay.settle: a stream the upstream
+						// cuts mid-way fails the target).
+						if probe {
+							s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
+						}
 						r.observeLatency(step, key)
 					} else {
 						r.report(step, key, probe, hold.Outcome{OK: true})

@@ -467,7 +467,6 @@ func (rl *relay) run(w *bufio.Writer) {
 		clientGone, rl.atEOF = true, false
 	}
 	status := http.StatusOK
-	st, ki := rl.t.step, rl.t.key.Index()
 	r.estOut = int64(events) // about a token per content event
 	r.streamDone = rl.done && !rl.upErr
 	switch {
@@ -484,14 +483,14 @@ func (rl *relay) run(w *bufio.Writer) {
 		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg, rl.nextSequence())) {
 			flush(true)
 		}
-		r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency) // the target answered
+		rl.settle(hold.Outcome{OK: true}, r.latency) // the target answered
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
 		if rl.upErr { // the upstream's own error event ended it ([DONE] after it or not)
-			r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
+			rl.settle(hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
 		} else {
-			r.rt.passive.count(st, ki, hold.Outcome{OK: true}, r.latency)
+			rl.settle(hold.Outcome{OK: true}, r.latency)
 		}
 	default:
 		status = http.StatusBadGateway
@@ -499,7 +498,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		// unless the gateway cut it (its deadline for the request, its
 		// shutdown).
 		if !rl.cutByGateway(readErr) {
-			r.rt.passive.count(st, ki, hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}}, 0)
+			rl.settle(hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_incomplete"}}, 0)
 		}
 		msg := "the upstream stream ended before its terminal event"
 		if readErr != nil {
@@ -537,6 +536,18 @@ func (rl *relay) drain() {
 			return
 		}
 	}
+}
+
+// settle reports how the stream ended, as its attempt's outcome, to the
+// hold engine (the breaker: a success resets its count, a stream the
+// upstream cut after content counts as a transient failure) and to the
+// passive counts; latency is the attempt's, for a success. A caller's
+// hang-up and a cut of the gateway's own are not reported.
+func (rl *relay) settle(out hold.Outcome, latency time.Duration) {
+	r, st := rl.r, rl.t.step
+	out.RequestID, out.Sent = r.id, r.sent
+	r.s.engine.Report(st.Provider.Name, rl.t.key.HoldKey(), st.Model, false, out)
+	r.rt.passive.count(st, rl.t.key.Index(), out, latency)
 }
 
 // cutByGateway reports whether a failed read was the gateway's doing:
