@@ -27,6 +27,7 @@ import (
 	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -348,6 +349,68 @@ func hostileSuite(t *testing.T, callers int) {
 		}
 	})
 
+	// abandoned: callers hang up on streams the upstream drips (an event
+	// every ten minutes, the idle timeout far off). Each relay ends at
+	// once: the upstream calls are cut, the proxy's slots are back (at
+	// limits.max_in_flight as many callers as left, the next ones are
+	// served, not 503), each request is recorded caller_gone, and nothing
+	// counts against the upstream (one counted failure would trip it).
+	run("abandoned streams", func(t *testing.T) {
+		const abandoned = 50
+		hostile := startHostileFake(t, fakeprovider.Rule{ChunkDelay: 10 * time.Minute, Chunks: 3})
+		r := startFaultRig(t, hostile.URL()+"/v1", func(c *config.Config) {
+			c.Timeouts.StreamIdle = time.Minute
+			c.Limits.MaxInFlight = abandoned
+			c.Resilience.Breaker.ConsecutiveFailures = 1
+		})
+		abandonStreams(t, r, abandoned)
+		testkit.CheckFor(t, faultBound, 10*time.Millisecond, func() error {
+			if n := hostile.InFlight(); n != 0 {
+				return fmt.Errorf("%d upstream calls still open", n)
+			}
+			m, err := servicetest.Scrape(r.url + "/metrics")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(m, "\nswitchyard_requests_in_flight 0\n") {
+				return errors.New("requests still in flight")
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		for i := range abandoned {
+			wg.Go(func() {
+				resp, err := r.client.Post(r.url+"/v1/chat/completions", "application/json",
+					strings.NewReader(`{"model":"good/demo-model","messages":[{"role":"user","content":"hi"}]}`))
+				if err != nil {
+					t.Errorf("request %d after the abandoned streams: %v", i, err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("request %d after the abandoned streams: %d %s", i, resp.StatusCode, body)
+				}
+			})
+		}
+		wg.Wait()
+		m, err := servicetest.Scrape(r.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range strings.Lines(m) {
+			switch {
+			case strings.Contains(l, `class="caller_gone"`) && !strings.HasSuffix(l, fmt.Sprintf(" %d\n", abandoned)):
+				t.Errorf("want %d requests recorded caller_gone: %s", abandoned, l)
+			case strings.HasPrefix(l, "switchyard_holds{"), strings.HasPrefix(l, "switchyard_circuit_breaker_state{") && !strings.HasSuffix(l, " 0\n"):
+				t.Errorf("a caller's hang-up counted against the upstream: %s", l)
+			}
+		}
+		if !strings.Contains(m, `class="caller_gone"`) {
+			t.Errorf("no request recorded caller_gone")
+		}
+	})
+
 	// refused: nothing listens on the upstream's port.
 	run("connection refused", func(t *testing.T) {
 		r := startFaultRig(t, "http://"+testkit.FreeAddr(t)+"/v1")
@@ -605,6 +668,46 @@ func slowloris(t *testing.T, r *faultRig) {
 			t.Errorf("%s: never cut (%v)", res.name, res.took)
 		case res.took > faultRead+faultBound:
 			t.Errorf("%s: cut only after %v (read timeout %v)", res.name, res.took, faultRead)
+		}
+	}
+}
+
+// abandonStreams opens n streams on the hostile upstream at once, each on
+// a connection of its own, reads each until its first content and hangs
+// up.
+func abandonStreams(t *testing.T, r *faultRig, n int) {
+	t.Helper()
+	addr := strings.TrimPrefix(r.url, "http://")
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			errs <- func() error {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(faultBound))
+				if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+					addr, len(hostileStream), hostileStream); err != nil {
+					return err
+				}
+				var got []byte
+				buf := make([]byte, 4096)
+				for !strings.Contains(string(got), "chunk 0") {
+					k, err := c.Read(buf)
+					got = append(got, buf[:k]...)
+					if err != nil {
+						return fmt.Errorf("the stream ended before its first content (%w): %q", err, got)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
