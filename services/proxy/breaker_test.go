@@ -152,4 +152,7 @@ func TestStreamsCutByTheUpstreamTripTheBreaker(t *testing.T) {
 	if trip == nil || trip.Source != hold.SourceBreaker {
 		t.Fatalf("no breaker hold on the provider: %+v", f.svc.member.Engine.Holds())
 	}
+	if trip.Tripped == nil || *trip.Tripped != (hold.Tripped{Operation: "chat", Model: "demo-model"}) {
+		t.Errorf("the trip says it was tripped by %+v, want chat of demo-model", trip.Tripped)
+	}
 }

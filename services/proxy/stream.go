@@ -545,7 +545,7 @@ func (rl *relay) drain() {
 // hang-up and a cut of the gateway's own are not reported.
 func (rl *relay) settle(out hold.Outcome, latency time.Duration) {
 	r, st := rl.r, rl.t.step
-	out.RequestID, out.Sent = r.id, r.sent
+	out.RequestID, out.Sent, out.Operation = r.id, r.sent, r.ep.op.String()
 	r.s.engine.Report(st.Provider.Name, rl.t.key.HoldKey(), st.Model, false, out)
 	r.rt.passive.count(st, rl.t.key.Index(), out, latency)
 }
