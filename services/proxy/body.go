@@ -145,7 +145,7 @@ func checkTokenLimit(name string, v []byte) *bodyError {
 	if f, err := strconv.ParseFloat(string(v), 64); err == nil && math.Abs(f) < math.MaxInt64 {
 		return nil
 	}
-	return &bodyError{codeInvalidRequest, fmt.Sprintf("`%s` is out of range: %.40s is not a number of tokens", name, v)}
+	return &bodyError{codeInvalidRequest, fmt.Sprintf("`%s` must be an integer, not the number %.40s", name, v)}
 }
 
 // maxModelName is the longest model name a request may give, in bytes.
