@@ -314,7 +314,7 @@ func (b *bundler) sample(r *request) string {
 		return ""
 	case r.class == classRejected && r.attempts == 0:
 		// Refused before any upstream attempt (a malformed body, an
-		// unknown or forbidden model, a bad Idempotency-Key): the answer
+		// unknown or forbidden model): the answer
 		// says why, and a caller looping on its mistake would flush
 		// everyone else's bundles out of the stream.
 		return ""

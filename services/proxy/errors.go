@@ -32,7 +32,6 @@ const (
 	codeProviderError       = "provider_error"
 	codeStreamIncomplete    = "stream_incomplete"
 	codeUnsupported         = "unsupported_translation"
-	codeBadIdempotencyKey   = "invalid_idempotency_key"
 	codeNotFound            = "not_found"
 	codeUnsupportedForKind  = "unsupported_operation"
 	codeGatewayError        = "gateway_error"

@@ -76,6 +76,7 @@ type request struct {
 	// boundary.
 	contentType string
 	idemKey     string
+	idemFor     string    // the first attempt's provider: idemKey goes to its every attempt, not elsewhere
 	deadline    time.Time // zero: none
 	// relayDeadline bounds a stream once it is relayed: timeouts.request
 	// alone. A caller's stated timeout (X-Stainless-Timeout) is the SDK's
@@ -279,14 +280,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
 			fmt.Sprintf("this API key may not use the model `%s`", model))}
 	}
-	if k := c.Get("Idempotency-Key"); k != "" {
-		if !validIdempotencyKey(k) {
-			r.class = classRejected
-			return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
-				"Idempotency-Key must be 1 to 255 visible ASCII characters")}
-		}
-		r.idemKey = strings.Clone(k)
-	}
+	r.takeIdempotencyKey(c)
 	r.estimateInput()
 	if ok, err := r.admit(c, steps); !ok {
 		return outcome{err: err}
@@ -667,12 +661,14 @@ steps:
 					continue steps // no time left on the provider for a retry
 				}
 				r.attempts++
-				// The Idempotency-Key goes to the first target and its retries only.
+				if r.idemFor == "" {
+					r.idemFor = step.Provider.Name // the Idempotency-Key goes to this provider only
+				}
 				gen := key.Generation() // the secret this attempt sends
 				r.latency = 0           // this attempt's, once its answer's headers arrive
 				ai := r.beginAttempt(step, key, probe, p.soft)
 				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
-				res := r.attempt(c, t, body, p.candidates == 1 && !p.soft)
+				res := r.attempt(c, t, body, step.Provider.Name == r.idemFor)
 				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
 					r.endAttempt(ai, nil, "served")
@@ -1053,6 +1049,25 @@ func hexOf(dst []byte, v uint64) {
 }
 
 func validIdempotencyKey(k string) bool { return len(k) <= 255 && visibleASCII(k) }
+
+// headerWarning says what the gateway did with a request other than the
+// caller asked (an Idempotency-Key it ignored).
+const headerWarning = "X-Switchyard-Warning"
+
+// takeIdempotencyKey takes the caller's Idempotency-Key: a valid one goes
+// upstream with the request's attempts (see idemFor); an invalid one
+// (over 255 characters, or not visible ASCII) is ignored, not forwarded
+// and with no replay protection, and the answer carries headerWarning
+// saying so.
+func (r *request) takeIdempotencyKey(c *fiber.Ctx) {
+	switch k := c.Get("Idempotency-Key"); {
+	case k == "":
+	case validIdempotencyKey(k):
+		r.idemKey = strings.Clone(k)
+	default:
+		c.Set(headerWarning, "Idempotency-Key ignored: it must be 1 to 255 visible ASCII characters; the request was sent without it")
+	}
+}
 
 func visibleASCII[T string | []byte](s T) bool {
 	for i := 0; i < len(s); i++ {

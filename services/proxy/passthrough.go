@@ -122,14 +122,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusForbidden, codeModelNotAllowed,
 			fmt.Sprintf("this API key may not use the provider `%s`", p.Name))}
 	}
-	if k := c.Get("Idempotency-Key"); k != "" {
-		if !validIdempotencyKey(k) {
-			r.class = classRejected
-			return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeBadIdempotencyKey,
-				"Idempotency-Key must be 1 to 255 visible ASCII characters")}
-		}
-		r.idemKey = strings.Clone(k)
-	}
+	r.takeIdempotencyKey(c)
 	if ok, err := r.admit(c, nil); !ok {
 		return outcome{err: err}
 	}
@@ -326,6 +319,9 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 		}
 		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
 			return // the request's own trace context, set below
+		}
+		if r.idemKey == "" && strings.EqualFold(name, "Idempotency-Key") {
+			return // an invalid one, ignored (takeIdempotencyKey)
 		}
 		req.Header.SetBytesKV(k, v)
 	})

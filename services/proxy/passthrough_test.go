@@ -111,6 +111,14 @@ func TestPassthrough(t *testing.T) {
 		if n := len(f.openai.Calls()) - before; st != 502 || n < 2 {
 			t.Fatalf("with an Idempotency-Key: %d after %d calls, want retries then 502", st, n)
 		}
+		// An invalid key is ignored: the POST is not replay-safe, sent once
+		// without it, and the answer says so.
+		before = len(f.openai.Calls())
+		st, h, _ := ptCall(t, f, "POST", "/fake-openai/files", `{"purpose":"batch"}`, "Idempotency-Key", "not a valid key")
+		calls := f.openai.Calls()[before:]
+		if st != 500 || len(calls) != 1 || calls[0].IdempotencyKey != "" || !strings.Contains(h.Get("X-Switchyard-Warning"), "Idempotency-Key ignored") {
+			t.Fatalf("with an invalid Idempotency-Key: %d after %d calls (%+v), warning %q", st, len(calls), calls, h.Get("X-Switchyard-Warning"))
+		}
 	})
 	t.Run("an upstream error is the caller's, masked", func(t *testing.T) {
 		id := f.openai.AddRule(fakeprovider.Rule{Path: "/v1/batches", Error: "openai.bad_request_echo"})

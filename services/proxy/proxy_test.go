@@ -195,30 +195,71 @@ func TestRequestRejectedReturnedToCaller(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKey: the caller's Idempotency-Key travels with every
+// attempt of the request to the provider it first went to, its other
+// keys included (a 5xx retried in place then rotated, a 429 rotated), and
+// to no other provider (the chain's next step). An invalid one is
+// ignored, with a warning header: not forwarded, the request served.
 func TestIdempotencyKey(t *testing.T) {
-	f := newFixture(t, func(c *config.Config) { c.Providers[0].Keys[1].Priority = 0 }) // a1 first
-	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
-	status, _, body := f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", "idem-123")
-	if status != 200 {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	calls := f.openai.Calls()
-	if len(calls) != 3 {
-		t.Fatalf("%d calls, want 3 (a1 twice, then a2)", len(calls))
-	}
-	for i, c := range calls {
-		want := ""
-		if c.Key == "key-a1" {
-			want = "idem-123"
-		}
-		if c.IdempotencyKey != want {
-			t.Errorf("call %d to %s: Idempotency-Key %q, want %q", i, c.Key, c.IdempotencyKey, want)
+	a1First := func(c *config.Config) { c.Providers[0].Keys[1].Priority = 0 }
+	check := func(t *testing.T, calls []fakeprovider.Call, want string) {
+		t.Helper()
+		for i, c := range calls {
+			if c.IdempotencyKey != want {
+				t.Errorf("call %d to %s: Idempotency-Key %q, want %q", i, c.Key, c.IdempotencyKey, want)
+			}
 		}
 	}
-	status, _, body = f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", "bad key with spaces")
-	if status != 400 || errorCode(t, body) != "invalid_idempotency_key" {
-		t.Errorf("bad idempotency key: %d %s", status, body)
+	for _, tt := range []struct {
+		name, rule string
+		calls      int // to fake-openai
+	}{
+		{"a 5xx retried then rotated", "openai.server_error", 3}, // a1 twice, then a2
+		{"a 429 rotated", "openai.rate_limit", 2},                // a1, then a2
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, a1First)
+			f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: tt.rule, Times: 2})
+			status, h, body := f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", "idem-123")
+			if status != 200 || h.Get("X-Switchyard-Key-Id") != "a2" {
+				t.Fatalf("status %d via %q: %s", status, h.Get("X-Switchyard-Key-Id"), body)
+			}
+			calls := f.openai.Calls()
+			if len(calls) != tt.calls {
+				t.Fatalf("%d calls, want %d", len(calls), tt.calls)
+			}
+			check(t, calls, "idem-123")
+		})
 	}
+	t.Run("not to the next provider", func(t *testing.T) {
+		f := newFixture(t, a1First)
+		f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+		if status, h, body := f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", "idem-456"); status != 200 || h.Get("X-Switchyard-Provider") != "fake-anthropic" {
+			t.Fatalf("status %d via %q: %s", status, h.Get("X-Switchyard-Provider"), body)
+		}
+		check(t, f.openai.Calls(), "idem-456")
+		if n := len(f.anthropic.Calls()); n != 1 {
+			t.Fatalf("%d calls to fake-anthropic", n)
+		}
+		check(t, f.anthropic.Calls(), "")
+	})
+	t.Run("an invalid key is ignored", func(t *testing.T) {
+		f := newFixture(t, a1First)
+		for _, k := range []string{"bad key with spaces", strings.Repeat("k", 256), "caf\xc3\xa9"} {
+			f.openai.ResetCalls()
+			status, h, body := f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", k)
+			if status != 200 {
+				t.Fatalf("%.20q: status %d: %s", k, status, body)
+			}
+			if w := h.Get("X-Switchyard-Warning"); !strings.Contains(w, "Idempotency-Key ignored") {
+				t.Errorf("%.20q: warning %q", k, w)
+			}
+			check(t, f.openai.Calls(), "")
+		}
+		if status, h, _ := f.call(t, "/v1/chat/completions", chatBody, "Idempotency-Key", "fine"); status != 200 || h.Get("X-Switchyard-Warning") != "" {
+			t.Errorf("a valid key: %d, warning %q", status, h.Get("X-Switchyard-Warning"))
+		}
+	})
 }
 
 func TestBadInput(t *testing.T) {
