@@ -19,14 +19,17 @@ import (
 // OpenAI list format, or Anthropic's when the caller sends
 // anthropic-version. Models served only by providers the prober reports
 // offline are left out, unless every provider is offline (then the whole
-// inventory is listed rather than turn an outage into "model not found").
+// inventory is listed rather than turn an outage into "model not found"),
+// and so are the models the caller's key may not use (clients[].models,
+// its plan's models).
 func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
-	if _, ok := rt.clients.Load().authenticate(c); !ok {
+	key, ok := rt.clients.Load().authenticate(c)
+	if !ok {
 		return sendError(c, s.formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	names := rt.table.VisibleNames()
+	names := rt.allowedNames(key, rt.table.VisibleNames())
 	if len(names) == len(rt.table.Names) {
 		return c.Send(rt.modelsBody[s.formatOf(c)])
 	}
@@ -43,14 +46,15 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 func (s *Service) getModel(c *fiber.Ctx) error {
 	rt := s.rt.Load()
 	f := s.formatOf(c)
-	if _, ok := rt.clients.Load().authenticate(c); !ok {
+	key, ok := rt.clients.Load().authenticate(c)
+	if !ok {
 		return sendError(c, f, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
 	}
 	id := c.Params("*") // as sent: fiber does not unescape the path
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
-	names := rt.table.VisibleNames()
+	names := rt.allowedNames(key, rt.table.VisibleNames())
 	i := slices.IndexFunc(names, func(m route.ModelName) bool { return m.ID == id })
 	if i < 0 && !strings.HasPrefix(id, config.ChainPrefix) {
 		// a chain's bare name, which requests may use when nothing else
@@ -70,6 +74,24 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 		return c.Send(b)
 	}
 	return sendError(c, f, fiber.StatusNotFound, codeModelNotFound, fmt.Sprintf("the model `%s` does not exist on this gateway", id))
+}
+
+// allowedNames are the names of names the caller's key may use (all of
+// them for an anonymous caller, or a key allowed every model), as a
+// request would be allowed: a chain listed as chain:<name> by either
+// name.
+func (rt *routing) allowedNames(key *clientKey, names []route.ModelName) []route.ModelName {
+	if key == nil || key.own.all && (key.planModels == nil || key.planModels.all) {
+		return names
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(m route.ModelName) bool {
+		rte, ok := rt.table.Resolve(m.ID)
+		if !ok {
+			return true
+		}
+		bare, chain := strings.CutPrefix(m.ID, config.ChainPrefix)
+		return !key.allows(m.ID, rte.Steps) && !(chain && key.allows(bare, rte.Steps))
+	})
 }
 
 // openAIModel and anthropicModel are a model's entry in the OpenAI and

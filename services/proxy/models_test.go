@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"sort"
 	"testing"
+
+	"switchyard.dev/shared/config"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
@@ -102,5 +106,46 @@ func TestGetModel(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Errorf("without a key: %d", resp.StatusCode)
+	}
+}
+
+// TestModelsListedForTheCallersKey: /v1/models (and /v1/models/{id})
+// lists only what the caller's key may use: its clients[].models, a
+// provider's models by "<provider>/*", a chain by its bare name too.
+func TestModelsListedForTheCallersKey(t *testing.T) {
+	const narrowSecret = "sk-client-narrow-456"
+	f := newFixture(t, func(c *config.Config) {
+		c.Clients = append(c.Clients, config.ClientKey{ID: "narrow", Models: []string{"demo-chat", "fake-anthropic/*"}, Value: config.NewSecret(narrowSecret)})
+	})
+	get := func(secret, path string) (int, []string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, f.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct{ Data []struct{ ID string } }
+		_ = jsonDecode(resp, &list)
+		var ids []string
+		for _, m := range list.Data {
+			ids = append(ids, m.ID)
+		}
+		sort.Strings(ids)
+		return resp.StatusCode, ids
+	}
+	_, all := get(clientSecret, "/v1/models")
+	if !slices.Contains(all, "demo-embed") || !slices.Contains(all, "fake-openai/demo-model") {
+		t.Fatalf("the key allowed every model: %v", all)
+	}
+	_, narrow := get(narrowSecret, "/v1/models")
+	want := []string{"chain:demo-chat", "demo-claude", "fake-anthropic/demo-claude"}
+	if !slices.Equal(narrow, want) {
+		t.Errorf("listed for the narrow key: %v, want %v", narrow, want)
+	}
+	for path, status := range map[string]int{"/v1/models/demo-embed": 404, "/v1/models/demo-claude": 200, "/v1/models/demo-chat": 200} {
+		if st, _ := get(narrowSecret, path); st != status {
+			t.Errorf("%s for the narrow key: %d, want %d", path, st, status)
+		}
 	}
 }
