@@ -361,7 +361,7 @@ func hostileSuite(t *testing.T, callers int) {
 		r := startFaultRig(t, hostile.URL()+"/v1", func(c *config.Config) {
 			c.Timeouts.StreamIdle = time.Minute
 			c.Limits.MaxInFlight = abandoned
-			c.Resilience.Breaker.ConsecutiveFailures = 1
+			c.Resilience.Breaker.ConsecutiveFailures = new(1)
 		})
 		abandonStreams(t, r, abandoned)
 		testkit.CheckFor(t, faultBound, 10*time.Millisecond, func() error {
