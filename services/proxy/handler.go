@@ -572,8 +572,7 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	if out, done := r.pass(c, rte, &p); done {
 		return out
 	}
-	if r.attempts == 0 && p.denied && !r.expired() &&
-		r.s.engine.Policy().Global.AllHeld == config.AllHeldTrySoft {
+	if r.attempts == 0 && p.denied && !r.expired() && r.s.trySoft(rte) {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.pass(c, rte, &p); done {
@@ -581,6 +580,20 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 		}
 	}
 	return r.exhausted(c, rte, &p)
+}
+
+// trySoft reports whether the all-held policy of some step's provider
+// (its providers[].resilience.all_held_policy, else the global one) is
+// try_soft: only then does a request every target of which is held make
+// the soft pass (AdmitSoft answers for each provider by its own policy).
+func (s *Service) trySoft(rte *route.Route) bool {
+	pol := s.engine.Policy()
+	for i := range rte.Steps {
+		if st := &rte.Steps[i]; st.Usable() && pol.For(st.Provider.Name).AllHeld != config.AllHeldFailFast {
+			return true
+		}
+	}
+	return false
 }
 
 // pass is the state of one walk over the steps.
@@ -603,6 +616,9 @@ func (r *request) pass(c *fiber.Ctx, rte *route.Route, p *pass) (outcome, bool) 
 	maxAttempts := s.cfg.Limits.MaxAttempts
 	cur := &r.cur
 	rte.Start(cur, &r.sel)
+	if p.soft {
+		cur.InDeclaredOrder() // every target is held: the declared order, health aside
+	}
 steps:
 	for {
 		step, _ := cur.Next()
@@ -655,6 +671,9 @@ steps:
 			probe := adm == hold.AdmitProbe
 			for same := 1; ; same++ {
 				if r.attempts >= maxAttempts || r.expired() {
+					if same == 1 {
+						r.unsent(step.Provider.Name, key, step.Model, probe)
+					}
 					break steps
 				}
 				if same > 1 && r.providerExpired(step.Provider) {
@@ -738,6 +757,15 @@ steps:
 		}
 	}
 	return outcome{}, false
+}
+
+// unsent gives back the probe lease the pick of key handed this request
+// (probe) when the request stops before it sends the probe's attempt:
+// kept, it would hold the hold from the whole fleet until it lapsed.
+func (r *request) unsent(provider string, key *route.Key, model string, probe bool) {
+	if probe {
+		r.s.engine.Report(provider, key.HoldKey(), model, true, hold.Outcome{Cancelled: true, Unsent: true, RequestID: r.id})
+	}
 }
 
 // providerExpired reports whether the provider's own timeouts.request

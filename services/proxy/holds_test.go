@@ -10,6 +10,7 @@ import (
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -78,23 +79,30 @@ func TestBadRequestNeverHolds(t *testing.T) {
 // TestAllHeldPolicy: with every key rate limited, fail_fast answers 503
 // at once; try_soft tries the keys (an early probe of each hold), unless
 // the provider stated its wait, which no early probe cuts short (before,
-// a stated Retry-After of 30 s cost an upstream call a second).
+// a stated Retry-After of 30 s cost an upstream call a second). A
+// provider's own resilience.all_held_policy decides for its targets.
 func TestAllHeldPolicy(t *testing.T) {
 	stated := fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: time.Minute}
+	noWait := fakeprovider.Rule{Error: "openai.rate_limit_no_wait"}
 	tests := []struct {
-		name, policy string
-		rule         fakeprovider.Rule
-		wantStatus   int
-		wantCode     string
-		wantCalls    int // upstream calls by the second request
+		name, policy, own string // own: the provider's all_held_policy
+		rule              fakeprovider.Rule
+		wantStatus        int
+		wantCode          string
+		wantCalls         int // upstream calls by the second request
 	}{
-		{"fail_fast", config.AllHeldFailFast, stated, 503, "no_available_target", 0},
-		{"try_soft", config.AllHeldTrySoft, fakeprovider.Rule{Error: "openai.rate_limit_no_wait"}, 502, "all_providers_failed", 2},
-		{"try_soft stated wait", config.AllHeldTrySoft, stated, 503, "no_available_target", 0},
+		{"fail_fast", config.AllHeldFailFast, "", stated, 503, "no_available_target", 0},
+		{"try_soft", config.AllHeldTrySoft, "", noWait, 502, "all_providers_failed", 2},
+		{"try_soft stated wait", config.AllHeldTrySoft, "", stated, 503, "no_available_target", 0},
+		{"provider try_soft under global fail_fast", config.AllHeldFailFast, config.AllHeldTrySoft, noWait, 502, "all_providers_failed", 2},
+		{"provider fail_fast under global try_soft", config.AllHeldTrySoft, config.AllHeldFailFast, noWait, 503, "no_available_target", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = tt.policy })
+			f := newFixture(t, func(c *config.Config) {
+				c.Resilience.AllHeldPolicy = tt.policy
+				c.Providers[0].Resilience.AllHeldPolicy = tt.own
+			})
 			f.openai.AddRule(tt.rule)
 			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
 				t.Fatalf("first request: %d %s", status, body)
@@ -112,7 +120,7 @@ func TestAllHeldPolicy(t *testing.T) {
 				t.Fatalf("second request: %d %s", status, body)
 			}
 			// A 503 says when to come back: the keys' stated minute.
-			if ra, _ := strconv.Atoi(h.Get("Retry-After")); status == 503 && (ra < 50 || ra > 60) {
+			if ra, _ := strconv.Atoi(h.Get("Retry-After")); status == 503 && tt.rule.RetryAfter > 0 && (ra < 50 || ra > 60) {
 				t.Errorf("Retry-After %q, want the held keys' remaining wait (about 60 s)", h.Get("Retry-After"))
 			}
 			if got := len(f.openai.Calls()) - before; got != tt.wantCalls {
@@ -292,4 +300,121 @@ func leaseA1(t *testing.T, f *fixture) time.Time {
 		return !leaseUntil.IsZero()
 	})
 	return leaseUntil
+}
+
+// TestAllHeldKeepsTheDeclaredOrder: both steps of a chain tripped, the
+// first one's provider offline by its health: the try_soft pass tries the
+// steps in declared order, the first step first (before, an offline step
+// was only a fallback, and the second step took every early probe). The
+// next request finds both holds within their early-probe interval and is
+// answered 503 with Retry-After at once, at no upstream cost.
+func TestAllHeldKeepsTheDeclaredOrder(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.AllHeldPolicy = config.AllHeldTrySoft
+		c.Resilience.Breaker.ConsecutiveFailures = new(1)
+	})
+	f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+	f.anthropic.AddRule(fakeprovider.Rule{Error: "anthropic.overloaded"})
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 502 {
+		t.Fatalf("the tripping request: %d %s", status, body)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() bool {
+		n := 0
+		for _, r := range f.svc.member.Engine.Holds() {
+			if r.Source == hold.SourceBreaker && r.Revision != 0 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	view := health.NewView(nil)
+	view.Apply(health.Change{ID: "fake-openai._", Record: health.Record{ID: "fake-openai._", Provider: "fake-openai",
+		Status: health.Unhealthy, CircuitState: health.CircuitOpen, UpdatedAt: time.Now()}})
+	f.svc.setHealth(view.Snapshot())
+
+	oa, an := len(f.openai.Calls()), len(f.anthropic.Calls())
+	if status, _, body := f.call(t, "/v1/chat/completions", chatBody); status != 502 {
+		t.Fatalf("the soft pass: %d %s", status, body)
+	}
+	if got := len(f.openai.Calls()) - oa; got != 1 {
+		t.Errorf("the first step (offline, tripped) got %d early probes, want 1: the declared order", got)
+	}
+	if got := len(f.anthropic.Calls()) - an; got != 1 {
+		t.Errorf("the second step got %d early probes, want 1", got)
+	}
+	oa, an = len(f.openai.Calls()), len(f.anthropic.Calls())
+	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
+	if status != 503 || errorCode(t, body) != codeNoTarget || h.Get("Retry-After") == "" {
+		t.Fatalf("within the early-probe interval: %d %s (Retry-After %q), want 503 with Retry-After", status, body, h.Get("Retry-After"))
+	}
+	if got := len(f.openai.Calls()) + len(f.anthropic.Calls()) - oa - an; got != 0 {
+		t.Errorf("%d upstream calls within the early-probe interval", got)
+	}
+	for _, r := range f.svc.member.Engine.Holds() {
+		if r.Rung != 0 {
+			t.Errorf("%s on rung %d after early probes only, want 0", r.ID, r.Rung)
+		}
+	}
+}
+
+// TestAttemptCap: a request makes at most limits.max_attempts attempts,
+// however many keys could still be tried or retried: twelve rate-limited
+// keys cost the default ten calls; with max_attempts 3, two keys failing
+// with 500 (each retried once) cost three.
+func TestAttemptCap(t *testing.T) {
+	tests := []struct {
+		name        string
+		max         int
+		rule        string
+		keys, calls int
+	}{
+		{"rotations", 0, "openai.rate_limit_no_wait", 12, 10},
+		{"retries", 3, "openai.server_error", 2, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				var keys []config.Key
+				for i := range tt.keys {
+					keys = append(keys, config.Key{ID: fmt.Sprintf("a%d", i), Weight: 1, Priority: 1, Value: config.NewSecret(fmt.Sprintf("key-a%d", i))})
+				}
+				c.Providers[0].Keys = keys
+				c.Resilience.Breaker.ConsecutiveFailures = new(100)
+				if tt.max > 0 {
+					c.Limits.MaxAttempts = tt.max
+				}
+			})
+			f.openai.AddRule(fakeprovider.Rule{Error: tt.rule})
+			status, h, body := f.call(t, "/v1/chat/completions", directBody)
+			if status != 502 || errorCode(t, body) != codeAllFailed || h.Get(headerAttempts) != strconv.Itoa(tt.calls) {
+				t.Fatalf("%d %s (attempts %q), want 502 all_providers_failed after %d", status, body, h.Get(headerAttempts), tt.calls)
+			}
+			if n := len(f.openai.Calls()); n != tt.calls {
+				t.Errorf("%d upstream calls, want %d (limits.max_attempts)", n, tt.calls)
+			}
+		})
+	}
+}
+
+// TestProbeMakesOneAttempt: a due hold's probe is one attempt: a 500 from
+// the probed key is not retried in place (retry.same_target_attempts 2).
+func TestProbeMakesOneAttempt(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Resilience.AllHeldPolicy = config.AllHeldFailFast // the normal pass's probe, not the soft pass's
+		c.Resilience.StatedWaitFloor = time.Second
+		c.Providers[0].Keys = c.Providers[0].Keys[:1] // a1 only
+	})
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.rate_limit", RetryAfter: time.Second, Times: 1})
+	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
+		t.Fatalf("first request: %d %s", status, body)
+	}
+	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
+	before := callsWith(f.openai, "key-a1")
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		status, _, _ := f.call(t, "/v1/chat/completions", directBody)
+		return status != 503 // the due hold's probe went out
+	})
+	if n := callsWith(f.openai, "key-a1") - before; n != 1 {
+		t.Errorf("the probe made %d upstream calls, want 1 (no retry)", n)
+	}
 }

@@ -155,6 +155,9 @@ keys:
 		t := target{step: step, key: key}
 		for same := 1; ; same++ {
 			if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() || r.providerExpired(p) {
+				if same == 1 {
+					r.unsent(p.Name, key, "", probe)
+				}
 				break keys
 			}
 			r.attempts++

@@ -191,6 +191,7 @@ type Cursor struct {
 	eligible, preferred, offline, used uint64
 	first                              int8 // a step to yield first (weighted, explore); -1: none
 	progress                           bool
+	declared                           bool // InDeclaredOrder: the declared order, health aside
 	reasons                            [config.MaxSteps]Reason
 	order                              [config.MaxSteps]int8 // the steps Next returned, in order
 	n                                  uint8
@@ -248,6 +249,21 @@ func (rt *Route) Start(c *Cursor, req *Request) {
 			c.first = c.stalest()
 		}
 	}
+}
+
+// InDeclaredOrder turns a walk just started into one of the declared
+// order, health aside: steps left out as offline (unhealthy_fallback,
+// unhealthy) are candidates again, and neither the strategy nor a region
+// preference reorders them. The proxy's all-held pass uses it: when every
+// target is held, they are tried in the order the operator declared.
+func (c *Cursor) InDeclaredOrder() {
+	for i := range c.route.Steps {
+		if r := c.reasons[i]; r == ReasonFallback || r == ReasonUnhealthy {
+			c.reasons[i] = Candidate
+			c.eligible |= 1 << i
+		}
+	}
+	c.offline, c.preferred, c.first, c.declared = 0, 0, -1, true
 }
 
 func (c *Cursor) reject(m uint64, r Reason) {
@@ -375,6 +391,9 @@ func (c *Cursor) Reason(i int) Reason { return c.reasons[i] }
 // best is the step of m the strategy prefers; ties go to the declared
 // order.
 func (c *Cursor) best(m uint64) int {
+	if c.declared {
+		return bits.TrailingZeros64(m)
+	}
 	steps := c.route.Steps
 	switch c.route.Policy.Strategy {
 	case LeastLatency:
