@@ -156,10 +156,10 @@
 // failure_on_statuses, success_threshold}, all_held_policy (for the proxy: fail_fast or
 // try_soft, read per provider; Engine.AdmitSoft lets a target held only
 // by soft holds take one request at a time fleet-wide, as an early probe
-// of those holds, at most once per EarlyProbeInterval: the larger of 1 s
-// and a tenth of the hold's ladder wait on its rung. The lease's
-// compare-and-set writes the record's early_probe_after, so the interval
-// is the fleet's. A hold whose wait was stated takes no early probe; a
+// of those holds, at most once per EarlyProbeInterval after any probe:
+// the larger of 1 s and a tenth of the hold's ladder wait on its rung.
+// Every lease's compare-and-set writes the record's early_probe_after, so
+// the interval is the fleet's. A hold whose wait was stated takes no early probe; a
 // failed early probe leaves the rung and the due time alone, so early
 // probes never climb the ladder faster than due probes; an early lease
 // whose request sent nothing (Outcome.Unsent) is given back with the

@@ -287,9 +287,7 @@ func (e *Engine) localLease(en *entry) {
 	set := e.Policy().For(rec.Scope.Provider)
 	rec.State = StateProbing
 	rec.Probe = &Probe{Owner: e.inst, Started: now, LeaseUntil: now.Add(set.ProbeLease)}
-	if now.Before(rec.Until) {
-		rec.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung)) // as tryProbe writes it
-	}
+	rec.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung)) // as tryProbe writes it
 	n := e.newEntry(rec)
 	n.over = en
 	e.installLocked(n)

@@ -1284,6 +1284,10 @@ func TestDueProbesClimbToTheCeiling(t *testing.T) {
 		if r := recordOf(a, "p.k"); r.Rung != want || r.Until.Sub(f.clock.Now()) != 2*time.Hour {
 			t.Fatalf("after due probe %d: rung %d, wait %s; want rung %d, 2h", i, r.Rung, r.Until.Sub(f.clock.Now()), want)
 		}
+		eventually(t, "the probe's outcome written", func() bool { r := recordOf(a, "p.k"); return r.State == StateHeld && r.Revision != 0 })
+		if got, leasing := a.AdmitSoft("p", "k", "m"); got != Deny || leasing != nil {
+			t.Errorf("an early probe right after due probe %d: %v (asks for a lease: %v), want Deny until the interval passed", i, got, leasing != nil)
+		}
 	}
 	f.clock.Advance(3 * time.Hour)
 	if _, ok, err := a.TryProbe(context.Background(), "p.k"); !ok || err != nil {

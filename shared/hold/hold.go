@@ -235,9 +235,10 @@ type Record struct {
 	// it short: the hold is probed when it is due.
 	WaitStated bool `json:"wait_stated,omitempty"`
 	// EarlyProbeAfter is the earliest time an early (soft) probe may
-	// lease this hold again: set by the compare-and-set that takes an
-	// early lease to that time plus EarlyProbeInterval, so the fleet
-	// sends at most one early probe of a hold per interval.
+	// lease this hold again: set by the compare-and-set that takes a
+	// probe lease (early or due) to that time plus EarlyProbeInterval, so
+	// the fleet sends at most one early probe of a hold per interval, and
+	// none right after a due probe.
 	EarlyProbeAfter time.Time `json:"early_probe_after,omitzero"`
 
 	// Revision is the store's revision of this value (not serialised).

@@ -231,8 +231,8 @@ func (e *Engine) settle(en *entry, out Outcome, done chan error) {
 	set := e.Policy().For(en.rec.Scope.Provider)
 	rec := en.rec
 	early := rec.Probe != nil && rec.Probe.Started.Before(rec.Until)
-	if out.Cancelled && out.Unsent && early {
-		rec.EarlyProbeAfter = rec.Probe.Started // nothing was sent: the interval is as it was
+	if out.Cancelled && out.Unsent && rec.Probe != nil {
+		rec.EarlyProbeAfter = rec.Probe.Started // nothing was sent: no interval to wait
 	}
 	rec.Probe = nil
 	rec.RecordedBy = e.inst
@@ -386,10 +386,9 @@ func (e *Engine) tryProbe(ctx context.Context, id string, early bool) (Probe, bo
 	next := rec
 	next.State = StateProbing
 	next.Probe = &lease
-	if now.Before(rec.Until) {
-		// an early lease: the fleet's next early probe waits the interval
-		next.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung))
-	}
+	// after any probe, due or early, the fleet's next early probe waits
+	// the interval
+	next.EarlyProbeAfter = now.Add(set.EarlyProbeInterval(rec.Class, rec.Rung))
 	rev, err := e.store.Update(ctx, next, rec.Revision, 0)
 	switch {
 	case errors.Is(err, ErrConflict):
