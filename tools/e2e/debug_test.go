@@ -38,6 +38,11 @@ retry:
   same_target_attempts: 2
   backoff_base: 1ms
   backoff_max: 5ms
+` + fakePairYAML
+
+// fakePairYAML declares the fake providers startFakePair starts and a
+// chain over them, for the gateway YAMLs of these tests.
+const fakePairYAML = `
 providers:
   - name: fake-openai
     type: openai
@@ -61,6 +66,41 @@ chains:
       - target: fake-anthropic/demo-claude
 `
 
+// startFakePair starts the fake OpenAI and Anthropic providers the
+// gateway YAMLs of these tests name (OA_URL, AN_URL).
+func startFakePair(t *testing.T) (oa, an *fakeprovider.Server) {
+	t.Helper()
+	for _, f := range []struct {
+		name string
+		srv  **fakeprovider.Server
+	}{{"fake-openai", &oa}, {"fake-anthropic", &an}} {
+		s, err := fakeprovider.Start(fakeprovider.Options{Name: f.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		*f.srv = s
+	}
+	return oa, an
+}
+
+// loadGateway loads a gateway YAML naming NATS_URL, OA_URL and AN_URL,
+// with the keys' and the client's secrets (SY_K1..SY_K3, SY_CLIENT) and
+// env in its environment.
+func loadGateway(t *testing.T, yaml, natsURL string, oa, an *fakeprovider.Server, env ...string) *config.Config {
+	t.Helper()
+	y := strings.NewReplacer("NATS_URL", natsURL, "OA_URL", oa.URL(), "AN_URL", an.URL()).Replace(yaml)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, append([]string{"SY_K1=sk-e2e-k1", "SY_K2=sk-e2e-k2", "SY_K3=sk-e2e-k3", "SY_CLIENT=sk-e2e-client"}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // TestDebugBundleAcrossTheFleet: two proxies and two admin services on one
 // NATS server. A request through proxy A rotates keys (k1 refused) and
 // fails over the chain (k2 failing twice); admin Y, which has nothing to do
@@ -69,29 +109,10 @@ chains:
 // is 404.
 func TestDebugBundleAcrossTheFleet(t *testing.T) {
 	ns := natstest.Start(t, "127.0.0.1:0", "")
-	oa, err := fakeprovider.Start(fakeprovider.Options{Name: "fake-openai"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = oa.Close() })
-	an, err := fakeprovider.Start(fakeprovider.Options{Name: "fake-anthropic"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = an.Close() })
+	oa, an := startFakePair(t)
 	oa.AddRule(fakeprovider.Rule{Key: "sk-e2e-k1", Error: "openai.invalid_api_key"})
 	oa.AddRule(fakeprovider.Rule{Key: "sk-e2e-k2", Error: "openai.server_error"})
-
-	y := strings.NewReplacer("NATS_URL", ns.ClientURL(), "OA_URL", oa.URL(), "AN_URL", an.URL()).Replace(debugYAML)
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, []string{"SY_K1=sk-e2e-k1", "SY_K2=sk-e2e-k2", "SY_K3=sk-e2e-k3",
-		"SY_CLIENT=sk-e2e-client", "SY_VIEWER=e2e-viewer-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadGateway(t, debugYAML, ns.ClientURL(), oa, an, "SY_VIEWER=e2e-viewer-token")
 	quiet := slog.New(slog.DiscardHandler)
 	var proxies, admins []string
 	for range 2 {
