@@ -344,7 +344,7 @@ func TestAllHeldKeepsTheDeclaredOrder(t *testing.T) {
 	}
 	oa, an = len(f.openai.Calls()), len(f.anthropic.Calls())
 	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
-	if status != 503 || errorCode(t, body) != codeNoTarget || h.Get("Retry-After") == "" {
+	if status != 503 || errorCode(t, body) != codeCircuitOpen || h.Get("Retry-After") == "" {
 		t.Fatalf("within the early-probe interval: %d %s (Retry-After %q), want 503 with Retry-After", status, body, h.Get("Retry-After"))
 	}
 	if got := len(f.openai.Calls()) + len(f.anthropic.Calls()) - oa - an; got != 0 {
