@@ -100,7 +100,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	if ref != nil {
 		r.class = classLimited
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))
-		if ref.Code == quota.BudgetExhausted {
+		if ref.Code.Budget() {
 			// Admitted again when the period resets, hours away: the SDKs
 			// (which read this header before their own rules) would retry
 			// within seconds, in vain.

@@ -136,7 +136,8 @@ func TestPlanBudget(t *testing.T) {
 
 	big := `{"model":"fake-openai/demo-model","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
 	status, _, body := mf.call(t, "/v1/chat/completions", big)
-	if code, msg := errorOf(t, body); status != http.StatusTooManyRequests || code != "budget_exhausted" || !strings.Contains(msg, "estimated cost") {
+	// not exhausted (the admin says so): this request would overspend it
+	if code, msg := errorOf(t, body); status != http.StatusTooManyRequests || code != "budget_insufficient" || !strings.Contains(msg, "estimated cost") {
 		t.Fatalf("estimate over the budget: %d %s", status, body)
 	}
 	small := `{"model":"fake-openai/demo-model","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`

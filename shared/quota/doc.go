@@ -20,8 +20,11 @@
 // client c under limits L with an estimated cost is refused with
 //
 //   - budget_exhausted when, for a period with a budget, an exhausted key
-//     is recorded, the spend reached the budget, or spend + estimate
-//     exceeds it (Retry-After: until the period ends);
+//     is recorded or the spend reached the budget (Retry-After: until the
+//     period ends);
+//   - budget_insufficient when the budget is not exhausted but spend +
+//     estimate exceeds it (Retry-After: until the period ends; a smaller
+//     request may pass now);
 //   - rate_limited when the sliding requests of the last minute reached
 //     L.RequestsPerMinute, or the sliding tokens L.TokensPerMinute. The
 //     sliding estimate is the current minute's total plus the previous

@@ -260,8 +260,8 @@ func TestFleetBudget(t *testing.T) {
 
 	// An estimate above what is left is refused; one below passes.
 	_, r := ms[0].Admit("team-a", lim, 0.20)
-	if r == nil || r.Code != BudgetExhausted || r.Limit != "budget.day" {
-		t.Fatalf("estimate $0.20 with $0.10 left: %v, want budget_exhausted", r)
+	if r == nil || r.Code != BudgetInsufficient || r.Limit != "budget.day" {
+		t.Fatalf("estimate $0.20 with $0.10 left: %v, want budget_insufficient", r)
 	}
 	if want := `estimated cost $0.20 exceeds what is left of the day budget of plan "pro" ($0.10 of $1.00)`; r.Message != want {
 		t.Errorf("message %q, want %q", r.Message, want)

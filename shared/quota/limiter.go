@@ -60,7 +60,16 @@ const (
 	RateLimited        Code = "rate_limited"
 	ConcurrencyLimited Code = "concurrency_limited"
 	BudgetExhausted    Code = "budget_exhausted"
+	// BudgetInsufficient: the budget is not exhausted, but the request's
+	// estimated cost exceeds what is left of it (a smaller request may
+	// pass).
+	BudgetInsufficient Code = "budget_insufficient"
 )
+
+// Budget reports whether c is a budget refusal (exhausted or
+// insufficient): admitted again, at that size, only when the period
+// ends.
+func (c Code) Budget() bool { return c == BudgetExhausted || c == BudgetInsufficient }
 
 // Limits are a plan's limits as the limiter reads them; zero is no limit.
 // Build one per plan when the configuration is loaded (LimitsOf) and pass
@@ -282,8 +291,9 @@ func (l *Limiter) client(id string) *client {
 // minute and one in flight until Done. Refused, nothing is counted.
 //
 // A request is refused with BudgetExhausted when a period's spend reached
-// its budget, an exhausted key is recorded for the period, or the spend
-// plus estCostUSD exceeds the budget; with RateLimited when the sliding
+// its budget or an exhausted key is recorded for the period; with
+// BudgetInsufficient when the spend plus estCostUSD exceeds the budget
+// (the budget is not exhausted: what the admin shows); with RateLimited when the sliding
 // requests or tokens of the last minute reached the limit; with
 // ConcurrencyLimited when the fleet's requests in flight reached it.
 func (l *Limiter) Admit(clientID string, lim *Limits, estCostUSD float64) (Ticket, *Refusal) {
@@ -419,10 +429,10 @@ func refusal(lim *Limits, d denial, now time.Time, p *periods, frac float64) *Re
 	r := &Refusal{Code: d.code, Limit: d.limit, Plan: lim.Plan, RetryAfter: time.Second}
 	plan := fmt.Sprintf("plan %q", lim.Plan)
 	switch d.code {
-	case BudgetExhausted:
+	case BudgetExhausted, BudgetInsufficient:
 		r.RetryAfter = p.ends[d.period].Sub(now)
 		name := periodNames[d.period]
-		if d.spend+epsilon < d.max && d.spend+d.est > d.max {
+		if d.code == BudgetInsufficient {
 			r.Message = fmt.Sprintf("estimated cost %s exceeds what is left of the %s budget of %s (%s of %s)",
 				usd(d.est), name, plan, usd(d.max-d.spend), usd(d.max))
 		} else {

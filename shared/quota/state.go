@@ -311,8 +311,11 @@ func (c *client) check(lim *Limits, frac float64, p *periods, est float64) denia
 			continue
 		}
 		s := c.spendOf(i, p)
-		if c.exhausted(i, p) || s >= b-epsilon || s+est > b+epsilon {
+		switch {
+		case c.exhausted(i, p) || s >= b-epsilon:
 			return denial{code: BudgetExhausted, limit: "budget." + periodNames[i], period: i, max: b, spend: s, est: est}
+		case s+est > b+epsilon:
+			return denial{code: BudgetInsufficient, limit: "budget." + periodNames[i], period: i, max: b, spend: s, est: est}
 		}
 	}
 	if lim.RequestsPerMinute > 0 {
