@@ -32,6 +32,11 @@ const (
 	// version.<N> per stored version, written once, and the active
 	// pointer, changed by compare-and-set (package configstore).
 	BucketConfig = "switchyard_config"
+	// BucketUsageRollups keeps the usage rollups the admin's recorder
+	// folds from StreamUsage (package usage/rollup): one value per
+	// resolution, time bucket, provider and part, each with a per-key TTL
+	// (its resolution's retention), and the recorder's checkpoint.
+	BucketUsageRollups = "switchyard_usage_rollups"
 
 	// StreamUsage keeps one usage record per request, published under
 	// UsageSubjects.
@@ -124,9 +129,11 @@ type Resources struct {
 	Credentials jetstream.KeyValue
 	Limits      jetstream.KeyValue
 	Config      jetstream.KeyValue
-	Events      jetstream.Stream
-	Usage       jetstream.Stream
-	Debug       jetstream.Stream
+	// UsageRollups is BucketUsageRollups.
+	UsageRollups jetstream.KeyValue
+	Events       jetstream.Stream
+	Usage        jetstream.Stream
+	Debug        jetstream.Stream
 }
 
 // Setup creates the Switchyard buckets and events stream, or binds to them
@@ -148,12 +155,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 	}
 	res := &Resources{}
 	dst := map[string]*jetstream.KeyValue{
-		BucketHolds:       &res.Holds,
-		BucketHealth:      &res.Health,
-		BucketLeases:      &res.Leases,
-		BucketCredentials: &res.Credentials,
-		BucketLimits:      &res.Limits,
-		BucketConfig:      &res.Config,
+		BucketHolds:        &res.Holds,
+		BucketHealth:       &res.Health,
+		BucketLeases:       &res.Leases,
+		BucketCredentials:  &res.Credentials,
+		BucketLimits:       &res.Limits,
+		BucketConfig:       &res.Config,
+		BucketUsageRollups: &res.UsageRollups,
 	}
 	for _, cfg := range kvs {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
@@ -228,6 +236,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		ttlBucket(BucketHealth, "Switchyard health records per provider and target"),
 		ttlBucket(BucketLeases, "Switchyard prober check leases (per-key TTL)"),
 		ttlBucket(BucketLimits, "Switchyard plan consumption: key <client>.<counter>.<window>.<instance>, per-key TTL"),
+		ttlBucket(BucketUsageRollups, "Switchyard usage rollups: key <minute|hour|day>.<start>.<provider>.<part>, per-key TTL; recorder.checkpoint"),
 		{
 			Bucket:      BucketCredentials,
 			Description: "Switchyard rotated secrets, encrypted",

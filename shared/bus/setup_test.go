@@ -49,6 +49,7 @@ func TestSetup(t *testing.T) {
 		{res.Credentials, BucketCredentials, CredentialsHistory, 0},
 		{res.Limits, BucketLimits, 1, LimitMarkerTTL},
 		{res.Config, BucketConfig, ConfigHistory, 0},
+		{res.UsageRollups, BucketUsageRollups, 1, LimitMarkerTTL},
 	}
 	for _, b := range buckets {
 		t.Run(b.name, func(t *testing.T) {

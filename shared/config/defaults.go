@@ -47,6 +47,8 @@ func Defaults() *Config {
 			Buffer:               100_000,
 			LimitsInterval:       250 * time.Millisecond,
 			EstimateOutputTokens: 1024,
+			Rollups: Rollups{Minute: 48 * time.Hour, Hour: 90 * 24 * time.Hour, Day: 2 * 365 * 24 * time.Hour,
+				FlushInterval: time.Second, Lease: 10 * time.Second},
 		},
 		Debug: Debug{Retention: 24 * time.Hour, MaxBytes: 1 << 30, Buffer: DefaultDebugBuffer},
 		Retry: Retry{

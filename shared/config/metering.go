@@ -33,6 +33,26 @@ type Metering struct {
 	// EstimateOutputTokens is the output a request without max_tokens is
 	// assumed to produce when its cost is estimated against a budget.
 	EstimateOutputTokens int `koanf:"estimate_output_tokens"`
+	// Rollups configures the usage rollups the admin folds the records
+	// into (the switchyard_usage_rollups bucket).
+	Rollups Rollups `koanf:"rollups"`
+}
+
+// Rollups is how long each resolution of the usage rollups is kept, and
+// how the admin's recorder works.
+type Rollups struct {
+	// Minute, Hour and Day are how long buckets of that width are kept
+	// after they end.
+	Minute time.Duration `koanf:"minute"`
+	Hour   time.Duration `koanf:"hour"`
+	Day    time.Duration `koanf:"day"`
+	// FlushInterval is how often the recorder writes what it folded (and
+	// then its checkpoint).
+	FlushInterval time.Duration `koanf:"flush_interval"`
+	// Lease is the TTL of the recorder's lease: when the active recorder
+	// stops renewing it, another admin instance takes over within about
+	// this long.
+	Lease time.Duration `koanf:"lease"`
 }
 
 // IsEnabled reports whether usage records are published.
@@ -100,6 +120,29 @@ func (v *validator) metering() {
 	}
 	if m.EstimateOutputTokens < 0 {
 		v.add("metering.estimate_output_tokens", "must be >= 0, got %d", m.EstimateOutputTokens)
+	}
+	r := m.Rollups
+	// each resolution is kept at least as long as its bucket's width, and
+	// no finer one longer than a coarser one (a report reads the finest at
+	// its edges)
+	prev := time.Duration(0)
+	for _, f := range [...]struct {
+		key      string
+		keep, at time.Duration
+	}{{"minute", r.Minute, time.Hour}, {"hour", r.Hour, 24 * time.Hour}, {"day", r.Day, 7 * 24 * time.Hour}} {
+		switch {
+		case f.keep < f.at:
+			v.add("metering.rollups."+f.key, "must be at least %s, got %s", f.at, f.keep)
+		case f.keep < prev:
+			v.add("metering.rollups."+f.key, "must be at least as long as the finer resolution's %s, got %s", prev, f.keep)
+		}
+		prev = max(prev, f.keep)
+	}
+	if r.FlushInterval < 10*time.Millisecond || r.FlushInterval > time.Minute {
+		v.add("metering.rollups.flush_interval", "must be between 10ms and 1m, got %s", r.FlushInterval)
+	}
+	if r.Lease < 3*time.Second {
+		v.add("metering.rollups.lease", "must be at least 3s, got %s", r.Lease)
 	}
 }
 

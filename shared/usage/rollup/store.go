@@ -1,0 +1,249 @@
+package rollup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrConflict: a compare-and-set write lost, so another recorder wrote
+// the value (or the checkpoint) since it was read. The writer's memory is
+// stale: it must drop it and start again from the checkpoint.
+var ErrConflict = errors.New("rollup: written by another recorder")
+
+// CheckpointKey is the key of the recorder's Checkpoint.
+const CheckpointKey = "recorder.checkpoint"
+
+// Checkpoint says how far the recorder has read SWITCHYARD_USAGE: every
+// record of every message up to Seq is in the rollups (values may hold
+// later ones too: each cell's through says which).
+type Checkpoint struct {
+	V int `json:"v"`
+	// Seq is the stream sequence of the last message folded; StoredAt the
+	// time the stream stored it.
+	Seq      uint64    `json:"seq"`
+	StoredAt time.Time `json:"stored_at"`
+	// StartSeq is the first message the recorder ever read, StartAt the
+	// earliest record time in it: when StartSeq > 1 the stream had
+	// discarded older records before the recorder began, and the rollups
+	// cover nothing before StartAt.
+	StartSeq uint64    `json:"start_seq"`
+	StartAt  time.Time `json:"start_at"`
+	// Lost lists the latest stretches of messages the stream discarded
+	// before the recorder read them (at most MaxGaps).
+	Lost []Gap `json:"lost"`
+	// Instance is the admin instance that wrote it.
+	Instance string `json:"instance"`
+}
+
+// Gap is a stretch of messages lost before the recorder read them: those
+// after stream sequence After, Messages of them, with records from about
+// From (the time of message After) to To (the time of the next message
+// read).
+type Gap struct {
+	After    uint64    `json:"after"`
+	Messages uint64    `json:"messages"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+}
+
+// MaxGaps bounds Checkpoint.Lost.
+const MaxGaps = 100
+
+// Store reads and writes the rollups in their KV bucket
+// (switchyard_usage_rollups).
+type Store struct {
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	Res []Resolution
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewStore returns the store of kv, with the resolutions res.
+func NewStore(js jetstream.JetStream, kv jetstream.KeyValue, res []Resolution) *Store {
+	return &Store{js: js, kv: kv, Res: res, Now: time.Now}
+}
+
+func (s *Store) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// Checkpoint returns the recorder's checkpoint and its revision; zero and
+// 0 when there is none.
+func (s *Store) Checkpoint(ctx context.Context) (Checkpoint, uint64, error) {
+	var c Checkpoint
+	e, err := s.kv.Get(ctx, CheckpointKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return c, 0, nil
+	}
+	if err != nil {
+		return c, 0, fmt.Errorf("rollup: read checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return c, 0, fmt.Errorf("rollup: read checkpoint: %w", err)
+	}
+	return c, e.Revision(), nil
+}
+
+// PutCheckpoint writes c if the checkpoint is still at revision rev (0:
+// absent) and returns the new revision; ErrConflict when it is not.
+func (s *Store) PutCheckpoint(ctx context.Context, c Checkpoint, rev uint64) (uint64, error) {
+	c.V = SchemaVersion
+	data, err := json.Marshal(c)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if rev == 0 {
+		n, err = s.kv.Create(ctx, CheckpointKey, data)
+	} else {
+		n, err = s.kv.Update(ctx, CheckpointKey, data, rev)
+	}
+	if err != nil {
+		if lostCAS(err) {
+			return 0, fmt.Errorf("%w: checkpoint at revision %d", ErrConflict, rev)
+		}
+		return 0, fmt.Errorf("rollup: write checkpoint: %w", err)
+	}
+	return n, nil
+}
+
+// lostCAS reports a compare-and-set write that lost.
+func lostCAS(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// put writes v under its key with the TTL left to its bucket, if the key
+// is still at revision rev (0: absent); it returns the new revision. A
+// value keeps its TTL across writes (kv.Update would drop it, nats.go
+// #1994, so an update is published with the expected revision and the
+// TTL).
+func (s *Store) put(ctx context.Context, res Resolution, v *Value, rev uint64) (uint64, error) {
+	key := Key(v.Resolution, v.Start, v.Provider, v.Part)
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	ttl := max(res.Expires(v.Start).Sub(s.now()).Round(time.Second), time.Second)
+	var n uint64
+	if rev == 0 {
+		n, err = s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
+	} else {
+		msg := &nats.Msg{Subject: "$KV." + s.kv.Bucket() + "." + key, Data: data}
+		var ack *jetstream.PubAck
+		ack, err = s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+		if err == nil {
+			n = ack.Sequence
+		}
+	}
+	if err != nil {
+		if lostCAS(err) {
+			return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, rev)
+		}
+		return 0, fmt.Errorf("rollup: write %s (%d bytes): %w", key, len(data), err)
+	}
+	return n, nil
+}
+
+// Tile is one time bucket of one resolution (an index into Store.Res).
+type Tile struct {
+	Res   int
+	Start time.Time
+}
+
+// Read calls visit for every stored value of the tiles (tile index, value),
+// in no particular order. It reads them with one watcher on the tiles'
+// keys.
+func (s *Store) Read(ctx context.Context, tiles []Tile, visit func(tile int, v *Value)) error {
+	if len(tiles) == 0 {
+		return nil
+	}
+	index := make(map[string]int, len(tiles))
+	filters := make([]string, len(tiles))
+	for i, t := range tiles {
+		p := BucketPrefix(s.Res[t.Res].Name, t.Start)
+		index[p] = i
+		filters[i] = p + ">"
+	}
+	w, err := s.kv.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("rollup: read %d buckets: %w", len(tiles), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rollup: read %d buckets: %w", len(tiles), ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("rollup: read %d buckets: watcher stopped", len(tiles))
+			}
+			if e == nil {
+				return nil // the initial values are all in
+			}
+			v := new(Value)
+			if err := json.Unmarshal(e.Value(), v); err != nil {
+				return fmt.Errorf("rollup: read %s: %w", e.Key(), err)
+			}
+			if err := v.check(e.Key()); err != nil {
+				return err
+			}
+			i, ok := index[BucketPrefix(v.Resolution, v.Start)]
+			if !ok {
+				continue
+			}
+			visit(i, v)
+		}
+	}
+}
+
+// load reads the stored parts of one bucket of one provider, in part
+// order, with their revisions.
+func (s *Store) load(ctx context.Context, res Resolution, start time.Time, provider string) ([]*part, error) {
+	prefix := BucketPrefix(res.Name, start) + ProviderToken(provider) + "."
+	lister, err := s.kv.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("rollup: list %s*: %w", prefix, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	var parts []*part
+	for _, k := range keys {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rollup: read %s: %w", k, err)
+		}
+		p := &part{rev: e.Revision()}
+		if err := json.Unmarshal(e.Value(), &p.v); err != nil {
+			return nil, fmt.Errorf("rollup: read %s: %w", k, err)
+		}
+		if err := p.v.check(k); err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	// parts in order, so new cells go to the last one
+	for i := 1; i < len(parts); i++ {
+		for j := i; j > 0 && parts[j].v.Part < parts[j-1].v.Part; j-- {
+			parts[j], parts[j-1] = parts[j-1], parts[j]
+		}
+	}
+	return parts, nil
+}
