@@ -30,6 +30,7 @@ import (
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/usage/rollup"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of the HTTP server once the
@@ -59,6 +60,9 @@ type Deps struct {
 	// ExplainTimeout bounds the wait for a proxy's route explanation
 	// (POST /admin/route/explain); 0 means DefaultExplainTimeout.
 	ExplainTimeout time.Duration
+	// NoUsageRecorder: this instance never records usage rollups (another
+	// one does); its reports read the rollups all the same.
+	NoUsageRecorder bool
 }
 
 // Service is one admin instance.
@@ -91,6 +95,10 @@ type Service struct {
 	health         *health.View   // the prober's health records
 	ready          *bus.Readiness // /readyz: NATS connected and JetStream answering for switchyard_holds
 	usage          usageReader    // bounds of /admin/usage
+	// rollupRes are the rollups' resolutions (metering.rollups); rec
+	// records them while this instance holds the lease (nil: never).
+	rollupRes []rollup.Resolution
+	rec       *recorder
 	// quota follows the fleet's plan consumption on switchyard_limits
 	// (it admits nothing) and writes budget resets.
 	quota *quota.Limiter
@@ -155,6 +163,18 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 			return nil, fmt.Errorf("admin: %w", err)
 		}
 	}
+	r := cfg.Metering.Rollups
+	s.rollupRes = rollup.Resolutions(r.Minute, r.Hour, r.Day)
+	if r.FlushInterval <= 0 {
+		r.FlushInterval = time.Second
+	}
+	if r.Lease <= 0 {
+		r.Lease = 10 * time.Second
+	}
+	if !deps.NoUsageRecorder && deps.NATS != nil {
+		s.rec = &recorder{log: log.With("component", "usage-recorder"), inst: m.Instance, nc: deps.NATS,
+			flush: r.FlushInterval, leaseTTL: r.Lease, res: s.rollupRes, resources: m.Resources}
+	}
 	s.met = newMetrics(s)
 	return s, nil
 }
@@ -186,6 +206,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
 		wg.Go(func() { s.runLimits(bg) })
 		wg.Go(func() { s.followRouting(bg) })
+		if s.rec != nil {
+			wg.Go(func() { s.rec.Run(bg) })
+		}
 	} else {
 		s.followed.Stop() // no fleet: the file's routing configuration
 	}

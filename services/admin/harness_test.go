@@ -145,6 +145,9 @@ type envOptions struct {
 	// explainTimeout is Deps.ExplainTimeout; log is Deps.Log.
 	explainTimeout time.Duration
 	log            *slog.Logger
+	// noRecorder is Deps.NoUsageRecorder: reports read the stream only
+	// (or the rollups of a recorder the test starts, startRecorder).
+	noRecorder bool
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
@@ -162,9 +165,13 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 		e.cfg.NATS.Storage = "file"
 	}
 
+	// the recorder writes often, so that tests wait little for it
+	e.cfg.Metering.Rollups.FlushInterval = 20 * time.Millisecond
+	e.cfg.Metering.Rollups.Lease = 3 * time.Second
+
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
 	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron,
-		ExplainTimeout: o.explainTimeout, Log: o.log})
+		ExplainTimeout: o.explainTimeout, Log: o.log, NoUsageRecorder: o.noRecorder})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -10,16 +9,19 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/usage"
+	"switchyard.dev/shared/usage/rollup"
 )
 
-// GET /admin/usage reads the usage records of SWITCHYARD_USAGE (one per
-// request, published by the proxies) over a time range and sums them by the
-// dimensions asked for. The stream is the only store: nothing is kept
-// between requests.
+// GET /admin/usage sums the usage records (one per request, published by
+// the proxies on SWITCHYARD_USAGE) over a time range by the dimensions
+// asked for. It answers from the rollups the recorder keeps
+// (recorder.go, switchyard_usage_rollups): the coarsest buckets that tile
+// the range (days in the middle, hours and minutes at the edges, finer
+// than the interval never), and reads the raw stream only after the
+// recorder's checkpoint, for the records not folded yet.
 
 // Bounds of one usage report.
 const (
@@ -50,30 +52,16 @@ const (
 	usageDefaultRange = 24 * time.Hour
 )
 
-// usageDim is one dimension records can be grouped by.
-type usageDim struct {
-	name string
-	of   func(*usage.Record) string
-}
+// usageDim is one dimension records can be grouped by (rollup.Dims.Dim
+// reads it).
+type usageDim struct{ name string }
 
 // usageDims are the group_by dimensions, in the order the API lists them.
+// Key ids are unique within a provider only: the key dimension is
+// <provider>/<key id>, the provider alone when it has no keys, "" when no
+// attempt was made.
 var usageDims = []usageDim{
-	{"client", func(r *usage.Record) string { return r.ClientID }},
-	{"plan", func(r *usage.Record) string { return r.Plan }},
-	{"client_type", func(r *usage.Record) string { return r.ClientType }},
-	{"provider", func(r *usage.Record) string { return r.Provider }},
-	{"model", func(r *usage.Record) string { return r.Model }},
-	// key ids are unique within a provider only: <provider>/<key id>, the
-	// provider alone when it has no keys, "" when no attempt was made
-	{"key", func(r *usage.Record) string {
-		if r.KeyID == "" {
-			return r.Provider
-		}
-		return r.Provider + "/" + r.KeyID
-	}},
-	{"endpoint", func(r *usage.Record) string { return r.Endpoint }},
-	{"status", func(r *usage.Record) string { return strconv.Itoa(r.Status) }},
-	{"class", func(r *usage.Record) string { return r.Class }},
+	{"client"}, {"plan"}, {"client_type"}, {"provider"}, {"model"}, {"key"}, {"endpoint"}, {"status"}, {"class"},
 }
 
 func usageDimNames() string {
@@ -129,17 +117,22 @@ func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) 
 		return q, err
 	}
 	var err error
+	// the rollups' finest buckets are minutes: to is rounded up to the
+	// next minute, from down (and further, to the hour or day, where only
+	// those are kept: planTiles)
 	q.to = now
 	if v := args["to"]; v != "" {
 		if q.to, err = parseUsageTime(v, now); err != nil {
 			return q, badParam("to", "%v", err)
 		}
 	}
+	q.to = ceilMinute(q.to)
 	q.from = q.to.Add(-usageDefaultRange)
 	if v := args["from"]; v != "" {
 		if q.from, err = parseUsageTime(v, now); err != nil {
 			return q, badParam("from", "%v", err)
 		}
+		q.from = q.from.UTC().Truncate(time.Minute)
 	}
 	if !q.from.Before(q.to) {
 		return q, badParam("from", "must be before to (from %s, to %s)", q.from.Format(time.RFC3339), q.to.Format(time.RFC3339))
@@ -182,6 +175,14 @@ func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) 
 	q.models = splitList(args["model"])
 	q.subjects = usageSubjects(q.providers, q.clients)
 	return q, nil
+}
+
+func ceilMinute(t time.Time) time.Time {
+	f := t.UTC().Truncate(time.Minute)
+	if f.Before(t) {
+		f = f.Add(time.Minute)
+	}
+	return f
 }
 
 // parseUsageTime reads an RFC 3339 time, "now", or a time relative to now:
@@ -296,7 +297,7 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}
 	res := s.member.Resources()
-	if !s.natsUp() || res == nil || res.Usage == nil {
+	if !s.natsUp() || res == nil || res.Usage == nil || res.UsageRollups == nil {
 		return natsDown(c)
 	}
 	// fasthttp does not tell a handler that its caller hung up: a report
@@ -316,86 +317,10 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 	case <-ctx.Done():
 		return apiError(c, fiber.StatusServiceUnavailable, codeBusy, "too many usage reports are running: try again shortly")
 	}
-	rep, err := s.usage.read(ctx, res.Usage, q)
+	st := rollup.NewStore(nil, res.UsageRollups, s.rollupRes)
+	rep, err := s.usage.read(ctx, res.Usage, st, q)
 	if err != nil {
 		return s.jetStreamFailed(c, err, "usage query", natsDown)
 	}
 	return c.JSON(rep)
-}
-
-// read runs an ordered consumer on the usage stream from q.from (by the
-// time the stream stored each record, less usageStartSlack) and sums the
-// records of the range until the stream's last record as of the start, a
-// record stored after q.to plus usageStopSlack, maxScan records, or the
-// end of ctx.
-func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, q usageQuery) (*usageAnswer, error) {
-	sum := newUsageSum(q)
-	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	info, err := stream.Info(octx)
-	if err != nil {
-		return nil, fmt.Errorf("usage stream info: %w", err)
-	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 || info.State.LastTime.Before(q.from.Add(-usageStartSlack)) {
-		return sum.answer(u.maxScan), nil
-	}
-	start := q.from.Add(-usageStartSlack)
-	cons, err := stream.OrderedConsumer(octx, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    q.subjects,
-		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
-		OptStartTime:      &start,
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("usage consumer: %w", err)
-	}
-	defer func() {
-		// the consumer is of this report only: gone with it, rather than
-		// left to its inactive threshold
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, dcancel := context.WithTimeout(context.Background(), opTimeout)
-			_ = stream.DeleteConsumer(dctx, ci.Name)
-			dcancel()
-		}
-	}()
-	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
-		return sum.answer(u.maxScan), nil // no record (of the filter) stored since start
-	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return nil, fmt.Errorf("usage consumer: %w", err)
-	}
-	defer iter.Stop()
-	stopAt := q.to.Add(usageStopSlack)
-	for {
-		m, err := iter.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				sum.truncatedBy = "deadline"
-				break
-			}
-			return nil, fmt.Errorf("usage consumer: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("usage record metadata: %w", err)
-		}
-		if md.Sequence.Stream > last || md.Timestamp.After(stopAt) {
-			break
-		}
-		if sum.scanned >= int64(u.maxScan) {
-			sum.truncatedBy = "max_scanned"
-			break
-		}
-		// a message holds the records of one batch of a proxy that share
-		// a subject, one JSON record per line
-		for line := range bytes.Lines(m.Data()) {
-			sum.add(bytes.TrimSuffix(line, []byte("\n")))
-		}
-		if md.Sequence.Stream == last || md.NumPending == 0 {
-			break
-		}
-	}
-	return sum.answer(u.maxScan), nil
 }

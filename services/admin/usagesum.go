@@ -6,7 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/DataDog/sketches-go/ddsketch"
+
 	"switchyard.dev/shared/usage"
+	"switchyard.dev/shared/usage/rollup"
 )
 
 // usageAnswer is the answer of GET /admin/usage.
@@ -18,15 +21,30 @@ type usageAnswer struct {
 	Interval string       `json:"interval"`
 	Filters  usageFilters `json:"filters"`
 	Limit    int          `json:"limit"`
-	// Scanned records were read from the stream; Matched of them fell in
-	// the range and the filters; Skipped could not be read (not JSON, or a
-	// schema version this service does not know).
-	Scanned int64 `json:"scanned"`
-	Matched int64 `json:"matched"`
-	Skipped int64 `json:"skipped"`
-	// Truncated: the read stopped before the end of the range, because
-	// MaxScanned records were read ("max_scanned") or the report ran out
-	// of time ("deadline"): the sums cover part of the range.
+	// CoveredFrom is the earliest time the answer's data covers: From,
+	// or later when the records before it are gone (rollups past their
+	// retention, or records the stream discarded before the recorder read
+	// them).
+	CoveredFrom time.Time `json:"covered_from"`
+	// RolledUp records were counted from the rollups; Scanned records were
+	// read from the stream (those the recorder had not folded yet);
+	// Matched records (of both) fell in the range and the filters; Skipped
+	// could not be read (not JSON, or a schema version this service does
+	// not know).
+	RolledUp int64 `json:"rolled_up"`
+	Scanned  int64 `json:"scanned"`
+	Matched  int64 `json:"matched"`
+	Skipped  int64 `json:"skipped"`
+	// UnreadMessages are stream messages (one or more records each) that
+	// may fall in the range and that the answer could not read: discarded
+	// by the stream before the recorder read them, or left when the read
+	// stopped.
+	UnreadMessages int64 `json:"unread_messages"`
+	// Truncated: the sums cover part of the range, because MaxScanned
+	// records were read ("max_scanned"), the report ran out of time
+	// ("deadline"), messages were lost before the recorder read them
+	// ("lost") or the start of the range is past every retention
+	// ("coverage": the data starts at CoveredFrom).
 	Truncated   bool   `json:"truncated"`
 	TruncatedBy string `json:"truncated_by,omitempty"`
 	MaxScanned  int    `json:"max_scanned"`
@@ -64,9 +82,10 @@ type usageGroup struct {
 	CostUSD                 *float64 `json:"cost_usd"`
 	CostUnknownRequests     int64    `json:"cost_unknown_requests"`
 	TokensEstimatedRequests int64    `json:"tokens_estimated_requests"`
-	// LatencyMS: exact percentiles (nearest rank) of every request's
-	// latency; TTFTMS of the streams' time to first token, null without a
-	// stream that had one.
+	// LatencyMS: percentiles of every request's latency, read from the
+	// merged DDSketches of the rollups (within 1 % of the exact value);
+	// TTFTMS of the streams' time to first token, null without a stream
+	// that had one.
 	LatencyMS         usagePercentiles  `json:"latency_ms"`
 	TTFTMS            *usagePercentiles `json:"ttft_ms"`
 	Streams           int64             `json:"streams"`
@@ -82,9 +101,10 @@ type usageTokens struct {
 type usagePercentiles struct {
 	P50 float64 `json:"p50"`
 	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
 }
 
-// usageSum sums records into groups.
+// usageSum sums records and rollup cells into groups.
 type usageSum struct {
 	q           usageQuery
 	clients     map[string]bool
@@ -92,9 +112,12 @@ type usageSum struct {
 	models      map[string]bool
 	groups      map[usageKey]*usageAcc
 	totals      usageAcc
+	rolledUp    int64
 	scanned     int64
 	matched     int64
 	skipped     int64
+	unread      int64
+	coveredFrom time.Time
 	truncatedBy string
 	rec         usage.Record
 }
@@ -106,16 +129,10 @@ type usageKey struct {
 	vals   [9]string
 }
 
-// usageAcc accumulates one group. Latencies are kept, as float32
-// milliseconds, for exact percentiles: 4 bytes a record (8 for a stream
-// with a first token), once in its group and once in the totals.
+// usageAcc accumulates one group.
 type usageAcc struct {
-	key                                                           usageKey
-	requests, errors, costUnknown, estimated, streams, incomplete int64
-	cancelled                                                     int64
-	tokens                                                        usage.Tokens
-	cost                                                          float64
-	latency, ttft                                                 []float32
+	key usageKey
+	rollup.Sums
 }
 
 func newUsageSum(q usageQuery) *usageSum {
@@ -130,97 +147,95 @@ func newUsageSum(q usageQuery) *usageSum {
 		return m
 	}
 	return &usageSum{q: q, clients: set(q.clients), providers: set(q.providers), models: set(q.models),
-		groups: map[usageKey]*usageAcc{}}
+		groups: map[usageKey]*usageAcc{}, coveredFrom: q.from}
 }
 
-// add counts one record (the data of one stream message).
-func (s *usageSum) add(data []byte) {
-	s.scanned++
-	r := &s.rec
-	if decodeRecord(data, r) != nil || r.V != usage.SchemaVersion {
-		s.skipped++
-		return
-	}
-	if r.At.Before(s.q.from) || !r.At.Before(s.q.to) ||
-		s.clients != nil && !s.clients[r.ClientID] ||
-		s.providers != nil && !s.providers[r.Provider] ||
-		s.models != nil && !s.models[r.Model] {
-		return
-	}
-	s.matched++
+// wants reports whether a record or cell of these dimensions passes the
+// filters.
+func (s *usageSum) wants(d *rollup.Dims) bool {
+	return !(s.clients != nil && !s.clients[d.Client] ||
+		s.providers != nil && !s.providers[d.Provider] ||
+		s.models != nil && !s.models[d.Model])
+}
+
+// acc returns the group of d at time t.
+func (s *usageSum) acc(d *rollup.Dims, t time.Time) *usageAcc {
 	var k usageKey
 	if s.q.interval > 0 {
-		k.bucket = r.At.UTC().Truncate(s.q.interval).Unix()
+		k.bucket = t.UTC().Truncate(s.q.interval).Unix()
 	}
-	for i, d := range s.q.groupBy {
-		k.vals[i] = usageDims[d].of(r)
+	for i, di := range s.q.groupBy {
+		k.vals[i] = d.Dim(usageDims[di].name)
 	}
 	acc := s.groups[k]
 	if acc == nil {
 		acc = &usageAcc{key: k}
 		s.groups[k] = acc
 	}
-	acc.add(r)
-	s.totals.add(r)
+	return acc
 }
 
-func (a *usageAcc) add(r *usage.Record) {
-	a.requests++
-	if r.Status >= 400 {
-		a.errors++
+// addCell counts a rollup cell of the bucket starting at start.
+func (s *usageSum) addCell(c *rollup.Cell, start time.Time) {
+	if !s.wants(&c.Dims) {
+		return
 	}
-	a.tokens.Input += r.Tokens.Input
-	a.tokens.Output += r.Tokens.Output
-	a.tokens.CachedInput += r.Tokens.CachedInput
-	a.tokens.CacheWrite += r.Tokens.CacheWrite
-	a.tokens.Reasoning += r.Tokens.Reasoning
-	if r.CostUSD != nil {
-		a.cost += *r.CostUSD
-	} else {
-		a.costUnknown++
+	s.rolledUp += c.Requests
+	s.matched += c.Requests
+	s.acc(&c.Dims, start).Merge(&c.Sums)
+	s.totals.Merge(&c.Sums)
+}
+
+// decode reads one record (the data of one line of a stream message)
+// into s.rec and counts it as scanned; false when it is not a readable
+// record of the range and the filters.
+func (s *usageSum) decode(data []byte) bool {
+	s.scanned++
+	r := &s.rec
+	if decodeRecord(data, r) != nil || r.V != usage.SchemaVersion {
+		s.skipped++
+		return false
 	}
-	if r.TokensEstimated {
-		a.estimated++
+	if r.At.Before(s.q.from) || !r.At.Before(s.q.to) {
+		return false
 	}
-	if r.Stream {
-		a.streams++
-		if !r.StreamCompleted {
-			a.incomplete++
-		}
-		if r.TTFTMS > 0 {
-			a.ttft = append(a.ttft, float32(r.TTFTMS))
-		}
-	}
-	if r.Cancelled {
-		a.cancelled++
-	}
-	a.latency = append(a.latency, float32(r.LatencyMS))
+	d := rollup.DimsOf(r)
+	return s.wants(&d)
+}
+
+// add counts s.rec, read by decode.
+func (s *usageSum) add() {
+	r := &s.rec
+	s.matched++
+	d := rollup.DimsOf(r)
+	s.acc(&d, r.At).Add(r)
+	s.totals.Add(r)
 }
 
 // group is what the accumulator sums to.
 func (a *usageAcc) group(q usageQuery, keyed bool) usageGroup {
 	g := usageGroup{
-		Requests:                a.requests,
-		Errors:                  a.errors,
-		Tokens:                  usageTokens{Tokens: a.tokens},
-		CostUnknownRequests:     a.costUnknown,
-		TokensEstimatedRequests: a.estimated,
-		Streams:                 a.streams,
-		StreamsIncomplete:       a.incomplete,
-		Cancelled:               a.cancelled,
+		Requests:                a.Requests,
+		Errors:                  a.Errors,
+		Tokens:                  usageTokens{Tokens: a.Tokens},
+		CostUnknownRequests:     a.CostUnknown,
+		TokensEstimatedRequests: a.TokensEstimated,
+		Streams:                 a.Streams,
+		StreamsIncomplete:       a.StreamsIncomplete,
+		Cancelled:               a.Cancelled,
 	}
-	t := a.tokens
+	t := a.Tokens
 	g.Tokens.Total = t.Input + t.Output + t.CachedInput + t.CacheWrite + t.Reasoning
-	if a.requests > 0 {
-		g.ErrorRate = round(float64(a.errors)/float64(a.requests), 1e4)
+	if a.Requests > 0 {
+		g.ErrorRate = round(float64(a.Errors)/float64(a.Requests), 1e4)
 	}
-	if a.costUnknown < a.requests {
-		c := round(a.cost, 1e9)
+	if a.CostUnknown < a.Requests {
+		c := round(a.CostUSD, 1e9)
 		g.CostUSD = &c
 	}
-	g.LatencyMS = percentiles(a.latency)
-	if len(a.ttft) > 0 {
-		p := percentiles(a.ttft)
+	g.LatencyMS = percentiles(a.Latency)
+	if a.TTFT != nil && !a.TTFT.IsEmpty() {
+		p := percentiles(a.TTFT)
 		g.TTFTMS = &p
 	}
 	if !keyed {
@@ -237,18 +252,11 @@ func (a *usageAcc) group(q usageQuery, keyed bool) usageGroup {
 	return g
 }
 
-// percentiles are the exact p50 and p95 (nearest rank) of vs, which they
-// sort.
-func percentiles(vs []float32) usagePercentiles {
-	if len(vs) == 0 {
-		return usagePercentiles{}
-	}
-	slices.Sort(vs)
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(vs)))) - 1
-		return round(float64(vs[max(i, 0)]), 100)
-	}
-	return usagePercentiles{P50: rank(0.50), P95: rank(0.95)}
+// percentiles are p50, p95 and p99 of a sketch (within its relative
+// accuracy, 1 %), rounded to 0.01 ms.
+func percentiles(sk *ddsketch.DDSketch) usagePercentiles {
+	v := rollup.Quantiles(sk, 0.50, 0.95, 0.99)
+	return usagePercentiles{P50: round(v[0], 100), P95: round(v[1], 100), P99: round(v[2], 100)}
 }
 
 func round(v, scale float64) float64 { return math.Round(v*scale) / scale }
@@ -257,11 +265,20 @@ func round(v, scale float64) float64 { return math.Round(v*scale) / scale }
 // the answer.
 func (s *usageSum) answer(maxScan int) *usageAnswer {
 	q := s.q
+	by := s.truncatedBy
+	switch {
+	case by != "":
+	case s.unread > 0:
+		by = "lost"
+	case s.coveredFrom.After(q.from):
+		by = "coverage"
+	}
 	a := &usageAnswer{
 		From: q.from.UTC(), To: q.to.UTC(), GroupBy: []string{}, Interval: q.intervalName,
 		Filters: usageFilters{Client: q.clients, Provider: q.providers, Model: q.models},
-		Limit:   q.limit, Scanned: s.scanned, Matched: s.matched, Skipped: s.skipped,
-		Truncated: s.truncatedBy != "", TruncatedBy: s.truncatedBy, MaxScanned: maxScan,
+		Limit:   q.limit, CoveredFrom: s.coveredFrom.UTC(),
+		RolledUp: s.rolledUp, Scanned: s.scanned, Matched: s.matched, Skipped: s.skipped, UnreadMessages: s.unread,
+		Truncated: by != "", TruncatedBy: by, MaxScanned: maxScan,
 		Totals: s.totals.group(q, false),
 		Groups: []usageGroup{},
 	}
@@ -276,10 +293,10 @@ func (s *usageSum) answer(maxScan int) *usageAnswer {
 		if c := cmp.Compare(x.key.bucket, y.key.bucket); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(y.cost, x.cost); c != 0 {
+		if c := cmp.Compare(y.CostUSD, x.CostUSD); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(y.requests, x.requests); c != 0 {
+		if c := cmp.Compare(y.Requests, x.Requests); c != 0 {
 			return c
 		}
 		return slices.Compare(x.key.vals[:], y.key.vals[:])

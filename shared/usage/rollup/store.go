@@ -182,13 +182,22 @@ func (s *Store) Read(ctx context.Context, tiles []Tile, visit func(tile int, v *
 		return fmt.Errorf("rollup: read %d buckets: %w", len(tiles), err)
 	}
 	defer func() { _ = w.Stop() }()
+	return s.drain(ctx, w, func(key string, v *Value) {
+		if i, ok := index[BucketPrefix(v.Resolution, v.Start)]; ok {
+			visit(i, v)
+		}
+	})
+}
+
+// drain reads a watcher's initial values (until its nil marker).
+func (s *Store) drain(ctx context.Context, w jetstream.KeyWatcher, visit func(key string, v *Value)) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("rollup: read %d buckets: %w", len(tiles), ctx.Err())
+			return fmt.Errorf("rollup: read: %w", ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return fmt.Errorf("rollup: read %d buckets: watcher stopped", len(tiles))
+				return errors.New("rollup: read: watcher stopped")
 			}
 			if e == nil {
 				return nil // the initial values are all in
@@ -200,11 +209,7 @@ func (s *Store) Read(ctx context.Context, tiles []Tile, visit func(tile int, v *
 			if err := v.check(e.Key()); err != nil {
 				return err
 			}
-			i, ok := index[BucketPrefix(v.Resolution, v.Start)]
-			if !ok {
-				continue
-			}
-			visit(i, v)
+			visit(e.Key(), v)
 		}
 	}
 }
@@ -246,4 +251,14 @@ func (s *Store) load(ctx context.Context, res Resolution, start time.Time, provi
 		}
 	}
 	return parts, nil
+}
+
+// ReadAll calls visit for every stored value of resolution res.
+func (s *Store) ReadAll(ctx context.Context, res int, visit func(v *Value)) error {
+	w, err := s.kv.Watch(ctx, s.Res[res].Name+".>", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("rollup: read %s buckets: %w", s.Res[res].Name, err)
+	}
+	defer func() { _ = w.Stop() }()
+	return s.drain(ctx, w, func(key string, v *Value) { visit(v) })
 }
