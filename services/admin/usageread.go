@@ -46,7 +46,7 @@ func planTiles(from, to, now time.Time, res []rollup.Resolution, interval time.D
 	}
 	start = from
 	if t.Before(from) {
-		start = t
+		start, coveredFrom = t, t
 	}
 	for t.Before(to) {
 		chosen := -1

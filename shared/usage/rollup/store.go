@@ -181,7 +181,7 @@ func (s *Store) Read(ctx context.Context, tiles []Tile, visit func(tile int, v *
 	if err != nil {
 		return fmt.Errorf("rollup: read %d buckets: %w", len(tiles), err)
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w)
 	return s.drain(ctx, w, func(key string, v *Value) {
 		if i, ok := index[BucketPrefix(v.Resolution, v.Start)]; ok {
 			visit(i, v)
@@ -259,6 +259,25 @@ func (s *Store) ReadAll(ctx context.Context, res int, visit func(v *Value)) erro
 	if err != nil {
 		return fmt.Errorf("rollup: read %s buckets: %w", s.Res[res].Name, err)
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w)
 	return s.drain(ctx, w, func(key string, v *Value) { visit(v) })
+}
+
+// stopWatch stops w and reads what it still delivers until it closes its
+// channel: a watcher's delivery blocks on a full channel, and a stopped
+// watcher whose channel nobody reads would keep its goroutine forever.
+func stopWatch(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
 }

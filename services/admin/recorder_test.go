@@ -1,0 +1,229 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/usage"
+	"switchyard.dev/shared/usage/rollup"
+)
+
+// startRecorder runs a usage recorder as admin instance inst would, until
+// the returned stop is called (stop waits for it to end).
+func (e *env) startRecorder(inst string, ctx context.Context) (*recorder, func()) {
+	e.t.Helper()
+	r := &recorder{log: slog.New(slog.DiscardHandler), inst: inst, nc: e.anc, flush: 20 * time.Millisecond,
+		leaseTTL: 3 * time.Second, res: e.svc.rollupRes, resources: e.proxy.Resources}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	stop := func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	return r, stop
+}
+
+// checkpoint reads the recorder's checkpoint.
+func (e *env) checkpoint() rollup.Checkpoint {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ck, _, err := rollup.NewStore(nil, e.proxy.Resources().UsageRollups, nil).Checkpoint(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ck
+}
+
+// rollupTotals sums every stored cell of resolution ri.
+func (e *env) rollupTotals(ri int) rollup.Sums {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	st := rollup.NewStore(nil, e.proxy.Resources().UsageRollups, e.svc.rollupRes)
+	var sum rollup.Sums
+	if err := st.ReadAll(ctx, ri, func(v *rollup.Value) {
+		for _, c := range v.Cells {
+			sum.Merge(&c.Sums)
+		}
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return sum
+}
+
+// recount sums recs as the rollups of resolution res should: the records
+// whose bucket is still kept.
+func recount(recs []usage.Record, res rollup.Resolution) rollup.Sums {
+	var sum rollup.Sums
+	now := time.Now()
+	for i := range recs {
+		if res.Kept(res.Start(recs[i].At), now) {
+			sum.Add(&recs[i])
+		}
+	}
+	return sum
+}
+
+// sameSums compares every count of two sums exactly (costs are multiples
+// of 1/1024 in these tests, so their float sums are exact in any order).
+func sameSums(t *testing.T, what string, got, want rollup.Sums) {
+	t.Helper()
+	type counts struct {
+		requests, errors, costUnknown, estimated, streams, incomplete, cancelled int64
+		tokens                                                                   usage.Tokens
+		cost, latencyN, ttftN                                                    float64
+	}
+	of := func(s rollup.Sums) counts {
+		c := counts{s.Requests, s.Errors, s.CostUnknown, s.TokensEstimated, s.Streams, s.StreamsIncomplete, s.Cancelled, s.Tokens, s.CostUSD, 0, 0}
+		if s.Latency != nil {
+			c.latencyN = s.Latency.GetCount()
+		}
+		if s.TTFT != nil {
+			c.ttftN = s.TTFT.GetCount()
+		}
+		return c
+	}
+	if g, w := of(got), of(want); g != w {
+		t.Errorf("%s: rollups %+v, recount %+v", what, g, w)
+	}
+}
+
+// usageBatch is n records over the last span, on three providers and
+// four clients, some failed, some streamed, some without a cost.
+func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
+	now := time.Now().UTC()
+	providers := []string{"openai", "anthropic", "gemini"}
+	recs := make([]usage.Record, n)
+	for i := range recs {
+		recs[i] = rec(fmt.Sprintf("%s%05d", prefix, i), now.Add(-span*time.Duration(i)/time.Duration(n)), func(r *usage.Record) {
+			r.Provider, r.ClientID = providers[i%3], fmt.Sprintf("c%d", i%4)
+			r.Model = fmt.Sprintf("m%d", i%5)
+			r.CostUSD = cost(float64(i%7) / 1024)
+			r.LatencyMS, r.Tokens.Input = float64(10+i%900), int64(i)
+			if i%11 == 0 {
+				r.CostUSD, r.Status, r.Class = nil, 429, "rate_limit"
+			}
+			if i%5 == 0 {
+				r.Stream, r.StreamCompleted, r.TTFTMS = true, i%10 != 0, float64(1+i%50)
+			}
+		})
+	}
+	return recs
+}
+
+// TestRecorderExactlyOnce: a recorder stopped in the middle of a flush
+// (some values written, its checkpoint not) is followed by another admin
+// instance that takes the lease and replays from the checkpoint; every
+// resolution's totals then equal a recount of the raw records, exactly.
+func TestRecorderExactlyOnce(t *testing.T) {
+	e := startEnvWith(t, envOptions{noRecorder: true})
+	first := usageBatch("a", 600, 72*time.Hour)
+	e.publishUsage(first...)
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	a, stopA := e.startRecorder("admin-a", ctxA)
+	e.waitRecorded()
+	ck := e.checkpoint()
+
+	// a second instance waits while a holds the lease
+	b, stopB := e.startRecorder("admin-b", context.Background())
+	if b.active.Load() || !a.active.Load() {
+		t.Fatalf("active: a %v, b %v", a.active.Load(), b.active.Load())
+	}
+
+	// a dies in the middle of its next flush: its context ends once the
+	// first value of the flush is written
+	res := e.proxy.Resources()
+	w, err := res.UsageRollups.WatchAll(context.Background(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var once sync.Once
+		for u := range w.Updates() { // until Stop closes it
+			if u != nil && u.Key() != rollup.CheckpointKey {
+				once.Do(func() { cancelA(); close(cut) })
+			}
+		}
+	}()
+	defer func() { _ = w.Stop(); <-watched }()
+	second := usageBatch("b", 900, 50*time.Hour)
+	e.publishUsage(second...)
+	<-cut
+	stopA()
+	if got := e.checkpoint(); got.Seq != ck.Seq {
+		t.Logf("a wrote its checkpoint %d before it stopped (was %d): the cut came after the flush", got.Seq, ck.Seq)
+	}
+
+	// b takes over within the lease's TTL and replays
+	e.waitRecorded()
+	if !b.active.Load() {
+		t.Fatal("b is not recording")
+	}
+	all := append(first, second...)
+	for ri, r := range e.svc.rollupRes {
+		sameSums(t, r.Name, e.rollupTotals(ri), recount(all, r))
+	}
+	// and so does a report over everything
+	rep := e.usage("?from=-4d&group_by=provider")
+	want := recount(all, e.svc.rollupRes[2])
+	if rep.Totals.Requests != want.Requests || rep.RolledUp != want.Requests || rep.Truncated {
+		t.Errorf("report: %d requests (%d rolled up), truncated %v; recount %d", rep.Totals.Requests, rep.RolledUp, rep.Truncated, want.Requests)
+	}
+	stopB()
+}
+
+// TestUsageReportTail: records the recorder has not folded yet are read
+// from the stream, once, and a record folded but not yet checkpointed is
+// not counted twice.
+func TestUsageReportTail(t *testing.T) {
+	e := startEnvWith(t, envOptions{noRecorder: true})
+	recs := usageBatch("t", 90, time.Hour)
+	e.publishUsage(recs[:60]...)
+	_, stop := e.startRecorder("admin-a", context.Background())
+	e.waitRecorded()
+	stop()
+	e.publishUsage(recs[60:]...)
+	a := e.usage("?from=-2h")
+	if a.Totals.Requests != 90 || a.RolledUp != 60 || a.Scanned != 30 || a.Truncated {
+		t.Fatalf("%d requests, %d rolled up, %d scanned, truncated %v", a.Totals.Requests, a.RolledUp, a.Scanned, a.Truncated)
+	}
+}
+
+// TestUsageCoveredFrom: the stream discarded its first records before
+// any recorder read them: a report over a range from before says where
+// its data starts, and that it covers part of the range.
+func TestUsageCoveredFrom(t *testing.T) {
+	e := startEnvWith(t, envOptions{noRecorder: true})
+	now := time.Now().UTC()
+	old := rec("old", now.Add(-2*time.Hour))
+	e.publishUsage(old)
+	newer := rec("new", now.Add(-30*time.Minute), func(r *usage.Record) { r.ClientID = "ci" })
+	e.publishUsage(newer)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	// what metering.max_bytes does to the oldest records
+	if err := e.proxy.Resources().Usage.Purge(ctx, jetstream.WithPurgeSequence(2)); err != nil {
+		t.Fatal(err)
+	}
+	_, stop := e.startRecorder("admin-a", context.Background())
+	defer stop()
+	e.waitRecorded()
+	a := e.usage("?from=-3h")
+	if a.Totals.Requests != 1 || !a.CoveredFrom.Equal(newer.At) || !a.Truncated || a.TruncatedBy != "coverage" {
+		t.Fatalf("%d requests, covered from %v (want %v), truncated %v by %q", a.Totals.Requests, a.CoveredFrom, newer.At, a.Truncated, a.TruncatedBy)
+	}
+	// a range after the first record is covered in full
+	if a := e.usage("?from=-20m"); a.Truncated || !a.CoveredFrom.Equal(a.From) {
+		t.Errorf("last 20 minutes: covered from %v, from %v, truncated %v", a.CoveredFrom, a.From, a.Truncated)
+	}
+}
