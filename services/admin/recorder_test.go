@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/shared/usage"
 	"switchyard.dev/shared/usage/rollup"
 )
@@ -226,4 +231,90 @@ func TestUsageCoveredFrom(t *testing.T) {
 	if a := e.usage("?from=-20m"); a.Truncated || !a.CoveredFrom.Equal(a.From) {
 		t.Errorf("last 20 minutes: covered from %v, from %v, truncated %v", a.CoveredFrom, a.From, a.Truncated)
 	}
+}
+
+// BenchmarkUsageRollups folds SWITCHYARD_BENCH_RECORDS records (200,000
+// by default) published as the proxies publish them (100 a message, over
+// the last 30 days, 3 providers, 20 clients, 10 models), then times a
+// 30-day report grouped by client from the rollups:
+//
+//	SWITCHYARD_BENCH_RECORDS=1000000 go test -run '^$' -bench UsageRollups -benchtime 5x ./services/admin
+func BenchmarkUsageRollups(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("SWITCHYARD_BENCH_RECORDS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer natsembed.Stop(ns)
+	nc, js := testkit.ConnectNATS(b, ns.ClientURL())
+	ctx := context.Background()
+	res, err := bus.Setup(ctx, js, bus.SetupOptions{Storage: "memory", UsageMaxBytes: 8 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	providers := []string{"openai", "anthropic", "gemini"}
+	const perMsg = 100
+	var buf []byte
+	for i := 0; i < n; i += perMsg {
+		p, c := providers[(i/perMsg)%3], fmt.Sprintf("client-%d", (i/perMsg)%20)
+		buf = buf[:0]
+		for j := i; j < min(i+perMsg, n); j++ {
+			r := rec(fmt.Sprintf("b%07d", j), now.Add(-time.Duration(float64(30*24*time.Hour)*float64(j)/float64(n))), func(r *usage.Record) {
+				r.Provider, r.ClientID, r.Model = p, c, fmt.Sprintf("model-%d", j%10)
+				r.LatencyMS = float64(20 + j%2000)
+			})
+			if j > i {
+				buf = append(buf, '\n')
+			}
+			buf = r.AppendJSON(buf)
+		}
+		if _, err := js.PublishAsync(usage.Subject(p, c), append([]byte(nil), buf...)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		b.Fatal("publish did not complete")
+	}
+	info, err := res.Usage.Info(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rr := rollup.Resolutions(0, 0, 0)
+	r := &recorder{log: slog.New(slog.DiscardHandler), inst: "bench", nc: nc, flush: time.Second, leaseTTL: 10 * time.Second,
+		res: rr, resources: func() *bus.Resources { return res }}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); r.Run(rctx) }()
+	for r.checkpoint.Load() < info.State.LastSeq {
+		time.Sleep(10 * time.Millisecond) // a benchmark's wait, not a test's
+	}
+	fold := time.Since(start)
+	cancel()
+	<-done
+
+	q, err := parseUsageQuery(map[string]string{"group_by": "client", "from": "-30d"}, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := newUsageReader(0)
+	st := rollup.NewStore(nil, res.UsageRollups, rr)
+	b.ResetTimer()
+	for b.Loop() {
+		a, err := u.read(ctx, res.Usage, st, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a.Totals.Requests < int64(n)*99/100 || a.Scanned != 0 {
+			b.Fatalf("%d requests of %d, %d scanned", a.Totals.Requests, n, a.Scanned)
+		}
+	}
+	b.ReportMetric(float64(n)/fold.Seconds(), "records_folded/s")
+	b.ReportMetric(fold.Seconds(), "fold_s")
 }

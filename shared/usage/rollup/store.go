@@ -215,22 +215,15 @@ func (s *Store) drain(ctx context.Context, w jetstream.KeyWatcher, visit func(ke
 }
 
 // load reads the stored parts of one bucket of one provider, in part
-// order, with their revisions.
+// order, with their revisions. Parts are created in order (0, 1, ...) and
+// share their bucket's TTL, so the first absent part ends them.
 func (s *Store) load(ctx context.Context, res Resolution, start time.Time, provider string) ([]*part, error) {
-	prefix := BucketPrefix(res.Name, start) + ProviderToken(provider) + "."
-	lister, err := s.kv.ListKeysFiltered(ctx, prefix+"*")
-	if err != nil {
-		return nil, fmt.Errorf("rollup: list %s*: %w", prefix, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
 	var parts []*part
-	for _, k := range keys {
+	for i := 0; ; i++ {
+		k := Key(res.Name, start, provider, i)
 		e, err := s.kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired meanwhile
+			return parts, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollup: read %s: %w", k, err)
@@ -244,13 +237,6 @@ func (s *Store) load(ctx context.Context, res Resolution, start time.Time, provi
 		}
 		parts = append(parts, p)
 	}
-	// parts in order, so new cells go to the last one
-	for i := 1; i < len(parts); i++ {
-		for j := i; j > 0 && parts[j].v.Part < parts[j-1].v.Part; j-- {
-			parts[j], parts[j-1] = parts[j-1], parts[j]
-		}
-	}
-	return parts, nil
 }
 
 // ReadAll calls visit for every stored value of resolution res.
