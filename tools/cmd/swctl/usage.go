@@ -15,6 +15,8 @@ type usageAnswer struct {
 	GroupBy       []string     `json:"group_by"`
 	Interval      string       `json:"interval"`
 	Scanned       int64        `json:"scanned"`
+	CoveredFrom   time.Time    `json:"covered_from"`
+	Unread        int64        `json:"unread_messages"`
 	Truncated     bool         `json:"truncated"`
 	TruncatedBy   string       `json:"truncated_by"`
 	MaxScanned    int64        `json:"max_scanned"`
@@ -70,7 +72,8 @@ func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	if res.Truncated {
-		fmt.Fprintf(stderr, "warning: truncated (%s) after %d records: the sums cover the start of the range only\n", res.TruncatedBy, res.Scanned)
+		fmt.Fprintf(stderr, "warning: truncated (%s): the sums cover part of the range (data from %s; %d stream messages unread)\n",
+			res.TruncatedBy, res.CoveredFrom.Format(time.RFC3339), res.Unread)
 	}
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, "warning: %d records could not be read and are not counted\n", res.Skipped)

@@ -155,12 +155,12 @@ func TestUsageVerb(t *testing.T) {
 
 	out, _, err = swctl("usage", "--from", "-1h", "--provider", "openai", "--json")
 	var a struct {
-		Scanned int `json:"scanned"`
+		Matched int `json:"matched"`
 		Totals  struct {
 			Requests int `json:"requests"`
 		} `json:"totals"`
 	}
-	if err != nil || json.Unmarshal([]byte(out), &a) != nil || a.Scanned != 2 || a.Totals.Requests != 2 {
+	if err != nil || json.Unmarshal([]byte(out), &a) != nil || a.Matched != 2 || a.Totals.Requests != 2 {
 		t.Fatalf("--json: %v %s", err, out)
 	}
 
