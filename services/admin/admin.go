@@ -63,6 +63,9 @@ type Deps struct {
 	// NoUsageRecorder: this instance never records usage rollups (another
 	// one does); its reports read the rollups all the same.
 	NoUsageRecorder bool
+	// BacklogEvery is how often the usage backlog is measured; 0 means
+	// every 5 s.
+	BacklogEvery time.Duration
 }
 
 // Service is one admin instance.
@@ -99,6 +102,7 @@ type Service struct {
 	// records them while this instance holds the lease (nil: never).
 	rollupRes []rollup.Resolution
 	rec       *recorder
+	backlog   *backlogWatch
 	// quota follows the fleet's plan consumption on switchyard_limits
 	// (it admits nothing) and writes budget resets.
 	quota *quota.Limiter
@@ -175,6 +179,10 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		s.rec = &recorder{log: log.With("component", "usage-recorder"), inst: m.Instance, nc: deps.NATS,
 			flush: r.FlushInterval, leaseTTL: r.Lease, res: s.rollupRes, resources: m.Resources}
 	}
+	s.backlog = &backlogWatch{s: s, every: deps.BacklogEvery}
+	if s.backlog.every <= 0 {
+		s.backlog.every = backlogEvery
+	}
 	s.met = newMetrics(s)
 	return s, nil
 }
@@ -209,6 +217,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		if s.rec != nil {
 			wg.Go(func() { s.rec.Run(bg) })
 		}
+		wg.Go(func() { s.backlog.run(bg) })
 	} else {
 		s.followed.Stop() // no fleet: the file's routing configuration
 	}
@@ -321,8 +330,10 @@ func (s *Service) healthz(c *fiber.Ctx) error {
 // routing configuration has loaded, 503 with the reason otherwise; with
 // the version of the routing configuration in use (routing_version, 0 for
 // the file's) and the last version this instance could not apply
-// (routing_error), as the proxy and the prober report them. It reads the
-// result of a background probe: it never waits on NATS.
+// (routing_error), as the proxy and the prober report them; and the usage
+// backlog (usage_backlog), with status "degraded" and the reason (still
+// 200) while it alerts. It reads the results of background probes: it
+// never waits on NATS.
 func (s *Service) readyz(c *fiber.Ctx) error {
 	status, body := s.ready.State().Answer()
 	out := fiber.Map{"routing_version": s.RoutingVersion()}
@@ -331,6 +342,14 @@ func (s *Service) readyz(c *fiber.Ctx) error {
 	}
 	for k, v := range body {
 		out[k] = v
+	}
+	if st := s.backlog.state.Load(); st != nil {
+		out["usage_backlog"] = st
+		if st.Alert && status == fiber.StatusOK {
+			// still serving: the API answers, reports say what they
+			// cover; but records are about to be lost
+			out["status"], out["reason"] = "degraded", st.reason()
+		}
 	}
 	select {
 	case <-s.followed.Loaded():

@@ -148,6 +148,8 @@ type envOptions struct {
 	// noRecorder is Deps.NoUsageRecorder: reports read the stream only
 	// (or the rollups of a recorder the test starts, startRecorder).
 	noRecorder bool
+	// backlogEvery is Deps.BacklogEvery.
+	backlogEvery time.Duration
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
@@ -171,7 +173,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
 	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron,
-		ExplainTimeout: o.explainTimeout, Log: o.log, NoUsageRecorder: o.noRecorder})
+		ExplainTimeout: o.explainTimeout, Log: o.log, NoUsageRecorder: o.noRecorder, BacklogEvery: o.backlogEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
