@@ -101,6 +101,8 @@ type Service struct {
 	// rollupRes are the rollups' resolutions (metering.rollups); rec
 	// records them while this instance holds the lease (nil: never).
 	rollupRes []rollup.Resolution
+	// rollupCache keeps the rollup values reports decoded.
+	rollupCache *rollup.Cache
 	rec       *recorder
 	backlog   *backlogWatch
 	// quota follows the fleet's plan consumption on switchyard_limits
@@ -169,6 +171,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	r := cfg.Metering.Rollups
 	s.rollupRes = rollup.Resolutions(r.Minute, r.Hour, r.Day)
+	s.rollupCache = rollup.NewCache(0)
 	if r.FlushInterval <= 0 {
 		r.FlushInterval = time.Second
 	}

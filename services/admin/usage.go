@@ -318,6 +318,7 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 		return apiError(c, fiber.StatusServiceUnavailable, codeBusy, "too many usage reports are running: try again shortly")
 	}
 	st := rollup.NewStore(nil, res.UsageRollups, s.rollupRes)
+	st.Cache = s.rollupCache
 	rep, err := s.usage.read(ctx, res.Usage, st, q)
 	if err != nil {
 		return s.jetStreamFailed(c, err, "usage query", natsDown)

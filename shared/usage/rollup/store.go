@@ -63,6 +63,9 @@ type Store struct {
 	Res []Resolution
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Cache, when set, keeps the values Read and ReadAll decode (they
+	// hand out shared values: see Cache).
+	Cache *Cache
 }
 
 // NewStore returns the store of kv, with the resolutions res.
@@ -165,7 +168,7 @@ type Tile struct {
 
 // Read calls visit for every stored value of the tiles (tile index, value),
 // in no particular order. It reads them with one watcher on the tiles'
-// keys.
+// keys. visit must not change the value (it may be the Cache's).
 func (s *Store) Read(ctx context.Context, tiles []Tile, visit func(tile int, v *Value)) error {
 	if len(tiles) == 0 {
 		return nil
@@ -202,12 +205,16 @@ func (s *Store) drain(ctx context.Context, w jetstream.KeyWatcher, visit func(ke
 			if e == nil {
 				return nil // the initial values are all in
 			}
-			v := new(Value)
-			if err := json.Unmarshal(e.Value(), v); err != nil {
-				return fmt.Errorf("rollup: read %s: %w", e.Key(), err)
-			}
-			if err := v.check(e.Key()); err != nil {
-				return err
+			v, ok := s.Cache.get(e.Key(), e.Revision())
+			if !ok {
+				v = new(Value)
+				if err := json.Unmarshal(e.Value(), v); err != nil {
+					return fmt.Errorf("rollup: read %s: %w", e.Key(), err)
+				}
+				if err := v.check(e.Key()); err != nil {
+					return err
+				}
+				s.Cache.put(e.Key(), e.Revision(), v)
 			}
 			visit(e.Key(), v)
 		}
