@@ -103,8 +103,8 @@ type Service struct {
 	rollupRes []rollup.Resolution
 	// rollupCache keeps the rollup values reports decoded.
 	rollupCache *rollup.Cache
-	rec       *recorder
-	backlog   *backlogWatch
+	rec         *recorder
+	backlog     *backlogWatch
 	// quota follows the fleet's plan consumption on switchyard_limits
 	// (it admits nothing) and writes budget resets.
 	quota *quota.Limiter

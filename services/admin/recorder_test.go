@@ -306,7 +306,7 @@ func BenchmarkUsageRollups(b *testing.B) {
 	u := newUsageReader(0)
 	st := rollup.NewStore(nil, res.UsageRollups, rr)
 	st.Cache = rollup.NewCache(0) // as the admin's reports read them
-	coldStart := time.Now() // the first report decodes every value
+	coldStart := time.Now()       // the first report decodes every value
 	if _, err := u.read(ctx, res.Usage, st, q); err != nil {
 		b.Fatal(err)
 	}
