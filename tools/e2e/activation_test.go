@@ -14,9 +14,9 @@ import (
 // by the proxy with the reason, which keeps routing with the version
 // before; GET /admin/config/instances says the same.
 func TestActivationRefusedByAProxy(t *testing.T) {
-	f := startSecFleetWith(t, func(env []string) []string {
+	f := startSecFleetWith(t, secOptions{proxyEnv: func(env []string) []string {
 		return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SWITCHYARD_SECRET_NEW_KEY=") })
-	})
+	}})
 	status, b := f.adm(http.MethodGet, "/admin/config", "")
 	if status != http.StatusOK {
 		t.Fatalf("GET /admin/config: %d %s", status, b)

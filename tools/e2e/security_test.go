@@ -218,13 +218,22 @@ aliases:
 
 func startSecFleet(t *testing.T) *secFleet {
 	t.Helper()
-	return startSecFleetWith(t, nil)
+	return startSecFleetWith(t, secOptions{})
 }
 
-// startSecFleetWith is startSecFleet with the proxy's environment changed
-// by proxyEnv (a host that lacks a variable the others have).
-func startSecFleetWith(t *testing.T, proxyEnv func([]string) []string) *secFleet {
+// secOptions change a secFleet.
+type secOptions struct {
+	// proxyEnv changes the proxy's environment (a host that lacks a
+	// variable the others have).
+	proxyEnv func([]string) []string
+	// yaml changes the configuration (secYAML) before it is loaded.
+	yaml func(string) string
+}
+
+// startSecFleetWith is startSecFleet changed by o.
+func startSecFleetWith(t *testing.T, o secOptions) *secFleet {
 	t.Helper()
+	proxyEnv := o.proxyEnv
 	f := &secFleet{t: t, logs: &testkit.SyncBuffer{}, leaks: &leakCheck{}}
 	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -244,6 +253,9 @@ func startSecFleetWith(t *testing.T, proxyEnv func([]string) []string) *secFleet
 	t.Cleanup(func() { _ = f.an.Close() })
 
 	y := strings.NewReplacer("NATS_URL", f.ns, "OA_URL", f.oa.URL(), "AN_URL", f.an.URL()).Replace(secYAML)
+	if o.yaml != nil {
+		y = o.yaml(y)
+	}
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
