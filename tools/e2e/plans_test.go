@@ -394,7 +394,8 @@ func fleetRequests(ctx context.Context, t *testing.T, js jetstream.JetStream, cl
 	return total, instances
 }
 
-// proxyProcess is the standalone proxy command run as a child process.
+// proxyProcess is a service command (the standalone proxy, the admin
+// service) run as a child process.
 type proxyProcess struct {
 	name    string
 	url     string
@@ -414,6 +415,14 @@ type proxyProcess struct {
 // -v.
 func startProxyProcess(t *testing.T, bin, name, cfgPath string, env ...string) *proxyProcess {
 	t.Helper()
+	return startServiceProcess(t, bin, name, cfgPath, "SWITCHYARD_PROXY_LISTEN", env...)
+}
+
+// startServiceProcess is startProxyProcess for any service command: its
+// listener on a free port from the variable listenVar
+// (SWITCHYARD_ADMIN_LISTEN for the admin service).
+func startServiceProcess(t *testing.T, bin, name, cfgPath, listenVar string, env ...string) *proxyProcess {
+	t.Helper()
 	addr := testkit.FreeAddr(t)
 	p := &proxyProcess{name: name, url: "http://" + addr, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, "-config", cfgPath)
@@ -422,7 +431,7 @@ func startProxyProcess(t *testing.T, bin, name, cfgPath string, env ...string) *
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
-	p.cmd.Env = append(append(p.cmd.Env, "SWITCHYARD_PROXY_LISTEN="+addr), env...)
+	p.cmd.Env = append(append(p.cmd.Env, listenVar+"="+addr), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -466,6 +475,15 @@ func (p *proxyProcess) stop() error {
 		}
 	})
 	return p.stopErr
+}
+
+// kill ends the process with SIGKILL (a crash: nothing it did not write
+// yet survives) and waits for it; stop then reports nothing.
+func (p *proxyProcess) kill() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
 }
 
 // awaitReady polls GET /readyz until it answers 200. A proxy accepts
