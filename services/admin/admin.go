@@ -221,6 +221,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 			wg.Go(func() { s.rec.Run(bg) })
 		}
 		wg.Go(func() { s.backlog.run(bg) })
+		wg.Go(func() { s.warmRollups(bg) })
 	} else {
 		s.followed.Stop() // no fleet: the file's routing configuration
 	}

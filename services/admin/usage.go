@@ -325,3 +325,32 @@ func (s *Service) usageReport(c *fiber.Ctx) error {
 	}
 	return c.JSON(rep)
 }
+
+// warmRollups reads a 30-day report once the buckets are bound, so that
+// the values it decodes are in the rollup cache before an operator's
+// first report (which then takes tens of milliseconds, not hundreds).
+func (s *Service) warmRollups(ctx context.Context) {
+	select {
+	case <-s.member.Bound():
+	case <-ctx.Done():
+		return
+	}
+	res := s.member.Resources()
+	if res == nil || res.Usage == nil || res.UsageRollups == nil {
+		return
+	}
+	q, err := parseUsageQuery(map[string]string{"from": "-30d"}, time.Now())
+	if err != nil {
+		return
+	}
+	st := rollup.NewStore(nil, res.UsageRollups, s.rollupRes)
+	st.Cache = s.rollupCache
+	ctx, cancel := context.WithTimeout(ctx, s.usage.timeout)
+	defer cancel()
+	start := time.Now()
+	if _, err := s.usage.read(ctx, res.Usage, st, q); err != nil {
+		s.log.Debug("admin: usage rollups not warmed", "err", err)
+		return
+	}
+	s.log.Debug("admin: usage rollups warmed", "values", s.rollupCache.Len(), "took", time.Since(start))
+}
