@@ -93,10 +93,19 @@ func (v *validator) adminSection() {
 	v.secretRef("credentials.encryption_key", v.cfg.Credentials.EncryptionKey, false)
 }
 
-// resolveAdmin resolves the admin tokens and the credentials key. An admin
+// resolveAdmin resolves the admin tokens, the credentials key and the
+// password of the admin's usage store (metering.store). An admin
 // token may not equal a gateway client key (a caller's key never opens the
 // admin API) nor another admin token.
 func (c *Config) resolveAdmin(env map[string]string, dir string, fail func(path string, err error)) {
+	if ref := c.Metering.Store.Password; ref != "" {
+		v, err := ref.resolve(env, dir)
+		if err != nil {
+			fail("metering.store.password", err)
+		} else {
+			c.Metering.Store.PasswordValue = v
+		}
+	}
 	for i := range c.Admin.Tokens {
 		at := fmt.Sprintf("admin.tokens[%d].secret", i)
 		v, err := c.Admin.Tokens[i].Secret.resolveToken(env, dir)

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"sort"
 	"time"
@@ -36,6 +37,23 @@ type Metering struct {
 	// Rollups configures the usage rollups the admin folds the records
 	// into (the switchyard_usage_rollups bucket).
 	Rollups Rollups `koanf:"rollups"`
+	// Store is a PostgreSQL database the admin's recorder also writes
+	// every record to, once (optional: unset, the rollups only).
+	Store Store `koanf:"store"`
+}
+
+// Store is the PostgreSQL database of every usage record.
+type Store struct {
+	// URL is a postgres:// (or postgresql://) connection URL without a
+	// password: postgres://user@host:5432/db?sslmode=verify-full. Unset:
+	// no store.
+	URL string `koanf:"url"`
+	// Password references the user's password (env:NAME or file:PATH);
+	// unset: none, or what PostgreSQL's own PGPASSFILE gives.
+	Password SecretRef `koanf:"password"`
+
+	// PasswordValue is Password resolved by Load.
+	PasswordValue Secret `koanf:"-"`
 }
 
 // Rollups is how long each resolution of the usage rollups is kept, and
@@ -144,6 +162,34 @@ func (v *validator) metering() {
 	if r.Lease < 3*time.Second {
 		v.add("metering.rollups.lease", "must be at least 3s, got %s", r.Lease)
 	}
+	v.store(m.Store)
+}
+
+// store checks metering.store. Its messages never quote the URL: it may
+// hold a password by mistake.
+func (v *validator) store(s Store) {
+	if s.URL == "" {
+		if s.Password != "" {
+			v.add("metering.store.password", "is set without metering.store.url")
+		}
+		return
+	}
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		v.add("metering.store.url", "is not a URL (want postgres://user@host:5432/db)")
+		return
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		v.add("metering.store.url", "scheme %q: want postgres://user@host:5432/db", u.Scheme)
+		return
+	}
+	if _, ok := u.User.Password(); ok || u.Query().Has("password") {
+		v.add("metering.store.url", "holds a password: secrets are referenced, not inline; give it as metering.store.password (env:NAME or file:PATH)")
+	}
+	if u.Host == "" && !u.Query().Has("host") {
+		v.add("metering.store.url", "names no host (postgres://user@host:5432/db, or ?host=/socket/dir)")
+	}
+	v.secretRef("metering.store.password", s.Password, false)
 }
 
 func (v *validator) plans() {

@@ -181,6 +181,10 @@ func TestValidationErrors(t *testing.T) {
 		{"rollups hour below minute", "\nmetering:\n  rollups: {minute: 100h, hour: 50h}", nil, `metering.rollups.hour: must be at least as long as the finer resolution's 100h0m0s, got 50h0m0s`},
 		{"rollups flush", "\nmetering:\n  rollups: {flush_interval: 2m}", nil, `metering.rollups.flush_interval: must be between 10ms and 1m, got 2m0s`},
 		{"rollups lease", "", []string{"SWITCHYARD_METERING_ROLLUPS_LEASE=1s"}, `metering.rollups.lease (from SWITCHYARD_METERING_ROLLUPS_LEASE): must be at least 3s, got 1s`},
+		{"store scheme", "\nmetering:\n  store: {url: 'mysql://u@db/usage'}", nil, `metering.store.url: scheme "mysql": want postgres://user@host:5432/db`},
+		{"store host", "\nmetering:\n  store: {url: 'postgres:///usage'}", nil, `metering.store.url: names no host`},
+		{"store password without url", "\nmetering:\n  store: {password: env:PG_PASSWORD}", nil, `metering.store.password: is set without metering.store.url`},
+		{"store inline password", "\nmetering:\n  store: {url: 'postgres://u@db/usage', password: hunter2}", nil, `metering.store.password: secrets are referenced, not inline`},
 		{"routing strategy", "\nrouting:\n  strategy: fastest", nil, `routing.strategy: unknown value "fastest" (want one of: priority, weighted, least_latency, least_cost, health_aware, budget_aware, region_affinity, capability_aware)`},
 		{"routing hash_on", "\nrouting:\n  hash_on: session", nil, `routing.hash_on: unknown value "session" (want client, user or header:<Name>)`},
 		{"routing hash header", "\nrouting:\n  hash_on: 'header:X Session'", nil, `routing.hash_on: "header:X Session": want header:<Name> with a valid header name`},
@@ -390,5 +394,32 @@ func TestReadmeExampleLoads(t *testing.T) {
 	}
 	if cfg.Clients[1].Value.Reveal() != "s-ops" {
 		t.Errorf("client file secret not resolved")
+	}
+}
+
+// TestMeteringStore: metering.store's password is referenced and resolved
+// by Load; a password written in the URL (or its query) is refused by key
+// and file, and no message quotes it.
+func TestMeteringStore(t *testing.T) {
+	path := writeConfig(t, minimal+"\nmetering:\n  store: {url: 'postgres://switchyard@db:5432/usage', password: env:PG_PASSWORD}\n")
+	cfg, err := Load(path, append([]string{"PG_PASSWORD=s3cret-pg"}, minimalEnv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Metering.Store.PasswordValue.Reveal(); got != "s3cret-pg" {
+		t.Errorf("password %q", got)
+	}
+	if _, err := Load(path, minimalEnv); err == nil || !strings.Contains(err.Error(), path+": metering.store.password: PG_PASSWORD is not set") {
+		t.Errorf("unset password: %v", err)
+	}
+	for _, u := range []string{"postgres://switchyard:s3cret-pg@db/usage", "postgres://switchyard@db/usage?password=s3cret-pg"} {
+		path := writeConfig(t, minimal+"\nmetering:\n  store: {url: '"+u+"'}\n")
+		_, err := Load(path, minimalEnv)
+		if err == nil || !strings.Contains(err.Error(), path+": metering.store.url: holds a password: secrets are referenced, not inline") {
+			t.Errorf("%s: %v", u, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("the error quotes the password: %v", err)
+		}
 	}
 }
