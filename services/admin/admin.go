@@ -179,8 +179,12 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		r.Lease = 10 * time.Second
 	}
 	if !deps.NoUsageRecorder && deps.NATS != nil {
+		store, err := newUsageStore(cfg.Metering.Store)
+		if err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
 		s.rec = &recorder{log: log.With("component", "usage-recorder"), inst: m.Instance, nc: deps.NATS,
-			flush: r.FlushInterval, leaseTTL: r.Lease, res: s.rollupRes, resources: m.Resources}
+			flush: r.FlushInterval, leaseTTL: r.Lease, res: s.rollupRes, resources: m.Resources, store: store}
 	}
 	s.backlog = &backlogWatch{s: s, every: deps.BacklogEvery}
 	if s.backlog.every <= 0 {

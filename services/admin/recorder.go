@@ -50,7 +50,8 @@ import (
 // lost gaps and logged: reports say how many messages they could not read.
 
 // usageSink is what the recorder folds records into: the rollups
-// (rollup.Folder). A sink holds what Add gave it until Flush makes it
+// (rollup.Folder) and, with metering.store, PostgreSQL (usageStore). A
+// sink holds what Add gave it until Flush makes it
 // durable; Reset drops what was not flushed (the recorder starts again
 // from its checkpoint, so a sink must tolerate records it already has:
 // the Folder by each cell's through, a store of every record by its
@@ -70,6 +71,10 @@ const recorderLeaseKey = "usage-recorder"
 // flush_interval, so that a backlog is written in bounded steps.
 const recorderMaxBatch = 5000
 
+// recorderRetryMax is the longest wait between two attempts at a flush
+// that failed (PostgreSQL or NATS down): the wait doubles from 100ms.
+const recorderRetryMax = 10 * time.Second
+
 // errNotRecorder: another instance holds the lease.
 var errNotRecorder = errors.New("another admin instance records usage")
 
@@ -84,14 +89,28 @@ type recorder struct {
 	// resources returns the bound buckets and streams (nil before).
 	resources func() *bus.Resources
 	nc        *nats.Conn
+	// store is metering.store's sink, nil without one.
+	store *usageStore
+	// retryMax bounds the wait between attempts at a failed flush
+	// (recorderRetryMax when 0).
+	retryMax time.Duration
 	// active is true while this instance holds the lease; checkpoint is
 	// the last checkpoint it wrote (for tests and metrics).
 	active     atomic.Bool
 	checkpoint atomic.Uint64
+	// flushFailures counts the failed attempts at a flush.
+	flushFailures atomic.Int64
 }
 
 // Run records whenever this instance holds the lease, until ctx ends.
 func (r *recorder) Run(ctx context.Context) {
+	if r.store != nil {
+		if err := r.store.Open(); err != nil {
+			r.log.Error("admin: usage recorder not started", "err", err)
+			return
+		}
+		defer r.store.Close()
+	}
 	retry := time.NewTicker(max(r.leaseTTL/3, 100*time.Millisecond))
 	defer retry.Stop()
 	for {
@@ -154,7 +173,11 @@ func (r *recorder) lead(ctx context.Context) error {
 		l.release()
 	}()
 	st := rollup.NewStore(js, res.UsageRollups, r.res)
-	return r.record(lctx, res.Usage, st, []usageSink{rollup.NewFolder(st)})
+	sinks := []usageSink{rollup.NewFolder(st)}
+	if r.store != nil {
+		sinks = append(sinks, r.store)
+	}
+	return r.record(lctx, res.Usage, st, sinks)
 }
 
 // record reads the stream from the checkpoint and folds it into sinks
@@ -191,7 +214,7 @@ func (r *recorder) record(ctx context.Context, stream jetstream.Stream, st *roll
 	var recs []usage.Record
 	flush := func() error {
 		for _, s := range sinks {
-			if err := s.Flush(ctx); err != nil {
+			if err := r.flushSink(ctx, s); err != nil {
 				return err
 			}
 		}
@@ -278,6 +301,44 @@ func (r *recorder) record(ctx context.Context, stream jetstream.Stream, st *roll
 				return err
 			}
 		}
+	}
+}
+
+// flushSink flushes s, and while that fails (PostgreSQL down, NATS slow)
+// tries again, the wait doubling from 100ms to retryMax: the records wait
+// in the sink and the backlog in the stream, the checkpoint stays where it
+// is, and the lease is kept. Values a failed Folder flush wrote are
+// written (not dirty any more); the next attempt writes the rest. Only a
+// conflict (another recorder wrote: start again from the checkpoint) or
+// the end of ctx ends it early.
+func (r *recorder) flushSink(ctx context.Context, s usageSink) error {
+	wait, most := 100*time.Millisecond, r.retryMax
+	if most <= 0 {
+		most = recorderRetryMax
+	}
+	for failed := 0; ; failed++ {
+		err := s.Flush(ctx)
+		if err == nil {
+			if failed > 0 {
+				r.log.Info("admin: usage recorder writes again", "failed_attempts", failed)
+			}
+			return nil
+		}
+		r.flushFailures.Add(1)
+		switch {
+		case ctx.Err() != nil || errors.Is(err, rollup.ErrConflict):
+			return err
+		case failed == 0:
+			r.log.Warn("admin: usage recorder cannot write; retrying (the stream keeps the records)", "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, most)
 	}
 }
 

@@ -20,11 +20,15 @@ import (
 )
 
 // startRecorder runs a usage recorder as admin instance inst would, until
-// the returned stop is called (stop waits for it to end).
-func (e *env) startRecorder(inst string, ctx context.Context) (*recorder, func()) {
+// the returned stop is called (stop waits for it to end); opts change it
+// before it starts.
+func (e *env) startRecorder(inst string, ctx context.Context, opts ...func(*recorder)) (*recorder, func()) {
 	e.t.Helper()
 	r := &recorder{log: slog.New(slog.DiscardHandler), inst: inst, nc: e.anc, flush: 20 * time.Millisecond,
 		leaseTTL: 3 * time.Second, res: e.svc.rollupRes, resources: e.proxy.Resources}
+	for _, o := range opts {
+		o(r)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
