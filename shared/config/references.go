@@ -72,7 +72,8 @@ type refGuard struct {
 	// keys.
 	trusted map[SecretRef]bool
 	// own are the references of the process's own secrets (admin tokens,
-	// the credentials key, NATS credentials), as written.
+	// the credentials key, NATS credentials, the usage store's password),
+	// as written.
 	own map[SecretRef]bool
 	// ownFiles are the files the process reads its own secrets from
 	// (cleaned absolute paths).
@@ -128,6 +129,7 @@ func newRefGuard(cfg *Config, trusted map[SecretRef]bool, env map[string]string,
 	ownRef(cfg.Credentials.EncryptionKey)
 	ownRef(cfg.NATS.Password)
 	ownRef(cfg.NATS.Token)
+	ownRef(cfg.Metering.Store.Password)
 	for _, f := range []string{cfg.NATS.CredsFile, cfg.NATS.TLS.KeyFile} {
 		if f != "" {
 			g.ownFiles[realPath(g.abs(f))] = true

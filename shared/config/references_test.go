@@ -53,6 +53,8 @@ credentials:
 nats:
   token: env:NATS_TOKEN
   creds_file: "%s"
+metering:
+  store: {url: "postgres://usage@127.0.0.1:5432/usage", password: env:SWITCHYARD_SECRET_PG}
 `, adminFile, secrets, credsFile)
 	path := writeConfig(t, file)
 	credsKey := "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -65,6 +67,7 @@ nats:
 		"CREDS_KEY=" + credsKey,
 		"NATS_TOKEN=nats-token-value",
 		"AWS_SECRET_ACCESS_KEY=host-aws-secret",
+		"SWITCHYARD_SECRET_PG=pg-password-value",
 	}
 	base, err := Load(path, env)
 	if err != nil {
@@ -86,6 +89,7 @@ nats:
 		{"any other variable", "env:AWS_SECRET_ACCESS_KEY", "", "env:AWS_SECRET_ACCESS_KEY: not allowed on this instance (credentials.references)"},
 		{"the credentials key's variable", "env:CREDS_KEY", "", "env:CREDS_KEY: not allowed"},
 		{"the NATS token's variable", "env:NATS_TOKEN", "", "env:NATS_TOKEN: not allowed"},
+		{"the usage store's password under an allowed prefix", "env:SWITCHYARD_SECRET_PG", "", "env:SWITCHYARD_SECRET_PG: not allowed"},
 		{"an admin token under an allowed prefix", "env:SWITCHYARD_SECRET_ADMIN_RO", "", "env:SWITCHYARD_SECRET_ADMIN_RO: not allowed"},
 		{"the credentials key under another name", "env:SWITCHYARD_SECRET_COPY_OF_CREDS", "", "env:SWITCHYARD_SECRET_COPY_OF_CREDS: not allowed"},
 		{"an admin token's file", "file:" + adminFile, "", "not allowed"},
