@@ -178,14 +178,24 @@ func (w *backlogWatch) publish(st *backlogState, checkpoint uint64) {
 	}
 }
 
-// backlogCollector exports the last measurement.
-type backlogCollector struct{ w *backlogWatch }
+// backlogCollector exports the last measurement, and the recorder's
+// state on this instance (rec nil: it never records).
+type backlogCollector struct {
+	w   *backlogWatch
+	rec *recorder
+}
 
 var (
 	descBacklogBytes = prometheus.NewDesc("switchyard_usage_backlog_bytes",
 		"Bytes of usage records SWITCHYARD_USAGE holds that the recorder has not folded into the rollups (estimated from the mean record size).", nil, nil)
 	descBacklogMessages = prometheus.NewDesc("switchyard_usage_backlog_messages",
 		"Usage messages SWITCHYARD_USAGE holds after the recorder's checkpoint.", nil, nil)
+	descRecorderActive = prometheus.NewDesc("switchyard_usage_recorder_active",
+		"1 while this admin instance holds the usage recorder's lease and folds the usage stream.", nil, nil)
+	descRecorderCheckpoint = prometheus.NewDesc("switchyard_usage_recorder_checkpoint",
+		"The stream sequence of the last usage message this instance's recorder folded and checkpointed.", nil, nil)
+	descRecorderFlushFailures = prometheus.NewDesc("switchyard_usage_recorder_flush_failures_total",
+		"Failed attempts of this instance's recorder to write the rollups or the usage store (PostgreSQL); each is retried.", nil, nil)
 	descBacklogShare = prometheus.NewDesc("switchyard_usage_backlog_share",
 		"The backlog against the usage stream's bounds (bytes over max_bytes, or the oldest unfolded record's age over max_age, the larger): at 1 records are discarded unread.", nil, nil)
 )
@@ -194,9 +204,21 @@ func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBacklogBytes
 	ch <- descBacklogMessages
 	ch <- descBacklogShare
+	ch <- descRecorderActive
+	ch <- descRecorderCheckpoint
+	ch <- descRecorderFlushFailures
 }
 
 func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	if r := c.rec; r != nil {
+		active := 0.0
+		if r.active.Load() {
+			active = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRecorderActive, prometheus.GaugeValue, active)
+		ch <- prometheus.MustNewConstMetric(descRecorderCheckpoint, prometheus.GaugeValue, float64(r.checkpoint.Load()))
+		ch <- prometheus.MustNewConstMetric(descRecorderFlushFailures, prometheus.CounterValue, float64(r.flushFailures.Load()))
+	}
 	st := c.w.state.Load()
 	if st == nil {
 		return

@@ -83,6 +83,9 @@ func TestUsageBacklogAlerts(t *testing.T) {
 		return hasMetricAbove(e.base+"/metrics", "switchyard_usage_backlog_bytes", 800_000)
 	})
 
+	if err := hasMetricAbove(e.base+"/metrics", "switchyard_usage_recorder_active", -1); err == nil {
+		t.Error("an instance that never records exports the recorder's state")
+	}
 	// a recorder folds them: the alert clears
 	e.startRecorder("admin-recorder", context.Background())
 	e.waitRecorded()

@@ -67,7 +67,7 @@ func newMetrics(s *Service) *metrics {
 	m.reg.MustRegister(m.requests, m.streams, m.rotations, m.events, m.probes, m.lag,
 		sharedmetrics.NewHoldCollector(s.engine),
 		&natsCollector{s: s},
-		backlogCollector{s.backlog},
+		backlogCollector{w: s.backlog, rec: s.rec},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -342,6 +342,13 @@ func TestUsageReportCacheFollowsWrites(t *testing.T) {
 	if a := e.usage("?from=-1h"); a.Totals.Requests != 2 || a.RolledUp != 2 {
 		t.Fatalf("first report: %d requests, %d rolled up", a.Totals.Requests, a.RolledUp)
 	}
+	// the recording instance says so, and how far it is
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		if err := hasMetricAbove(e.base+"/metrics", "switchyard_usage_recorder_active", 0); err != nil {
+			return err
+		}
+		return hasMetricAbove(e.base+"/metrics", "switchyard_usage_recorder_checkpoint", 0)
+	})
 	cached := e.svc.rollupCache.Len()
 	if cached == 0 {
 		t.Fatal("the report cached no value")
