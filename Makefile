@@ -50,9 +50,16 @@ run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
 	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
 	$(BIN)/switchyard -config $(CONFIG)
 
-demo: ## run the gateway in front of two bundled fake providers
+# The demo's NATS store (configs/demo.yaml nats.embedded.store_dir): removed
+# at each start unless KEEP=1, so a demo starts with no holds, ladders or
+# routing versions of an earlier run.
+DEMO_STORE := data/demo-nats
+KEEP    ?=
+
+demo: ## run the gateway in front of two bundled fake providers, from a fresh state (KEEP=1 keeps the last run's)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
+	@if [ -z "$(KEEP)" ]; then rm -rf $(DEMO_STORE); fi
 	$(DEMO_ENV) $(BIN)/switchyard -config configs/demo.yaml -fakes
 
 # go test -json through tools/cmd/testsummary: per-package ok/FAIL lines and

@@ -107,6 +107,18 @@ func TestLoadExampleConfigs(t *testing.T) {
 		if cfg.NATS.Embedded.StoreDir != "./data/demo-nats" || cfg.Proxy.Listen != "127.0.0.1:8080" {
 			t.Errorf("listeners/store: %+v %+v", cfg.NATS.Embedded, cfg.Proxy)
 		}
+		// every model is priced: the demo shows money, not "unknown"
+		for _, p := range cfg.Providers {
+			for _, m := range p.Models {
+				priced := false
+				for _, pr := range cfg.Prices {
+					priced = priced || (pr.Provider == p.Name && pr.Model == m.Name && pr.Input != nil)
+				}
+				if !priced {
+					t.Errorf("the demo's model %s/%s has no price", p.Name, m.Name)
+				}
+			}
+		}
 	})
 	t.Run("gateway with every key", func(t *testing.T) {
 		env := []string{
