@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
@@ -155,4 +157,48 @@ func TestStreamsCutByTheUpstreamTripTheBreaker(t *testing.T) {
 	if trip.Tripped == nil || *trip.Tripped != (hold.Tripped{Operation: "chat", Model: "demo-model"}) {
 		t.Errorf("the trip says it was tripped by %+v, want chat of demo-model", trip.Tripped)
 	}
+}
+
+// TestCallersToldWhenToRetry: what an SDK does with the answer is what the
+// gateway means. Every attempt rate limited: 429 rate_limited with the
+// soonest Retry-After (the SDK backs off; on a 502 it raised); a wait past
+// proxy.retry_after_bound says X-Should-Retry: false (the SDKs slept the
+// whole 1800 s), a short one lets the SDK retry; a 502 after the gateway's
+// own retries says X-Should-Retry: false (an SDK retrying multiplied the
+// upstream calls).
+func TestCallersToldWhenToRetry(t *testing.T) {
+	t.Run("rate limited everywhere, a short wait", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = config.AllHeldFailFast })
+		f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: 20 * time.Second})
+		status, h, body := f.call(t, "/v1/chat/completions", directBody)
+		ra, _ := strconv.Atoi(h.Get("Retry-After"))
+		if status != 429 || errorCode(t, body) != codeRateLimited || ra < 15 || ra > 20 || h.Get("X-Should-Retry") != "" {
+			t.Fatalf("both keys rate limited: %d Retry-After %q X-Should-Retry %q: %s", status, h.Get("Retry-After"), h.Get("X-Should-Retry"), body)
+		}
+		// then every key is held for its stated wait: 503, the SDK may retry after it
+		status, h, body = f.call(t, "/v1/chat/completions", directBody)
+		if status != 503 || h.Get("Retry-After") == "" || h.Get("X-Should-Retry") != "" {
+			t.Fatalf("every key held 20 s: %d Retry-After %q X-Should-Retry %q: %s", status, h.Get("Retry-After"), h.Get("X-Should-Retry"), body)
+		}
+	})
+	t.Run("rate limited everywhere, a long wait", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = config.AllHeldFailFast })
+		f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: 1800 * time.Second})
+		for i, want := range []int{429, 503} {
+			status, h, body := f.call(t, "/v1/chat/completions", directBody)
+			ra, _ := strconv.Atoi(h.Get("Retry-After"))
+			if status != want || ra < 1700 || h.Get("X-Should-Retry") != "false" {
+				t.Fatalf("request %d: %d Retry-After %q X-Should-Retry %q, want %d with the truthful wait and false: %s",
+					i, status, h.Get("Retry-After"), h.Get("X-Should-Retry"), want, body)
+			}
+		}
+	})
+	t.Run("failed after the gateway's retries", func(t *testing.T) {
+		f := newFixture(t, func(c *config.Config) { c.Resilience.AllHeldPolicy = config.AllHeldFailFast })
+		f.openai.AddRule(fakeprovider.Rule{Error: "openai.server_error"})
+		status, h, body := f.call(t, "/v1/chat/completions", directBody)
+		if status != 502 || h.Get("X-Should-Retry") != "false" || h.Get("X-Switchyard-Attempts") == "1" {
+			t.Fatalf("%d X-Should-Retry %q after %s attempts: %s", status, h.Get("X-Should-Retry"), h.Get("X-Switchyard-Attempts"), body)
+		}
+	})
 }

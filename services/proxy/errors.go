@@ -35,6 +35,9 @@ const (
 	codeNotFound            = "not_found"
 	codeUnsupportedForKind  = "unsupported_operation"
 	codeGatewayError        = "gateway_error"
+	// codeRateLimited: every attempt ended rate limited by its provider
+	// (the code a plan's per-minute limits refuse with, shared/quota).
+	codeRateLimited = "rate_limited"
 )
 
 // openAIType maps a status to the OpenAI error "type".

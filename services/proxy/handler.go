@@ -136,7 +136,10 @@ type request struct {
 	tc traceCtx // the W3C trace context it joins and carries upstream (tracecontext.go)
 
 	attempts int
-	last     *attemptError // the last failure, for the final error message
+	// rateLimited counts the attempts that ended rate limited: when all
+	// did, the caller is told 429, not 502.
+	rateLimited int
+	last        *attemptError // the last failure, for the final error message
 	// gone is set when the caller closed its connection while the request
 	// waited on upstreams (callerWatch): no further attempt is made, the
 	// one in flight is interrupted, and nothing counts against a target.
@@ -707,6 +710,9 @@ steps:
 				}
 				ae := res.failure
 				r.last = ae
+				if ae.result.Class == failure.RateLimit {
+					r.rateLimited++
+				}
 				// A model the caller made up (an unlisted one) that the
 				// provider refuses holds nothing.
 				unsure := callerScope(ae, rte.Dynamic, false)
@@ -824,7 +830,7 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 			msg += "; not translatable for the others: " + p.unsupported.Error()
 		}
 		retry := r.s.retryAfter(rte.Steps)
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+		r.s.setRetryAfter(c, retry)
 		if open := r.s.openBreakers(rte.Steps); p.denied && open != "" {
 			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
 		}
@@ -835,6 +841,25 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		// Every key refused the caller's unlisted model (a typo, a model
 		// the account lacks): the provider's answer says so.
 		return outcome{err: r.returnUpstreamError(c, r.last.t, r.last)}
+	}
+	if r.rateLimited == r.attempts {
+		// The providers said slow down: the caller's SDK backs off on a
+		// 429 (it raises on a 502), until the soonest key comes back.
+		retry := r.s.retryAfter(rte.Steps)
+		r.s.setRetryAfter(c, retry)
+		msg := fmt.Sprintf("the provider rate limited `%s`; retry after %d s", r.model, retry)
+		if r.attempts > 1 {
+			msg = fmt.Sprintf("all %d attempts for `%s` were rate limited by their providers; retry after %d s", r.attempts, r.model, retry)
+		}
+		if r.last != nil {
+			msg += "; last: " + r.last.summary()
+		}
+		return outcome{err: sendError(c, r.ep.format, fiber.StatusTooManyRequests, codeRateLimited, msg)}
+	}
+	if r.attempts > 1 {
+		// The gateway retried already: an SDK retrying on top would
+		// multiply the upstream calls.
+		c.Set(headerShouldRetry, "false")
 	}
 	code := codeAllFailed
 	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.attempts, r.model)
@@ -847,6 +872,20 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	}
 	r.logger().Error("request failed", "model", r.model, "attempts", r.attempts, "code", code)
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+}
+
+// headerShouldRetry tells the OpenAI and Anthropic SDKs whether to retry
+// (they read it before their own rules).
+const headerShouldRetry = "X-Should-Retry"
+
+// setRetryAfter sets Retry-After to retry seconds, and X-Should-Retry:
+// false when that is longer than proxy.retry_after_bound: an SDK would
+// sleep the whole wait before its retry.
+func (s *Service) setRetryAfter(c *fiber.Ctx, retry int) {
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+	if time.Duration(retry)*time.Second > s.cfg.Proxy.RetryAfterBound {
+		c.Set(headerShouldRetry, "false")
+	}
 }
 
 // retryAfter is the Retry-After (whole seconds, 1 to 3600) of a 503 when

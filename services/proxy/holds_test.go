@@ -92,9 +92,9 @@ func TestAllHeldPolicy(t *testing.T) {
 		wantCalls         int // upstream calls by the second request
 	}{
 		{"fail_fast", config.AllHeldFailFast, "", stated, 503, "no_available_target", 0},
-		{"try_soft", config.AllHeldTrySoft, "", noWait, 502, "all_providers_failed", 2},
+		{"try_soft", config.AllHeldTrySoft, "", noWait, 429, "rate_limited", 2},
 		{"try_soft stated wait", config.AllHeldTrySoft, "", stated, 503, "no_available_target", 0},
-		{"provider try_soft under global fail_fast", config.AllHeldFailFast, config.AllHeldTrySoft, noWait, 502, "all_providers_failed", 2},
+		{"provider try_soft under global fail_fast", config.AllHeldFailFast, config.AllHeldTrySoft, noWait, 429, "rate_limited", 2},
 		{"provider fail_fast under global try_soft", config.AllHeldTrySoft, config.AllHeldFailFast, noWait, 503, "no_available_target", 0},
 	}
 	for _, tt := range tests {
@@ -104,7 +104,8 @@ func TestAllHeldPolicy(t *testing.T) {
 				c.Providers[0].Resilience.AllHeldPolicy = tt.own
 			})
 			f.openai.AddRule(tt.rule)
-			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
+			// every attempt rate limited: the caller is told so (429)
+			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 429 || errorCode(t, body) != codeRateLimited {
 				t.Fatalf("first request: %d %s", status, body)
 			}
 			// Both holds written (a soft pass takes its early lease by
@@ -367,9 +368,12 @@ func TestAttemptCap(t *testing.T) {
 		max         int
 		rule        string
 		keys, calls int
+		status      int
+		code        string
 	}{
-		{"rotations", 0, "openai.rate_limit_no_wait", 12, 10},
-		{"retries", 3, "openai.server_error", 2, 3},
+		// every attempt rate limited: 429, as the providers said
+		{"rotations", 0, "openai.rate_limit_no_wait", 12, 10, 429, codeRateLimited},
+		{"retries", 3, "openai.server_error", 2, 3, 502, codeAllFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,8 +390,8 @@ func TestAttemptCap(t *testing.T) {
 			})
 			f.openai.AddRule(fakeprovider.Rule{Error: tt.rule})
 			status, h, body := f.call(t, "/v1/chat/completions", directBody)
-			if status != 502 || errorCode(t, body) != codeAllFailed || h.Get(headerAttempts) != strconv.Itoa(tt.calls) {
-				t.Fatalf("%d %s (attempts %q), want 502 all_providers_failed after %d", status, body, h.Get(headerAttempts), tt.calls)
+			if status != tt.status || errorCode(t, body) != tt.code || h.Get(headerAttempts) != strconv.Itoa(tt.calls) {
+				t.Fatalf("%d %s (attempts %q), want %d %s after %d", status, body, h.Get(headerAttempts), tt.status, tt.code, tt.calls)
 			}
 			if n := len(f.openai.Calls()); n != tt.calls {
 				t.Errorf("%d upstream calls, want %d (limits.max_attempts)", n, tt.calls)
@@ -405,7 +409,7 @@ func TestProbeMakesOneAttempt(t *testing.T) {
 		c.Providers[0].Keys = c.Providers[0].Keys[:1] // a1 only
 	})
 	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.rate_limit", RetryAfter: time.Second, Times: 1})
-	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 502 {
+	if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 429 {
 		t.Fatalf("first request: %d %s", status, body)
 	}
 	f.openai.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})

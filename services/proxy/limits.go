@@ -99,12 +99,12 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	}
 	if ref != nil {
 		r.class = classLimited
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ref.RetryAfterSeconds()))
+		r.s.setRetryAfter(c, ref.RetryAfterSeconds())
 		if ref.Code.Budget() {
 			// Admitted again when the period resets, hours away: the SDKs
 			// (which read this header before their own rules) would retry
 			// within seconds, in vain.
-			c.Set("X-Should-Retry", "false")
+			c.Set(headerShouldRetry, "false")
 		}
 		return false, sendError(c, r.ep.format, fiber.StatusTooManyRequests, string(ref.Code), ref.Message)
 	}

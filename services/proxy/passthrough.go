@@ -204,7 +204,7 @@ keys:
 	if r.attempts == 0 {
 		steps := []route.Step{*step}
 		retry := s.retryAfter(steps)
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+		s.setRetryAfter(c, retry)
 		if open := s.openBreakers(steps); open != "" {
 			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
 		}

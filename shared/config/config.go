@@ -158,6 +158,11 @@ type Proxy struct {
 	// connection for good. It bounds the whole answer, not each write. Relayed answers are bounded by
 	// timeouts.stream_idle instead. 0: no bound.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// RetryAfterBound is the longest Retry-After a caller's SDK is left to
+	// wait out: an answer whose Retry-After is longer also says
+	// X-Should-Retry: false (the OpenAI and Anthropic SDKs would sleep
+	// the whole wait before retrying). 0: always.
+	RetryAfterBound time.Duration `koanf:"retry_after_bound"`
 }
 
 // Limits bound what one proxy accepts.

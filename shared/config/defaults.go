@@ -20,7 +20,7 @@ func Defaults() *Config {
 			Storage:      "file",
 		},
 		Proxy: Proxy{Listen: "127.0.0.1:8080", PassiveReportInterval: 10 * time.Second, StartupWait: 5 * time.Second,
-			ShutdownTimeout: 10 * time.Second, WriteTimeout: 5 * time.Minute},
+			ShutdownTimeout: 10 * time.Second, WriteTimeout: 5 * time.Minute, RetryAfterBound: 30 * time.Second},
 		Admin: Admin{Listen: "127.0.0.1:8081"},
 		Credentials: Credentials{References: References{
 			EnvPrefixes: slices.Clone(DefaultEnvPrefixes),

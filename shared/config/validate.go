@@ -72,6 +72,9 @@ func (c *Config) Validate() error {
 	if c.Proxy.ShutdownDelay < 0 {
 		v.add("proxy.shutdown_delay", "must be >= 0 (0 stops accepting at once), got %s", c.Proxy.ShutdownDelay)
 	}
+	if c.Proxy.RetryAfterBound < 0 {
+		v.add("proxy.retry_after_bound", "must be >= 0 (0: every Retry-After says X-Should-Retry: false), got %s", c.Proxy.RetryAfterBound)
+	}
 	if c.Proxy.WriteTimeout < 0 {
 		v.add("proxy.write_timeout", "must be >= 0 (0: no bound), got %s", c.Proxy.WriteTimeout)
 	}
