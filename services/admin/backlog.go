@@ -120,11 +120,7 @@ func (w *backlogWatch) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(w.s.nc)
-	if err != nil {
-		return err
-	}
-	ck, _, err := rollup.NewStore(js, res.UsageRollups, w.s.rollupRes).Checkpoint(ctx)
+	ck, _, err := rollup.NewStore(nil, res.UsageRollups, nil).Checkpoint(ctx) // a read: no JetStream context
 	if err != nil {
 		return err
 	}

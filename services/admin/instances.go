@@ -1,0 +1,96 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/shared/configstore"
+)
+
+// What the fleet's instances did of a routing version: each reports it on
+// NATS (configstore.Report); a configuration write collects the reports
+// around its write (configWrite.Instances), GET /admin/config/instances
+// asks again.
+
+// instanceOutcome is one instance's answer to a version.
+type instanceOutcome struct {
+	Instance string `json:"instance"`
+	Service  string `json:"service"`
+	// Outcome is applied, refused or pending.
+	Outcome string `json:"outcome"`
+	// RoutingVersion is the version the instance routes with.
+	RoutingVersion uint64 `json:"routing_version"`
+	// Error is why it refused the version.
+	Error string `json:"error,omitempty"`
+}
+
+type outcomeSummary struct {
+	Applied int `json:"applied"`
+	Refused int `json:"refused"`
+	Pending int `json:"pending"`
+}
+
+// Outcomes of a version on an instance.
+const (
+	outcomeApplied = "applied"
+	outcomeRefused = "refused"
+	outcomePending = "pending"
+)
+
+// outcomes turns the instances' reports into what each did of version.
+func outcomes(reports []configstore.Report, version uint64) ([]instanceOutcome, *outcomeSummary) {
+	out := make([]instanceOutcome, 0, len(reports))
+	sum := &outcomeSummary{}
+	for _, r := range reports {
+		o := instanceOutcome{Instance: r.Instance, Service: r.Service, RoutingVersion: r.Version, Outcome: outcomePending}
+		switch {
+		case r.Version == version:
+			o.Outcome = outcomeApplied
+			sum.Applied++
+		case r.Failure != nil && r.Failure.Version == version:
+			o.Outcome, o.Error = outcomeRefused, r.Failure.Error
+			sum.Refused++
+		default:
+			sum.Pending++
+		}
+		out = append(out, o)
+	}
+	return out, sum
+}
+
+// collect starts gathering the fleet's reports for a write (nil without
+// NATS or when it cannot subscribe: the answer then lists no instances).
+func (s *Service) collect() *configstore.Collector {
+	if s.nc == nil {
+		return nil
+	}
+	col, err := configstore.Collect(s.nc)
+	if err != nil {
+		s.log.Warn("admin: instance reports not collected", "err", err)
+		return nil
+	}
+	return col
+}
+
+// getInstances: GET /admin/config/instances: every instance that answers
+// within the settle interval, and what it did of the active version.
+func (s *Service) getInstances(c *fiber.Ctx) error {
+	if err := s.storeReady(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
+	defer cancel()
+	active, err := s.routes.Active(ctx)
+	if err != nil && !errors.Is(err, configstore.ErrNoActive) {
+		return s.configError(c, err)
+	}
+	col := s.collect()
+	if col == nil {
+		return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, "NATS is not reachable: no instance can be asked")
+	}
+	defer col.Close()
+	list, sum := outcomes(col.Wait(ctx, active.Version, maxApplyWait), active.Version)
+	return c.JSON(fiber.Map{"active_version": active.Version, "instances": list, "summary": sum})
+}
