@@ -73,7 +73,7 @@ func (b *backlogState) reason() string {
 // backlogEvent is the JSON of a usage backlog event.
 type backlogEvent struct {
 	V        int       `json:"v"`
-	Kind     string    `json:"kind"`    // "usage_backlog"
+	Kind     string    `json:"kind"`    // "usage", the subject's kind token
 	Outcome  string    `json:"outcome"` // backlog or cleared
 	Messages uint64    `json:"messages"`
 	Bytes    uint64    `json:"bytes"`
@@ -158,7 +158,7 @@ func (w *backlogWatch) publish(st *backlogState, checkpoint uint64) {
 	if !st.Alert {
 		outcome = "cleared"
 	}
-	ev := backlogEvent{V: 1, Kind: "usage_backlog", Outcome: outcome, Messages: st.Messages, Bytes: st.Bytes,
+	ev := backlogEvent{V: 1, Kind: "usage", Outcome: outcome, Messages: st.Messages, Bytes: st.Bytes,
 		MaxBytes: st.MaxBytes, Share: st.Share, OldestAt: st.OldestAt, Instance: w.s.member.Instance, At: st.At}
 	b, _ := json.Marshal(ev)
 	msg := nats.NewMsg(backlogSubject)

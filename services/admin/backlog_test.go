@@ -35,7 +35,7 @@ func TestUsageBacklogAlerts(t *testing.T) {
 			t.Fatalf("no %s event: %v", want, err)
 		}
 		var ev backlogEvent
-		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Outcome != want || ev.Kind != "usage_backlog" {
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Outcome != want || ev.Kind != "usage" {
 			t.Fatalf("event %s, want outcome %s (%v)", m.Data, want, err)
 		}
 		return ev
