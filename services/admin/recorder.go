@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/lease"
 	"switchyard.dev/shared/usage"
 	"switchyard.dev/shared/usage/rollup"
 )
@@ -140,9 +141,12 @@ func (r *recorder) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l := &recorderLease{js: js, kv: res.Leases, inst: r.inst, ttl: r.leaseTTL}
-	if err := l.take(ctx); err != nil {
-		return err
+	l := &lease.Lease{JS: js, KV: res.Leases, Key: recorderLeaseKey, Owner: r.inst, TTL: r.leaseTTL}
+	if _, err := l.Acquire(ctx); err != nil {
+		if errors.Is(err, lease.ErrLost) {
+			return errNotRecorder
+		}
+		return fmt.Errorf("take the usage recorder lease: %w", err)
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -155,10 +159,11 @@ func (r *recorder) lead(ctx context.Context) error {
 			case <-lctx.Done():
 				return
 			case <-t.C:
-				if err := l.renew(lctx); err != nil {
-					if lctx.Err() == nil {
-						r.log.Warn("admin: usage recorder lease lost", "err", err)
-					}
+				// NATS not answering leaves the lease ours until it lapses
+				// (the next renewal tells); another owner ends it at once
+				if _, err := l.Acquire(lctx); err != nil && lctx.Err() == nil &&
+					(errors.Is(err, lease.ErrLost) || !time.Now().Before(l.Until)) {
+					r.log.Warn("admin: usage recorder lease lost", "err", err)
 					return
 				}
 			}
@@ -170,7 +175,7 @@ func (r *recorder) lead(ctx context.Context) error {
 		r.active.Store(false)
 		cancel()
 		wg.Wait()
-		l.release()
+		l.Release(context.WithoutCancel(ctx))
 	}()
 	st := rollup.NewStore(js, res.UsageRollups, r.res)
 	sinks := []usageSink{rollup.NewFolder(st)}
@@ -340,50 +345,4 @@ func (r *recorder) flushSink(ctx context.Context, s usageSink) error {
 		}
 		wait = min(2*wait, most)
 	}
-}
-
-// recorderLease is the recorder's lease: a key in switchyard_leases with a
-// per-key TTL, created only if absent and renewed by compare-and-set with
-// its TTL kept.
-type recorderLease struct {
-	js   jetstream.JetStream
-	kv   jetstream.KeyValue
-	inst string
-	ttl  time.Duration
-	rev  uint64
-}
-
-func (l *recorderLease) take(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	rev, err := l.kv.Create(ctx, recorderLeaseKey, []byte(l.inst), jetstream.KeyTTL(l.ttl.Round(time.Second)))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) || bus.WrongLastSequence(err) {
-			return errNotRecorder
-		}
-		return fmt.Errorf("take the usage recorder lease: %w", err)
-	}
-	l.rev = rev
-	return nil
-}
-
-func (l *recorderLease) renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	msg := &nats.Msg{Subject: "$KV." + l.kv.Bucket() + "." + recorderLeaseKey, Data: []byte(l.inst)}
-	ack, err := l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(l.rev),
-		jetstream.WithMsgTTL(l.ttl.Round(time.Second)))
-	if err != nil {
-		return fmt.Errorf("renew the usage recorder lease: %w", err)
-	}
-	l.rev = ack.Sequence
-	return nil
-}
-
-// release deletes the lease if it is still ours, so that another instance
-// takes over at once.
-func (l *recorderLease) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = l.kv.Delete(ctx, recorderLeaseKey, jetstream.LastRevision(l.rev))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/lease"
 	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/tools/fakeprovider"
@@ -95,7 +96,7 @@ providers:
 func TestWorkEndsWithTheLease(t *testing.T) {
 	var s Service
 	until := time.Now().Add(time.Hour)
-	u := &unit{lease: &lease{until: until}}
+	u := &unit{lease: &lease.Lease{Until: until}}
 	var got time.Time
 	s.underLease(context.Background(), u, func(ctx context.Context, _ *unit) { got, _ = ctx.Deadline() })
 	if !got.Equal(until) {

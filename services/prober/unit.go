@@ -11,6 +11,7 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/lease"
 )
 
 // unit is the work behind one lease: the checks of a provider (one check
@@ -19,7 +20,7 @@ import (
 // (runUnit) touches it.
 type unit struct {
 	id    unitID
-	lease *lease
+	lease *lease.Lease
 
 	// t and discover are the unit's target and role in the routing in
 	// use, read from it at each wake.
@@ -45,12 +46,12 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 	defer func() {
 		bg := context.WithoutCancel(ctx)
 		s.retire(bg, u)
-		u.lease.release(bg)
+		u.lease.Release(bg)
 		if u.owned {
 			s.met.leases.Dec()
 		}
 	}()
-	ttl := u.lease.ttl
+	ttl := u.lease.TTL
 	for {
 		now := time.Now()
 		t, discover, ok := s.routing().unit(u.id)
@@ -61,7 +62,7 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 		}
 		prev, wasDiscoverer := u.t, u.discover
 		u.t, u.discover = t, discover
-		lapse, err := u.lease.acquire(ctx)
+		lapse, err := u.lease.Acquire(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -69,13 +70,13 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 		switch {
 		case owned && !u.owned:
 			s.met.leases.Inc()
-			s.log.Debug("check lease taken", "lease", u.lease.key)
+			s.log.Debug("check lease taken", "lease", u.lease.Key)
 			s.takeOver(u, now)
 		case owned:
 			s.follow(u, prev, wasDiscoverer, now)
 		case !owned && u.owned:
 			s.met.leases.Dec()
-			s.log.Info("check lease lost", "lease", u.lease.key, "err", err)
+			s.log.Info("check lease lost", "lease", u.lease.Key, "err", err)
 		}
 		u.owned = owned
 		wake := now.Add(ttl / 3)
@@ -86,7 +87,7 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 				s.underLease(ctx, u, s.runCheck)
 			}
 			if u.discover && !time.Now().Before(u.nextDiscovery) {
-				if _, err := u.lease.acquire(ctx); err == nil { // the check may have used most of it
+				if _, err := u.lease.Acquire(ctx); err == nil { // the check may have used most of it
 					s.underLease(ctx, u, s.discoverModels)
 				}
 			}
@@ -114,7 +115,7 @@ func (s *Service) runUnit(ctx context.Context, u *unit) {
 // lapses: a check still out then is cut and its result dropped (it is no
 // longer this replica's to write).
 func (s *Service) underLease(ctx context.Context, u *unit, work func(context.Context, *unit)) {
-	lctx, cancel := context.WithDeadline(ctx, u.lease.until)
+	lctx, cancel := context.WithDeadline(ctx, u.lease.Until)
 	defer cancel()
 	work(lctx, u)
 }
@@ -164,7 +165,7 @@ func (s *Service) retire(ctx context.Context, u *unit) {
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := u.lease.acquire(ctx); err != nil {
+	if _, err := u.lease.Acquire(ctx); err != nil {
 		return
 	}
 	res := s.member.Resources()

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"switchyard.dev/shared/lease"
 )
 
 // unitID names a check unit: a provider, or one of its keys with
@@ -91,7 +92,7 @@ func (us *unitSet) reconcileLocked() {
 		if us.started {
 			us.s.log.Info("check unit started: new in the routing configuration", "lease", id.leaseKey())
 		}
-		u := &unit{id: id, lease: &lease{js: us.js, kv: us.kv, key: id.leaseKey(), inst: us.s.inst, ttl: us.s.cfg.LeaseTTL}}
+		u := &unit{id: id, lease: &lease.Lease{JS: us.js, KV: us.kv, Key: id.leaseKey(), Owner: us.s.inst, TTL: us.s.cfg.LeaseTTL}}
 		us.wg.Go(func() {
 			defer close(done)
 			defer cancel()
