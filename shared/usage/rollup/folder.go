@@ -165,6 +165,9 @@ func (f *Folder) Flush(ctx context.Context) error {
 			if !p.dirty {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				return err // stopped: no new write goes out
+			}
 			p.v.Resolution = res.Name
 			rev, err := f.st.put(ctx, res, &p.v, p.rev)
 			if err != nil {

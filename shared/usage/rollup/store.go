@@ -134,6 +134,14 @@ func lostCAS(err error) bool {
 // #1994, so an update is published with the expected revision and the
 // TTL).
 func (s *Store) put(ctx context.Context, res Resolution, v *Value, rev uint64) (uint64, error) {
+	// A write once sent is waited for, whatever ctx does (up to
+	// putTimeout): a recorder that stops gives its lease up only after its
+	// last write landed, so the next recorder, loading the values, sees
+	// it. A write cut at the client could still land at the server after
+	// the next one loaded, and a cell it made could then be made again in
+	// another part.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putTimeout)
+	defer cancel()
 	key := Key(v.Resolution, v.Start, v.Provider, v.Part)
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -159,6 +167,9 @@ func (s *Store) put(ctx context.Context, res Resolution, v *Value, rev uint64) (
 	}
 	return n, nil
 }
+
+// putTimeout bounds one value write (see put).
+const putTimeout = 5 * time.Second
 
 // Tile is one time bucket of one resolution (an index into Store.Res).
 type Tile struct {
