@@ -16,8 +16,6 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/failure"
-	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/quota"
@@ -572,13 +570,13 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.routed = true
 	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	p := pass{gate: r.s.engine}
-	if out, done := r.pass(c, rte, &p); done {
+	if out, done := r.tryRoute(c, rte, &p); done {
 		return out
 	}
 	if r.attempts == 0 && p.denied && !r.expired() && r.s.trySoft(rte) {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
-		if out, done := r.pass(c, rte, &p); done {
+		if out, done := r.tryRoute(c, rte, &p); done {
 			return out
 		}
 	}
@@ -599,282 +597,15 @@ func (s *Service) trySoft(rte *route.Route) bool {
 	return false
 }
 
-// pass is the state of one walk over the steps.
-type pass struct {
-	gate        route.Admitter
-	soft        bool // the soft-hold pass
-	candidates  int  // targets tried
-	denied      bool // some target was held
-	unsupported error
-	// failed: an attempt failed other than by a refusal of the caller's
-	// unlisted model (callerScope). Without one, the provider's refusal
-	// is the caller's answer.
-	failed bool
-}
-
-// pass walks the route's candidates once, in its policy's order. done
-// reports that a response was produced.
-func (r *request) pass(c *fiber.Ctx, rte *route.Route, p *pass) (outcome, bool) {
-	s := r.s
-	maxAttempts := s.cfg.Limits.MaxAttempts
-	cur := &r.cur
-	rte.Start(cur, &r.sel)
+// tryRoute walks the route's candidates once (tryTargets), in its
+// policy's order, or in declared order on the soft pass.
+func (r *request) tryRoute(c *fiber.Ctx, rte *route.Route, p *pass) (outcome, bool) {
+	rte.Start(&r.cur, &r.sel)
 	if p.soft {
-		cur.InDeclaredOrder() // every target is held: the declared order, health aside
+		r.cur.InDeclaredOrder() // every target is held: the declared order, health aside
 	}
-steps:
-	for {
-		step, _ := cur.Next()
-		if step == nil {
-			break
-		}
-		body, err := r.bodyFor(step)
-		if wrongType(err) {
-			// Not a request of its endpoint's API (a field of the wrong
-			// type): the caller's to fix, whatever the other steps' state.
-			// Other translation errors (tool arguments that are not JSON,
-			// a value the translation does not know) concern this step
-			// only: the next may serve the request as it is.
-			r.class = classRejected
-			return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest, malformedRequest(err))}, true
-		}
-		if err != nil {
-			p.unsupported = err
-			continue
-		}
-		var tried uint64
-		// transientKeys counts this step's keys that failed with a
-		// transient failure (5xx, timeout, transport) once out of
-		// retries: two of them mean the provider, not a key, is failing,
-		// and the next step gets the attempts left.
-		transientKeys := 0
-		r.keyHash(c, step.Provider)
-	keys:
-		for {
-			// Checked before a key is picked: a pick may hand over a
-			// hold's only probe, which a request that then stops would
-			// keep from everyone until its lease lapsed.
-			if r.attempts >= maxAttempts || r.expired() {
-				break steps
-			}
-			if r.providerExpired(step.Provider) {
-				continue steps // its timeouts.request passed: the next step's turn
-			}
-			key, adm := step.Provider.Pick(step.Model, p.gate, tried, &r.sel)
-			if key == nil {
-				if len(step.Provider.Keys) > bits(tried) {
-					p.denied = true
-				}
-				continue steps
-			}
-			cur.Progress()
-			p.candidates++
-			tried |= 1 << uint(key.Index())
-			t := target{step: step, key: key}
-			probe := adm == hold.AdmitProbe
-			for same := 1; ; same++ {
-				if r.attempts >= maxAttempts || r.expired() {
-					if same == 1 {
-						r.unsent(step.Provider.Name, key, step.Model, probe)
-					}
-					break steps
-				}
-				if same > 1 && r.providerExpired(step.Provider) {
-					continue steps // no time left on the provider for a retry
-				}
-				r.attempts++
-				if r.idemFor == "" {
-					r.idemFor = step.Provider.Name // the Idempotency-Key goes to this provider only
-				}
-				gen := key.Generation() // the secret this attempt sends
-				r.latency = 0           // this attempt's, once its answer's headers arrive
-				ai := r.beginAttempt(step, key, probe, p.soft)
-				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
-				res := r.attempt(c, t, body, step.Provider.Name == r.idemFor)
-				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
-				if res.done {
-					r.endAttempt(ai, nil, "served")
-					if res.outcome.relay != nil {
-						// The target answered: a probe is settled now. The
-						// breaker and the passive counts wait for the
-						// stream's end (relay.settle: a stream the upstream
-						// cuts mid-way fails the target).
-						if probe {
-							s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
-						}
-						r.observeLatency(step, key)
-					} else {
-						r.report(step, key, probe, hold.Outcome{OK: true})
-					}
-					return res.outcome, true
-				}
-				ae := res.failure
-				r.last = ae
-				if ae.result.Class == failure.RateLimit {
-					r.rateLimited++
-				}
-				// A model the caller made up (an unlisted one) that the
-				// provider refuses holds nothing.
-				unsure := callerScope(ae, rte.Dynamic, false)
-				p.failed = p.failed || !unsure
-				act := s.decide(ae)
-				// A probe makes one attempt; so does the soft pass.
-				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
-				r.report(step, key, probe, hold.Outcome{
-					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: r.sent,
-					// Not the target's fault: the caller's deadline or hang-up, a
-					// refusal of a secret rotated away since it was sent, or of
-					// the caller's unlisted model.
-					Cancelled: r.expired() || key.Generation() != gen || unsure,
-				})
-				taken := act // what the proxy does now: out of same-target retries, it rotates
-				if act == failure.RetrySame && !retrying {
-					taken = failure.Rotate
-				}
-				r.endAttempt(ai, ae, taken.String())
-				r.logger().Warn("attempt failed",
-					"provider", step.Provider.Name, "key_id", key.ID, "model", step.Model,
-					"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
-					"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
-				if taken == failure.Rotate && ae.result.Class == failure.Transient {
-					// Only where another step can take over: the last one
-					// keeps trying its keys.
-					if transientKeys++; transientKeys >= maxTransientKeys && cur.More() {
-						continue steps
-					}
-				}
-				switch act {
-				case failure.RetrySame:
-					if !retrying {
-						continue keys
-					}
-					waited := time.Now()
-					ok := r.backoff(same, ae)
-					r.noteBackoff(ai, time.Since(waited))
-					if !ok {
-						break steps
-					}
-				case failure.Rotate:
-					continue keys
-				case failure.Return:
-					return outcome{err: r.returnUpstreamError(c, t, ae)}, true
-				}
-			}
-		}
-	}
-	return outcome{}, false
-}
-
-// unsent gives back the probe lease the pick of key handed this request
-// (probe) when the request stops before it sends the probe's attempt:
-// kept, it would hold the hold from the whole fleet until it lapsed.
-func (r *request) unsent(provider string, key *route.Key, model string, probe bool) {
-	if probe {
-		r.s.engine.Report(provider, key.HoldKey(), model, true, hold.Outcome{Cancelled: true, Unsent: true, RequestID: r.id})
-	}
-}
-
-// providerExpired reports whether the provider's own timeouts.request
-// has passed for the request: an attempt on it would have no time at all.
-func (r *request) providerExpired(p *route.Provider) bool {
-	pd := r.rt.upstreams[p.Index].requestDeadline(r.started)
-	return !pd.IsZero() && !time.Now().Before(pd)
-}
-
-// maxTransientKeys is how many keys of a step a request tries after
-// transient failures before it moves to the next step: a provider failing
-// with 5xx or timeouts fails on every key, and trying each would spend
-// every attempt of the request on it.
-const maxTransientKeys = 2
-
-// report gives one attempt's outcome to the hold engine and to the
-// passive counters (one call per attempt); a success's latency also feeds
-// the target's and the key's averages.
-func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
-	out.RequestID = r.id
-	out.Operation = r.ep.op.String()
-	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
-	if out.OK {
-		r.observeLatency(step, key)
-	}
-	r.rt.passive.count(step, key.Index(), out, r.latency)
-}
-
-// softLeaseWait bounds how long a request of the try_soft pass waits for
-// the engine to lease a soft hold (a compare-and-set in the store, about a
-// millisecond on a healthy NATS) before it is answered 503.
-const softLeaseWait = 250 * time.Millisecond
-
-// softGate admits what the engine admits, and a target held only by soft
-// holds (a tripped breaker, a rate limit) as an early probe: one request
-// at a time per hold, fleet-wide (Engine.AdmitSoft). Only requests every
-// target of which is held get here; they wait (bounded) for the lease.
-type softGate struct {
-	engine   *hold.Engine
-	deadline time.Time // the request's; zero: none
-}
-
-func (g softGate) Admit(provider, keyID, model string) hold.Admission {
-	if a := g.engine.Admit(provider, keyID, model); a != hold.Deny {
-		return a
-	}
-	wait := softLeaseWait
-	if !g.deadline.IsZero() {
-		wait = min(wait, time.Until(g.deadline))
-	}
-	var timer *time.Timer
-	for {
-		a, leasing := g.engine.AdmitSoft(provider, keyID, model)
-		if leasing == nil || wait <= 0 {
-			return a
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		}
-		select {
-		case <-leasing:
-		case <-timer.C:
-			return hold.Deny
-		}
-	}
-}
-
-func bits(x uint64) int {
-	n := 0
-	for ; x != 0; x &= x - 1 {
-		n++
-	}
-	return n
-}
-
-// backoff waits before retrying the same target: exponential with full
-// jitter, at least any wait the provider stated (when it is within
-// retry.backoff_max), never past the deadline. It reports false when the
-// request ran out of time.
-func (r *request) backoff(n int, ae *attemptError) bool {
-	rc := r.s.cfg.Retry
-	d := rc.BackoffBase << (n - 1)
-	if d > rc.BackoffMax || d <= 0 {
-		d = rc.BackoffMax
-	}
-	d = time.Duration(rand.Int64N(int64(d) + 1))
-	if ae.result.HasWait && ae.result.RetryAfter > d && ae.result.RetryAfter <= rc.BackoffMax {
-		d = ae.result.RetryAfter
-	}
-	if !r.deadline.IsZero() && time.Until(r.deadline) < d {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return !r.expired()
-	case <-r.s.baseCtx.Done():
-		return false
-	case <-r.goneC():
-		return false
-	}
+	x := exchange{cur: &r.cur, dynamic: rte.Dynamic, replaySafe: true}
+	return r.tryTargets(c, &x, p)
 }
 
 // bodyFor returns the request body for a step: the caller's body with the

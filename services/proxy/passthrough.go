@@ -16,7 +16,6 @@ import (
 
 	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/failure"
-	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
 	"switchyard.dev/shared/usage"
@@ -133,73 +132,12 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		r.estIn = int64(len(r.body) / 4) // an upload (a file, audio) is not tokens
 	}
 	method := c.Method()
-	replaySafe := method == fiber.MethodGet || method == fiber.MethodHead || r.idemKey != ""
-	rest := c.Params("*")
-	step := &route.Step{Provider: p, Upstream: "/" + rest, Active: true}
-	var tried uint64
-	candidates := 0
-	refused := true // every failure so far refused a key's credential for this endpoint (callerScope)
-keys:
-	for {
-		// Before the pick, which may hand over a hold's only probe.
-		if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() || r.providerExpired(p) {
-			break
-		}
-		key, adm := p.Pick("", s.engine, tried, nil)
-		if key == nil {
-			break
-		}
-		tried |= 1 << uint(key.Index())
-		candidates++
-		probe := adm == hold.AdmitProbe
-		t := target{step: step, key: key}
-		for same := 1; ; same++ {
-			if r.attempts >= s.cfg.Limits.MaxAttempts || r.expired() || r.providerExpired(p) {
-				if same == 1 {
-					r.unsent(p.Name, key, "", probe)
-				}
-				break keys
-			}
-			r.attempts++
-			r.latency = 0
-			ai := r.beginAttempt(step, key, probe, false)
-			r.probeEnd = r.probeDeadline(p.Name, key.HoldKey(), "", probe)
-			ae := r.forward(c, t, method, rest)
-			if ae == nil {
-				r.endAttempt(ai, nil, "served")
-				s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{OK: true, RequestID: r.id})
-				return outcome{}
-			}
-			unsure := callerScope(ae, true, true)
-			r.last, refused = ae, refused && unsure
-			act := s.decide(ae)
-			if !replaySafe {
-				act = failure.Return // sent once: what it did upstream is not known
-			}
-			retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe
-			s.engine.Report(p.Name, key.HoldKey(), "", probe, hold.Outcome{Result: ae.result, Status: ae.status,
-				Retrying: retrying, Cancelled: r.expired() || unsure, RequestID: r.id, Sent: r.sent})
-			taken := act
-			if act == failure.RetrySame && !retrying {
-				taken = failure.Rotate
-			}
-			r.endAttempt(ai, ae, taken.String())
-			r.logger().Warn("passthrough attempt failed", "provider", p.Name, "key_id", key.ID, "path", step.Upstream,
-				"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
-			switch {
-			case act == failure.Return:
-				return outcome{err: r.returnPassthrough(c, t, ae)}
-			case retrying:
-				waited := time.Now()
-				ok := r.backoff(same, ae)
-				r.noteBackoff(ai, time.Since(waited))
-				if !ok {
-					break keys
-				}
-			default:
-				continue keys
-			}
-		}
+	step := &route.Step{Provider: p, Upstream: "/" + c.Params("*"), Active: true}
+	x := exchange{one: step, passthrough: true, method: method, rest: c.Params("*"),
+		replaySafe: method == fiber.MethodGet || method == fiber.MethodHead || r.idemKey != ""}
+	pp := pass{gate: s.engine}
+	if out, done := r.tryTargets(c, &x, &pp); done {
+		return out
 	}
 	if r.attempts == 0 {
 		steps := []route.Step{*step}
@@ -211,14 +149,14 @@ keys:
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}
-	if refused && r.last != nil && len(r.last.body) > 0 {
+	if !pp.failed && r.last != nil && len(r.last.body) > 0 {
 		// Every key refused: the provider's own answer says why (a scope
 		// this endpoint needs, say).
 		c.Set(headerAttempts, strconv.Itoa(r.attempts))
 		return outcome{err: r.returnPassthrough(c, r.last.t, r.last)}
 	}
 	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.attempts, p.Name)
-	if candidates == 1 {
+	if pp.candidates == 1 {
 		code, msg = codeProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
 	}
 	if r.last != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
@@ -123,8 +125,14 @@ func TestShutdownCutsStreamsAndRecordsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil || info.State.Msgs != 1 {
-		t.Fatalf("usage records of the stream cut at shutdown: %+v %v", info, err)
+	// Published before Serve returned; stored by the server a moment later
+	// on a loaded machine.
+	var info *jetstream.StreamInfo
+	testkit.WaitFor(t, 5*time.Second, func() bool {
+		info, err = st.Info(ctx)
+		return err == nil && info.State.Msgs >= 1
+	})
+	if info.State.Msgs != 1 {
+		t.Fatalf("usage records of the stream cut at shutdown: %d, want 1", info.State.Msgs)
 	}
 }
