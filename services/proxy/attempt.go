@@ -95,14 +95,16 @@ type attemptResult struct {
 	failure *attemptError
 }
 
-// attempt sends one request to one target. The attempt timeout (and the
-// caller's deadline, when sooner) bounds the whole exchange for a plain
-// response, and the headers and opening events of a stream.
-func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) attemptResult {
+// send sends one attempt of an inference request to its target. The
+// attempt timeout (and the caller's deadline, when sooner) bounds the whole
+// exchange for a plain response, and the headers and opening events of a
+// stream.
+func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
+	t := at.target
 	a := t.step.Provider.Adapter
 	up := r.rt.upstreams[t.step.Provider.Index]
 
-	timeout, deadline, callerDeadline := r.attemptDeadline(up)
+	timeout, deadline, callerDeadline := r.attemptDeadline(up, at.probeEnd)
 
 	req := fasthttp.AcquireRequest()
 	req.SetRequestURI(a.URL(r.upstreamOp(a), t.step.Upstream))
@@ -135,13 +137,13 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		}
 	}
 	setAuth(req, up.authFor(a, t.key))
-	req.SetBodyRaw(body) // the caller's body outlives the exchange
+	req.SetBodyRaw(at.body) // the caller's body outlives the exchange
 
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
 	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
-	r.sent = sent
+	at.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
 	if !resp.StreamBody {
 		r.sending.Store(0) // the answer is read: the connection is back in the pool
@@ -152,10 +154,10 @@ func (r *request) attempt(c *fiber.Ctx, t target, body []byte, withIdem bool) at
 		return r.fail(t, &attemptError{err: transportError(err, timeout, callerDeadline)})
 	}
 	status := resp.StatusCode()
-	r.latency = time.Since(sent)
-	up.latency.Observe(r.latency.Seconds())
+	at.latency = time.Since(sent)
+	up.latency.Observe(at.latency.Seconds())
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
-		return r.startStream(t, resp, sent, deadline)
+		return r.startStream(at, resp, deadline)
 	}
 	if r.ep.op == provider.OpSpeech && status == http.StatusOK && !bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
 		return r.startAudio(t, resp, up)
@@ -228,14 +230,14 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 
 // attemptDeadline is when an attempt at up gives up: after the provider's
 // attempt timeout, or at the caller's deadline when that is sooner
-// (callerDeadline). A probe ends at its lease's end when that is sooner
+// (callerDeadline). A probe ends at its lease's end (probeEnd) when that is sooner
 // (a timeout of the attempt: the target answered too slowly for it).
-func (r *request) attemptDeadline(up *upstream) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
+func (r *request) attemptDeadline(up *upstream, probeEnd time.Time) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
 	now := time.Now()
 	timeout = up.attemptTimeout
 	deadline = now.Add(timeout)
-	if !r.probeEnd.IsZero() && r.probeEnd.Before(deadline) {
-		deadline, timeout = r.probeEnd, max(r.probeEnd.Sub(now), 0).Round(time.Millisecond)
+	if !probeEnd.IsZero() && probeEnd.Before(deadline) {
+		deadline, timeout = probeEnd, max(probeEnd.Sub(now), 0).Round(time.Millisecond)
 	}
 	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
 		deadline, callerDeadline = r.deadline, true

@@ -117,13 +117,13 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 
 // endAttempt notes how an attempt ended: served, or failed and what the
 // proxy does next.
-func (r *request) endAttempt(i int, ae *attemptError, action string) {
-	if i < 0 {
+func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
+	if at.trace < 0 {
 		return
 	}
-	a := &r.trace.log[i]
+	a := &r.trace.log[at.trace]
 	a.dur = time.Since(r.started) - a.start
-	a.ttft = r.latency
+	a.ttft = at.latency
 	a.action = action
 	if ae == nil {
 		a.status = 200

@@ -62,6 +62,20 @@ func (x *exchange) progress() {
 	}
 }
 
+// attempt is what one attempt needs, made per attempt by tryTargets: what
+// it is sent to, with what, and what is learnt of it as it goes. The
+// request keeps what the whole request needs.
+type attempt struct {
+	target
+	body     []byte
+	probe    bool          // the one probe of a due hold
+	gen      uint64        // the generation of the key's secret it sends
+	probeEnd time.Time     // when a probe must end (probeDeadline); zero: not a probe
+	sent     time.Time     // when it went upstream: a failure of one sent before an operator's release does not hold again
+	latency  time.Duration // to the upstream's response headers (0: none yet)
+	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
+}
+
 // pass is the state of one walk over the steps.
 type pass struct {
 	gate        route.Admitter
@@ -138,7 +152,6 @@ steps:
 			x.progress()
 			p.candidates++
 			tried |= 1 << uint(key.Index())
-			t := target{step: step, key: key}
 			probe := adm == hold.AdmitProbe
 			for same := 1; ; same++ {
 				if r.attempts >= maxAttempts || r.expired() {
@@ -154,15 +167,14 @@ steps:
 				if r.idemFor == "" {
 					r.idemFor = step.Provider.Name // the Idempotency-Key goes to this provider only
 				}
-				gen := key.Generation() // the secret this attempt sends
-				r.latency = 0           // this attempt's, once its answer's headers arrive
-				ai := r.beginAttempt(step, key, probe, p.soft)
-				r.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
-				res := r.sendTo(c, x, t, body)
+				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation()}
+				at.trace = r.beginAttempt(step, key, probe, p.soft)
+				at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
+				res := r.sendTo(c, x, &at)
 				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
-					r.endAttempt(ai, nil, "served")
-					r.reportServed(x, t, probe, res.outcome.relay != nil)
+					r.endAttempt(&at, nil, "served")
+					r.reportServed(x, &at, res.outcome.relay != nil)
 					return res.outcome, true
 				}
 				ae := res.failure
@@ -180,19 +192,19 @@ steps:
 				}
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
-				r.reportFailure(x, step, key, probe, hold.Outcome{
-					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: r.sent,
+				r.reportFailure(x, &at, hold.Outcome{
+					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: at.sent,
 					// Not the target's fault: the caller's deadline or hang-up, a
 					// refusal of a secret rotated away since it was sent, or one
 					// that says nothing sure of the key.
-					Cancelled: r.expired() || key.Generation() != gen || unsure,
+					Cancelled: r.expired() || key.Generation() != at.gen || unsure,
 				})
 				taken := act // what the proxy does now: out of same-target retries, it rotates
 				if act == failure.RetrySame && !retrying {
 					taken = failure.Rotate
 				}
-				r.endAttempt(ai, ae, taken.String())
-				r.logFailure(x, t, ae, taken, probe)
+				r.endAttempt(&at, ae, taken.String())
+				r.logFailure(x, at.target, ae, taken, probe)
 				if taken == failure.Rotate && ae.result.Class == failure.Transient {
 					// Only where another step can take over: the last one
 					// keeps trying its keys.
@@ -207,7 +219,7 @@ steps:
 					}
 					waited := time.Now()
 					ok := r.backoff(same, ae)
-					r.noteBackoff(ai, time.Since(waited))
+					r.noteBackoff(at.trace, time.Since(waited))
 					if !ok {
 						break steps
 					}
@@ -215,9 +227,9 @@ steps:
 					continue keys
 				case failure.Return:
 					if x.passthrough {
-						return outcome{err: r.returnPassthrough(c, t, ae)}, true
+						return outcome{err: r.returnPassthrough(c, at.target, ae)}, true
 					}
-					return outcome{err: r.returnUpstreamError(c, t, ae)}, true
+					return outcome{err: r.returnUpstreamError(c, at.target, ae)}, true
 				}
 			}
 		}
@@ -227,14 +239,14 @@ steps:
 
 // sendTo sends one attempt to t: the inference request (attempt), or the
 // passthrough call (forward).
-func (r *request) sendTo(c *fiber.Ctx, x *exchange, t target, body []byte) attemptResult {
+func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
 	if x.passthrough {
-		if ae := r.forward(c, t, x.method, x.rest); ae != nil {
+		if ae := r.forward(c, at, x.method, x.rest); ae != nil {
 			return attemptResult{failure: ae}
 		}
 		return attemptResult{done: true}
 	}
-	return r.attempt(c, t, body, t.step.Provider.Name == r.idemFor)
+	return r.send(c, at, at.step.Provider.Name == r.idemFor)
 }
 
 // reportServed reports a target that answered. A stream's (relay) settles only
@@ -242,30 +254,30 @@ func (r *request) sendTo(c *fiber.Ctx, x *exchange, t target, body []byte) attem
 // end (relay.settle: a stream the upstream cuts mid-way fails the target).
 // A passthrough call names no model of the route table: it feeds the hold
 // engine only.
-func (r *request) reportServed(x *exchange, t target, probe, relay bool) {
-	step, key := t.step, t.key
+func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
+	step, key := at.step, at.key
 	switch {
 	case x.passthrough:
-		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
+		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
 	case relay:
-		if probe {
-			r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, hold.Outcome{OK: true, RequestID: r.id})
+		if at.probe {
+			r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, true, hold.Outcome{OK: true, RequestID: r.id})
 		}
-		r.observeLatency(step, key)
+		r.observeLatency(step, key, at.latency)
 	default:
-		r.report(step, key, probe, hold.Outcome{OK: true})
+		r.report(at, hold.Outcome{OK: true})
 	}
 }
 
 // reportFailure reports a failed attempt: to the hold engine and the
 // passive counts (report), a passthrough call's to the hold engine only.
-func (r *request) reportFailure(x *exchange, step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
+func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
 	if x.passthrough {
 		out.RequestID = r.id
-		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
+		r.s.engine.Report(at.step.Provider.Name, at.key.HoldKey(), at.step.Model, at.probe, out)
 		return
 	}
-	r.report(step, key, probe, out)
+	r.report(at, out)
 }
 
 // logFailure logs a failed attempt and what the proxy does next.
@@ -306,14 +318,15 @@ const maxTransientKeys = 2
 // report gives one attempt's outcome to the hold engine and to the
 // passive counters (one call per attempt); a success's latency also feeds
 // the target's and the key's averages.
-func (r *request) report(step *route.Step, key *route.Key, probe bool, out hold.Outcome) {
+func (r *request) report(at *attempt, out hold.Outcome) {
+	step, key := at.step, at.key
 	out.RequestID = r.id
 	out.Operation = r.ep.op.String()
-	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, probe, out)
+	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, out)
 	if out.OK {
-		r.observeLatency(step, key)
+		r.observeLatency(step, key, at.latency)
 	}
-	r.rt.passive.count(step, key.Index(), out, r.latency)
+	r.rt.passive.count(step, key.Index(), out, at.latency)
 }
 
 // softLeaseWait bounds how long a request of the try_soft pass waits for

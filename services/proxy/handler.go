@@ -81,12 +81,6 @@ type request struct {
 	// wait for the answer to begin (or between reads), not a cap on a
 	// stream that keeps delivering. Zero: none.
 	relayDeadline time.Time
-	// probeEnd is when the attempt in flight, a hold's probe, must end:
-	// its probe lease's end (probeDeadline). Zero: not a probe.
-	probeEnd time.Time
-	// sent is when the current attempt went upstream: a failure of one
-	// sent before an operator's release does not hold again.
-	sent    time.Time
 	started time.Time
 	log     *slog.Logger
 
@@ -120,10 +114,6 @@ type request struct {
 	route *route.Route
 	sel   route.Request
 	cur   route.Cursor
-	// latency is the current attempt's time to the upstream's response
-	// headers (0: none yet).
-	latency time.Duration
-
 	// For the debug bundle (bundle.go): what the request path notes, the
 	// final status and duration, and the usage record.
 	trace  bundleTrace

@@ -241,10 +241,11 @@ var scopeRE = regexp.MustCompile(`(?i)scope|permission`)
 // forward sends the caller's request to the path under the provider's base
 // URL with the key's credentials; nil when it was answered with a success
 // (2xx or 3xx), relayed to the caller.
-func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptError {
+func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attemptError {
+	t := at.target
 	p := t.step.Provider
 	up := r.rt.upstreams[p.Index]
-	timeout, deadline, callerDeadline := r.attemptDeadline(up)
+	timeout, deadline, callerDeadline := r.attemptDeadline(up, at.probeEnd)
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	uri := p.Adapter.Base() + "/" + rest
@@ -275,7 +276,7 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 	defer fasthttp.ReleaseResponse(resp)
 	r.sending.Store(int64(sendingNow()))
 	sent := time.Now()
-	r.sent = sent
+	at.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
 	r.sending.Store(0)
 	if err != nil {
@@ -284,8 +285,8 @@ func (r *request) forward(c *fiber.Ctx, t target, method, rest string) *attemptE
 		return ae
 	}
 	status := resp.StatusCode()
-	r.latency = time.Since(sent)
-	up.latency.Observe(r.latency.Seconds())
+	at.latency = time.Since(sent)
+	up.latency.Observe(at.latency.Seconds())
 	if status >= 400 {
 		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(resp.Body())}
 		r.fail(t, ae)

@@ -175,13 +175,13 @@ func headerOr(h, def string) string {
 	return h
 }
 
-// observeLatency folds the attempt's latency into its target's and its
+// observeLatency folds an attempt's latency into its target's and its
 // key's averages.
-func (r *request) observeLatency(step *route.Step, key *route.Key) {
-	if r.latency <= 0 {
+func (r *request) observeLatency(step *route.Step, key *route.Key, latency time.Duration) {
+	if latency <= 0 {
 		return
 	}
-	ms, now := float64(r.latency.Microseconds())/1000, time.Now().UnixNano()
+	ms, now := float64(latency.Microseconds())/1000, time.Now().UnixNano()
 	alpha := r.rt.latencyAlpha
 	step.Latency.Observe(ms, alpha, now)
 	key.Latency.Observe(ms, alpha, now)

@@ -36,6 +36,8 @@ import (
 type relay struct {
 	r        *request
 	t        target
+	sent     time.Time     // when its attempt went upstream (hold.Outcome.Sent)
+	latency  time.Duration // its attempt's, to the response headers
 	resp     *fasthttp.Response
 	idle     idleArm   // the upstream connection: each read gets a deadline
 	wr       writeArm  // the caller's connection: each write gets one
@@ -71,7 +73,8 @@ const maxPreamble = 8
 // Each read is bounded by the streaming idle timeout and never runs past
 // the attempt's deadline (deadline), so a stream that opens and then
 // stalls fails the attempt after timeouts.stream_idle.
-func (r *request) startStream(t target, resp *fasthttp.Response, sent, deadline time.Time) (res attemptResult) {
+func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline time.Time) (res attemptResult) {
+	t, sent := at.target, at.sent
 	up := r.rt.upstreams[t.step.Provider.Index]
 	pf := r.upFormat(t.step.Provider.Adapter)
 	// The usage its opening events report is this attempt's: a failed
@@ -82,7 +85,7 @@ func (r *request) startStream(t target, resp *fasthttp.Response, sent, deadline 
 		}
 	}()
 	rd := sse.Get(resp.BodyStream())
-	rl := &relay{r: r, t: t, resp: resp, rd: rd, upFormat: pf,
+	rl := &relay{r: r, t: t, sent: sent, latency: at.latency, resp: resp, rd: rd, upFormat: pf,
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
 	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
@@ -483,14 +486,14 @@ func (rl *relay) run(w *bufio.Writer) {
 		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg, rl.nextSequence())) {
 			flush(true)
 		}
-		rl.settle(hold.Outcome{OK: true}, r.latency) // the target answered
+		rl.settle(hold.Outcome{OK: true}, rl.latency) // the target answered
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
 		if rl.upErr { // the upstream's own error event ended it ([DONE] after it or not)
 			rl.settle(hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
 		} else {
-			rl.settle(hold.Outcome{OK: true}, r.latency)
+			rl.settle(hold.Outcome{OK: true}, rl.latency)
 		}
 	default:
 		status = http.StatusBadGateway
@@ -545,7 +548,7 @@ func (rl *relay) drain() {
 // hang-up and a cut of the gateway's own are not reported.
 func (rl *relay) settle(out hold.Outcome, latency time.Duration) {
 	r, st := rl.r, rl.t.step
-	out.RequestID, out.Sent, out.Operation = r.id, r.sent, r.ep.op.String()
+	out.RequestID, out.Sent, out.Operation = r.id, rl.sent, r.ep.op.String()
 	r.s.engine.Report(st.Provider.Name, rl.t.key.HoldKey(), st.Model, false, out)
 	r.rt.passive.count(st, rl.t.key.Index(), out, latency)
 }
