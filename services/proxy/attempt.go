@@ -126,8 +126,8 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	req.Header.SetUserAgent(userAgent)
 	req.Header.SetCanonical(hdrRequestID, bytesOf(r.id)) // visible ASCII (requestID)
 	r.setTraceHeaders(&req.Header)
-	if withIdem && r.idemKey != "" {
-		req.Header.Set("Idempotency-Key", r.idemKey)
+	if withIdem && r.idem.key != "" {
+		req.Header.Set("Idempotency-Key", r.idem.key)
 	}
 	if a.Format() == provider.FormatAnthropic && r.ep.format == provider.FormatAnthropic {
 		for _, name := range [...]string{"Anthropic-Version", "Anthropic-Beta"} {
@@ -141,12 +141,12 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
-	r.sending.Store(int64(sendingNow()))
+	r.caller.sending.Store(int64(sendingNow()))
 	sent := time.Now()
 	at.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
 	if !resp.StreamBody {
-		r.sending.Store(0) // the answer is read: the connection is back in the pool
+		r.caller.sending.Store(0) // the answer is read: the connection is back in the pool
 	}
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
@@ -209,13 +209,13 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
-	r.tokens, r.tokensOK = ans.Tokens, ans.TokensOK
+	r.use.tokens, r.use.tokensOK = ans.Tokens, ans.TokensOK
 	return r.served(c, t, out, fiber.MIMEApplicationJSON)
 }
 
 // served answers the caller with a plain (not streamed) upstream answer.
 func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string) attemptResult {
-	r.estOut = int64(len(out) / 4)
+	r.use.estOut = int64(len(out) / 4)
 	r.setServedBy(c, t)
 	c.Status(http.StatusOK)
 	if contentType == fiber.MIMEApplicationJSON {
@@ -303,15 +303,15 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 }
 
 func (r *request) setServedBy(c *fiber.Ctx, t target) {
-	r.provider = t.step.Provider.Name
-	r.provType, r.upModel, r.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
+	r.by.provider = t.step.Provider.Name
+	r.by.provType, r.by.upModel, r.by.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	h := &c.Response().Header
 	// A model name may come from the caller (unlisted models): SetCanonical
 	// copies a value with its line breaks replaced, as every setter does.
 	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
 	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
 	h.SetCanonical(hdrModel, bytesOf(t.step.Model))
-	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.attempts)))
+	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.tally.attempts)))
 }
 
 // Header names in canonical form and fixed values, set without

@@ -139,10 +139,10 @@ func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) at
 		return r.fail(t, &attemptError{err: transportError(err, up.attemptTimeout, false)})
 	}
 	r.boundRelay(up) // speech as streams: the provider's timeouts.request
-	r.ttft = time.Since(r.started)
+	r.use.ttft = time.Since(r.started)
 	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
-	r.relayUp.Store(br.idle.conn) // a caller that leaves from now on cuts the relay's read
+	r.caller.relayUp.Store(br.idle.conn) // a caller that leaves from now on cuts the relay's read
 	return attemptResult{done: true, outcome: outcome{binary: br}}
 }
 
@@ -180,10 +180,10 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	if br.eof {
-		br.atEOF, r.streamDone = true, true
+		br.atEOF, r.use.streamDone = true, true
 		return 0, io.EOF
 	}
-	if r.gone.Load() { // read before relayUp is: see callerGone
+	if r.caller.gone.Load() { // read before relayUp is: see callerGone
 		return 0, errCallerGone
 	}
 	br.idle.arm(r, now)
@@ -194,12 +194,12 @@ func (br *binaryRelay) Read(p []byte) (int, error) {
 	}
 	switch {
 	case errors.Is(err, io.EOF):
-		br.atEOF, r.streamDone = true, true
+		br.atEOF, r.use.streamDone = true, true
 		if n > 0 {
 			return n, nil
 		}
 		return 0, io.EOF
-	case err != nil && r.gone.Load():
+	case err != nil && r.caller.gone.Load():
 		return 0, errCallerGone // the caller left: its read was cut
 	case err != nil:
 		r.class = classStreamIncomplete // the audio stopped part-way
@@ -224,11 +224,11 @@ func (br *binaryRelay) Close() error {
 	br.closed = true
 	r := br.r
 	r.s.callers.remove(r)
-	if r.gone.Load() {
+	if r.caller.gone.Load() {
 		br.atEOF = false
 	}
 	if !br.atEOF && r.class != classStreamIncomplete {
-		r.cancelled, r.class = true, classCallerGone
+		r.use.cancelled, r.class = true, classCallerGone
 	}
 	closeBodyStream(br.resp, br.atEOF)
 	fasthttp.ReleaseResponse(br.resp)

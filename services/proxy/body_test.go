@@ -114,7 +114,7 @@ var bodyAdapters = []*provider.Adapter{
 
 // streamBodyNew is bodyFor's body for a chat request to a.
 func streamBodyNew(a *provider.Adapter, body []byte, stream, callerUsage bool, model, upstream string) []byte {
-	r := &request{ep: epChat, body: body, model: model, stream: stream, callerUsage: callerUsage}
+	r := &request{ep: epChat, body: body, model: model, stream: stream, use: usageNote{callerUsage: callerUsage}}
 	out, err := r.bodyFor(&route.Step{Provider: &route.Provider{Name: "p", Adapter: a}, Upstream: upstream})
 	if err != nil {
 		panic(err)

@@ -25,6 +25,7 @@ import (
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/redact"
+	"switchyard.dev/shared/usage"
 )
 
 // Debug bundles. The request path notes what happened in fixed-size fields
@@ -82,6 +83,10 @@ type bundleTrace struct {
 	limits    *debug.LimitDecision
 	access    string
 	log       []attemptRec
+	// The request's final status and duration, and its usage record.
+	status int
+	ended  time.Duration
+	rec    *usage.Record
 }
 
 // startTrace starts a request's trace when bundles or traces are on:
@@ -312,13 +317,13 @@ func (b *bundler) sample(r *request) string {
 		// request's out of the stream (the counters and the usage
 		// records say it all).
 		return ""
-	case r.class == classRejected && r.attempts == 0:
+	case r.class == classRejected && r.tally.attempts == 0:
 		// Refused before any upstream attempt (a malformed body, an
 		// unknown or forbidden model): the answer
 		// says why, and a caller looping on its mistake would flush
 		// everyone else's bundles out of the stream.
 		return ""
-	case debug.OutcomeOf(r.status, r.class == classStreamIncomplete) != debug.OutcomeOK:
+	case debug.OutcomeOf(r.trace.status, r.class == classStreamIncomplete) != debug.OutcomeOK:
 		return "failure"
 	case len(r.trace.log) > 1:
 		return "retried" // served, but not at the first attempt
@@ -355,7 +360,7 @@ func (b *bundler) handle(r *request) {
 // bundle builds the request's bundle (off the request path).
 func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 	t := &r.trace
-	status := r.status
+	status := r.trace.status
 	label := r.resolved
 	if label == "" {
 		label = modelUnknown
@@ -363,9 +368,9 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 	bd := &debug.Bundle{
 		ModelLabel: label,
 		V:          debug.SchemaVersion, RequestID: r.id, At: r.started.UTC(), Instance: instance, Endpoint: r.ep.path,
-		Stream: r.stream, ClientType: r.clientType, Access: t.access, Limits: t.limits, Model: r.model,
+		Stream: r.stream, ClientType: r.use.clientType, Access: t.access, Limits: t.limits, Model: r.model,
 		Attempts: make([]debug.Attempt, 0, len(t.log)), Status: status, ErrorCode: t.errCode,
-		LatencyMS: ms(r.ended), TTFTMS: ms(r.ttft), StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),
+		LatencyMS: ms(r.trace.ended), TTFTMS: ms(r.use.ttft), StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
 		Request: digest(t.reqLen, t.reqSum, t.reqPrefix),
 	}
 	if tc := &r.tc; tc.caller || tc.export {
@@ -397,16 +402,16 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 			PrefixSHA256: hex.EncodeToString(t.respHead.Sum(nil))}
 		bd.Response = &d
 	}
-	if r.provider != "" {
-		bd.Provider, bd.ServedModel, bd.KeyID = r.provider, r.upModel, r.keyID
-	} else if r.last != nil {
-		bd.Provider = r.last.t.step.Provider.Name
+	if r.by.provider != "" {
+		bd.Provider, bd.ServedModel, bd.KeyID = r.by.provider, r.by.upModel, r.by.keyID
+	} else if r.tally.last != nil {
+		bd.Provider = r.tally.last.t.step.Provider.Name
 	}
-	if r.rec != nil {
-		tk := r.rec.Tokens
+	if r.trace.rec != nil {
+		tk := r.trace.rec.Tokens
 		bd.Tokens = &debug.Tokens{Input: tk.Input, Output: tk.Output, CachedInput: tk.CachedInput, CacheWrite: tk.CacheWrite,
-			Reasoning: tk.Reasoning, Estimated: r.rec.TokensEstimated}
-		bd.CostUSD = r.rec.CostUSD
+			Reasoning: tk.Reasoning, Estimated: r.trace.rec.TokensEstimated}
+		bd.CostUSD = r.trace.rec.CostUSD
 	}
 	for i := range t.log {
 		a := &t.log[i]
@@ -421,14 +426,14 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 			da.Error = providerError(a)
 		}
 		if i == len(t.log)-1 && r.stream && !a.failed {
-			da.StreamCompleted = r.streamDone
+			da.StreamCompleted = r.use.streamDone
 		}
 		if i == len(t.log)-1 && status != 200 && (a.action == failure.RetrySame.String() || a.action == failure.Rotate.String()) {
 			da.Action = "stopped" // out of attempts or time: nothing came next
 		}
 		bd.Attempts = append(bd.Attempts, da)
 	}
-	if r.route != nil {
+	if r.sel.route != nil {
 		bd.Route = r.routeTrace(engine)
 	}
 	return bd
@@ -437,12 +442,12 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 // routeTrace is the bundle's route: every step, the order the request
 // tried them, why the others were not, and the keys it skipped as held.
 func (r *request) routeTrace(engine *hold.Engine) *debug.Route {
-	rte := r.route
-	rt := &debug.Route{Name: rte.Name, Kind: rte.Kind, Strategy: rte.Policy.Strategy.String(), Needs: r.sel.Needs.Names(),
-		Region: r.sel.Region, RegionRequired: r.sel.RegionRequired, Steps: make([]debug.Step, len(rte.Steps))}
+	rte := r.sel.route
+	rt := &debug.Route{Name: rte.Name, Kind: rte.Kind, Strategy: rte.Policy.Strategy.String(), Needs: r.sel.req.Needs.Names(),
+		Region: r.sel.req.Region, RegionRequired: r.sel.req.RegionRequired, Steps: make([]debug.Step, len(rte.Steps))}
 	for i := range rte.Steps {
 		st := &rte.Steps[i]
-		ds := debug.Step{Step: i, Reason: r.cur.Reason(i).String()}
+		ds := debug.Step{Step: i, Reason: r.sel.cur.Reason(i).String()}
 		if st.Provider == nil {
 			ds.Target = "-/" + st.Model
 		} else {
@@ -450,7 +455,7 @@ func (r *request) routeTrace(engine *hold.Engine) *debug.Route {
 		}
 		rt.Steps[i] = ds
 	}
-	for n, i := range r.cur.Order() {
+	for n, i := range r.sel.cur.Order() {
 		ds := &rt.Steps[i]
 		ds.Tried, ds.Reason = n+1, ""
 		st := &rte.Steps[i]

@@ -49,7 +49,7 @@ func newCallerWatch() *callerWatch {
 
 // add watches r's caller on conn until remove.
 func (w *callerWatch) add(r *request, conn net.Conn) {
-	l := &r.watch
+	l := &r.caller.watch
 	l.r, l.conn = r, conn
 	w.mu.Lock()
 	l.prev, l.next = w.head.prev, &w.head
@@ -61,7 +61,7 @@ func (w *callerWatch) add(r *request, conn net.Conn) {
 // remove ends the watch of r (a no-op when the watch already ended it).
 func (w *callerWatch) remove(r *request) {
 	w.mu.Lock()
-	w.unlink(&r.watch)
+	w.unlink(&r.caller.watch)
 	w.mu.Unlock()
 }
 
@@ -112,10 +112,10 @@ func (w *callerWatch) run(ctx context.Context) {
 func (w *callerWatch) hangUp(r *request) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r.watch.next == nil {
+	if r.caller.watch.next == nil {
 		return false
 	}
-	w.unlink(&r.watch)
+	w.unlink(&r.caller.watch)
 	r.callerGone()
 	return true
 }

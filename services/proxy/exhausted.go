@@ -17,21 +17,21 @@ import (
 // exhausted answers a request no target served.
 func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	switch {
-	case r.attempts == 0 && p.unsupported != nil && !p.denied:
+	case r.tally.attempts == 0 && p.unsupported != nil && !p.denied:
 		// Only untranslatable targets: the request must change. With a
 		// held target beside them, it is served once the hold ends (503).
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
-	case r.attempts == 0 && r.expired():
+	case r.tally.attempts == 0 && r.expired():
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
-	case r.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
+	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
 		r.class = classRejected
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
 			fmt.Sprintf("no provider of `%s` serves %s (the gateway does not translate it)", r.model, r.ep.path))}
-	case r.attempts == 0 && !p.denied && r.rejectedFor(rte, unfitReasons):
+	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unfitReasons):
 		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))
 		r.logger().Warn("no target fits the request", "model", r.model, "rejected", r.rejections(rte))
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeNoMatchingTarget, msg)}
-	case r.attempts == 0:
+	case r.tally.attempts == 0:
 		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
 		if p.denied {
 			msg = fmt.Sprintf("every target of `%s` is held out of rotation", r.model)
@@ -50,41 +50,41 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		}
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
 	}
-	c.Set(headerAttempts, strconv.Itoa(r.attempts))
-	if !p.failed && r.last != nil {
+	c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
+	if !p.failed && r.tally.last != nil {
 		// Every key refused the caller's unlisted model (a typo, a model
 		// the account lacks): the provider's answer says so.
-		return outcome{err: r.returnUpstreamError(c, r.last.t, r.last)}
+		return outcome{err: r.returnUpstreamError(c, r.tally.last.t, r.tally.last)}
 	}
-	if r.rateLimited == r.attempts {
+	if r.tally.rateLimited == r.tally.attempts {
 		// The providers said slow down: the caller's SDK backs off on a
 		// 429 (it raises on a 502), until the soonest key comes back.
 		retry := r.s.retryAfter(rte.Steps)
 		r.s.setRetryAfter(c, retry)
 		msg := fmt.Sprintf("the provider rate limited `%s`; retry after %d s", r.model, retry)
-		if r.attempts > 1 {
-			msg = fmt.Sprintf("all %d attempts for `%s` were rate limited by their providers; retry after %d s", r.attempts, r.model, retry)
+		if r.tally.attempts > 1 {
+			msg = fmt.Sprintf("all %d attempts for `%s` were rate limited by their providers; retry after %d s", r.tally.attempts, r.model, retry)
 		}
-		if r.last != nil {
-			msg += "; last: " + r.last.summary()
+		if r.tally.last != nil {
+			msg += "; last: " + r.tally.last.summary()
 		}
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusTooManyRequests, codeRateLimited, msg)}
 	}
-	if r.attempts > 1 {
+	if r.tally.attempts > 1 {
 		// The gateway retried already: an SDK retrying on top would
 		// multiply the upstream calls.
 		c.Set(headerShouldRetry, "false")
 	}
 	code := codeAllFailed
-	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.attempts, r.model)
+	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.tally.attempts, r.model)
 	if p.candidates == 1 {
 		code = codeProviderError
 		msg = fmt.Sprintf("the provider failed for `%s`", r.model)
 	}
-	if r.last != nil {
-		msg += "; last: " + r.last.summary()
+	if r.tally.last != nil {
+		msg += "; last: " + r.tally.last.summary()
 	}
-	r.logger().Error("request failed", "model", r.model, "attempts", r.attempts, "code", code)
+	r.logger().Error("request failed", "model", r.model, "attempts", r.tally.attempts, "code", code)
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
 }
 

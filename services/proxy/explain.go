@@ -104,7 +104,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 		}
 	}
 	r.selection(mapHeaders(q.Headers), rte)
-	x := rte.Explain(model, &r.sel, func(st *route.Step) []route.KeyChoice { return s.keyChoices(st) })
+	x := rte.Explain(model, &r.sel.req, func(st *route.Step) []route.KeyChoice { return s.keyChoices(st) })
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return fail(http.StatusInternalServerError, "internal_error", "%v", err)

@@ -128,7 +128,7 @@ steps:
 		transientKeys := 0
 		var sel *route.Request
 		if !x.passthrough {
-			sel = &r.sel
+			sel = &r.sel.req
 			r.keyHash(c, step.Provider)
 		}
 	keys:
@@ -136,7 +136,7 @@ steps:
 			// Checked before a key is picked: a pick may hand over a
 			// hold's only probe, which a request that then stops would
 			// keep from everyone until its lease lapsed.
-			if r.attempts >= maxAttempts || r.expired() {
+			if r.tally.attempts >= maxAttempts || r.expired() {
 				break steps
 			}
 			if r.providerExpired(step.Provider) {
@@ -154,7 +154,7 @@ steps:
 			tried |= 1 << uint(key.Index())
 			probe := adm == hold.AdmitProbe
 			for same := 1; ; same++ {
-				if r.attempts >= maxAttempts || r.expired() {
+				if r.tally.attempts >= maxAttempts || r.expired() {
 					if same == 1 {
 						r.unsent(step.Provider.Name, key, step.Model, probe)
 					}
@@ -163,24 +163,24 @@ steps:
 				if same > 1 && r.providerExpired(step.Provider) {
 					continue steps // no time left on the provider for a retry
 				}
-				r.attempts++
-				if r.idemFor == "" {
-					r.idemFor = step.Provider.Name // the Idempotency-Key goes to this provider only
+				r.tally.attempts++
+				if r.idem.provider == "" {
+					r.idem.provider = step.Provider.Name // the Idempotency-Key goes to this provider only
 				}
 				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation()}
 				at.trace = r.beginAttempt(step, key, probe, p.soft)
 				at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
 				res := r.sendTo(c, x, &at)
-				r.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
+				r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {
 					r.endAttempt(&at, nil, "served")
 					r.reportServed(x, &at, res.outcome.relay != nil)
 					return res.outcome, true
 				}
 				ae := res.failure
-				r.last = ae
+				r.tally.last = ae
 				if ae.result.Class == failure.RateLimit {
-					r.rateLimited++
+					r.tally.rateLimited++
 				}
 				// A refusal that says nothing sure of the key (of a model
 				// the caller made up, of a passthrough path) holds nothing.
@@ -246,7 +246,7 @@ func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
 		}
 		return attemptResult{done: true}
 	}
-	return r.send(c, at, at.step.Provider.Name == r.idemFor)
+	return r.send(c, at, at.step.Provider.Name == r.idem.provider)
 }
 
 // reportServed reports a target that answered. A stream's (relay) settles only
@@ -289,7 +289,7 @@ func (r *request) logFailure(x *exchange, t target, ae *attemptError, taken fail
 	}
 	r.logger().Warn("attempt failed",
 		"provider", t.step.Provider.Name, "key_id", t.key.ID, "model", t.step.Model,
-		"attempt", r.attempts, "status", ae.status, "class", ae.result.Class.String(),
+		"attempt", r.tally.attempts, "status", ae.status, "class", ae.result.Class.String(),
 		"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
 }
 

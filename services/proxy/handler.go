@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -18,7 +17,6 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
-	"switchyard.dev/shared/quota"
 	"switchyard.dev/shared/usage"
 )
 
@@ -61,102 +59,13 @@ const (
 	headerAttempts  = "X-Switchyard-Attempts"
 )
 
-// request is the state of one caller request across its attempts.
-type request struct {
-	s      *Service
-	rt     *routing // the routing the request started with (to its end)
-	ep     *endpoint
-	id     string
-	model  string
-	stream bool
-	body   []byte // the caller's body (valid during the handler only)
-	// contentType is a multipart request's (transcriptions), with its
-	// boundary.
-	contentType string
-	idemKey     string
-	idemFor     string    // the first attempt's provider: idemKey goes to its every attempt, not elsewhere
-	deadline    time.Time // zero: none
-	// relayDeadline bounds a stream once it is relayed: timeouts.request
-	// alone. A caller's stated timeout (X-Stainless-Timeout) is the SDK's
-	// wait for the answer to begin (or between reads), not a cap on a
-	// stream that keeps delivering. Zero: none.
-	relayDeadline time.Time
-	started time.Time
-	log     *slog.Logger
-
-	// For metrics: the model name when it resolved, what served the
-	// request, and the outcome class ("" derives it from the status).
-	resolved string
-	provider string
-	class    string
-
-	// For the usage record (meter.go): the caller's key, whether the
-	// request reached routing (only those are metered), the caller's
-	// client type, what served it, its tokens and timings.
-	client      *clientKey
-	ticket      quota.Ticket // admitted by the plan's limits (the zero Ticket: none)
-	routed      bool
-	clientType  string
-	keyID       string // of the target that served
-	upModel     string // the model as the provider that served names it
-	provType    string
-	tokens      usage.Tokens
-	tokensOK    bool  // the provider reported usage
-	estIn       int64 // estimated input tokens (estimateInputTokens)
-	estOut      int64 // estimated output tokens (when none reported)
-	callerUsage bool  // the caller asked for stream usage (stream_options.include_usage)
-	ttft        time.Duration
-	streamDone  bool // the stream reached its terminal event
-	cancelled   bool // the caller hung up
-
-	// Selection: what routing knows of the request, and the walk over
-	// its route's candidates.
-	route *route.Route
-	sel   route.Request
-	cur   route.Cursor
-	// For the debug bundle (bundle.go): what the request path notes, the
-	// final status and duration, and the usage record.
-	trace  bundleTrace
-	status int
-	ended  time.Duration
-	rec    *usage.Record
-
-	tc traceCtx // the W3C trace context it joins and carries upstream (tracecontext.go)
-
-	attempts int
-	// rateLimited counts the attempts that ended rate limited: when all
-	// did, the caller is told 429, not 502.
-	rateLimited int
-	last        *attemptError // the last failure, for the final error message
-	// gone is set when the caller closed its connection while the request
-	// waited on upstreams (callerWatch): no further attempt is made, the
-	// one in flight is interrupted, and nothing counts against a target.
-	gone   atomic.Bool
-	goneCh chan struct{} // closed when gone is set; made on first use (goneC), under the caller watch's lock
-	// sending is when the attempt in flight was about to be written
-	// (sendingNow; 0 between attempts), for callerGone.
-	sending atomic.Int64
-	watch   watchLink // in the caller watch's list while the handler runs, and its relay
-	// relayUp is the upstream connection a relay (a stream, speech) reads
-	// its answer from, set before the relay starts (nil: none): a caller
-	// that goes away cuts its read (callerGone). The relay leaves the
-	// caller watch before it lets the connection go.
-	relayUp atomic.Pointer[trackedConn]
-	// idChosen: the caller gave the request id (X-Request-Id), which
-	// another request may carry too.
-	idChosen bool
-	// translated bodies, per upstream format, built on first use
-	translated [2][]byte
-	transErr   [2]error
-}
-
 // handle serves one inference request: authenticate, parse, resolve, then
 // try targets until one answers.
 func (s *Service) handle(ep *endpoint) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		r := &request{s: s, ep: ep, started: time.Now()}
 		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
-		r.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
+		r.caller.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
 
 		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
 			s.inFlight.Add(-1)
@@ -182,7 +91,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		if res.relay == nil && res.binary == nil {
 			s.callers.remove(r) // a relay stays watched until it ends
 		}
-		if r.gone.Load() {
+		if r.caller.gone.Load() {
 			r.class = classCallerGone
 		}
 		if res.relay != nil {
@@ -241,7 +150,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		var p parsed
 		p, berr = readBody(r.body, ep.op)
 		// stream_options count for an OpenAI-format stream only.
-		model, stream, r.callerUsage = p.model, p.stream, p.callerUsage && ep.format == provider.FormatOpenAI
+		model, stream, r.use.callerUsage = p.model, p.stream, p.callerUsage && ep.format == provider.FormatOpenAI
 	}
 	if berr != nil {
 		r.class = classRejected
@@ -339,7 +248,7 @@ func kindHint(kind string) string {
 // expired reports whether the request ran out of time: its deadline
 // passed, its caller went away or the proxy is shutting down.
 func (r *request) expired() bool {
-	return r.s.closing.Load() || r.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
+	return r.s.closing.Load() || r.caller.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
 }
 
 // callerGone is called once, under the caller watch's lock, when the
@@ -350,11 +259,11 @@ func (r *request) expired() bool {
 // relayUp is read, and a relay sets relayUp before it reads gone: either
 // the read is cut here or the relay sees gone before it reads.
 func (r *request) callerGone() {
-	r.gone.Store(true)
-	if r.goneCh != nil {
-		close(r.goneCh)
+	r.caller.gone.Store(true)
+	if r.caller.goneCh != nil {
+		close(r.caller.goneCh)
 	}
-	if c := r.relayUp.Load(); c != nil {
+	if c := r.caller.relayUp.Load(); c != nil {
 		c.cut()
 	}
 }
@@ -369,8 +278,8 @@ func (r *request) callerGone() {
 // connections, so the watch calls it without holding the lock every
 // request takes on its way in and out.
 func (r *request) cutAttempt() {
-	since := time.Duration(r.sending.Load())
-	if since == 0 || r.idChosen {
+	since := time.Duration(r.caller.sending.Load())
+	if since == 0 || r.caller.idChosen {
 		return // between attempts, or an id that may not be this request's alone
 	}
 	h := maphash.String(idSeed, r.id)
@@ -390,13 +299,13 @@ func (r *request) goneC() <-chan struct{} {
 	w := r.s.callers
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r.goneCh == nil {
-		r.goneCh = make(chan struct{})
-		if r.gone.Load() {
-			close(r.goneCh)
+	if r.caller.goneCh == nil {
+		r.caller.goneCh = make(chan struct{})
+		if r.caller.gone.Load() {
+			close(r.caller.goneCh)
 		}
 	}
-	return r.goneCh
+	return r.caller.goneCh
 }
 
 // finish ends a request that held an in-flight slot.
@@ -410,21 +319,21 @@ func (r *request) finish(status int) {
 // meters it (one usage record); then queues its debug bundle.
 func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
-	if r.routed {
+	if r.use.routed {
 		rec := r.usageRecord(status)
 		r.done(&rec)
 		model := rec.Model
-		if r.ep == epPassthrough || r.ep == epPassthroughAnthropic || (r.route != nil && r.route.Dynamic) {
+		if r.ep == epPassthrough || r.ep == epPassthroughAnthropic || (r.sel.route != nil && r.sel.route.Dynamic) {
 			model = unlistedModelLabel // callers name these (a model, a path): no label per name
 		}
 		r.s.meter.observe(&rec, model)
 		if r.trace.on {
-			r.rec = new(usage.Record) // made only when tracing: a request without it stays small
-			*r.rec = rec
+			r.trace.rec = new(usage.Record) // made only when tracing: a request without it stays small
+			*r.trace.rec = rec
 		}
 	}
 	if r.trace.on {
-		r.status, r.ended = status, time.Since(r.started)
+		r.trace.status, r.trace.ended = status, time.Since(r.started)
 		r.s.bundles.done(r) // nothing of r changes from here on
 	}
 }
@@ -435,20 +344,20 @@ func (r *request) record(status int) {
 // its timings.
 func (r *request) usageRecord(status int) usage.Record {
 	rec := usage.Record{
-		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.clientType,
-		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.attempts, Status: status,
-		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.ttft.Microseconds()) / 1000,
-		Stream: r.stream, StreamCompleted: r.streamDone, Cancelled: r.cancelled || r.gone.Load(),
-		Tokens: r.tokens,
+		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.use.clientType,
+		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.tally.attempts, Status: status,
+		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.use.ttft.Microseconds()) / 1000,
+		Stream: r.stream, StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
+		Tokens: r.use.tokens,
 	}
 	if r.client != nil {
 		rec.ClientID, rec.Plan = r.client.id, r.client.plan
 	}
 	switch {
-	case r.provider != "":
-		rec.Provider, rec.ProviderType, rec.Model, rec.KeyID = r.provider, r.provType, r.upModel, r.keyID
-	case r.last != nil:
-		t := r.last.t
+	case r.by.provider != "":
+		rec.Provider, rec.ProviderType, rec.Model, rec.KeyID = r.by.provider, r.by.provType, r.by.upModel, r.by.keyID
+	case r.tally.last != nil:
+		t := r.tally.last.t
 		rec.Provider, rec.ProviderType, rec.Model, rec.KeyID = t.step.Provider.Name, t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
 	}
 	if class := r.outcomeClass(status); class != classOK {
@@ -457,15 +366,15 @@ func (r *request) usageRecord(status int) usage.Record {
 	switch {
 	case status == fiber.StatusOK && r.ep.op == provider.OpCountTokens:
 		// counting tokens costs none (the providers do not bill it)
-	case status == fiber.StatusOK && !r.tokensOK:
-		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.estIn, Output: r.estOut}, true
-	case status == fiber.StatusOK && r.stream && !r.streamDone && rec.Tokens.Output < r.estOut:
+	case status == fiber.StatusOK && !r.use.tokensOK:
+		rec.Tokens, rec.TokensEstimated = usage.Tokens{Input: r.use.estIn, Output: r.use.estOut}, true
+	case status == fiber.StatusOK && r.stream && !r.use.streamDone && rec.Tokens.Output < r.use.estOut:
 		// A stream that ended early (the caller left, the upstream cut
 		// it) has only its opening usage (Anthropic's message_start says
 		// 1 output token): what it relayed is estimated.
-		rec.Tokens.Output, rec.TokensEstimated = r.estOut, true
+		rec.Tokens.Output, rec.TokensEstimated = r.use.estOut, true
 	}
-	if status == fiber.StatusOK || r.tokensOK {
+	if status == fiber.StatusOK || r.use.tokensOK {
 		if usd, ok := r.rt.prices.Cost(rec.Provider, rec.ProviderType, rec.Model, rec.Tokens); ok {
 			rec.CostUSD = &usd
 		}
@@ -481,8 +390,8 @@ func (r *request) outcomeClass(status int) string {
 		return r.class
 	case status == fiber.StatusOK:
 		return classOK
-	case r.last != nil:
-		return r.last.result.Class.String()
+	case r.tally.last != nil:
+		return r.tally.last.result.Class.String()
 	}
 	return classUnavailable
 }
@@ -496,7 +405,7 @@ func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
 	}
 	attrs := append(make([]slog.Attr, 0, 7+len(extra)), slog.String("request_id", r.id),
 		slog.String("model", r.model), slog.String("provider", t.step.Provider.Name),
-		slog.String("key_id", t.key.ID), slog.Int("attempts", r.attempts),
+		slog.String("key_id", t.key.ID), slog.Int("attempts", r.tally.attempts),
 		slog.Duration("duration", time.Since(r.started)))
 	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
 }
@@ -557,13 +466,13 @@ type outcome struct {
 // rate limit) in declared order, so that bookkeeping never makes things
 // worse than having no breaker.
 func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
-	r.routed = true
-	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
+	r.use.routed = true
+	r.use.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	p := pass{gate: r.s.engine}
 	if out, done := r.tryRoute(c, rte, &p); done {
 		return out
 	}
-	if r.attempts == 0 && p.denied && !r.expired() && r.s.trySoft(rte) {
+	if r.tally.attempts == 0 && p.denied && !r.expired() && r.s.trySoft(rte) {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.tryRoute(c, rte, &p); done {
@@ -590,11 +499,11 @@ func (s *Service) trySoft(rte *route.Route) bool {
 // tryRoute walks the route's candidates once (tryTargets), in its
 // policy's order, or in declared order on the soft pass.
 func (r *request) tryRoute(c *fiber.Ctx, rte *route.Route, p *pass) (outcome, bool) {
-	rte.Start(&r.cur, &r.sel)
+	rte.Start(&r.sel.cur, &r.sel.req)
 	if p.soft {
-		r.cur.InDeclaredOrder() // every target is held: the declared order, health aside
+		r.sel.cur.InDeclaredOrder() // every target is held: the declared order, health aside
 	}
-	x := exchange{cur: &r.cur, dynamic: rte.Dynamic, replaySafe: true}
+	x := exchange{cur: &r.sel.cur, dynamic: rte.Dynamic, replaySafe: true}
 	return r.tryTargets(c, &x, p)
 }
 
@@ -611,7 +520,7 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 		var buf [2]jsonfield.Edit
 		edits := buf[:0]
 		if r.stream && pf == provider.FormatOpenAI && (r.ep.op == provider.OpChat || r.ep.op == provider.OpCompletions) {
-			body, edits = streamOptionsFor(a, body, edits, r.callerUsage)
+			body, edits = streamOptionsFor(a, body, edits, r.use.callerUsage)
 		}
 		if step.Upstream != r.model {
 			if r.ep.op == provider.OpTranscriptions {
@@ -636,13 +545,13 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 func (r *request) translatedFor(step *route.Step, build func() ([]byte, error)) ([]byte, error) {
 	a := step.Provider.Adapter
 	pf := a.Format()
-	if r.translated[pf] == nil && r.transErr[pf] == nil {
-		r.translated[pf], r.transErr[pf] = build()
+	if r.trans.bodies[pf] == nil && r.trans.errs[pf] == nil {
+		r.trans.bodies[pf], r.trans.errs[pf] = build()
 	}
-	if r.transErr[pf] != nil {
-		return nil, r.transErr[pf]
+	if r.trans.errs[pf] != nil {
+		return nil, r.trans.errs[pf]
 	}
-	body := jsonfield.SetString(nil, r.translated[pf], "model", step.Upstream)
+	body := jsonfield.SetString(nil, r.trans.bodies[pf], "model", step.Upstream)
 	if r.stream && a.RejectsStreamOptions() {
 		body = jsonfield.Delete(nil, body, "stream_options")
 	}
@@ -739,7 +648,7 @@ func (r *request) takeIdempotencyKey(c *fiber.Ctx) {
 	switch k := c.Get("Idempotency-Key"); {
 	case k == "":
 	case validIdempotencyKey(k):
-		r.idemKey = strings.Clone(k)
+		r.idem.key = strings.Clone(k)
 	default:
 		c.Set(headerWarning, "Idempotency-Key ignored: it must be 1 to 255 visible ASCII characters; the request was sent without it")
 	}

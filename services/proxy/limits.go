@@ -87,7 +87,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	lim := r.rt.plans[r.client.plan]
 	est := 0.0
 	if lim != nil && lim.Budget != (config.Budget{}) {
-		est = pl.estimate(r.rt.prices, steps, r.body, r.estIn) // scans the body: only for a plan with a budget
+		est = pl.estimate(r.rt.prices, steps, r.body, r.use.estIn) // scans the body: only for a plan with a budget
 	}
 	t, ref := pl.lim.Admit(r.client.id, lim, est)
 	if r.trace.on {

@@ -131,11 +131,11 @@ func (m *proxyMetrics) modelLabel(model string) string {
 }
 
 func (m *proxyMetrics) request(r *request, status int) {
-	model, provider, class := r.resolved, r.provider, r.outcomeClass(status)
+	model, provider, class := r.resolved, r.by.provider, r.outcomeClass(status)
 	if model == "" {
 		model = modelUnknown
 	} else {
-		m.attempts.Observe(float64(r.attempts))
+		m.attempts.Observe(float64(r.tally.attempts))
 	}
 	if provider == "" {
 		provider = providerNone

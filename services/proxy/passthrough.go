@@ -126,20 +126,20 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		return outcome{err: err}
 	}
 	r.deadline = s.deadline(c, r.started)
-	r.routed = true
-	r.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
+	r.use.routed = true
+	r.use.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	if !binaryType(c.Request().Header.ContentType()) {
-		r.estIn = int64(len(r.body) / 4) // an upload (a file, audio) is not tokens
+		r.use.estIn = int64(len(r.body) / 4) // an upload (a file, audio) is not tokens
 	}
 	method := c.Method()
 	step := &route.Step{Provider: p, Upstream: "/" + c.Params("*"), Active: true}
 	x := exchange{one: step, passthrough: true, method: method, rest: c.Params("*"),
-		replaySafe: method == fiber.MethodGet || method == fiber.MethodHead || r.idemKey != ""}
+		replaySafe: method == fiber.MethodGet || method == fiber.MethodHead || r.idem.key != ""}
 	pp := pass{gate: s.engine}
 	if out, done := r.tryTargets(c, &x, &pp); done {
 		return out
 	}
-	if r.attempts == 0 {
+	if r.tally.attempts == 0 {
 		steps := []route.Step{*step}
 		retry := s.retryAfter(steps)
 		s.setRetryAfter(c, retry)
@@ -149,20 +149,20 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}
-	if !pp.failed && r.last != nil && len(r.last.body) > 0 {
+	if !pp.failed && r.tally.last != nil && len(r.tally.last.body) > 0 {
 		// Every key refused: the provider's own answer says why (a scope
 		// this endpoint needs, say).
-		c.Set(headerAttempts, strconv.Itoa(r.attempts))
-		return outcome{err: r.returnPassthrough(c, r.last.t, r.last)}
+		c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
+		return outcome{err: r.returnPassthrough(c, r.tally.last.t, r.tally.last)}
 	}
-	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.attempts, p.Name)
+	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.tally.attempts, p.Name)
 	if pp.candidates == 1 {
 		code, msg = codeProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
 	}
-	if r.last != nil {
-		msg += "; last: " + r.last.summary()
+	if r.tally.last != nil {
+		msg += "; last: " + r.tally.last.summary()
 	}
-	c.Set(headerAttempts, strconv.Itoa(r.attempts))
+	c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
 	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
 }
 
@@ -262,7 +262,7 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
 			return // the request's own trace context, set below
 		}
-		if r.idemKey == "" && strings.EqualFold(name, "Idempotency-Key") {
+		if r.idem.key == "" && strings.EqualFold(name, "Idempotency-Key") {
 			return // an invalid one, ignored (takeIdempotencyKey)
 		}
 		req.Header.SetBytesKV(k, v)
@@ -274,11 +274,11 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	r.sending.Store(int64(sendingNow()))
+	r.caller.sending.Store(int64(sendingNow()))
 	sent := time.Now()
 	at.sent = sent
 	err := up.client.DoDeadline(req, resp, deadline)
-	r.sending.Store(0)
+	r.caller.sending.Store(0)
 	if err != nil {
 		ae := &attemptError{err: transportError(err, timeout, callerDeadline)}
 		r.fail(t, ae)
@@ -306,7 +306,7 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 	r.setServedBy(c, t)
 	c.Response().SetBody(resp.Body()) // a copy: resp goes back to its pool
 	if !binaryType(resp.Header.ContentType()) {
-		r.estOut = int64(len(resp.Body()) / 4) // a download (a file's content) is not tokens
+		r.use.estOut = int64(len(resp.Body()) / 4) // a download (a file's content) is not tokens
 	}
 	r.logInfo("passthrough served", t, slog.String("path", t.step.Upstream), slog.Int("status", status))
 	return nil

@@ -23,10 +23,10 @@ type headers interface {
 // prompt, the hash its route's policy sticks on, its region (a header, else
 // its client key's setting) and the providers' budgets.
 func (r *request) selection(c headers, rte *route.Route) {
-	r.route = rte
-	sel := &r.sel
+	r.sel.route = rte
+	sel := &r.sel.req
 	sel.Op = r.ep.op
-	sel.InputTokens = r.estIn
+	sel.InputTokens = r.use.estIn
 	if r.ep.op == provider.OpChat && rte.ReadsBody {
 		sel.Needs, sel.MaxOutput = route.Needs(r.body)
 	}
@@ -65,11 +65,11 @@ var (
 // than text (text has spaces: its runs are short).
 const minInline = 1024
 
-// estimateInput makes the request's one prompt estimate (r.estIn), before
+// estimateInput makes the request's one prompt estimate (r.use.estIn), before
 // plan admission and selection read it.
 func (r *request) estimateInput() {
 	if r.ep.op != provider.OpTranscriptions { // the body is audio, not tokens
-		r.estIn = estimateInputTokens(r.body)
+		r.use.estIn = estimateInputTokens(r.body)
 	}
 }
 
@@ -138,7 +138,7 @@ func base64Run(b []byte) int {
 // (when p hashes its keys).
 func (r *request) keyHash(c headers, p *route.Provider) {
 	if p.HashOn != "" {
-		r.sel.KeyHash, r.sel.KeyHashed = r.hashOf(c, p.HashOn)
+		r.sel.req.KeyHash, r.sel.req.KeyHashed = r.hashOf(c, p.HashOn)
 	}
 }
 
@@ -203,7 +203,7 @@ var (
 func (r *request) rejectedFor(rte *route.Route, reasons []route.Reason) bool {
 	n := 0
 	for i := range rte.Steps {
-		switch why := r.cur.Reason(i); {
+		switch why := r.sel.cur.Reason(i); {
 		case slices.Contains(reasons, why):
 			n++
 		case why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported:
@@ -219,11 +219,11 @@ func (r *request) rejectedFor(rte *route.Route, reasons []route.Reason) bool {
 func (r *request) rejections(rte *route.Route) string {
 	var b strings.Builder
 	for i := range rte.Steps {
-		why := r.cur.Reason(i)
+		why := r.sel.cur.Reason(i)
 		switch {
 		case why == route.Candidate || why == route.ReasonInactive || why == route.ReasonUnavailable || why == route.ReasonUnsupported:
 			continue
-		case why == route.ReasonFallback && r.cur.Yielded(i):
+		case why == route.ReasonFallback && r.sel.cur.Yielded(i):
 			continue // offline, yet tried: nothing else could be
 		}
 		if b.Len() > 0 {
@@ -233,9 +233,9 @@ func (r *request) rejections(rte *route.Route) string {
 		fmt.Fprintf(&b, "%s/%s (%s", st.Provider.Name, st.Model, why)
 		switch why {
 		case route.ReasonCapability:
-			fmt.Fprintf(&b, ": needs %s", strings.Join((r.sel.Needs&^st.Caps).Names(), ", "))
+			fmt.Fprintf(&b, ": needs %s", strings.Join((r.sel.req.Needs&^st.Caps).Names(), ", "))
 		case route.ReasonRegion:
-			fmt.Fprintf(&b, ": in %q, required %q", st.Provider.Region, r.sel.Region)
+			fmt.Fprintf(&b, ": in %q, required %q", st.Provider.Region, r.sel.req.Region)
 		}
 		b.WriteByte(')')
 	}

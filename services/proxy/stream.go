@@ -81,20 +81,20 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 	// attempt's is not billed to the one that serves.
 	defer func() {
 		if !res.done {
-			r.tokens, r.tokensOK = usage.Tokens{}, false
+			r.use.tokens, r.use.tokensOK = usage.Tokens{}, false
 		}
 	}()
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, sent: sent, latency: at.latency, resp: resp, rd: rd, upFormat: pf,
 		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
-	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
+	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.use.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)
 		closeBodyStream(resp, atEOF)
 		fasthttp.ReleaseResponse(resp)
 	}
 	if pf != r.ep.format {
-		rl.conv = newStreamConverter(r.ep.format, pf, r.model, r.translated[pf], r.callerUsage)
+		rl.conv = newStreamConverter(r.ep.format, pf, r.model, r.trans.bodies[pf], r.use.callerUsage)
 	}
 	// Hold back the events that only open the stream: until content
 	// arrives, nothing has reached the caller and failover stays possible.
@@ -141,10 +141,10 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 		}
 	}
 	r.boundRelay(up)
-	rl.idle.armed = time.Time{}   // the relay's first read is bounded by the relay's deadline, not the attempt's
-	r.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
+	rl.idle.armed = time.Time{}          // the relay's first read is bounded by the relay's deadline, not the attempt's
+	r.caller.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
 	up.ttft.Observe(time.Since(sent).Seconds())
-	r.ttft = time.Since(r.started)
+	r.use.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
 }
 
@@ -295,8 +295,8 @@ func idleDeadline(now time.Time, idle time.Duration, dl time.Time) time.Time {
 // convertKind turns one upstream event of the given kind into the
 // caller's frames and notes terminal and error events.
 func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
-	if got, only := provider.EventUsage(rl.upFormat, ev.Name, ev.Data, &rl.r.tokens); got {
-		rl.r.tokensOK = true
+	if got, only := provider.EventUsage(rl.upFormat, ev.Name, ev.Data, &rl.r.use.tokens); got {
+		rl.r.use.tokensOK = true
 		if only && rl.dropUsage {
 			return nil
 		}
@@ -426,7 +426,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	if write(rl.first) && flush(false) {
 		// gone is read before each upstream read: a caller that left
 		// before relayUp was set is seen here (callerGone).
-		for rl.convErr == nil && !r.gone.Load() {
+		for rl.convErr == nil && !r.caller.gone.Load() {
 			rl.idle.arm(rl.r, now)
 			ev, err := rl.rd.Next()
 			now = time.Now()
@@ -466,15 +466,15 @@ func (rl *relay) run(w *bufio.Writer) {
 	// that went away may have had the read cut: the connection is closed,
 	// not pooled.
 	r.s.callers.remove(r)
-	if r.gone.Load() {
+	if r.caller.gone.Load() {
 		clientGone, rl.atEOF = true, false
 	}
 	status := http.StatusOK
-	r.estOut = int64(events) // about a token per content event
-	r.streamDone = rl.done && !rl.upErr
+	r.use.estOut = int64(events) // about a token per content event
+	r.use.streamDone = rl.done && !rl.upErr
 	switch {
 	case clientGone:
-		r.cancelled, r.class = true, classCallerGone
+		r.use.cancelled, r.class = true, classCallerGone
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
 	case rl.convErr != nil:
 		// Not the target's failure: the gateway cannot say what the
@@ -508,7 +508,7 @@ func (rl *relay) run(w *bufio.Writer) {
 			msg += ": " + rl.errorText(readErr)
 		}
 		r.logger().Warn("stream incomplete", "model", r.model, "provider", rl.t.step.Provider.Name,
-			"key_id", rl.t.key.ID, "attempts", r.attempts, "events", events,
+			"key_id", rl.t.key.ID, "attempts", r.tally.attempts, "events", events,
 			"duration", time.Since(r.started), "err", msg)
 		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, maskAddrs(msg), rl.nextSequence())) {
 			flush(true)
