@@ -40,7 +40,7 @@ func TestCallerGoneEndsTheRequest(t *testing.T) {
 	}
 	// Every request ends soon after its caller left (the attempt timeout
 	// is a minute).
-	testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.life.inFlight.Load() == 0 })
 	if n := f.openai.CountCalls(nil); n != callers {
 		t.Errorf("%d upstream calls for %d callers: no attempt after the caller left", n, callers)
 	}
@@ -135,7 +135,7 @@ func TestCallerGoneDuringBackoff(t *testing.T) {
 	}
 	// The request ends at the caller watch's next check, not after its
 	// backoff.
-	testkit.WaitFor(t, 5*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return f.svc.life.inFlight.Load() == 0 })
 	if n := f.openai.CountCalls(nil); n != 1 {
 		t.Errorf("%d upstream calls, want 1", n)
 	}
@@ -172,7 +172,7 @@ func TestCallerGoneTLSUpstream(t *testing.T) {
 	}
 	// The attempt timeout is a minute: the request ends soon after its
 	// caller left only if its exchange was cut.
-	testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+	testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.life.inFlight.Load() == 0 })
 	if n := fp.CountCalls(nil); n != 2 {
 		t.Errorf("%d upstream calls, want 2 (no attempt after the caller left)", n)
 	}
@@ -275,7 +275,7 @@ func TestCallerGoneEndsTheRelay(t *testing.T) {
 			tc.up.AddRule(tc.rule)
 			abandonCall(t, mf.url, tc.method, tc.path, tc.body, tc.started)
 			testkit.WaitFor(t, 5*time.Second, func() bool {
-				return mf.svc.inFlight.Load() == 0 && tc.up.InFlight() == 0 && mf.svc.limits.lim.Snapshot("team").InFlight == 0
+				return mf.svc.life.inFlight.Load() == 0 && tc.up.InFlight() == 0 && mf.svc.limits.lim.Snapshot("team").InFlight == 0
 			})
 			rec := mf.records(t, i+1)[i]
 			if rec.Class != classCallerGone || !rec.Cancelled || rec.StreamCompleted {

@@ -26,7 +26,7 @@ func (s *Service) fingerprint(provider, keyID string) string {
 // credentials.encryption_key is not set.
 func (s *Service) runCredentials(ctx context.Context) {
 	if len(s.cfg.Credentials.Key) == 0 {
-		s.secretsOnce.Do(func() { close(s.secretsLoaded) })
+		s.secrets.once.Do(func() { close(s.secrets.loaded) })
 		return
 	}
 	select {
@@ -41,7 +41,7 @@ func (s *Service) runCredentials(ctx context.Context) {
 			// use or, stored first, on the one being built.
 			s.applyMu.Lock()
 			defer s.applyMu.Unlock()
-			s.rotated.Store(rotatedKey{provider, keyID}, secret) // for the next routings
+			s.secrets.rotated.Store(rotatedKey{provider, keyID}, secret) // for the next routings
 			k := s.rt.Load().table.Key(provider, keyID)
 			if k == nil {
 				log.Warn("rotated secret for a key this proxy does not have", "provider", provider, "key_id", keyID)
@@ -51,7 +51,7 @@ func (s *Service) runCredentials(ctx context.Context) {
 				log.Info("key secret rotated", "provider", provider, "key_id", keyID, "fingerprint", secret.Fingerprint())
 			}
 		}, credentials.WithLog(log), credentials.WithConn(s.member.Conn()),
-		credentials.WithReady(func() { s.secretsOnce.Do(func() { close(s.secretsLoaded) }) }))
+		credentials.WithReady(func() { s.secrets.once.Do(func() { close(s.secrets.loaded) }) }))
 	if err != nil {
 		log.Error("credentials watch stopped", "err", err)
 	}
@@ -64,8 +64,8 @@ func (s *Service) runCredentials(ctx context.Context) {
 // apply (a change in the file is named in the warnings); a key naming a
 // plan the running configuration does not have is left out (warned).
 func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []string) {
-	fileChanged := !reflect.DeepEqual(s.fileClients, cfg.Clients)
-	s.fileClients = slices.Clone(cfg.Clients)
+	fileChanged := !reflect.DeepEqual(s.secrets.fileClients, cfg.Clients)
+	s.secrets.fileClients = slices.Clone(cfg.Clients)
 	if rt.version != 0 {
 		if !fileChanged {
 			return nil // the version's keys (changed through the admin API, say) stand
@@ -127,7 +127,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 			id := rotatedKey{p.Name, kc.ID}
 			// noted whatever follows: the file gave it, and only its next
 			// change is a change (a rotation since stands)
-			fileChanged := s.fileSecrets.Changed(p.Name, kc.ID, kc.Value)
+			fileChanged := s.secrets.file.Changed(p.Name, kc.ID, kc.Value)
 			k := rt.table.Key(p.Name, kc.ID)
 			switch {
 			case k == nil && rt.version == 0:
@@ -145,7 +145,7 @@ func (s *Service) ReloadSecrets(ctx context.Context, cfg *config.Config) (warnin
 			if !k.SetSecret(kc.Value) {
 				continue
 			}
-			s.rotated.Delete(id)
+			s.secrets.rotated.Delete(id)
 			changed = append(changed, id)
 			s.log.Info("key secret changed on reload; releasing its holds", "provider", p.Name, "key_id", kc.ID,
 				"fingerprint", kc.Value.Fingerprint())

@@ -122,7 +122,7 @@ func TestReloadSecretsReleasesHolds(t *testing.T) {
 func TestReloadAfterRotationOutlivesASwap(t *testing.T) {
 	f := newFixture(t)
 	// what the credentials watcher does for a rotation of a1
-	f.svc.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
+	f.svc.secrets.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
 	f.svc.rt.Load().table.Key("fake-openai", "a1").SetSecret(config.NewSecret("key-a1-rotated"))
 	file := baseConfig(f.openai, f.anthropic)
 	file.Providers[0].Keys[0].Value = config.NewSecret("key-a1-file") // the file's secret changed, then SIGHUP
@@ -171,7 +171,7 @@ func TestReloadUnderAVersion(t *testing.T) {
 // rotated secret, now and after the next swap.
 func TestReloadKeepsRotationOfAnUnchangedKey(t *testing.T) {
 	f := newFixture(t)
-	f.svc.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
+	f.svc.secrets.rotated.Store(rotatedKey{"fake-openai", "a1"}, config.NewSecret("key-a1-rotated"))
 	f.svc.rt.Load().table.Key("fake-openai", "a1").SetSecret(config.NewSecret("key-a1-rotated"))
 	file := baseConfig(f.openai, f.anthropic)
 	file.Providers[0].Keys[1].Value = config.NewSecret("key-a2-new") // only a2 changed in the file

@@ -132,9 +132,9 @@ func TestNewProxyKnowsTheFleetsHoldsBeforeServing(t *testing.T) {
 	// Draining: /readyz is 503 while a request is still in flight.
 	ff.openai.AddRule(fakeprovider.Rule{Hang: true, Times: 1})
 	go func() { _, _, _ = f.call(t, "/v1/chat/completions", directBody) }()
-	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.inFlight.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.life.inFlight.Load() == 1 })
 	cancel()
-	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.draining.Load() })
+	testkit.WaitFor(t, 5*time.Second, func() bool { return svc.life.draining.Load() })
 	if status, body := svc.readiness(); status != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz while draining: %d %v", status, body)
 	}

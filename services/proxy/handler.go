@@ -67,8 +67,8 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		r.id = string(c.Response().Header.Peek(headerRequestID)) // set by the request-id middleware
 		r.caller.idChosen = string(c.Request().Header.Peek(headerRequestID)) == r.id
 
-		if n := s.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
-			s.inFlight.Add(-1)
+		if n := s.life.inFlight.Add(1); n > int64(s.cfg.Limits.MaxInFlight) {
+			s.life.inFlight.Add(-1)
 			r.class = classRejected
 			c.Set(fiber.HeaderRetryAfter, "1") // a slot frees as soon as a request ends
 			err := sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
@@ -248,7 +248,7 @@ func kindHint(kind string) string {
 // expired reports whether the request ran out of time: its deadline
 // passed, its caller went away or the proxy is shutting down.
 func (r *request) expired() bool {
-	return r.s.closing.Load() || r.caller.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
+	return r.s.life.closing.Load() || r.caller.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
 }
 
 // callerGone is called once, under the caller watch's lock, when the
@@ -310,7 +310,7 @@ func (r *request) goneC() <-chan struct{} {
 
 // finish ends a request that held an in-flight slot.
 func (r *request) finish(status int) {
-	r.s.inFlight.Add(-1)
+	r.s.life.inFlight.Add(-1)
 	r.record(status)
 	r.rt.active.Add(-1)
 }

@@ -108,7 +108,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metricNamespace, Name: "requests_in_flight",
 		Help: "Inference requests being served (streams until their last event).",
-	}, func() float64 { return float64(s.inFlight.Load()) })
+	}, func() float64 { return float64(s.life.inFlight.Load()) })
 	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(metrics.NewHoldCollector(s.engine))

@@ -159,9 +159,9 @@ func takeCounts(ks []passiveKey) map[string]health.PassiveCounts {
 func (s *Service) flushPassive(now time.Time, since time.Duration) {
 	nc := s.member.Conn()
 	sent, dropped := s.rt.Load().passive.flush(nc, s.member.Instance, now, since)
-	s.retiredMu.Lock()
-	keep := s.retired[:0]
-	for _, old := range s.retired {
+	s.passive.mu.Lock()
+	keep := s.passive.retired[:0]
+	for _, old := range s.passive.retired {
 		idle := old.active.Load() == 0 // before the flush: nothing counts after it
 		n, d := old.passive.flush(nc, s.member.Instance, now, since)
 		sent, dropped = sent+n, dropped+d
@@ -169,9 +169,9 @@ func (s *Service) flushPassive(now time.Time, since time.Duration) {
 			keep = append(keep, old)
 		}
 	}
-	clear(s.retired[len(keep):])
-	s.retired = keep
-	s.retiredMu.Unlock()
+	clear(s.passive.retired[len(keep):])
+	s.passive.retired = keep
+	s.passive.mu.Unlock()
 	s.metrics.passiveReports(sent, dropped)
 	if dropped > 0 {
 		s.log.Debug("passive reports dropped", "count", dropped, "nats_connected", nc.IsConnected())

@@ -53,46 +53,20 @@ type Service struct {
 	// replaced whole by Apply.
 	rt      atomic.Pointer[routing]
 	applyMu sync.Mutex // one Apply (or health update) at a time
-	// rotated holds the secrets rotated through the admin API, by key, so
-	// that each new routing starts with them.
-	rotated sync.Map // rotatedKey -> config.Secret
-	// fileSecrets are the keys' secrets as the file last gave them: a
-	// reload changes a key only when the file's secret did.
-	fileSecrets config.FileSecrets
-	// fileClients are the client keys as the file last gave them (under
-	// applyMu): a reload tells a change in the file from the fleet
-	// version's own keys.
-	fileClients []config.ClientKey
+	secrets secretBook
 	// health is the prober's last health records, for each new routing.
-	health atomic.Pointer[health.Snapshot]
-	// passiveOn: passive reports are published (NATS, and
-	// proxy.passive_report_interval > 0); retired are the routings
-	// replaced whose passive counts are still to publish: each is flushed
-	// with every report until no request runs on it any more.
-	passiveOn bool
-	retiredMu sync.Mutex
-	retired   []*routing
-	retiring  sync.WaitGroup // routings waiting to close their pools
-	// routes is the fleet's routing configuration (switchyard_config);
-	// routing says whether its active version is known and one this proxy
-	// could not apply.
-	routes  *configstore.Store
-	routing *configstore.Tracker
-	environ []string
-
-	inFlight atomic.Int64
-	closing  atomic.Bool // set when the upstream pools close
-	draining atomic.Bool // set when shutdown starts: /readyz answers 503
+	health  atomic.Pointer[health.Snapshot]
+	passive passiveReports
+	// versions is the fleet's routing configuration (switchyard_config).
+	versions fleetVersions
+	environ  []string
+	life     lifecycle
 	callers  *callerWatch
-	// secretsLoaded is closed once the rotated secrets have loaded (at
-	// once when rotation is off).
-	secretsLoaded chan struct{}
-	secretsOnce   sync.Once
-	metrics       *proxyMetrics
-	meter         *meter
-	limits        *planLimits
-	bundles       *bundler
-	tracer        *tracer // nil: no trace export
+	metrics  *proxyMetrics
+	meter    *meter
+	limits   *planLimits
+	bundles  *bundler
+	tracer   *tracer // nil: no trace export
 	// latency keeps the targets' and keys' latency averages across
 	// routing versions.
 	latency *route.LatencyBook
@@ -100,6 +74,50 @@ type Service struct {
 	baseCtx context.Context
 	stop    context.CancelFunc
 	app     *fiber.App
+}
+
+// secretBook is what the proxy keeps of its keys' secrets across routings.
+type secretBook struct {
+	// rotated holds the secrets rotated through the admin API, by key, so
+	// that each new routing starts with them.
+	rotated sync.Map // rotatedKey -> config.Secret
+	// file are the keys' secrets as the file last gave them: a reload
+	// changes a key only when the file's secret did.
+	file config.FileSecrets
+	// fileClients are the client keys as the file last gave them (under
+	// applyMu): a reload tells a change in the file from the fleet
+	// version's own keys.
+	fileClients []config.ClientKey
+	// loaded is closed once the rotated secrets have loaded (at once when
+	// rotation is off).
+	loaded chan struct{}
+	once   sync.Once
+}
+
+// passiveReports: passive reports are published (on: NATS, and
+// proxy.passive_report_interval > 0); retired are the routings replaced
+// whose passive counts are still to publish: each is flushed with every
+// report until no request runs on it any more.
+type passiveReports struct {
+	on      bool
+	mu      sync.Mutex
+	retired []*routing
+}
+
+// fleetVersions is the fleet's routing configuration (switchyard_config):
+// tracker says whether its active version is known and one this proxy
+// could not apply.
+type fleetVersions struct {
+	store   *configstore.Store
+	tracker *configstore.Tracker
+}
+
+// lifecycle is the service's requests in flight and its shutdown state.
+type lifecycle struct {
+	inFlight atomic.Int64
+	closing  atomic.Bool    // set when the upstream pools close
+	draining atomic.Bool    // set when shutdown starts: /readyz answers 503
+	retiring sync.WaitGroup // routings waiting to close their pools
 }
 
 // New builds a proxy from a validated configuration.
@@ -121,7 +139,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	s.member, s.engine = m, m.Engine
-	s.passiveOn = deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0
+	s.passive.on = deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0
 	s.latency = route.NewLatencyBook()
 	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -132,14 +150,14 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	s.rt.Store(rt)
-	s.fileSecrets.NoteAll(cfg)
-	s.fileClients = slices.Clone(cfg.Clients)
+	s.secrets.file.NoteAll(cfg)
+	s.secrets.fileClients = slices.Clone(cfg.Clients)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
-	s.secretsLoaded = make(chan struct{})
-	s.routing = configstore.NewTracker()
+	s.secrets.loaded = make(chan struct{})
+	s.versions.tracker = configstore.NewTracker()
 	s.environ = deps.Environ
-	s.routes = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
+	s.versions.store = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
 	if s.tracer, err = newTracer(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)
@@ -284,7 +302,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.runHealth(engineCtx) })
 		wg.Go(func() { s.runCredentials(engineCtx) })
 		wg.Go(func() { s.followRouting(engineCtx) })
-		if s.passiveOn {
+		if s.passive.on {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
 		wg.Go(func() { s.runLatency(engineCtx) })
@@ -300,14 +318,14 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		s.draining.Store(true)
+		s.life.draining.Store(true)
 		if d := s.cfg.Proxy.ShutdownDelay; d > 0 {
 			s.log.Info("proxy draining: /readyz answers 503, still serving", "for", d)
 			time.Sleep(d)
 		}
 		if serr := s.app.ShutdownWithTimeout(s.cfg.Proxy.ShutdownTimeout); serr != nil {
 			s.log.Warn("requests still in flight at the end of proxy.shutdown_timeout: cut",
-				"requests", s.inFlight.Load(), "shutdown_timeout", s.cfg.Proxy.ShutdownTimeout)
+				"requests", s.life.inFlight.Load(), "shutdown_timeout", s.cfg.Proxy.ShutdownTimeout)
 		}
 		// If the context ended before fiber started serving, Shutdown had
 		// nothing to stop: closing the listener ends Listener for sure.
@@ -319,7 +337,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	// queued before the engine stops (a caller that reads nothing is cut
 	// by its write deadline, timeouts.stream_idle).
 	if !s.waitIdle(cutGrace) {
-		s.log.Warn("requests still running after the shutdown's cut: their records may be lost", "requests", s.inFlight.Load())
+		s.log.Warn("requests still running after the shutdown's cut: their records may be lost", "requests", s.life.inFlight.Load())
 	}
 	stopLimits()
 	<-limitsDone
@@ -340,7 +358,7 @@ const cutGrace = 5 * time.Second
 // waitIdle waits up to d for no request to be in flight.
 func (s *Service) waitIdle(d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for s.inFlight.Load() > 0 {
+	for s.life.inFlight.Load() > 0 {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -370,7 +388,7 @@ func (s *Service) providerType(name string) string {
 // holds have loaded the proxy does not accept connections at all
 // (awaitFleet).
 func (s *Service) readiness() (int, fiber.Map) {
-	if s.draining.Load() {
+	if s.life.draining.Load() {
 		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
 	}
 	if nc := s.member.Conn(); nc != nil && nc.IsClosed() {
@@ -382,7 +400,7 @@ func (s *Service) readiness() (int, fiber.Map) {
 	}
 	rt := s.rt.Load()
 	body := fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
-	if f := s.routing.Failure(); f != nil {
+	if f := s.versions.tracker.Failure(); f != nil {
 		body["routing_error"] = f // still ready: it routes with the version before
 	}
 	return fiber.StatusOK, body
@@ -405,7 +423,7 @@ func (s *Service) awaitFleet(ctx context.Context) {
 	start := time.Now()
 	t := time.NewTimer(s.cfg.Proxy.StartupWait)
 	defer t.Stop()
-	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secretsLoaded, s.routing.Loaded()} {
+	for _, ch := range []<-chan struct{}{s.member.Synced(), s.secrets.loaded, s.versions.tracker.Loaded()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -420,11 +438,11 @@ func (s *Service) awaitFleet(ctx context.Context) {
 }
 
 func (s *Service) close() {
-	s.closing.Store(true)
+	s.life.closing.Store(true)
 	s.stop()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.retiring.Wait()
+	s.life.retiring.Wait()
 	s.rt.Load().release()
 }
 

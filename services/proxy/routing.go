@@ -73,14 +73,14 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		u.latency, u.ttft = s.metrics.providerSeries(p.Name)
 		rt.upstreams = append(rt.upstreams, u)
 	}
-	s.rotated.Range(func(k, v any) bool {
+	s.secrets.rotated.Range(func(k, v any) bool {
 		id := k.(rotatedKey)
 		if key := table.Key(id.provider, id.key); key != nil {
 			key.SetSecret(v.(config.Secret))
 		}
 		return true
 	})
-	if s.passiveOn {
+	if s.passive.on {
 		rt.passive = newPassiveCounters(table)
 	}
 	if snap := s.health.Load(); snap != nil {
@@ -140,11 +140,11 @@ func (s *Service) Apply(cfg *config.Config, version int) error {
 // changed) closes.
 func (s *Service) retire(old *routing) {
 	if old.passive != nil {
-		s.retiredMu.Lock()
-		s.retired = append(s.retired, old)
-		s.retiredMu.Unlock()
+		s.passive.mu.Lock()
+		s.passive.retired = append(s.passive.retired, old)
+		s.passive.mu.Unlock()
 	}
-	s.retiring.Go(func() {
+	s.life.retiring.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for old.active.Load() > 0 {
@@ -189,11 +189,11 @@ func (s *Service) followRouting(ctx context.Context) {
 	select {
 	case <-s.member.Bound():
 	case <-ctx.Done():
-		s.routing.Stop()
+		s.versions.tracker.Stop()
 		return
 	}
-	s.routes.Bind(s.member.Resources().Config)
-	err := s.routing.Follow(ctx, s.routes, configstore.FollowOptions{
+	s.versions.store.Bind(s.member.Resources().Config)
+	err := s.versions.tracker.Follow(ctx, s.versions.store, configstore.FollowOptions{
 		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Service: "proxy", Log: s.log.With("component", "routing"), Apply: s.applyVersion})
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("routing configuration not followed", "err", err)

@@ -199,7 +199,7 @@ clients:
 				if p.RoutingVersion() == int(v) {
 					return nil
 				}
-				if f := p.routing.Failure(); f != nil {
+				if f := p.versions.tracker.Failure(); f != nil {
 					return fmt.Errorf("version %d not applied: %s", f.Version, f.Error)
 				}
 				return fmt.Errorf("routing version %d, want %d", p.RoutingVersion(), v)
@@ -228,7 +228,7 @@ clients:
 	}
 	for _, p := range ff.proxies {
 		testkit.WaitFor(t, 5*time.Second, func() bool {
-			f := p.routing.Failure()
+			f := p.versions.tracker.Failure()
 			return f != nil && f.Version == v3.Version && strings.Contains(f.Error, "FOLLOW_KEY_NOWHERE")
 		})
 		if p.RoutingVersion() != int(v2.Version) {

@@ -65,7 +65,7 @@ func TestShutdownDelayKeepsServing(t *testing.T) {
 	}
 	url, cancel, wait := serveUntil(t, svc)
 	cancel()
-	testkit.WaitFor(t, 5*time.Second, svc.draining.Load)
+	testkit.WaitFor(t, 5*time.Second, svc.life.draining.Load)
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	r, err := cl.Get(url + "/readyz")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestShutdownCutsStreamsAndRecordsThem(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	if n := svc.inFlight.Load(); n != 0 {
+	if n := svc.life.inFlight.Load(); n != 0 {
 		t.Fatalf("%d requests in flight after Serve returned", n)
 	}
 	ctx, cancelInfo := context.WithTimeout(context.Background(), 5*time.Second)

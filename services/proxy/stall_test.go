@@ -62,7 +62,7 @@ func TestStalledCallerIsCut(t *testing.T) {
 			f.anthropic.AddRule(fakeprovider.Rule{Chunks: 100000, Times: 1})
 			f.openai.AddRule(fakeprovider.Rule{Path: "/v1/audio/speech", Chunks: 20000, Times: 1})
 			stalledCall(t, f, http.MethodPost, tc.path, tc.body)
-			testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.inFlight.Load() == 0 })
+			testkit.WaitFor(t, 10*time.Second, func() bool { return f.svc.life.inFlight.Load() == 0 })
 			if st, _, body := f.call(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`); st != http.StatusOK {
 				t.Fatalf("the next caller: %d %s", st, body)
 			}

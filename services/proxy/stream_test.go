@@ -557,7 +557,7 @@ func TestStreamEndsAtItsLastEvent(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.last) {
 				t.Fatalf("%d: %s", resp.StatusCode, body)
 			}
-			testkit.WaitFor(t, 5*time.Second, func() bool { return open.Load() == 0 && f.svc.inFlight.Load() == 0 })
+			testkit.WaitFor(t, 5*time.Second, func() bool { return open.Load() == 0 && f.svc.life.inFlight.Load() == 0 })
 		})
 	}
 }
