@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -118,23 +119,13 @@ func TestProbeReason(t *testing.T) {
 // Not ready until the peers are back.
 func TestReadinessNoQuorum(t *testing.T) {
 	const size = 3
-	nodes, opts, err := natsembed.StartCluster(natsembed.ClusterOptions{
-		Size: size, Name: "ready-test", ServerName: "ready",
-		StoreDir: func(int) string { return t.TempDir() }, LeaderTimeout: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, s := range nodes {
-			natsembed.Stop(s)
-		}
-	}()
-	nc, js := testkit.ConnectNATS(t, nodes[0].ClientURL())
+	c := natstest.StartCluster(t, natsembed.ClusterOptions{Size: size, Name: "ready-test", ServerName: "ready", LeaderTimeout: 30 * time.Second})
+	nc, js := testkit.ConnectNATS(t, c.Servers[0].ClientURL())
 	var res *Resources
 	testkit.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		var err error
 		res, err = Setup(ctx, js, SetupOptions{Replicas: size})
 		return err
 	})
@@ -142,17 +133,15 @@ func TestReadinessNoQuorum(t *testing.T) {
 	run(t, r)
 	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, wantState(r, true, NATSConnected, JetStreamOK))
 
-	natsembed.Stop(nodes[1])
-	natsembed.Stop(nodes[2])
+	natsembed.Stop(c.Servers[1])
+	natsembed.Stop(c.Servers[2])
 	// a leader that was on node 0 steps down once it misses its quorum
 	// (nats-server takes up to about 20 s to decide)
 	testkit.CheckFor(t, 60*time.Second, 10*time.Millisecond, wantState(r, false, NATSConnected, JetStreamDown))
 	t.Logf("no quorum: %s", r.State().Reason)
 
 	for i := 1; i < size; i++ {
-		if nodes[i], err = natsembed.Start(opts[i]); err != nil {
-			t.Fatal(err)
-		}
+		c.Restart(t, i)
 	}
 	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, wantState(r, true, NATSConnected, JetStreamOK))
 }

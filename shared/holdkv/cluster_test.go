@@ -4,60 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"switchyard.dev/shared/testkit"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/natsembed/natstest"
 )
-
-// testCluster is a 3-node NATS cluster on loopback.
-type testCluster struct {
-	servers []*server.Server
-	urls    []string
-}
-
-func startCluster(tb testing.TB, size int) *testCluster {
-	tb.Helper()
-	servers, _, err := natsembed.StartCluster(natsembed.ClusterOptions{
-		Size: size, Name: "switchyard-test", ServerName: "sw",
-		StoreDir: func(int) string { return tb.TempDir() },
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &testCluster{servers: servers}
-	for _, s := range servers {
-		tb.Cleanup(func() { natsembed.Stop(s) })
-		c.urls = append(c.urls, s.ClientURL())
-	}
-	return c
-}
-
-// urlsFrom lists every node's URL, node i first: with DontRandomize the
-// client connects to node i and fails over to the others.
-func (c *testCluster) urlsFrom(i int) string {
-	urls := append([]string{c.urls[i]}, c.urls[:i]...)
-	urls = append(urls, c.urls[i+1:]...)
-	return strings.Join(urls, ",")
-}
-
-func (c *testCluster) byName(name string) int {
-	for i, s := range c.servers {
-		if s.Name() == name {
-			return i
-		}
-	}
-	return -1
-}
 
 // TestCluster: three proxies on three nodes of a cluster with R3 buckets
 // and stream see each other's holds; when the node leading the holds
@@ -68,13 +27,13 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")
 	}
-	c := startCluster(t, 3)
+	c := natstest.StartCluster(t, natsembed.ClusterOptions{Size: 3, Name: "switchyard-test", ServerName: "sw"})
 	sopts := bus.SetupOptions{Replicas: 3}
 	nodes := make([]*node, 3)
 	tables := make([]*table, 3)
 	for i := range nodes {
-		nodes[i] = setupWith(t, c.urlsFrom(i), sopts, []nats.Option{nats.DontRandomize()})
-		if got := nodes[i].nc.ConnectedServerName(); got != c.servers[i].Name() {
+		nodes[i] = setupWith(t, c.URLsFrom(i), sopts, []nats.Option{nats.DontRandomize()})
+		if got := nodes[i].nc.ConnectedServerName(); got != c.Servers[i].Name() {
 			t.Fatalf("proxy %d connected to %s", i, got)
 		}
 		tables[i] = watchInto(t, nodes[i].store)
@@ -135,13 +94,13 @@ func TestCluster(t *testing.T) {
 	}
 
 	// Shut down the node leading the holds bucket.
-	leader := c.byName(info.Cluster.Leader)
+	leader := c.Index(info.Cluster.Leader)
 	if leader < 0 {
 		t.Fatalf("leader %q unknown", info.Cluster.Leader)
 	}
 	t.Logf("shutting down %s, leader of the holds bucket", info.Cluster.Leader)
 	down := time.Now()
-	natsembed.Stop(c.servers[leader])
+	natsembed.Stop(c.Servers[leader])
 
 	// Once the bucket has a new leader (and JetStream a meta leader), a
 	// hold written from a surviving node reaches every table within
@@ -158,7 +117,7 @@ func TestCluster(t *testing.T) {
 		if l := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster.Leader; l == "" || l == info.Cluster.Leader {
 			return fmt.Errorf("holds stream leader %q", l)
 		}
-		for i, s := range c.servers {
+		for i, s := range c.Servers {
 			if i != leader && s.JetStreamIsLeader() {
 				return nil
 			}
@@ -177,7 +136,7 @@ func TestCluster(t *testing.T) {
 	for i, tab := range tables {
 		d := tab.delay(t, rev, written)
 		t.Logf("proxy %d (was on %s) applied the first hold after the new leader (%s after the shutdown) %s after its write",
-			i, c.servers[i].Name(), elected.Round(time.Millisecond), d.Round(time.Millisecond))
+			i, c.Servers[i].Name(), elected.Round(time.Millisecond), d.Round(time.Millisecond))
 		if d > promptly {
 			t.Errorf("proxy %d applied the hold %s after it was written, want within %s", i, d, promptly)
 		}
@@ -199,7 +158,7 @@ func TestCluster(t *testing.T) {
 			return err
 		})
 		t.Logf("proxy %d (was on %s) wrote again %s after the shutdown",
-			i, c.servers[i].Name(), time.Since(down).Round(time.Millisecond))
+			i, c.Servers[i].Name(), time.Since(down).Round(time.Millisecond))
 		revs[rec.Scope.ID()] = rev
 	}
 	// No hold lost: every record is in the bucket and in every table.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -526,12 +525,12 @@ func TestLeaderLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")
 	}
-	c := startCluster(t)
+	c := natstest.StartCluster(t, natsembed.ClusterOptions{Size: 3, Name: "kvwatch-test", ServerName: "kw"})
 	clients := make([]*client, 3)
 	var rs []*recorder
 	for i := range clients {
-		clients[i] = connect(t, c.urlsFrom(i), 3, nats.DontRandomize())
-		if got := clients[i].nc.ConnectedServerName(); got != c.servers[i].Name() {
+		clients[i] = connect(t, c.URLsFrom(i), 3, nats.DontRandomize())
+		if got := clients[i].nc.ConnectedServerName(); got != c.Servers[i].Name() {
 			t.Fatalf("client %d connected to %s", i, got)
 		}
 		for range 2 { // two watchers per connection: more consumers to place
@@ -548,14 +547,14 @@ func TestLeaderLoss(t *testing.T) {
 
 	ctx := context.Background()
 	info := streamInfo(t, clients[0].js)
-	leader := c.byName(info.Cluster.Leader)
+	leader := c.Index(info.Cluster.Leader)
 	if leader < 0 {
 		t.Fatalf("stream leader %q unknown", info.Cluster.Leader)
 	}
 	survivor := clients[(leader+1)%3]
 	t.Logf("shutting down %s, leader of KV_%s", info.Cluster.Leader, bucket)
 	down := time.Now()
-	natsembed.Stop(c.servers[leader])
+	natsembed.Stop(c.Servers[leader])
 	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -567,7 +566,7 @@ func TestLeaderLoss(t *testing.T) {
 		if l == "" || l == info.Cluster.Leader {
 			return fmt.Errorf("stream leader %q", l)
 		}
-		for i, s := range c.servers {
+		for i, s := range c.Servers {
 			if i != leader && s.JetStreamIsLeader() {
 				return nil
 			}
@@ -578,7 +577,7 @@ func TestLeaderLoss(t *testing.T) {
 	written = put(t, survivor.kv, "after", "1")
 	for i, d := range delays(t, written, "after", "1", rs...) {
 		t.Logf("watcher %d (connected to %s at first) applied the write %s after it (new leader %s after the shutdown)",
-			i, c.servers[i/2].Name(), d.Round(time.Millisecond), elected.Round(time.Millisecond))
+			i, c.Servers[i/2].Name(), d.Round(time.Millisecond), elected.Round(time.Millisecond))
 		if d > promptly {
 			t.Errorf("watcher %d applied the write %s after it, want within %s", i, d, promptly)
 		}
@@ -614,46 +613,6 @@ func streamInfo(tb testing.TB, js jetstream.JetStream) *jetstream.StreamInfo {
 		return nil
 	})
 	return info
-}
-
-// testCluster is a 3-node NATS cluster on loopback.
-type testCluster struct {
-	servers []*server.Server
-	urls    []string
-}
-
-func startCluster(tb testing.TB) *testCluster {
-	tb.Helper()
-	servers, _, err := natsembed.StartCluster(natsembed.ClusterOptions{
-		Size: 3, Name: "kvwatch-test", ServerName: "kw",
-		StoreDir: func(int) string { return tb.TempDir() },
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &testCluster{servers: servers}
-	for _, s := range servers {
-		tb.Cleanup(func() { natsembed.Stop(s) })
-		c.urls = append(c.urls, s.ClientURL())
-	}
-	return c
-}
-
-// urlsFrom lists every node's URL, node i first: with DontRandomize the
-// client connects to node i and fails over to the others.
-func (c *testCluster) urlsFrom(i int) string {
-	urls := append([]string{c.urls[i]}, c.urls[:i]...)
-	urls = append(urls, c.urls[i+1:]...)
-	return strings.Join(urls, ",")
-}
-
-func (c *testCluster) byName(name string) int {
-	for i, s := range c.servers {
-		if s.Name() == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestBusyBucketIsNotTakenForCreatedAgain: revisions applied while a
