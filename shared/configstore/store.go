@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,14 +35,11 @@ const maxNumberTries = 32
 type Store struct {
 	nc        *nats.Conn
 	log       *slog.Logger
-	b         atomic.Pointer[binding]
+	b         bus.Binding[binding]
 	validate  func(doc []byte, name string) error
 	now       func() time.Time
 	opTimeout time.Duration
 	onSkip    func(error)
-
-	bound    chan struct{}
-	bindOnce sync.Once
 }
 
 type binding struct{ kv jetstream.KeyValue }
@@ -92,7 +87,6 @@ func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
 		log:       log.With("component", "configstore"),
 		now:       time.Now,
 		opTimeout: DefaultOpTimeout,
-		bound:     make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -100,16 +94,12 @@ func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
 	return s
 }
 
-// Bind sets the bucket (bus.Resources.Config); only the first Bind counts.
-func (s *Store) Bind(kv jetstream.KeyValue) {
-	s.bindOnce.Do(func() {
-		s.b.Store(&binding{kv: kv})
-		close(s.bound)
-	})
-}
+// Bind sets the bucket (bus.Resources.Config); only the first Bind counts
+// (bus.Binding).
+func (s *Store) Bind(kv jetstream.KeyValue) { s.b.Bind(&binding{kv: kv}) }
 
 // Bound is closed once the Store has its bucket.
-func (s *Store) Bound() <-chan struct{} { return s.bound }
+func (s *Store) Bound() <-chan struct{} { return s.b.Bound() }
 
 // ready returns the bucket, failing fast when there is none yet or the
 // connection is down.

@@ -49,7 +49,7 @@ func (s *Store) watch(ctx context.Context, apply func(Version), skip func(versio
 		return errors.New("configstore: watch: no apply function")
 	}
 	select {
-	case <-s.bound:
+	case <-s.b.Bound():
 	case <-ctx.Done():
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,13 +36,11 @@ const DefaultOpTimeout = 2 * time.Second
 type Store struct {
 	nc  *nats.Conn
 	log *slog.Logger
-	b   atomic.Pointer[binding]
+	b   bus.Binding[binding]
 
 	opTimeout time.Duration
 	markerTTL time.Duration
 
-	bound    chan struct{}
-	bindOnce sync.Once
 	syncOnce sync.Once
 	synced   chan struct{}
 }
@@ -88,7 +85,6 @@ func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
 		log:       log.With("component", "holdkv"),
 		opTimeout: DefaultOpTimeout,
 		markerTTL: bus.LimitMarkerTTL,
-		bound:     make(chan struct{}),
 		synced:    make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -99,16 +95,13 @@ func NewUnbound(nc *nats.Conn, log *slog.Logger, opts ...Option) *Store {
 
 // Bind sets the bucket (bus.Resources.Holds) and the JetStream context it
 // came from; operations use it from now on and waiting Watch calls start.
-// Only the first Bind counts.
+// Only the first Bind counts (bus.Binding).
 func (s *Store) Bind(js jetstream.JetStream, kv jetstream.KeyValue) {
-	s.bindOnce.Do(func() {
-		s.b.Store(&binding{js: js, kv: kv, prefix: "$KV." + kv.Bucket() + "."})
-		close(s.bound)
-	})
+	s.b.Bind(&binding{js: js, kv: kv, prefix: "$KV." + kv.Bucket() + "."})
 }
 
 // Bound is closed once the Store has its bucket.
-func (s *Store) Bound() <-chan struct{} { return s.bound }
+func (s *Store) Bound() <-chan struct{} { return s.b.Bound() }
 
 // Synced is closed once a Watch on this Store has delivered its initial
 // load (or given up waiting for its end marker).

@@ -22,7 +22,7 @@ import (
 // keeps retrying; it never gives up on its own.
 func (s *Store) Watch(ctx context.Context, apply func(hold.Change)) error {
 	select {
-	case <-s.bound:
+	case <-s.b.Bound():
 	case <-ctx.Done():
 		return nil
 	}

@@ -181,9 +181,7 @@ type Limiter struct {
 	clients atomic.Pointer[map[string]*client] // copy on write
 	addMu   sync.Mutex
 
-	b       atomic.Pointer[binding]
-	bindMu  sync.Mutex
-	bound   chan struct{}
+	b       bus.Binding[binding]
 	loaded  atomic.Bool
 	running atomic.Bool
 	wake    chan struct{}
@@ -230,7 +228,6 @@ func New(o Options) (*Limiter, error) {
 		opTimeout:       o.OpTimeout,
 		shutdownTimeout: o.ShutdownTimeout,
 		inflightTTL:     ttlOf(max(MinInflightTTL, 8*o.Interval)),
-		bound:           make(chan struct{}),
 		wake:            make(chan struct{}, 1),
 	}
 	l.clients.Store(&map[string]*client{})
@@ -249,22 +246,23 @@ func (l *Limiter) Bind(kv jetstream.KeyValue) error {
 	if l.nc == nil {
 		return errors.New("quota: bind: no NATS connection in Options.Conn")
 	}
-	l.bindMu.Lock()
-	defer l.bindMu.Unlock()
 	if l.b.Load() != nil {
-		return errors.New("quota: bind: already bound")
+		return errBound
 	}
 	pub, err := jetstream.New(l.nc, jetstream.WithPublishAsyncTimeout(l.opTimeout))
 	if err != nil {
 		return fmt.Errorf("quota: bind: JetStream context: %w", err)
 	}
-	l.b.Store(&binding{kv: kv, pub: pub, prefix: "$KV." + kv.Bucket() + "."})
-	close(l.bound)
+	if !l.b.Bind(&binding{kv: kv, pub: pub, prefix: "$KV." + kv.Bucket() + "."}) {
+		return errBound // a concurrent Bind won
+	}
 	return nil
 }
 
+var errBound = errors.New("quota: bind: already bound")
+
 // Bound is closed once Bind succeeded.
-func (l *Limiter) Bound() <-chan struct{} { return l.bound }
+func (l *Limiter) Bound() <-chan struct{} { return l.b.Bound() }
 
 // client returns the state of id, creating it.
 func (l *Limiter) client(id string) *client {

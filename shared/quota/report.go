@@ -28,7 +28,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		return errors.New("quota: Run called twice")
 	}
 	select {
-	case <-l.bound:
+	case <-l.b.Bound():
 	case <-ctx.Done():
 		return nil
 	}
