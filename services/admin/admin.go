@@ -30,6 +30,7 @@ import (
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/servicehttp"
 	"switchyard.dev/shared/usage/rollup"
 )
 
@@ -276,8 +277,8 @@ func (s *Service) newApp() *fiber.App {
 		ErrorHandler: errorHandler,
 	})
 	app.Use(s.met.middleware)
-	app.Get("/healthz", s.healthz)
-	app.Get("/readyz", s.readyz)
+	app.Get("/healthz", servicehttp.Healthz)
+	app.Get("/readyz", s.readiness().Handler())
 	app.Get("/metrics", s.met.handler())
 	app.Get("/", s.dashboard)
 	app.Get("/assets/:file", s.asset)
@@ -328,44 +329,29 @@ func (s *Service) natsUp() bool {
 	return s.nc != nil && s.nc.IsConnected() && s.member.Resources() != nil
 }
 
-// healthz answers 200 while the process runs.
-func (s *Service) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
-}
-
-// readyz answers 200 while NATS is connected and JetStream answers for the
-// switchyard_holds bucket (its stream has a leader) and the fleet's
-// routing configuration has loaded, 503 with the reason otherwise; with
-// the version of the routing configuration in use (routing_version, 0 for
-// the file's) and the last version this instance could not apply
-// (routing_error), as the proxy and the prober report them; and the usage
-// backlog (usage_backlog), with status "degraded" and the reason (still
-// 200) while it alerts. It reads the results of background probes: it
-// never waits on NATS.
-func (s *Service) readyz(c *fiber.Ctx) error {
-	status, body := s.ready.State().Answer()
-	out := fiber.Map{"routing_version": s.RoutingVersion()}
-	if f := s.followed.Failure(); f != nil {
-		out["routing_error"] = f
+// readiness is /readyz: 200 while NATS is connected and JetStream answers
+// for the switchyard_holds bucket (its stream has a leader) and the
+// fleet's routing configuration has loaded, 503 with the reason
+// otherwise; with the version of the routing configuration in use
+// (routing_version, 0 for the file's) and the last version this instance
+// could not apply (routing_error), as the proxy and the prober report
+// them; and the usage backlog (usage_backlog), with status "degraded" and
+// the reason (still 200) while it alerts. It reads the results of
+// background probes: it never waits on NATS.
+func (s *Service) readiness() servicehttp.Readiness {
+	return servicehttp.Readiness{
+		Base: servicehttp.NATS(s.ready), Version: s.RoutingVersion,
+		Routing: s.followed, WaitRouting: true,
+		Amend: func(status int, out map[string]any) int {
+			if st := s.backlog.state.Load(); st != nil {
+				out["usage_backlog"] = st
+				if st.Alert && status == fiber.StatusOK {
+					// still serving: the API answers, reports say what they
+					// cover; but records are about to be lost
+					out["status"], out["reason"] = "degraded", st.reason()
+				}
+			}
+			return status
+		},
 	}
-	for k, v := range body {
-		out[k] = v
-	}
-	if st := s.backlog.state.Load(); st != nil {
-		out["usage_backlog"] = st
-		if st.Alert && status == fiber.StatusOK {
-			// still serving: the API answers, reports say what they
-			// cover; but records are about to be lost
-			out["status"], out["reason"] = "degraded", st.reason()
-		}
-	}
-	select {
-	case <-s.followed.Loaded():
-	default:
-		if status == fiber.StatusOK {
-			status = fiber.StatusServiceUnavailable
-			out["status"], out["reason"] = "not ready", "the fleet's routing configuration has not loaded yet"
-		}
-	}
-	return c.Status(status).JSON(out)
 }

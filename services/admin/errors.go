@@ -8,6 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"switchyard.dev/shared/servicehttp"
 )
 
 // apiError answers {"error":{"code","message"}} with status. Codes are a
@@ -68,11 +70,7 @@ func (s *Service) jetStreamFailed(c *fiber.Ctx, err error, what string, down fun
 // errorHandler answers errors fiber raises (unknown routes, oversized
 // bodies) in the same JSON form.
 func errorHandler(c *fiber.Ctx, err error) error {
-	status := fiber.StatusInternalServerError
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		status = fe.Code
-	}
+	status := servicehttp.ErrorStatus(err)
 	code := strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 	if status == fiber.StatusInternalServerError {
 		code = codeInternal

@@ -32,6 +32,7 @@ import (
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/servicehttp"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of the HTTP server once the
@@ -300,33 +301,23 @@ func (s *Service) newApp() *fiber.App {
 		Concurrency:           s.limits.MaxConnections,
 		ErrorHandler:          errorHandler,
 	})
-	app.Get("/healthz", s.healthz)
-	app.Get("/readyz", s.readyz)
+	app.Get("/healthz", servicehttp.Healthz)
+	app.Get("/readyz", s.readiness().Handler())
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{})))
 	app.Get("/v1/health", s.listHealth)
 	return app
 }
 
-// healthz answers 200 while the process runs.
-func (s *Service) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
-}
-
-// readyz answers 200 while NATS is connected and JetStream answers for the
-// switchyard_holds bucket (its stream has a leader), 503 with the reason
-// otherwise, with the version of the routing configuration in use
-// (routing_version, 0 for the file). It reads the result of a background
-// probe: it never waits on NATS.
-func (s *Service) readyz(c *fiber.Ctx) error {
-	status, body := s.ready.State().Answer()
-	out := fiber.Map{"routing_version": s.RoutingVersion()}
-	if f := s.followed.Failure(); f != nil {
-		out["routing_error"] = f
-	}
-	for k, v := range body {
-		out[k] = v
-	}
-	return c.Status(status).JSON(out)
+// readiness is /readyz: 200 while NATS is connected and JetStream
+// answers for the switchyard_holds bucket (its stream has a leader) and
+// the fleet's routing configuration has loaded (the prober checks nothing
+// before it knows the fleet's version), 503 with the reason otherwise;
+// with the version of the routing configuration in use (routing_version,
+// 0 for the file's) and the last version it could not apply
+// (routing_error), as the proxy and the admin service report them. It
+// reads the result of a background probe: it never waits on NATS.
+func (s *Service) readiness() servicehttp.Readiness {
+	return servicehttp.Readiness{Base: servicehttp.NATS(s.ready), Version: s.RoutingVersion, Routing: s.followed, WaitRouting: true}
 }
 
 // listHealth answers the health records as the prober sees them.
@@ -336,10 +327,6 @@ func (s *Service) listHealth(c *fiber.Ctx) error {
 
 // errorHandler answers errors (unknown routes included) with a JSON body.
 func errorHandler(c *fiber.Ctx, err error) error {
-	code := fiber.StatusInternalServerError
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		code = fe.Code
-	}
+	code := servicehttp.ErrorStatus(err)
 	return c.Status(code).JSON(fiber.Map{"error": fiber.Map{"message": err.Error(), "code": code}})
 }

@@ -26,6 +26,7 @@ import (
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/servicehttp"
 )
 
 const userAgent = "switchyard/0.1"
@@ -195,13 +196,8 @@ func (s *Service) newApp() *fiber.App {
 	app.Get("/v1/models", s.listModels)
 	app.Get("/v1/models/*", s.getModel) // the rest of the path: names may hold a slash
 	app.Get("/metrics", s.metrics.handler())
-	app.Get("/healthz", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"status": "ok"})
-	})
-	app.Get("/readyz", func(c *fiber.Ctx) error {
-		status, body := s.readiness()
-		return c.Status(status).JSON(body)
-	})
+	app.Get("/healthz", servicehttp.Healthz)
+	app.Get("/readyz", servicehttp.Readiness{Base: s.readiness, Version: s.RoutingVersion, Routing: s.versions.tracker}.Handler())
 	// Any other path of a named provider: passed through (registered after
 	// every route of the gateway's own, which fiber tries first).
 	app.All(epPassthrough.path, s.handle(epPassthrough))
@@ -215,11 +211,7 @@ func (s *Service) newApp() *fiber.App {
 // errorHandler renders errors fiber raises before a handler runs (an
 // oversize body, a malformed request) in the endpoint's format.
 func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
-	status := fiber.StatusInternalServerError
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		status = fe.Code
-	}
+	status := servicehttp.ErrorStatus(err)
 	f := s.formatOf(c)
 	if len(c.Response().Header.Peek(headerRequestID)) == 0 {
 		setRequestID(c, f)
@@ -378,16 +370,18 @@ func (s *Service) providerType(name string) string {
 	return ""
 }
 
-// readiness is the answer of /readyz: 503 while shutting down (a load
-// balancer stops sending new requests while those in flight finish), 503
-// once the NATS connection is closed for good (nats.go gives up on a
-// connection the server refused a protocol line of, or one out of
+// readiness is the proxy's part of /readyz (servicehttp.Readiness adds
+// routing_version and routing_error: a version it could not apply leaves
+// it ready, routing with the version before): 503 while shutting down (a
+// load balancer stops sending new requests while those in flight
+// finish), 503 once the NATS connection is closed for good (nats.go gives
+// up on a connection the server refused a protocol line of, or one out of
 // reconnect attempts: the proxy would serve from a hold table no longer
-// fed by, nor feeding, the fleet's), 200 otherwise, including while
-// NATS reconnects (holds apply locally meanwhile). Before the fleet's
-// holds have loaded the proxy does not accept connections at all
-// (awaitFleet).
-func (s *Service) readiness() (int, fiber.Map) {
+// fed by, nor feeding, the fleet's), 200 otherwise, including while NATS
+// reconnects (holds apply locally meanwhile). Before the fleet's holds
+// have loaded the proxy does not accept connections at all (awaitFleet),
+// so it does not wait for the routing configuration here.
+func (s *Service) readiness() (int, map[string]any) {
 	if s.life.draining.Load() {
 		return fiber.StatusServiceUnavailable, fiber.Map{"status": "draining"}
 	}
@@ -398,12 +392,7 @@ func (s *Service) readiness() (int, fiber.Map) {
 		}
 		return fiber.StatusServiceUnavailable, body
 	}
-	rt := s.rt.Load()
-	body := fiber.Map{"status": "ready", "providers": len(rt.table.Providers), "routing_version": rt.version}
-	if f := s.versions.tracker.Failure(); f != nil {
-		body["routing_error"] = f // still ready: it routes with the version before
-	}
-	return fiber.StatusOK, body
+	return fiber.StatusOK, fiber.Map{"status": "ready", "providers": len(s.rt.Load().table.Providers)}
 }
 
 // awaitFleet waits, before the proxy accepts connections, until its hold
