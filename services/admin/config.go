@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"go.yaml.in/yaml/v3"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
 )
@@ -26,34 +27,9 @@ import (
 // revision the operator saw, a config event); its answer comes once this
 // instance applies the new version (at most maxApplyWait).
 
-// configVersion is a stored version as the API shows it.
-type configVersion struct {
-	Version uint64    `json:"version"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
-	Comment string    `json:"comment"`
-	// Source is import, activate, rollback or edit.
-	Source string `json:"source"`
-	// FromVersion is the version restored (rollback) or edited (edit); 0
-	// otherwise.
-	FromVersion uint64 `json:"from_version"`
-	// Replaces is the version that was active when this one was written.
-	Replaces uint64 `json:"replaces"`
-	// Edit describes a small edit.
-	Edit   string `json:"edit"`
-	SHA256 string `json:"sha256"`
-	// Active: this is the fleet's active version.
-	Active bool `json:"active"`
-	// ActiveRevision is the active pointer's revision (the active version
-	// only): the base of the next write.
-	ActiveRevision uint64 `json:"active_revision,omitempty"`
-	// Document is the routing document (YAML or JSON text; secrets only
-	// as env:/file: references); left out of lists.
-	Document string `json:"document,omitempty"`
-}
-
-func versionView(v configstore.Version, active bool) configVersion {
-	return configVersion{
+// versionView is a stored version as the API shows it.
+func versionView(v configstore.Version, active bool) adminapi.ConfigVersion {
+	return adminapi.ConfigVersion{
 		Version: v.Version, By: v.By, At: v.At, Comment: v.Comment, Source: string(v.Source),
 		FromVersion: v.FromVersion, Replaces: v.Replaces, Edit: v.Edit, SHA256: v.SHA256,
 		Active: active, ActiveRevision: v.ActiveRevision, Document: maskInlineSecrets(v.Document),
@@ -102,16 +78,6 @@ func maskInlineSecrets(doc string) string {
 	return string(out)
 }
 
-// activeConfig is GET /admin/config: the active version with its
-// document, and what this instance routes with.
-type activeConfig struct {
-	configVersion
-	// AppliedVersion is the version this admin instance applies (0: its
-	// file's); RoutingError the last version it could not apply.
-	AppliedVersion int                  `json:"applied_version"`
-	RoutingError   *configstore.Failure `json:"routing_error,omitempty"`
-}
-
 // storeReady answers 503 unless the configuration store can be reached.
 func (s *Service) storeReady(c *fiber.Ctx) error {
 	if !s.natsUp() {
@@ -136,7 +102,7 @@ func (s *Service) getConfig(c *fiber.Ctx) error {
 	if err != nil {
 		return s.configError(c, err)
 	}
-	return c.JSON(activeConfig{configVersion: versionView(v, true), AppliedVersion: s.RoutingVersion(), RoutingError: s.followed.Failure()})
+	return c.JSON(adminapi.ActiveConfig{ConfigVersion: versionView(v, true), AppliedVersion: s.RoutingVersion(), RoutingError: s.followed.Failure()})
 }
 
 // activeVersion is the active version, the zero Version (number 0) when
@@ -164,14 +130,14 @@ func (s *Service) listVersions(c *fiber.Ctx) error {
 	if err != nil {
 		return s.configError(c, err)
 	}
-	out := make([]configVersion, 0, len(vs))
+	out := make([]adminapi.ConfigVersion, 0, len(vs))
 	for _, v := range vs {
 		if v.Version == active.Version {
 			v.ActiveRevision = active.ActiveRevision
 		}
 		out = append(out, versionView(v, v.Version == active.Version))
 	}
-	return c.JSON(fiber.Map{"versions": out, "active_version": active.Version, "applied_version": s.RoutingVersion()})
+	return c.JSON(adminapi.VersionList{Versions: out, ActiveVersion: active.Version, AppliedVersion: s.RoutingVersion()})
 }
 
 // versionParam reads a version number.
@@ -206,14 +172,6 @@ func (s *Service) getVersion(c *fiber.Ctx) error {
 		v.ActiveRevision = active.ActiveRevision
 	}
 	return c.JSON(versionView(v, v.Version == active.Version))
-}
-
-// configDiff is GET /admin/config/diff: the changes from version From to
-// version To.
-type configDiff struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-	configstore.Changes
 }
 
 // diffVersions: GET /admin/config/diff?from=N&to=M. to defaults to the
@@ -260,27 +218,7 @@ func (s *Service) diffVersions(c *fiber.Ctx) error {
 	if err != nil {
 		return s.configError(c, err)
 	}
-	return c.JSON(configDiff{From: from, To: newer.Version, Changes: ch})
-}
-
-// previewAnswer is POST /admin/config/preview.
-type previewAnswer struct {
-	// Valid: the document loads (config.LoadOverlay over this instance's
-	// configuration); Errors are the loader's messages otherwise.
-	Valid    bool     `json:"valid"`
-	Errors   []string `json:"errors"`
-	Warnings []string `json:"warnings"`
-	// Diff is the change from the active version (from an empty document
-	// when none is active); null when the document cannot be read.
-	Diff *configstore.Changes `json:"diff"`
-	// Unchanged: the document is the active one, byte for byte
-	// (activating it would change nothing).
-	Unchanged bool `json:"unchanged"`
-	// ActiveVersion is the version compared with (0: none), Base its
-	// active revision: pass it as base to activate, which then fails with
-	// 409 if another version became active meanwhile.
-	ActiveVersion uint64 `json:"active_version"`
-	Base          uint64 `json:"base"`
+	return c.JSON(adminapi.ConfigDiff{From: from, To: newer.Version, Changes: ch})
 }
 
 // documentBody reads a candidate document: the body itself, YAML
@@ -325,7 +263,7 @@ func (s *Service) preview(c *fiber.Ctx) error {
 	if d, k, err := configstore.KeepRuntimeFields([]byte(active.Document), doc); err == nil {
 		doc, kept = d, k
 	}
-	ans := previewAnswer{Errors: []string{}, Warnings: []string{}, ActiveVersion: active.Version, Base: active.ActiveRevision,
+	ans := adminapi.Preview{Errors: []string{}, Warnings: []string{}, ActiveVersion: active.Version, Base: active.ActiveRevision,
 		Unchanged: active.Version != 0 && active.SHA256 == configstore.Sum(doc)}
 
 	cfg, err := s.validateDocument(doc, "candidate")
@@ -352,23 +290,6 @@ func warnings(cfg *config.Config) []string {
 		out = append(out, fmt.Sprintf("optional provider %s is skipped on this admin host: its secrets are not set here", name))
 	}
 	return out
-}
-
-// configWrite is the answer of every configuration write.
-type configWrite struct {
-	// Changed is false when the document was the active one already:
-	// nothing was written (and Version is the active version).
-	Changed bool          `json:"changed"`
-	Version configVersion `json:"version"`
-	// Applied: this admin instance routes with the version (it waits up to
-	// 2 s for it); the proxies and the prober apply it on their own.
-	Applied bool `json:"applied"`
-	// Instances is what every instance of the fleet that answered said of
-	// the version written (waiting up to 2 s for each): applied, refused
-	// (with the reason) or pending (no report of it yet); Summary counts
-	// them. Absent when nothing was written.
-	Instances []instanceOutcome `json:"instances,omitempty"`
-	Summary   *outcomeSummary   `json:"summary,omitempty"`
 }
 
 // writeMeta is what every write body may carry.
@@ -623,7 +544,7 @@ func (s *Service) write(c *fiber.Ctx, do func(context.Context, configstore.Meta)
 			return s.configError(c, aerr)
 		}
 		active.Document = ""
-		return c.JSON(configWrite{Changed: false, Version: versionView(active, true),
+		return c.JSON(adminapi.ConfigWrite{Changed: false, Version: versionView(active, true),
 			Applied: uint64(s.RoutingVersion()) == active.Version})
 	}
 	if err != nil {
@@ -635,7 +556,7 @@ func (s *Service) write(c *fiber.Ctx, do func(context.Context, configstore.Meta)
 	written := time.Now()
 	applied := s.waitApplied(c.UserContext(), v.Version)
 	v.Document = ""
-	answer := configWrite{Changed: true, Version: versionView(v, true), Applied: applied}
+	answer := adminapi.ConfigWrite{Changed: true, Version: versionView(v, true), Applied: applied}
 	if col != nil {
 		left := max(maxApplyWait-time.Since(written), configstore.Settle)
 		answer.Instances, answer.Summary = outcomes(col.Wait(c.UserContext(), v.Version, left), v.Version)
@@ -671,7 +592,7 @@ func (s *Service) configError(c *fiber.Ctx, err error) error {
 // invalidConfig answers 400 invalid_config with the loader's messages.
 func invalidConfig(c *fiber.Ctx, errs []string) error {
 	msg := "the document is not a valid routing configuration: " + strings.Join(errs, "; ")
-	return c.Status(fiber.StatusBadRequest).JSON(fiber.Map{"error": fiber.Map{"code": codeInvalidConfig, "message": msg, "errors": errs}})
+	return c.Status(fiber.StatusBadRequest).JSON(adminapi.ErrorAnswer{Error: adminapi.ErrorDetail{Code: codeInvalidConfig, Message: msg, Errors: errs}})
 }
 
 // bodyError answers an error of documentBody.

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
@@ -638,21 +639,21 @@ func decodeObject(raw []byte) map[string]any {
 // TestConfigOpenAPI: the document describes every field of the
 // configuration routes' answers and bodies, and no other.
 func TestConfigOpenAPI(t *testing.T) {
-	full := configVersion{ActiveRevision: 3, Document: "providers: []\n"}
+	full := adminapi.ConfigVersion{ActiveRevision: 3, Document: "providers: []\n"}
 	fail := &configstore.Failure{Version: 4, Error: "x"}
 	rv := routingView{RoutingError: fail}
 	step := false
 	for schema, v := range map[string]any{
 		"ConfigVersion":    full,
-		"ActiveConfig":     activeConfig{configVersion: full, RoutingError: fail},
+		"ActiveConfig":     adminapi.ActiveConfig{ConfigVersion: full, RoutingError: fail},
 		"RoutingFailure":   fail,
-		"ConfigDiff":       configDiff{},
+		"ConfigDiff":       adminapi.ConfigDiff{},
 		"Changes":          configstore.Changes{},
 		"Change":           configstore.Change{Before: 1, After: 2},
-		"Preview":          previewAnswer{},
-		"ConfigWrite":      configWrite{Instances: []instanceOutcome{{Error: "x"}}, Summary: &outcomeSummary{}},
-		"InstanceOutcome":  instanceOutcome{Error: "x"},
-		"OutcomeSummary":   outcomeSummary{},
+		"Preview":          adminapi.Preview{},
+		"ConfigWrite":      adminapi.ConfigWrite{Instances: []adminapi.InstanceOutcome{{Error: "x"}}, Summary: &adminapi.OutcomeSummary{}},
+		"InstanceOutcome":  adminapi.InstanceOutcome{Error: "x"},
+		"OutcomeSummary":   adminapi.OutcomeSummary{},
 		"ActivateRequest":  activateRequest{Document: []byte(`"x"`)},
 		"RollbackRequest":  rollbackRequest{},
 		"StepRequest":      stepRequest{Active: &step},

@@ -9,13 +9,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/servicehttp"
 )
 
 // apiError answers {"error":{"code","message"}} with status. Codes are a
 // closed list, documented in README.md and openapi.json.
 func apiError(c *fiber.Ctx, status int, code, message string) error {
-	return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": code, "message": message}})
+	return c.Status(status).JSON(adminapi.ErrorAnswer{Error: adminapi.ErrorDetail{Code: code, Message: message}})
 }
 
 // Error codes.

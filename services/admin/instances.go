@@ -6,51 +6,27 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/configstore"
 )
 
 // What the fleet's instances did of a routing version: each reports it on
 // NATS (configstore.Report); a configuration write collects the reports
-// around its write (configWrite.Instances), GET /admin/config/instances
+// around its write (adminapi.ConfigWrite.Instances), GET /admin/config/instances
 // asks again.
 
-// instanceOutcome is one instance's answer to a version.
-type instanceOutcome struct {
-	Instance string `json:"instance"`
-	Service  string `json:"service"`
-	// Outcome is applied, refused or pending.
-	Outcome string `json:"outcome"`
-	// RoutingVersion is the version the instance routes with.
-	RoutingVersion uint64 `json:"routing_version"`
-	// Error is why it refused the version.
-	Error string `json:"error,omitempty"`
-}
-
-type outcomeSummary struct {
-	Applied int `json:"applied"`
-	Refused int `json:"refused"`
-	Pending int `json:"pending"`
-}
-
-// Outcomes of a version on an instance.
-const (
-	outcomeApplied = "applied"
-	outcomeRefused = "refused"
-	outcomePending = "pending"
-)
-
 // outcomes turns the instances' reports into what each did of version.
-func outcomes(reports []configstore.Report, version uint64) ([]instanceOutcome, *outcomeSummary) {
-	out := make([]instanceOutcome, 0, len(reports))
-	sum := &outcomeSummary{}
+func outcomes(reports []configstore.Report, version uint64) ([]adminapi.InstanceOutcome, *adminapi.OutcomeSummary) {
+	out := make([]adminapi.InstanceOutcome, 0, len(reports))
+	sum := &adminapi.OutcomeSummary{}
 	for _, r := range reports {
-		o := instanceOutcome{Instance: r.Instance, Service: r.Service, RoutingVersion: r.Version, Outcome: outcomePending}
+		o := adminapi.InstanceOutcome{Instance: r.Instance, Service: r.Service, RoutingVersion: r.Version, Outcome: adminapi.OutcomePending}
 		switch {
 		case r.Version == version:
-			o.Outcome = outcomeApplied
+			o.Outcome = adminapi.OutcomeApplied
 			sum.Applied++
 		case r.Failure != nil && r.Failure.Version == version:
-			o.Outcome, o.Error = outcomeRefused, r.Failure.Error
+			o.Outcome, o.Error = adminapi.OutcomeRefused, r.Failure.Error
 			sum.Refused++
 		default:
 			sum.Pending++
@@ -92,5 +68,5 @@ func (s *Service) getInstances(c *fiber.Ctx) error {
 	}
 	defer col.Close()
 	list, sum := outcomes(col.Wait(ctx, active.Version, maxApplyWait), active.Version)
-	return c.JSON(fiber.Map{"active_version": active.Version, "instances": list, "summary": sum})
+	return c.JSON(adminapi.InstanceList{ActiveVersion: active.Version, Instances: list, Summary: *sum})
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"switchyard.dev/services/admin/adminapi"
 )
 
 // Environment variables of the admin verbs.
@@ -106,13 +108,10 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// apiError is the admin API's error answer.
+// apiError is an error answer of the admin API with its status.
 type apiError struct {
 	Status int
-	Code   string `json:"code"`
-	Msg    string `json:"message"`
-	// Errors are the configuration loader's messages (invalid_config).
-	Errors []string `json:"errors"`
+	adminapi.ErrorDetail
 }
 
 func (e *apiError) Error() string {
@@ -120,7 +119,7 @@ func (e *apiError) Error() string {
 		return fmt.Sprintf("admin API: %d %s: the document is not a valid routing configuration:\n  %s",
 			e.Status, e.Code, strings.Join(e.Errors, "\n  "))
 	}
-	return fmt.Sprintf("admin API: %d %s: %s", e.Status, e.Code, e.Msg)
+	return fmt.Sprintf("admin API: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
 // call sends one request to the admin API and returns the body of a 2xx
@@ -179,14 +178,12 @@ func (a *adminFlags) openAs(ctx context.Context, method, path, ct string, body i
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var eb struct {
-			Error apiError `json:"error"`
-		}
+		var eb adminapi.ErrorAnswer
 		ae := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-			ae.Code, ae.Msg, ae.Errors = eb.Error.Code, eb.Error.Msg, eb.Error.Errors
+			ae.ErrorDetail = eb.Error
 		} else {
-			ae.Code, ae.Msg = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
+			ae.Code, ae.Message = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
 		}
 		return nil, ae
 	}

@@ -16,7 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 )
 
 // The routing configuration's verbs (swctl config ...): the fleet's
@@ -39,61 +41,6 @@ const configUsage = `usage: swctl config <verb> [flags]
 
 FILE is YAML or JSON ("-": standard input). Every write needs an operator token and
 makes a new version every proxy, the prober and the admin service apply at once.`
-
-// configVersion is a version as the admin API shows it.
-type configVersion struct {
-	Version        uint64    `json:"version"`
-	By             string    `json:"by"`
-	At             time.Time `json:"at"`
-	Comment        string    `json:"comment"`
-	Source         string    `json:"source"`
-	FromVersion    uint64    `json:"from_version"`
-	Replaces       uint64    `json:"replaces"`
-	Edit           string    `json:"edit"`
-	Active         bool      `json:"active"`
-	ActiveRevision uint64    `json:"active_revision"`
-	Document       string    `json:"document"`
-	AppliedVersion *int      `json:"applied_version"`
-	RoutingError   *struct {
-		Version uint64 `json:"version"`
-		Error   string `json:"error"`
-	} `json:"routing_error"`
-}
-
-// change is one difference between two documents.
-type change struct {
-	Op     string `json:"op"`
-	Path   string `json:"path"`
-	Before any    `json:"before"`
-	After  any    `json:"after"`
-}
-
-type changes struct {
-	Changes []change `json:"changes"`
-	Added   int      `json:"added"`
-	Changed int      `json:"changed"`
-	Removed int      `json:"removed"`
-}
-
-// configWrite is the answer of a configuration write.
-type configWrite struct {
-	Changed   bool              `json:"changed"`
-	Version   configVersion     `json:"version"`
-	Applied   bool              `json:"applied"`
-	Instances []instanceOutcome `json:"instances"`
-	Summary   *struct {
-		Applied, Refused, Pending int
-	} `json:"summary"`
-}
-
-// instanceOutcome is what one instance did of a version.
-type instanceOutcome struct {
-	Instance       string `json:"instance"`
-	Service        string `json:"service"`
-	Outcome        string `json:"outcome"`
-	RoutingVersion uint64 `json:"routing_version"`
-	Error          string `json:"error"`
-}
 
 func runConfig(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -178,14 +125,20 @@ func configShow(ctx context.Context, c *configCmd) error {
 	if err := c.args(0, 1, "at most one version number"); err != nil {
 		return err
 	}
-	path := "/admin/config"
+	// the active version comes with what the admin service applies; a
+	// version by number alone
+	var ac adminapi.ActiveConfig
+	var done bool
+	var err error
 	if len(c.pos) == 1 {
-		path = "/admin/config/versions/" + url.PathEscape(c.pos[0])
+		done, err = c.get(ctx, "/admin/config/versions/"+url.PathEscape(c.pos[0]), &ac.ConfigVersion)
+	} else {
+		done, err = c.get(ctx, "/admin/config", &ac)
 	}
-	var v configVersion
-	if done, err := c.get(ctx, path, &v); done || err != nil {
+	if done || err != nil {
 		return err
 	}
+	v := ac.ConfigVersion
 	w := c.stdout
 	state := ""
 	if v.Active {
@@ -195,13 +148,16 @@ func configShow(ctx context.Context, c *configCmd) error {
 	if v.Comment != "" {
 		fmt.Fprintf(w, "# comment: %s\n", v.Comment)
 	}
-	if v.AppliedVersion != nil && uint64(*v.AppliedVersion) != v.Version {
-		fmt.Fprintf(w, "# the admin service applies version %d\n", *v.AppliedVersion)
+	if v.SHA256 != "" {
+		fmt.Fprintf(w, "# sha256 %s\n", v.SHA256)
 	}
-	if v.RoutingError != nil {
-		fmt.Fprintf(w, "# the admin service could not apply version %d: %s\n", v.RoutingError.Version, v.RoutingError.Error)
+	if len(c.pos) == 0 && uint64(ac.AppliedVersion) != v.Version {
+		fmt.Fprintf(w, "# the admin service applies version %d\n", ac.AppliedVersion)
 	}
-	_, err := io.WriteString(w, v.Document)
+	if ac.RoutingError != nil {
+		fmt.Fprintf(w, "# the admin service could not apply version %d: %s\n", ac.RoutingError.Version, ac.RoutingError.Error)
+	}
+	_, err = io.WriteString(w, v.Document)
 	if err == nil && !strings.HasSuffix(v.Document, "\n") {
 		_, err = io.WriteString(w, "\n")
 	}
@@ -209,7 +165,7 @@ func configShow(ctx context.Context, c *configCmd) error {
 }
 
 // describe says where a version came from.
-func describe(v configVersion) string {
+func describe(v adminapi.ConfigVersion) string {
 	switch v.Source {
 	case "rollback":
 		return fmt.Sprintf("rollback to version %d", v.FromVersion)
@@ -223,9 +179,7 @@ func configHistory(ctx context.Context, c *configCmd) error {
 	if err := c.args(0, 0, "no argument"); err != nil {
 		return err
 	}
-	var res struct {
-		Versions []configVersion `json:"versions"`
-	}
+	var res adminapi.VersionList
 	if done, err := c.get(ctx, "/admin/config/versions", &res); done || err != nil {
 		return err
 	}
@@ -267,22 +221,18 @@ func configDiff(ctx context.Context, c *configCmd) error {
 		}
 	}
 	path := withQuery("/admin/config/diff", q)
-	var res struct {
-		From uint64 `json:"from"`
-		To   uint64 `json:"to"`
-		changes
-	}
+	var res adminapi.ConfigDiff
 	if done, err := c.get(ctx, path, &res); done || err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "# version %d -> %d\n", res.From, res.To)
-	return printChanges(c.stdout, res.changes)
+	return printChanges(c.stdout, res.Changes)
 }
 
 // printChanges prints one line per change: "+ path: value" added, "-
 // path: value" removed, "~ path: before -> after" changed, then the
 // counts.
-func printChanges(w io.Writer, ch changes) error {
+func printChanges(w io.Writer, ch configstore.Changes) error {
 	for _, x := range ch.Changes {
 		switch x.Op {
 		case "added":
@@ -325,21 +275,10 @@ func (c *configCmd) readDocument(path string) ([]byte, string, error) {
 	return b, ct, nil
 }
 
-// previewAnswer is POST /admin/config/preview.
-type previewAnswer struct {
-	Valid         bool     `json:"valid"`
-	Errors        []string `json:"errors"`
-	Warnings      []string `json:"warnings"`
-	Diff          *changes `json:"diff"`
-	Unchanged     bool     `json:"unchanged"`
-	ActiveVersion uint64   `json:"active_version"`
-	Base          uint64   `json:"base"`
-}
-
 // preview asks the admin service about doc; with --json it prints the
 // answer as it came.
-func (c *configCmd) preview(ctx context.Context, doc []byte, ct string, print bool) (previewAnswer, error) {
-	var p previewAnswer
+func (c *configCmd) preview(ctx context.Context, doc []byte, ct string, print bool) (adminapi.Preview, error) {
+	var p adminapi.Preview
 	b, err := c.a.callAs(ctx, "POST", "/admin/config/preview", ct, bytes.NewReader(doc))
 	if err != nil {
 		return p, err
@@ -511,7 +450,7 @@ func (c *configCmd) write(ctx context.Context, method, path string, body any) er
 		_, err := c.stdout.Write(b)
 		return err
 	}
-	var res configWrite
+	var res adminapi.ConfigWrite
 	if err := json.Unmarshal(b, &res); err != nil {
 		return fmt.Errorf("%s: decode: %w", c.name, err)
 	}
@@ -527,7 +466,7 @@ func (c *configCmd) write(ctx context.Context, method, path string, body any) er
 	if s := res.Summary; s != nil {
 		fmt.Fprintf(c.stdout, "instances: %d applied, %d refused, %d pending\n", s.Applied, s.Refused, s.Pending)
 		for _, o := range res.Instances {
-			if o.Outcome == "applied" {
+			if o.Outcome == adminapi.OutcomeApplied {
 				continue
 			}
 			line := fmt.Sprintf("  %s %s (%s): %s, routes with version %d", o.Outcome, o.Instance, o.Service, strings.TrimSpace(o.Error), o.RoutingVersion)

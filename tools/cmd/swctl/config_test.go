@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"switchyard.dev/shared/configstore"
 )
 
 // chainsYAML gives the test fleet a chain of two steps.
@@ -153,7 +155,9 @@ func TestConfigVerbs(t *testing.T) {
 		t.Errorf("import activated more than the routing keys:\n%s", out)
 	}
 	out = run("config", "show", "2")
-	wants("show 2", out, "# version 2\n", "# comment: second key")
+	// the version's sha256 reaches the CLI (the admin API's types are
+	// swctl's: adminapi): the SHA-256 of the document activated
+	wants("show 2", out, "# version 2\n", "# comment: second key", "# sha256 "+configstore.Sum([]byte(routingV2))+"\n")
 	out = run("config", "history")
 	for _, line := range []string{"7        *", "6", "rollback (from 1)", "edit (from 3)", "drain mini", "suspected leak", "activate", "import"} {
 		wants("history", out, line)

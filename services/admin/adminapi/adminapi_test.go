@@ -1,0 +1,66 @@
+package adminapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/configstore"
+)
+
+// roundTrip encodes v, decodes the JSON into a new value of its type and
+// returns the JSON and that value.
+func roundTrip[T any](t *testing.T, v T) (string, T) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return string(b), out
+}
+
+// TestConfigRoundTrip: every field of the configuration answers survives
+// the wire, sha256 among them (swctl's hand copy had lost it).
+func TestConfigRoundTrip(t *testing.T) {
+	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	doc := "providers: []\n"
+	v := ConfigVersion{Version: 3, By: "op", At: at, Comment: "c", Source: "edit", FromVersion: 2, Replaces: 2,
+		Edit: "chains.default.steps[1].active: true -> false", SHA256: configstore.Sum([]byte(doc)),
+		Active: true, ActiveRevision: 9, Document: doc}
+	js, got := roundTrip(t, ActiveConfig{ConfigVersion: v, AppliedVersion: 3, RoutingError: &configstore.Failure{Version: 4, Error: "bad"}})
+	if !strings.Contains(js, `"sha256":"`+v.SHA256+`"`) {
+		t.Fatalf("no sha256 in %s", js)
+	}
+	if got.SHA256 != v.SHA256 || !reflect.DeepEqual(got.ConfigVersion, v) || got.AppliedVersion != 3 || got.RoutingError.Version != 4 {
+		t.Fatalf("round trip: %+v, want %+v", got, v)
+	}
+	w := ConfigWrite{Changed: true, Version: v, Applied: true,
+		Instances: []InstanceOutcome{{Instance: "p1", Service: "proxy", Outcome: OutcomeRefused, RoutingVersion: 2, Error: "no"}},
+		Summary:   &OutcomeSummary{Refused: 1}}
+	if _, gotW := roundTrip(t, w); !reflect.DeepEqual(gotW, w) {
+		t.Fatalf("write round trip: %+v, want %+v", gotW, w)
+	}
+	d := ConfigDiff{From: 1, To: 3, Changes: configstore.Changes{Changes: []configstore.Change{{Op: "changed", Path: "a.b", Before: 1.0, After: 2.0}}, Changed: 1}}
+	if js, gotD := roundTrip(t, d); !reflect.DeepEqual(gotD, d) || !strings.Contains(js, `"changes":[`) {
+		t.Fatalf("diff round trip: %s %+v, want %+v", js, gotD, d)
+	}
+}
+
+// TestErrorAnswer: the error body's form, errors only for
+// invalid_config.
+func TestErrorAnswer(t *testing.T) {
+	js, _ := roundTrip(t, ErrorAnswer{Error: ErrorDetail{Code: "not_found", Message: "no hold x"}})
+	if want := `{"error":{"code":"not_found","message":"no hold x"}}`; js != want {
+		t.Fatalf("error answer %s, want %s", js, want)
+	}
+	e := ErrorAnswer{Error: ErrorDetail{Code: "invalid_config", Message: "m", Errors: []string{"a", "b"}}}
+	if _, got := roundTrip(t, e); !reflect.DeepEqual(got, e) {
+		t.Fatalf("round trip %+v, want %+v", got, e)
+	}
+}
