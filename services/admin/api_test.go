@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/testkit"
 
 	"switchyard.dev/shared/failure"
@@ -217,7 +218,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	}
 	st := status()
 	o := st["openai"]
-	if o["status"] != StatusHealthy || o["circuit_state"] != "closed" || o["health"] != "unknown" {
+	if o["status"] != adminapi.StatusHealthy || o["circuit_state"] != "closed" || o["health"] != "unknown" {
 		t.Fatalf("openai = %v", o)
 	}
 	if st["local"]["circuit_state"] != "disabled" {
@@ -243,14 +244,14 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	// one key held: degraded; both: offline
 	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
 	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
-		if s := status()["openai"]["status"]; s != StatusDegraded {
+		if s := status()["openai"]["status"]; s != adminapi.StatusDegraded {
 			return fmt.Errorf("status %v", s)
 		}
 		return nil
 	})
 	e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
 	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
-		if s := status()["openai"]["status"]; s != StatusOffline {
+		if s := status()["openai"]["status"]; s != adminapi.StatusOffline {
 			return fmt.Errorf("status %v", s)
 		}
 		return nil
@@ -262,7 +263,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	}
 	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		o := status()["openai"]
-		if o["circuit_state"] != "open" || o["status"] != StatusCircuitOpen {
+		if o["circuit_state"] != "open" || o["status"] != adminapi.StatusCircuitOpen {
 			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
 		}
 		return nil
@@ -279,7 +280,7 @@ func TestProvidersStatusAndReset(t *testing.T) {
 	e.do("POST", "/admin/providers/openai/reset", opToken, nil).expect(t, 204, "")
 	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
 		o := status()["openai"]
-		if o["circuit_state"] != "closed" || o["status"] != StatusRecovering {
+		if o["circuit_state"] != "closed" || o["status"] != adminapi.StatusRecovering {
 			return fmt.Errorf("circuit %v status %v", o["circuit_state"], o["status"])
 		}
 		if _, held := e.proxy.Engine.HeldUntil("openai", "primary", "gpt-4o"); held {

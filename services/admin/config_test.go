@@ -420,7 +420,7 @@ func TestStatusDisabledKey(t *testing.T) {
 				continue
 			}
 			keys := list(obj(p)["keys"])
-			if st := obj(p)["status"]; st != StatusOffline || obj(keys[0])["enabled"] != true || obj(keys[1])["enabled"] != false {
+			if st := obj(p)["status"]; st != adminapi.StatusOffline || obj(keys[0])["enabled"] != true || obj(keys[1])["enabled"] != false {
 				return fmt.Errorf("status %v, keys %v", st, keys)
 			}
 			return nil

@@ -15,25 +15,16 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 )
 
-// holdView is a hold record as the API shows it: the record (see
-// bus/CONTRACTS) plus whether it keeps its scope out of rotation now and
-// how long until it is due.
-type holdView struct {
-	hold.Record
-	// Live: held or probing (a released record is ramping back).
-	Live bool `json:"live"`
-	// RemainingMS until Until (held) or RampUntil (released); 0 when due.
-	RemainingMS int64 `json:"remaining_ms"`
-}
-
-func view(r hold.Record, now time.Time) holdView {
-	v := holdView{Record: r, Live: r.State == hold.StateHeld || r.State == hold.StateProbing}
+// view is r as the API shows it at now.
+func view(r hold.Record, now time.Time) adminapi.Hold {
+	v := adminapi.Hold{Record: r, Live: r.State == hold.StateHeld || r.State == hold.StateProbing}
 	end := r.Until
 	if r.State == hold.StateReleased {
 		end = r.RampUntil
@@ -117,7 +108,7 @@ func (s *Service) listHolds(c *fiber.Ctx) error {
 		}
 	}
 	now := time.Now()
-	out := []holdView{}
+	out := []adminapi.Hold{}
 	for _, r := range s.engine.Holds() {
 		v := view(r, now)
 		switch {
@@ -131,7 +122,7 @@ func (s *Service) listHolds(c *fiber.Ctx) error {
 		}
 		out = append(out, v)
 	}
-	return c.JSON(fiber.Map{"holds": out, "nats": s.natsUp()})
+	return c.JSON(adminapi.HoldList{Holds: out, NATS: s.natsUp()})
 }
 
 func (s *Service) findHold(id string) (hold.Record, bool) {

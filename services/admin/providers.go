@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
@@ -17,100 +18,16 @@ import (
 	"switchyard.dev/shared/hold"
 )
 
-// Provider status pills.
-const (
-	StatusHealthy     = "healthy"
-	StatusDegraded    = "degraded"
-	StatusCircuitOpen = "circuit_open"
-	StatusRecovering  = "recovering"
-	StatusOffline     = "offline"
-)
-
-type providerStatus struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	// Status is the dashboard pill: healthy, degraded (some targets held),
-	// circuit_open, recovering (breaker half-open, or targets ramping back
-	// after a release), offline (the provider, or every key, held).
-	Status string `json:"status"`
-	// CircuitState is closed, open, half-open, or disabled (no breaker).
-	CircuitState string `json:"circuit_state"`
-	// ModelCircuits is the state of each per-model breaker (breaker.scope model).
-	ModelCircuits map[string]string `json:"model_circuits,omitempty"`
-	// Health is the prober's verdict from switchyard_health (healthy,
-	// degraded, unhealthy, unknown); unknown until the prober writes a
-	// record.
-	Health string `json:"health"`
-	// HealthReason is the record's reason, if any.
-	HealthReason string `json:"health_reason,omitempty"`
-	// Holds of the provider and provider+model scopes.
-	Holds      []holdView     `json:"holds"`
-	Keys       []keyStatus    `json:"keys"`
-	Resilience resilienceView `json:"resilience"`
-}
-
-type keyStatus struct {
-	ID          string `json:"id"`
-	Fingerprint string `json:"fingerprint"`
-	Priority    int    `json:"priority"`
-	Weight      int    `json:"weight"`
-	// Enabled false: switched off by the configuration (no traffic, no
-	// checks), still listed.
-	Enabled   bool       `json:"enabled"`
-	RotatedAt *time.Time `json:"rotated_at,omitempty"`
-	// Health of the key (per-key checks), unknown without a record.
-	Health string     `json:"health"`
-	Holds  []holdView `json:"holds"`
-}
-
-type resilienceView struct {
-	Ladders         map[string]ladderView `json:"ladders"`
-	StatedWaitFloor string                `json:"stated_wait_floor"`
-	Jitter          float64               `json:"jitter"`
-	Ramp            struct {
-		StartShare float64 `json:"start_share"`
-		Duration   string  `json:"duration"`
-	} `json:"ramp"`
-	Probe struct {
-		Lease string `json:"lease"`
-	} `json:"probe"`
-	Breaker struct {
-		Enabled             bool     `json:"enabled"`
-		Scope               string   `json:"scope"`
-		ConsecutiveFailures int      `json:"consecutive_failures"`
-		Cooldown            string   `json:"cooldown"`
-		MaxCooldown         string   `json:"max_cooldown"`
-		FailureOnStatuses   []string `json:"failure_on_statuses"`
-	} `json:"breaker"`
-	AllHeldPolicy string     `json:"all_held_policy"`
-	TripOn        []ruleView `json:"trip_on"`
-	// TripOnSource is "provider" when the provider's own trip_on replaces
-	// the global rules, else "global".
-	TripOnSource string `json:"trip_on_source"`
-}
-
-type ladderView struct {
-	Base    string `json:"base"`
-	Ceiling string `json:"ceiling"`
-}
-
-type ruleView struct {
-	Name  string `json:"name"`
-	Match string `json:"match"`
-	Class string `json:"class"`
-	TTL   string `json:"ttl,omitempty"`
-}
-
 func hasBreaker(set *hold.Settings) bool {
 	return set.Breaker.Enabled && set.Breaker.ConsecutiveFailures > 0
 }
 
-func (s *Service) resilience(rt *routing, p *config.Provider) resilienceView {
+func (s *Service) resilience(rt *routing, p *config.Provider) adminapi.Resilience {
 	set := s.engine.Policy().For(p.Name)
-	var v resilienceView
-	v.Ladders = map[string]ladderView{}
+	var v adminapi.Resilience
+	v.Ladders = map[string]adminapi.Ladder{}
 	for c, l := range set.Ladders {
-		v.Ladders[c.String()] = ladderView{l.Base.String(), l.Ceiling.String()}
+		v.Ladders[c.String()] = adminapi.Ladder{Base: l.Base.String(), Ceiling: l.Ceiling.String()}
 	}
 	v.StatedWaitFloor = set.StatedWaitFloor.String()
 	v.Jitter = set.Jitter
@@ -145,10 +62,10 @@ func (s *Service) resilience(rt *routing, p *config.Provider) resilienceView {
 }
 
 // ruleViews shows compiled trip_on rules.
-func ruleViews(rules []failure.Rule) []ruleView {
-	out := []ruleView{}
+func ruleViews(rules []failure.Rule) []adminapi.TripRule {
+	out := []adminapi.TripRule{}
 	for _, r := range rules {
-		rv := ruleView{Name: r.Name, Class: r.Class.String()}
+		rv := adminapi.TripRule{Name: r.Name, Class: r.Class.String()}
 		if r.Match != nil {
 			rv.Match = r.Match.String()
 		}
@@ -161,7 +78,7 @@ func ruleViews(rules []failure.Rule) []ruleView {
 }
 
 // status builds the status of every configured provider.
-func (s *Service) status() []providerStatus {
+func (s *Service) status() []adminapi.ProviderStatus {
 	now := time.Now()
 	recs := s.engine.Holds()
 	circuits := s.engine.BreakerStates()
@@ -183,10 +100,10 @@ func (s *Service) status() []providerStatus {
 	s.rotMu.Unlock()
 
 	rt := s.routing()
-	out := make([]providerStatus, 0, len(rt.cfg.Providers))
+	out := make([]adminapi.ProviderStatus, 0, len(rt.cfg.Providers))
 	for i := range rt.cfg.Providers {
 		p := &rt.cfg.Providers[i]
-		ps := providerStatus{Name: p.Name, Type: p.Type, Holds: []holdView{}, Keys: []keyStatus{}}
+		ps := adminapi.ProviderStatus{Name: p.Name, Type: p.Type, Holds: []adminapi.Hold{}, Keys: []adminapi.KeyStatus{}}
 		ps.Health, ps.HealthReason = healthOf(p.Name, "")
 		ps.Resilience = s.resilience(rt, p)
 		ps.CircuitState = "disabled"
@@ -212,8 +129,8 @@ func (s *Service) status() []providerStatus {
 		}
 		keyIdx := map[string]int{}
 		for _, k := range p.Keys {
-			ks := keyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight,
-				Enabled: k.IsEnabled(), Holds: []holdView{}}
+			ks := adminapi.KeyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight,
+				Enabled: k.IsEnabled(), Holds: []adminapi.Hold{}}
 			ks.Health, _ = healthOf(p.Name, k.ID)
 			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
 				ks.Fingerprint = r.Fingerprint
@@ -258,17 +175,17 @@ func (s *Service) status() []providerStatus {
 		}
 		switch {
 		case ps.CircuitState == "open":
-			ps.Status = StatusCircuitOpen
+			ps.Status = adminapi.StatusCircuitOpen
 		case providerHeld || allKeys:
-			ps.Status = StatusOffline
+			ps.Status = adminapi.StatusOffline
 		case ps.CircuitState == "half-open":
-			ps.Status = StatusRecovering
+			ps.Status = adminapi.StatusRecovering
 		case live > 0:
-			ps.Status = StatusDegraded
+			ps.Status = adminapi.StatusDegraded
 		case ramping > 0:
-			ps.Status = StatusRecovering
+			ps.Status = adminapi.StatusRecovering
 		default:
-			ps.Status = StatusHealthy
+			ps.Status = adminapi.StatusHealthy
 		}
 		out = append(out, ps)
 	}
@@ -283,7 +200,7 @@ func worse(a, b string) bool {
 
 // providersStatus: GET /admin/providers/status
 func (s *Service) providersStatus(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"providers": s.status(), "nats": s.natsUp(), "instance": s.member.Instance, "generated_at": time.Now().UTC()})
+	return c.JSON(adminapi.ProvidersStatus{Providers: s.status(), NATS: s.natsUp(), Instance: s.member.Instance, GeneratedAt: time.Now().UTC()})
 }
 
 // resetProvider: POST /admin/providers/{name}/reset: releases every live

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/hold"
 )
 
 // roundTrip encodes v, decodes the JSON into a new value of its type and
@@ -62,5 +64,21 @@ func TestErrorAnswer(t *testing.T) {
 	e := ErrorAnswer{Error: ErrorDetail{Code: "invalid_config", Message: "m", Errors: []string{"a", "b"}}}
 	if _, got := roundTrip(t, e); !reflect.DeepEqual(got, e) {
 		t.Fatalf("round trip %+v, want %+v", got, e)
+	}
+}
+
+// TestHoldRoundTrip: a hold as the API shows it decodes into the same
+// record (class, scope and state included) with its live flag.
+func TestHoldRoundTrip(t *testing.T) {
+	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	h := Hold{Record: hold.Record{Version: hold.SchemaVersion, ID: "openai.k1", Scope: hold.Scope{Kind: hold.ScopeKey, Provider: "openai", Key: "k1"},
+		State: hold.StateHeld, Class: failure.RateLimit, Rung: 2, Since: at, Until: at.Add(time.Minute), Reason: "429", Source: hold.SourceProxy},
+		Live: true, RemainingMS: 60000}
+	js, got := roundTrip(t, HoldList{Holds: []Hold{h}, NATS: true})
+	if !strings.Contains(js, `"class":"rate_limit"`) || !strings.Contains(js, `"remaining_ms":60000`) {
+		t.Fatalf("hold list %s", js)
+	}
+	if !got.NATS || len(got.Holds) != 1 || !reflect.DeepEqual(got.Holds[0], h) {
+		t.Fatalf("round trip %+v, want %+v", got, h)
 	}
 }

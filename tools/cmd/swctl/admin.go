@@ -190,24 +190,6 @@ func (a *adminFlags) openAs(ctx context.Context, method, path, ct string, body i
 	return resp, nil
 }
 
-// hold is the part of a hold record the tables show.
-type holdRow struct {
-	ID    string `json:"id"`
-	Scope struct {
-		Kind     string `json:"kind"`
-		Provider string `json:"provider"`
-		Key      string `json:"key"`
-		Model    string `json:"model"`
-	} `json:"scope"`
-	State       string `json:"state"`
-	Class       string `json:"class"`
-	Rung        int    `json:"rung"`
-	Reason      string `json:"reason"`
-	Source      string `json:"source"`
-	Live        bool   `json:"live"`
-	RemainingMS int64  `json:"remaining_ms"`
-}
-
 func left(ms int64) string {
 	if ms <= 0 {
 		return "due"
@@ -251,10 +233,7 @@ func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("holds ls: unexpected argument %q", pos[0])
 	}
 	path := withQuery("/admin/holds", q)
-	var res struct {
-		Holds []holdRow `json:"holds"`
-		NATS  bool      `json:"nats"`
-	}
+	var res adminapi.HoldList
 	if done, err := a.fetch(ctx, stdout, "holds ls", "GET", path, &res); done || err != nil {
 		return err
 	}
@@ -311,20 +290,6 @@ func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-type providerRow struct {
-	Name         string    `json:"name"`
-	Type         string    `json:"type"`
-	Status       string    `json:"status"`
-	CircuitState string    `json:"circuit_state"`
-	Health       string    `json:"health"`
-	Holds        []holdRow `json:"holds"`
-	Keys         []struct {
-		ID          string    `json:"id"`
-		Fingerprint string    `json:"fingerprint"`
-		Holds       []holdRow `json:"holds"`
-	} `json:"keys"`
-}
-
 func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "status" {
 		fmt.Fprintln(stderr, "usage: swctl providers status [flags]")
@@ -338,9 +303,7 @@ func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	if len(pos) > 0 {
 		return fmt.Errorf("providers status: unexpected argument %q", pos[0])
 	}
-	var res struct {
-		Providers []providerRow `json:"providers"`
-	}
+	var res adminapi.ProvidersStatus
 	if done, err := a.fetch(ctx, stdout, "providers status", "GET", "/admin/providers/status", &res); done || err != nil {
 		return err
 	}
@@ -355,13 +318,13 @@ func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	return tw.Flush()
 }
 
-func holdSummary(hs []holdRow) string {
+func holdSummary(hs []adminapi.Hold) string {
 	if len(hs) == 0 {
 		return "-"
 	}
 	parts := make([]string, 0, len(hs))
 	for _, h := range hs {
-		s := h.Class
+		s := h.Class.String()
 		if h.Scope.Model != "" {
 			s += "(" + h.Scope.Model + ")"
 		}
