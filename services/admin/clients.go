@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
@@ -50,77 +51,27 @@ func (s *Service) limitsBound() bool {
 	}
 }
 
-// limitsView is a plan's limits; zero is no limit.
-type limitsView struct {
-	RequestsPerMinute  int        `json:"requests_per_minute"`
-	TokensPerMinute    int        `json:"tokens_per_minute"`
-	ConcurrentRequests int        `json:"concurrent_requests"`
-	Budget             budgetView `json:"budget"`
-}
-
-// budgetView is a plan's budget per period in USD; zero is none.
-type budgetView struct {
-	Day   float64 `json:"day"`
-	Week  float64 `json:"week"`
-	Month float64 `json:"month"`
-}
-
-func limitsOf(p config.Plan) limitsView {
-	return limitsView{
+func limitsOf(p config.Plan) adminapi.Limits {
+	return adminapi.Limits{
 		RequestsPerMinute: p.RequestsPerMinute, TokensPerMinute: p.TokensPerMinute,
 		ConcurrentRequests: p.ConcurrentRequests,
-		Budget:             budgetView{Day: p.Budget.Day, Week: p.Budget.Week, Month: p.Budget.Month},
+		Budget:             adminapi.Budget{Day: p.Budget.Day, Week: p.Budget.Week, Month: p.Budget.Month},
 	}
 }
 
-func (l limitsView) hasBudget() bool {
-	return l.Budget.Day > 0 || l.Budget.Week > 0 || l.Budget.Month > 0
-}
-
-// clientView is one configured client key (never its secret) with its
-// plan's limits and the fleet's consumption.
-type clientView struct {
-	ID     string      `json:"id"`
-	Plan   string      `json:"plan"`
-	Limits limitsView  `json:"limits"`
-	Usage  clientUsage `json:"usage"`
-}
-
-// clientUsage is the fleet's consumption of one client key, as this
-// admin instance sees it.
-type clientUsage struct {
-	// RequestsPerMinute and TokensPerMinute are the sliding estimates of
-	// the last minute that admission compares with the limits.
-	RequestsPerMinute float64      `json:"requests_per_minute"`
-	TokensPerMinute   float64      `json:"tokens_per_minute"`
-	InFlight          int64        `json:"in_flight"`
-	Day               quota.Period `json:"day"`
-	Week              quota.Period `json:"week"`
-	Month             quota.Period `json:"month"`
-	// Reset is the client's last budget reset (nil: none in the current
-	// periods).
-	Reset *resetView `json:"reset"`
-}
-
-// resetView is who reset a client's budget, and when.
-type resetView struct {
-	By string    `json:"by"`
-	At time.Time `json:"at"`
-}
-
 // client builds the view of client key ck of routing rt.
-func (s *Service) client(rt *routing, ck *config.ClientKey) clientView {
+func (s *Service) client(rt *routing, ck *config.ClientKey) adminapi.Client {
 	var plan config.Plan
 	if p := rt.cfg.Plan(ck.Plan); p != nil {
 		plan = *p
 	}
 	u := s.quota.SnapshotWith(ck.ID, rt.plans[ck.Plan])
-	v := clientView{ID: ck.ID, Plan: ck.Plan, Limits: limitsOf(plan), Usage: clientUsage{
+	v := adminapi.Client{ID: ck.ID, Plan: ck.Plan, Limits: limitsOf(plan), Usage: adminapi.ClientUsage{
 		RequestsPerMinute: u.Requests, TokensPerMinute: u.Tokens, InFlight: u.InFlight,
 		Day: u.Day, Week: u.Week, Month: u.Month,
 	}}
 	if u.Reset != nil {
-		v.Usage.Reset = &resetView{By: u.Reset.By, At: u.Reset.At}
+		v.Usage.Reset = &adminapi.BudgetReset{By: u.Reset.By, At: u.Reset.At}
 	}
 	return v
 }
@@ -140,12 +91,12 @@ func (rt *routing) clientKey(id string) *config.ClientKey {
 // limiter follows the bucket (false: the figures may be stale or empty).
 func (s *Service) listClients(c *fiber.Ctx) error {
 	rt := s.routing()
-	out := make([]clientView, 0, len(rt.cfg.Clients))
+	out := make([]adminapi.Client, 0, len(rt.cfg.Clients))
 	for i := range rt.cfg.Clients {
 		out = append(out, s.client(rt, &rt.cfg.Clients[i]))
 	}
-	return c.JSON(fiber.Map{"clients": out, "nats": s.natsUp() && s.limitsBound(),
-		"role": tokenRole(c), "instance": s.member.Instance, "generated_at": time.Now().UTC()})
+	return c.JSON(adminapi.ClientList{Clients: out, NATS: s.natsUp() && s.limitsBound(),
+		Role: tokenRole(c), Instance: s.member.Instance, GeneratedAt: time.Now().UTC()})
 }
 
 // getClient: GET /admin/clients/{id}
@@ -175,7 +126,7 @@ func (s *Service) resetBudget(c *fiber.Ctx) error {
 	if ck.Plan == "" {
 		return apiError(c, fiber.StatusConflict, codeNoBudget, "client key "+id+" has no plan: it has no budget to reset")
 	}
-	if !before.Limits.hasBudget() {
+	if !before.Limits.HasBudget() {
 		return apiError(c, fiber.StatusConflict, codeNoBudget, fmt.Sprintf("plan %q of client key %s has no budget (plans.%s.budget): nothing to reset", ck.Plan, id, ck.Plan))
 	}
 	if !s.natsUp() || !s.limitsBound() {
@@ -204,7 +155,7 @@ func (s *Service) resetBudget(c *fiber.Ctx) error {
 }
 
 // spendSummary names the spend of each period with a budget.
-func spendSummary(v clientView) string {
+func spendSummary(v adminapi.Client) string {
 	out := ""
 	for _, p := range []struct {
 		name   string
@@ -222,29 +173,6 @@ func spendSummary(v clientView) string {
 	return out
 }
 
-// planView is one configured plan with its limits, its client keys and
-// their summed consumption.
-type planView struct {
-	Name   string     `json:"name"`
-	Limits limitsView `json:"limits"`
-	// Models the plan allows (empty: every model its keys allow).
-	Models  []string  `json:"models"`
-	Clients []string  `json:"clients"`
-	Usage   planUsage `json:"usage"`
-}
-
-// planUsage sums the consumption of a plan's client keys (each key has
-// the plan's allowance: these sums are not compared with the limits).
-type planUsage struct {
-	RequestsPerMinute float64    `json:"requests_per_minute"`
-	TokensPerMinute   float64    `json:"tokens_per_minute"`
-	InFlight          int64      `json:"in_flight"`
-	SpendUSD          budgetView `json:"spend_usd"`
-	// ExhaustedClients counts the keys with a budget exhausted in a
-	// current period.
-	ExhaustedClients int `json:"exhausted_clients"`
-}
-
 // listPlans: GET /admin/plans: every configured plan, sorted by name.
 func (s *Service) listPlans(c *fiber.Ctx) error {
 	rt := s.routing()
@@ -253,10 +181,10 @@ func (s *Service) listPlans(c *fiber.Ctx) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	out := make([]planView, 0, len(names))
+	out := make([]adminapi.Plan, 0, len(names))
 	for _, n := range names {
 		p := rt.cfg.Plans[n]
-		v := planView{Name: n, Limits: limitsOf(p), Models: append([]string{}, p.Models...), Clients: []string{}}
+		v := adminapi.Plan{Name: n, Limits: limitsOf(p), Models: append([]string{}, p.Models...), Clients: []string{}}
 		for i := range rt.cfg.Clients {
 			ck := &rt.cfg.Clients[i]
 			if ck.Plan != n {
@@ -277,6 +205,6 @@ func (s *Service) listPlans(c *fiber.Ctx) error {
 		}
 		out = append(out, v)
 	}
-	return c.JSON(fiber.Map{"plans": out, "nats": s.natsUp() && s.limitsBound(),
-		"instance": s.member.Instance, "generated_at": time.Now().UTC()})
+	return c.JSON(adminapi.PlanList{Plans: out, NATS: s.natsUp() && s.limitsBound(),
+		Instance: s.member.Instance, GeneratedAt: time.Now().UTC()})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
@@ -115,19 +116,19 @@ func (s *standIn) request(client string, tokens int64, costUSD float64) {
 }
 
 // clientOf asks GET /admin/clients/{id} and decodes the answer.
-func (e *env) clientOf(id string) (clientView, error) {
+func (e *env) clientOf(id string) (adminapi.Client, error) {
 	r := e.do("GET", "/admin/clients/"+id, readToken, nil)
 	if r.status != 200 {
-		return clientView{}, fmt.Errorf("status %d: %s", r.status, r.raw)
+		return adminapi.Client{}, fmt.Errorf("status %d: %s", r.status, r.raw)
 	}
-	var v clientView
+	var v adminapi.Client
 	return v, json.Unmarshal(r.raw, &v)
 }
 
 // waitClient polls GET /admin/clients/{id} until check passes.
-func (e *env) waitClient(id string, check func(clientView) error) clientView {
+func (e *env) waitClient(id string, check func(adminapi.Client) error) adminapi.Client {
 	e.t.Helper()
-	var v clientView
+	var v adminapi.Client
 	testkit.CheckFor(e.t, testTimeout, 10*time.Millisecond, func() error {
 		var err error
 		if v, err = e.clientOf(id); err != nil {
@@ -160,7 +161,7 @@ func TestClientsAndBudgetReset(t *testing.T) {
 	open := a.admit("team-a")
 	b.request("team-a", 50, 0.1)
 
-	v := e.waitClient("team-a", func(v clientView) error {
+	v := e.waitClient("team-a", func(v adminapi.Client) error {
 		u := v.Usage
 		if u.InFlight != 1 || !near(u.Day.SpendUSD, 0.9) || !near(u.Month.SpendUSD, 0.9) || u.RequestsPerMinute < 3.5 || u.TokensPerMinute < 200 {
 			return fmt.Errorf("usage %+v", u)
@@ -168,7 +169,7 @@ func TestClientsAndBudgetReset(t *testing.T) {
 		return nil
 	})
 	u := v.Usage
-	if v.Plan != "pro" || v.Limits != (limitsView{RequestsPerMinute: 100, TokensPerMinute: 10000, ConcurrentRequests: 5, Budget: budgetView{Day: 1, Month: 10}}) {
+	if v.Plan != "pro" || v.Limits != (adminapi.Limits{RequestsPerMinute: 100, TokensPerMinute: 10000, ConcurrentRequests: 5, Budget: adminapi.Budget{Day: 1, Month: 10}}) {
 		t.Errorf("plan %q limits %+v", v.Plan, v.Limits)
 	}
 	if u.RequestsPerMinute > 4 || u.TokensPerMinute > 250 {
@@ -185,9 +186,9 @@ func TestClientsAndBudgetReset(t *testing.T) {
 		r := e.do("GET", "/admin/clients", readToken, nil)
 		r.expect(t, 200, "")
 		var list struct {
-			Clients []clientView `json:"clients"`
-			NATS    bool         `json:"nats"`
-			Role    string       `json:"role"`
+			Clients []adminapi.Client `json:"clients"`
+			NATS    bool              `json:"nats"`
+			Role    string            `json:"role"`
 		}
 		if err := json.Unmarshal(r.raw, &list); err != nil {
 			t.Fatal(err)
@@ -199,10 +200,10 @@ func TestClientsAndBudgetReset(t *testing.T) {
 		if !slices.Equal(ids, []string{"app", "team-a", "team-b"}) || !list.NATS || list.Role != "read" {
 			t.Fatalf("clients %v nats %v role %q", ids, list.NATS, list.Role)
 		}
-		if app := list.Clients[0]; app.Plan != "" || app.Limits != (limitsView{}) || app.Usage.InFlight != 0 {
+		if app := list.Clients[0]; app.Plan != "" || app.Limits != (adminapi.Limits{}) || app.Usage.InFlight != 0 {
 			t.Errorf("app (no plan): %+v", app)
 		}
-		if tb := list.Clients[2]; tb.Plan != "free" || tb.Limits.RequestsPerMinute != 10 || tb.Limits.hasBudget() {
+		if tb := list.Clients[2]; tb.Plan != "free" || tb.Limits.RequestsPerMinute != 10 || tb.Limits.HasBudget() {
 			t.Errorf("team-b: %+v", tb)
 		}
 		for _, secret := range []string{clientKey, planClientKeyA, planClientKeyB} {
@@ -219,7 +220,7 @@ func TestClientsAndBudgetReset(t *testing.T) {
 		r := e.do("GET", "/admin/plans", readToken, nil)
 		r.expect(t, 200, "")
 		var list struct {
-			Plans []planView `json:"plans"`
+			Plans []adminapi.Plan `json:"plans"`
 		}
 		if err := json.Unmarshal(r.raw, &list); err != nil {
 			t.Fatal(err)
@@ -250,7 +251,7 @@ func TestClientsAndBudgetReset(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("the day budget was never recorded exhausted")
 	}
-	e.waitClient("team-a", func(v clientView) error {
+	e.waitClient("team-a", func(v adminapi.Client) error {
 		if !v.Usage.Day.Exhausted || !near(v.Usage.Day.SpendUSD, 1.1) || v.Usage.Month.Exhausted {
 			return fmt.Errorf("day %+v month %+v", v.Usage.Day, v.Usage.Month)
 		}
@@ -310,7 +311,7 @@ func TestClientsAndBudgetReset(t *testing.T) {
 	r := e.do("POST", "/admin/clients/team-a/budget/reset", opToken, nil)
 	resetAt := time.Now()
 	r.expect(t, 200, "")
-	var after clientView
+	var after adminapi.Client
 	if err := json.Unmarshal(r.raw, &after); err != nil {
 		t.Fatal(err)
 	}
@@ -413,16 +414,16 @@ func TestClientsWithoutNATS(t *testing.T) {
 // and plans' answers and of budget events, and no other.
 func TestClientsOpenAPI(t *testing.T) {
 	now := time.Now()
-	cv := clientView{Usage: clientUsage{Reset: &resetView{By: "oncall", At: now}}}
+	cv := adminapi.Client{Usage: adminapi.ClientUsage{Reset: &adminapi.BudgetReset{By: "oncall", At: now}}}
 	for schema, v := range map[string]any{
 		"Client":      cv,
 		"ClientUsage": cv.Usage,
 		"Limits":      cv.Limits,
 		"Budget":      cv.Limits.Budget,
 		"Period":      quota.Period{},
-		"BudgetReset": resetView{},
-		"Plan":        planView{},
-		"PlanUsage":   planUsage{},
+		"BudgetReset": adminapi.BudgetReset{},
+		"Plan":        adminapi.Plan{},
+		"PlanUsage":   adminapi.PlanUsage{},
 		"Event": hold.Event{HoldID: "x", Until: now, Reason: "r", Code: "c", Fingerprint: "f", Outcome: "o", Source: "s",
 			Client: "c", Plan: "p", Period: "day", PeriodID: "d1", SpendUSD: 1, BudgetUSD: 1},
 	} {

@@ -10,6 +10,7 @@ import (
 	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/quota"
 )
 
 // roundTrip encodes v, decodes the JSON into a new value of its type and
@@ -80,5 +81,20 @@ func TestHoldRoundTrip(t *testing.T) {
 	}
 	if !got.NATS || len(got.Holds) != 1 || !reflect.DeepEqual(got.Holds[0], h) {
 		t.Fatalf("round trip %+v, want %+v", got, h)
+	}
+}
+
+// TestClientRoundTrip: a client key's limits and consumption survive the
+// wire.
+func TestClientRoundTrip(t *testing.T) {
+	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	c := Client{ID: "team-a", Plan: "pro", Limits: Limits{RequestsPerMinute: 100, ConcurrentRequests: 5, Budget: Budget{Day: 1}},
+		Usage: ClientUsage{RequestsPerMinute: 2.5, InFlight: 1, Day: quota.Period{ID: "d20261202", SpendUSD: 0.5, BudgetUSD: 1, Ends: at},
+			Reset: &BudgetReset{By: "op", At: at}}}
+	if _, got := roundTrip(t, ClientList{Clients: []Client{c}, NATS: true, Role: "read"}); len(got.Clients) != 1 || !reflect.DeepEqual(got.Clients[0], c) || !got.NATS {
+		t.Fatalf("round trip %+v, want %+v", got, c)
+	}
+	if !c.Limits.HasBudget() || (Limits{}).HasBudget() {
+		t.Fatal("HasBudget")
 	}
 }

@@ -9,38 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
+
+	"switchyard.dev/services/admin/adminapi"
+	"switchyard.dev/shared/quota"
 )
-
-// clientRow is the part of a client key of GET /admin/clients the table
-// shows.
-type clientRow struct {
-	ID     string `json:"id"`
-	Plan   string `json:"plan"`
-	Limits struct {
-		RequestsPerMinute  float64 `json:"requests_per_minute"`
-		TokensPerMinute    float64 `json:"tokens_per_minute"`
-		ConcurrentRequests float64 `json:"concurrent_requests"`
-	} `json:"limits"`
-	Usage struct {
-		RequestsPerMinute float64      `json:"requests_per_minute"`
-		TokensPerMinute   float64      `json:"tokens_per_minute"`
-		InFlight          float64      `json:"in_flight"`
-		Day               budgetPeriod `json:"day"`
-		Week              budgetPeriod `json:"week"`
-		Month             budgetPeriod `json:"month"`
-		Reset             *struct {
-			By string    `json:"by"`
-			At time.Time `json:"at"`
-		} `json:"reset"`
-	} `json:"usage"`
-}
-
-type budgetPeriod struct {
-	SpendUSD  float64 `json:"spend_usd"`
-	BudgetUSD float64 `json:"budget_usd"`
-	Exhausted bool    `json:"exhausted"`
-}
 
 // runClients: swctl clients [ID]: every client key (or one) with its plan
 // and its consumption against the plan's limits.
@@ -58,11 +30,10 @@ func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if len(pos) == 1 {
 		path += "/" + url.PathEscape(pos[0])
 	}
-	var res struct {
-		Clients []clientRow `json:"clients"`
-		NATS    *bool       `json:"nats"`
-	}
-	var one clientRow
+	// the list says whether the figures follow the fleet; one client key
+	// comes alone
+	res := adminapi.ClientList{NATS: true}
+	var one adminapi.Client
 	into := any(&res)
 	if len(pos) == 1 {
 		into = &one
@@ -71,9 +42,9 @@ func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 	if len(pos) == 1 {
-		res.Clients = []clientRow{one}
+		res.Clients = []adminapi.Client{one}
 	}
-	if res.NATS != nil && !*res.NATS {
+	if !res.NATS {
 		fmt.Fprintln(stderr, "warning: the admin service does not follow the switchyard_limits bucket (NATS unreachable): the figures may be stale")
 	}
 	return printClients(stdout, res.Clients)
@@ -82,7 +53,7 @@ func runClients(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 // printClients writes one aligned line per client key: used/limit for
 // the sliding minute's requests and tokens and the requests in flight,
 // spend/budget per period ("-": no limit), and the last reset.
-func printClients(w io.Writer, cs []clientRow) error {
+func printClients(w io.Writer, cs []adminapi.Client) error {
 	if len(cs) == 0 {
 		_, err := fmt.Fprintln(w, "no client keys are configured (clients[])")
 		return err
@@ -96,8 +67,8 @@ func printClients(w io.Writer, cs []clientRow) error {
 			reset = u.Reset.By + " " + u.Reset.At.UTC().Format("2006-01-02 15:04Z")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, dash(c.Plan),
-			used(u.RequestsPerMinute, c.Limits.RequestsPerMinute), used(u.TokensPerMinute, c.Limits.TokensPerMinute),
-			used(u.InFlight, c.Limits.ConcurrentRequests), spent(u.Day), spent(u.Week), spent(u.Month), reset)
+			used(u.RequestsPerMinute, float64(c.Limits.RequestsPerMinute)), used(u.TokensPerMinute, float64(c.Limits.TokensPerMinute)),
+			used(float64(u.InFlight), float64(c.Limits.ConcurrentRequests)), spent(u.Day), spent(u.Week), spent(u.Month), reset)
 	}
 	return tw.Flush()
 }
@@ -112,7 +83,7 @@ func used(v, limit float64) string {
 }
 
 // spent is "spend/budget", "-" for no budget, and "exhausted".
-func spent(p budgetPeriod) string {
+func spent(p quota.Period) string {
 	s := fmt.Sprintf("%.4f/", p.SpendUSD)
 	if p.BudgetUSD > 0 {
 		s += fmt.Sprintf("%.2f", p.BudgetUSD)
@@ -140,7 +111,7 @@ func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	if len(pos) != 1 {
 		return errors.New("budget reset: want exactly one client key id (see swctl clients)")
 	}
-	var c clientRow
+	var c adminapi.Client
 	if done, err := a.fetch(ctx, stdout, "budget reset", "POST", "/admin/clients/"+url.PathEscape(pos[0])+"/budget/reset", &c); done || err != nil {
 		return err
 	}
@@ -151,7 +122,7 @@ func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	var periods []string
 	for _, p := range []struct {
 		name string
-		p    budgetPeriod
+		p    quota.Period
 	}{{"day", c.Usage.Day}, {"week", c.Usage.Week}, {"month", c.Usage.Month}} {
 		if p.p.BudgetUSD > 0 {
 			periods = append(periods, p.name+" "+spent(p.p))
