@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/natsembed"
 	"switchyard.dev/shared/testkit"
@@ -103,17 +104,17 @@ func within1(got, want float64) bool {
 }
 
 // nearPcts compares p50 and p95 with within1.
-func nearPcts(got usagePercentiles, p50, p95 float64) bool {
+func nearPcts(got adminapi.Percentiles, p50, p95 float64) bool {
 	return within1(got.P50, p50) && within1(got.P95, p95)
 }
 
 // usage asks GET /admin/usage with a read token and decodes the
 // answer.
-func (e *env) usage(query string) usageAnswer {
+func (e *env) usage(query string) adminapi.UsageReport {
 	e.t.Helper()
 	r := e.do("GET", "/admin/usage"+query, readToken, nil)
 	r.expect(e.t, 200, "")
-	var a usageAnswer
+	var a adminapi.UsageReport
 	if err := json.Unmarshal(r.raw, &a); err != nil {
 		e.t.Fatalf("decode %s: %v", r.raw, err)
 	}
@@ -138,7 +139,7 @@ func rec(id string, at time.Time, opts ...func(*usage.Record)) usage.Record {
 }
 
 // findGroup returns the group of a whose key has the values kv (pairs).
-func findGroup(t *testing.T, a usageAnswer, kv ...string) usageGroup {
+func findGroup(t *testing.T, a adminapi.UsageReport, kv ...string) adminapi.UsageGroup {
 	t.Helper()
 	for _, g := range a.Groups {
 		ok := true
@@ -150,7 +151,7 @@ func findGroup(t *testing.T, a usageAnswer, kv ...string) usageGroup {
 		}
 	}
 	t.Fatalf("no group %v in %+v", kv, a.Groups)
-	return usageGroup{}
+	return adminapi.UsageGroup{}
 }
 
 func TestUsageReport(t *testing.T) {
@@ -546,9 +547,9 @@ func TestUsageOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	g := usageGroup{Bucket: &now, Key: map[string]string{"client": "app"}, CostUSD: cost(1), TTFTMS: &usagePercentiles{}}
+	g := adminapi.UsageGroup{Bucket: &now, Key: map[string]string{"client": "app"}, CostUSD: cost(1), TTFTMS: &adminapi.Percentiles{}}
 	for schema, v := range map[string]any{
-		"UsageReport": usageAnswer{TruncatedBy: "deadline", Filters: usageFilters{Client: []string{"a"}}},
+		"UsageReport": adminapi.UsageReport{TruncatedBy: "deadline", Filters: adminapi.UsageFilters{Client: []string{"a"}}},
 		"UsageGroup":  g,
 	} {
 		raw, _ := json.Marshal(v)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/usage/rollup"
 )
 
@@ -82,7 +83,7 @@ func planTiles(from, to, now time.Time, res []rollup.Resolution, interval time.D
 // end of ctx). A record after the checkpoint that its cell holds already
 // (the recorder flushed it, but not yet its checkpoint: the cell's through
 // is at or after the record's sequence) is counted once, from the cell.
-func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, st *rollup.Store, q usageQuery) (*usageAnswer, error) {
+func (u *usageReader) read(ctx context.Context, stream jetstream.Stream, st *rollup.Store, q usageQuery) (*adminapi.UsageReport, error) {
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	// the checkpoint first: every value read after it holds at least

@@ -8,101 +8,10 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/usage"
 	"switchyard.dev/shared/usage/rollup"
 )
-
-// usageAnswer is the answer of GET /admin/usage.
-type usageAnswer struct {
-	// the query, resolved
-	From     time.Time    `json:"from"`
-	To       time.Time    `json:"to"`
-	GroupBy  []string     `json:"group_by"`
-	Interval string       `json:"interval"`
-	Filters  usageFilters `json:"filters"`
-	Limit    int          `json:"limit"`
-	// CoveredFrom is the earliest time the answer's data covers: From,
-	// or later when the records before it are gone (rollups past their
-	// retention, or records the stream discarded before the recorder read
-	// them).
-	CoveredFrom time.Time `json:"covered_from"`
-	// RolledUp records were counted from the rollups; Scanned records were
-	// read from the stream (those the recorder had not folded yet);
-	// Matched records (of both) fell in the range and the filters; Skipped
-	// could not be read (not JSON, or a schema version this service does
-	// not know).
-	RolledUp int64 `json:"rolled_up"`
-	Scanned  int64 `json:"scanned"`
-	Matched  int64 `json:"matched"`
-	Skipped  int64 `json:"skipped"`
-	// UnreadMessages are stream messages (one or more records each) that
-	// may fall in the range and that the answer could not read: discarded
-	// by the stream before the recorder read them, or left when the read
-	// stopped.
-	UnreadMessages int64 `json:"unread_messages"`
-	// Truncated: the sums cover part of the range, because MaxScanned
-	// records were read ("max_scanned"), the report ran out of time
-	// ("deadline"), messages were lost before the recorder read them
-	// ("lost") or the start of the range is past every retention
-	// ("coverage": the data starts at CoveredFrom).
-	Truncated   bool   `json:"truncated"`
-	TruncatedBy string `json:"truncated_by,omitempty"`
-	MaxScanned  int    `json:"max_scanned"`
-	// Totals sums every matched record; Groups one group per time bucket
-	// and combination of the group_by values, sorted by bucket, then cost
-	// (descending), then requests (descending).
-	Totals usageGroup   `json:"totals"`
-	Groups []usageGroup `json:"groups"`
-	// GroupsOmitted were left out by limit.
-	GroupsOmitted int `json:"groups_omitted"`
-}
-
-type usageFilters struct {
-	Client   []string `json:"client,omitempty"`
-	Provider []string `json:"provider,omitempty"`
-	Model    []string `json:"model,omitempty"`
-}
-
-// usageGroup is what the records of one group sum to.
-type usageGroup struct {
-	// Bucket is the start of the group's time bucket (UTC), with an
-	// interval only.
-	Bucket *time.Time `json:"bucket,omitempty"`
-	// Key holds the group's value of each group_by dimension ("" for a
-	// record without one, such as the class of a success).
-	Key      map[string]string `json:"key,omitempty"`
-	Requests int64             `json:"requests"`
-	// Errors are the requests answered with a status of 400 or more.
-	Errors    int64       `json:"errors"`
-	ErrorRate float64     `json:"error_rate"`
-	Tokens    usageTokens `json:"tokens"`
-	// CostUSD sums the known costs; null when no request of the group had
-	// a known price. CostUnknownRequests had none (their cost is not in
-	// CostUSD: it is unknown, not 0).
-	CostUSD                 *float64 `json:"cost_usd"`
-	CostUnknownRequests     int64    `json:"cost_unknown_requests"`
-	TokensEstimatedRequests int64    `json:"tokens_estimated_requests"`
-	// LatencyMS: percentiles of every request's latency, read from the
-	// merged DDSketches of the rollups (within 1 % of the exact value);
-	// TTFTMS of the streams' time to first token, null without a stream
-	// that had one.
-	LatencyMS         usagePercentiles  `json:"latency_ms"`
-	TTFTMS            *usagePercentiles `json:"ttft_ms"`
-	Streams           int64             `json:"streams"`
-	StreamsIncomplete int64             `json:"streams_incomplete"`
-	Cancelled         int64             `json:"cancelled"`
-}
-
-type usageTokens struct {
-	usage.Tokens
-	Total int64 `json:"total"`
-}
-
-type usagePercentiles struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
 
 // usageSum sums records and rollup cells into groups.
 type usageSum struct {
@@ -213,11 +122,11 @@ func (s *usageSum) add() {
 }
 
 // group is what the accumulator sums to.
-func (a *usageAcc) group(q usageQuery, keyed bool) usageGroup {
-	g := usageGroup{
+func (a *usageAcc) group(q usageQuery, keyed bool) adminapi.UsageGroup {
+	g := adminapi.UsageGroup{
 		Requests:                a.Requests,
 		Errors:                  a.Errors,
-		Tokens:                  usageTokens{Tokens: a.Tokens},
+		Tokens:                  adminapi.UsageTokens{Tokens: a.Tokens},
 		CostUnknownRequests:     a.CostUnknown,
 		TokensEstimatedRequests: a.TokensEstimated,
 		Streams:                 a.Streams,
@@ -254,16 +163,16 @@ func (a *usageAcc) group(q usageQuery, keyed bool) usageGroup {
 
 // percentiles are p50, p95 and p99 of a sketch (within its relative
 // accuracy, 1 %), rounded to 0.01 ms.
-func percentiles(sk *ddsketch.DDSketch) usagePercentiles {
+func percentiles(sk *ddsketch.DDSketch) adminapi.Percentiles {
 	v := rollup.Quantiles(sk, 0.50, 0.95, 0.99)
-	return usagePercentiles{P50: round(v[0], 100), P95: round(v[1], 100), P99: round(v[2], 100)}
+	return adminapi.Percentiles{P50: round(v[0], 100), P95: round(v[1], 100), P99: round(v[2], 100)}
 }
 
 func round(v, scale float64) float64 { return math.Round(v*scale) / scale }
 
 // answer sorts the groups, applies the limit (per time bucket) and writes
 // the answer.
-func (s *usageSum) answer(maxScan int) *usageAnswer {
+func (s *usageSum) answer(maxScan int) *adminapi.UsageReport {
 	q := s.q
 	by := s.truncatedBy
 	switch {
@@ -273,14 +182,14 @@ func (s *usageSum) answer(maxScan int) *usageAnswer {
 	case s.coveredFrom.After(q.from):
 		by = "coverage"
 	}
-	a := &usageAnswer{
+	a := &adminapi.UsageReport{
 		From: q.from.UTC(), To: q.to.UTC(), GroupBy: []string{}, Interval: q.intervalName,
-		Filters: usageFilters{Client: q.clients, Provider: q.providers, Model: q.models},
+		Filters: adminapi.UsageFilters{Client: q.clients, Provider: q.providers, Model: q.models},
 		Limit:   q.limit, CoveredFrom: s.coveredFrom.UTC(),
 		RolledUp: s.rolledUp, Scanned: s.scanned, Matched: s.matched, Skipped: s.skipped, UnreadMessages: s.unread,
 		Truncated: by != "", TruncatedBy: by, MaxScanned: maxScan,
 		Totals: s.totals.group(q, false),
-		Groups: []usageGroup{},
+		Groups: []adminapi.UsageGroup{},
 	}
 	for _, d := range q.groupBy {
 		a.GroupBy = append(a.GroupBy, usageDims[d].name)

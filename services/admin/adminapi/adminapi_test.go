@@ -11,6 +11,7 @@ import (
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/usage"
 )
 
 // roundTrip encodes v, decodes the JSON into a new value of its type and
@@ -96,5 +97,25 @@ func TestClientRoundTrip(t *testing.T) {
 	}
 	if !c.Limits.HasBudget() || (Limits{}).HasBudget() {
 		t.Fatal("HasBudget")
+	}
+}
+
+// TestUsageReportRoundTrip: a usage report's sums survive the wire (the
+// unread messages and the requests without a known cost among them,
+// which swctl warns about).
+func TestUsageReportRoundTrip(t *testing.T) {
+	cost := 0.25
+	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	g := UsageGroup{Bucket: &at, Key: map[string]string{"client": "a"}, Requests: 3, Errors: 1, ErrorRate: 1.0 / 3,
+		Tokens:  UsageTokens{Tokens: usage.Tokens{Input: 10, Output: 5}, Total: 15},
+		CostUSD: &cost, CostUnknownRequests: 1, LatencyMS: Percentiles{P50: 12, P95: 30, P99: 40}}
+	r := UsageReport{From: at, To: at.Add(time.Hour), GroupBy: []string{"client"}, Interval: "hour", UnreadMessages: 2,
+		Truncated: true, TruncatedBy: "lost", Totals: g, Groups: []UsageGroup{g}}
+	js, got := roundTrip(t, r)
+	if !reflect.DeepEqual(got, r) {
+		t.Fatalf("round trip %+v, want %+v", got, r)
+	}
+	if !strings.Contains(js, `"unread_messages":2`) || !strings.Contains(js, `"cost_unknown_requests":1`) {
+		t.Fatalf("report %s", js)
 	}
 }

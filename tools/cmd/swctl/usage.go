@@ -8,44 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"switchyard.dev/services/admin/adminapi"
 )
-
-// usageAnswer is the part of GET /admin/usage's answer the table shows.
-type usageAnswer struct {
-	GroupBy       []string     `json:"group_by"`
-	Interval      string       `json:"interval"`
-	Scanned       int64        `json:"scanned"`
-	CoveredFrom   time.Time    `json:"covered_from"`
-	Unread        int64        `json:"unread_messages"`
-	Truncated     bool         `json:"truncated"`
-	TruncatedBy   string       `json:"truncated_by"`
-	MaxScanned    int64        `json:"max_scanned"`
-	Skipped       int64        `json:"skipped"`
-	Totals        usageGroup   `json:"totals"`
-	Groups        []usageGroup `json:"groups"`
-	GroupsOmitted int          `json:"groups_omitted"`
-}
-
-type usageGroup struct {
-	Bucket    *time.Time        `json:"bucket"`
-	Key       map[string]string `json:"key"`
-	Requests  int64             `json:"requests"`
-	Errors    int64             `json:"errors"`
-	ErrorRate float64           `json:"error_rate"`
-	Tokens    struct {
-		Input       int64 `json:"input"`
-		Output      int64 `json:"output"`
-		CachedInput int64 `json:"cached_input"`
-		CacheWrite  int64 `json:"cache_write"`
-		Reasoning   int64 `json:"reasoning"`
-	} `json:"tokens"`
-	CostUSD     *float64 `json:"cost_usd"`
-	CostUnknown int64    `json:"cost_unknown_requests"`
-	LatencyMS   struct {
-		P50 float64 `json:"p50"`
-		P95 float64 `json:"p95"`
-	} `json:"latency_ms"`
-}
 
 func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs, a := adminFlagSet("usage", "usage: swctl usage [--from -24h] [--to now] [--by client,model] [--interval hour] [--client C] [--provider P] [--model M] [--limit N] [flags]", stderr)
@@ -67,13 +32,13 @@ func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		fs.Usage()
 		return fmt.Errorf("usage: unexpected argument %q", pos[0])
 	}
-	var res usageAnswer
+	var res adminapi.UsageReport
 	if done, err := a.fetch(ctx, stdout, "usage", "GET", withQuery("/admin/usage", q), &res); done || err != nil {
 		return err
 	}
 	if res.Truncated {
 		fmt.Fprintf(stderr, "warning: truncated (%s): the sums cover part of the range (data from %s; %d stream messages unread)\n",
-			res.TruncatedBy, res.CoveredFrom.Format(time.RFC3339), res.Unread)
+			res.TruncatedBy, res.CoveredFrom.Format(time.RFC3339), res.UnreadMessages)
 	}
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, "warning: %d records could not be read and are not counted\n", res.Skipped)
@@ -83,7 +48,7 @@ func runUsage(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 // printUsage writes the groups as an aligned table: the bucket (with an
 // interval), the group's keys, then the sums; a TOTAL line ends it.
-func printUsage(w io.Writer, res usageAnswer) error {
+func printUsage(w io.Writer, res adminapi.UsageReport) error {
 	if res.Totals.Requests == 0 {
 		_, err := fmt.Fprintln(w, "no usage in this range")
 		return err
@@ -99,7 +64,7 @@ func printUsage(w io.Writer, res usageAnswer) error {
 	head = append(head, "REQUESTS", "ERRORS", "TOKENS IN", "TOKENS OUT", "COST USD", "P50", "P95")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	row := func(lead []string, g usageGroup) {
+	row := func(lead []string, g adminapi.UsageGroup) {
 		cells := append(lead,
 			strconv.FormatInt(g.Requests, 10),
 			errorsCell(g),
@@ -135,7 +100,7 @@ func printUsage(w io.Writer, res usageAnswer) error {
 	return nil
 }
 
-func errorsCell(g usageGroup) string {
+func errorsCell(g adminapi.UsageGroup) string {
 	if g.Errors == 0 {
 		return "0"
 	}
@@ -143,13 +108,13 @@ func errorsCell(g usageGroup) string {
 }
 
 // costCell is the sum of the known costs, and how many requests had none.
-func costCell(g usageGroup) string {
+func costCell(g adminapi.UsageGroup) string {
 	known := "unknown"
 	if g.CostUSD != nil {
 		known = fmt.Sprintf("%.4f", *g.CostUSD)
 	}
-	if g.CostUnknown > 0 && g.CostUSD != nil {
-		return fmt.Sprintf("%s +%d unknown", known, g.CostUnknown)
+	if g.CostUnknownRequests > 0 && g.CostUSD != nil {
+		return fmt.Sprintf("%s +%d unknown", known, g.CostUnknownRequests)
 	}
 	return known
 }
