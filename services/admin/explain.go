@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 )
 
@@ -109,5 +110,5 @@ func (s *Service) explainRoute(c *fiber.Ctx) error {
 	if len(bytes.TrimSpace(r.Explanation)) == 0 {
 		return apiError(c, fiber.StatusBadGateway, codeBadGateway, "proxy "+r.Instance+" answered neither an explanation nor an error")
 	}
-	return c.JSON(fiber.Map{"instance": r.Instance, "routing_version": r.RoutingVersion, "explanation": r.Explanation})
+	return c.JSON(adminapi.RouteExplanation{Instance: r.Instance, RoutingVersion: r.RoutingVersion, Explanation: r.Explanation})
 }

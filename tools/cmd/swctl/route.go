@@ -12,16 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/services/proxy/route"
 )
-
-// explainAnswer is the answer of POST /admin/route/explain: a proxy's
-// route.Explanation.
-type explainAnswer struct {
-	Instance       string            `json:"instance"`
-	RoutingVersion int               `json:"routing_version"`
-	Explanation    route.Explanation `json:"explanation"`
-}
 
 // headerFlags are repeated --header K=V flags.
 type headerFlags map[string]string
@@ -103,18 +96,21 @@ func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		_, err := stdout.Write(b)
 		return err
 	}
-	var res explainAnswer
+	var res adminapi.RouteExplanation
+	var x route.Explanation
 	if err := json.Unmarshal(b, &res); err != nil {
 		return fmt.Errorf("route explain: decode: %w", err)
 	}
-	return printExplanation(stdout, &res)
+	if err := json.Unmarshal(res.Explanation, &x); len(res.Explanation) > 0 && err != nil {
+		return fmt.Errorf("route explain: decode the explanation: %w", err)
+	}
+	return printExplanation(stdout, &res, &x)
 }
 
 // printExplanation writes a header line (model → route and the policy),
 // the candidates in the order a request would try them, then the steps
 // rejected with the reason.
-func printExplanation(w io.Writer, res *explainAnswer) error {
-	x := &res.Explanation
+func printExplanation(w io.Writer, res *adminapi.RouteExplanation, x *route.Explanation) error {
 	region := dash(x.Region)
 	if x.RegionRequired {
 		region += " (required)"
