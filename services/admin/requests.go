@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/debug"
 )
 
@@ -105,14 +106,6 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// requestsAnswer is GET /admin/requests' answer.
-type requestsAnswer struct {
-	Requests []debug.Summary `json:"requests"`
-	// Since and Limit are the list's bounds (the defaults filled in).
-	Since time.Time `json:"since"`
-	Limit int       `json:"limit"`
-}
-
 // listRequests: GET /admin/requests?outcome=&provider=&since=&limit=
 func (s *Service) listRequests(c *fiber.Ctx) error {
 	args := map[string]string{}
@@ -131,7 +124,7 @@ func (s *Service) listRequests(c *fiber.Ctx) error {
 	if err != nil {
 		return s.jetStreamFailed(c, err, "listing", debugDown)
 	}
-	return c.JSON(requestsAnswer{Requests: list, Since: q.filter.Since.UTC(), Limit: q.filter.Limit})
+	return c.JSON(adminapi.RequestList{Requests: list, Since: q.filter.Since.UTC(), Limit: q.filter.Limit})
 }
 
 // getRequest: GET /admin/requests/{id}: the request's bundle as the

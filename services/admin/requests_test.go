@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/testkit"
 )
@@ -120,7 +121,7 @@ func TestRequestBundles(t *testing.T) {
 		t.Helper()
 		r := e.do("GET", "/admin/requests"+query, readToken, nil)
 		r.expect(t, 200, "")
-		var a requestsAnswer
+		var a adminapi.RequestList
 		if err := json.Unmarshal(r.raw, &a); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func TestRequestSchemas(t *testing.T) {
 		"DebugStep":    b.Route.Steps[0],
 		"DebugAttempt": b.Attempts[1],
 		"DebugSummary": sum,
-		"RequestList":  requestsAnswer{Requests: []debug.Summary{sum}},
+		"RequestList":  adminapi.RequestList{Requests: []debug.Summary{sum}},
 	} {
 		checkSchema(t, schema, v)
 	}

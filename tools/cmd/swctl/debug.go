@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/debug"
 )
 
@@ -270,10 +271,7 @@ func debugList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("debug list: unexpected argument %q", pos[0])
 	}
 	path := withQuery("/admin/requests", q)
-	var res struct {
-		Requests []debug.Summary `json:"requests"`
-		Since    time.Time       `json:"since"`
-	}
+	var res adminapi.RequestList
 	if done, err := a.fetch(ctx, stdout, "debug list", "GET", path, &res); done || err != nil {
 		return err
 	}
