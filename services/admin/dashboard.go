@@ -12,14 +12,23 @@ import (
 )
 
 // web holds the dashboard: one server-rendered page, its scripts (the
-// Usage page's charts in usage.js, the Clients page in clients.js, the
-// Configuration page in config.js, the Requests page and its debug bundle
-// timelines in requests.js) and its
-// stylesheet, embedded in the binary (no CDN: nothing is fetched from the
-// internet at run time).
+// charts drawn with the vendored uPlot in charts.js, the Fleet page's
+// sparklines in fleet.js, the Usage page in usage.js, the Clients page in
+// clients.js, the Configuration page in config.js, the Requests page and
+// its debug bundle timelines in requests.js) and its stylesheets,
+// embedded in the binary (no CDN: nothing is fetched from the internet at
+// run time).
 //
-//go:embed web/index.html.tmpl web/app.js web/usage.js web/clients.js web/config.js web/requests.js web/app.css web/openapi.json
+//go:embed web/index.html.tmpl web/*.js web/app.css web/openapi.json web/vendor/uplot
 var web embed.FS
+
+// assets are the files GET /assets/{file} serves, by name.
+var assets = map[string]string{
+	"app.js": "web/app.js", "charts.js": "web/charts.js", "fleet.js": "web/fleet.js", "usage.js": "web/usage.js",
+	"clients.js": "web/clients.js", "config.js": "web/config.js", "requests.js": "web/requests.js", "app.css": "web/app.css",
+	"uPlot.iife.min.js": "web/vendor/uplot/uPlot.iife.min.js", "uPlot.min.css": "web/vendor/uplot/uPlot.min.css",
+	"uPlot.LICENSE.txt": "web/vendor/uplot/LICENSE",
+}
 
 var pageTmpl = template.Must(template.ParseFS(web, "web/index.html.tmpl"))
 
@@ -43,13 +52,15 @@ func (s *Service) dashboard(c *fiber.Ctx) error {
 	return c.Send(b.Bytes())
 }
 
-// asset: GET /assets/{file}: the scripts and the stylesheet.
+// asset: GET /assets/{file}: the scripts, the stylesheets and uPlot's
+// licence.
 func (s *Service) asset(c *fiber.Ctx) error {
 	name := path.Base(c.Params("file"))
-	if name != "app.js" && name != "usage.js" && name != "clients.js" && name != "config.js" && name != "requests.js" && name != "app.css" {
+	file, ok := assets[name]
+	if !ok {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no asset "+name)
 	}
-	b, err := fs.ReadFile(web, "web/"+name)
+	b, err := fs.ReadFile(web, file)
 	if err != nil {
 		return err
 	}

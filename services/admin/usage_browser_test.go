@@ -26,12 +26,14 @@ type usagePage struct {
 	Charts  []struct {
 		Metric  string   `json:"metric"`
 		Caption string   `json:"caption"`
-		Series  []string `json:"series"` // data-series of the drawn paths
-		Lines   int      `json:"lines"`  // paths with at least one segment
+		Series  []string `json:"series"` // the series drawn (uPlot's, by label)
+		Lines   int      `json:"lines"`  // series with at least one segment
 		YLabels []string `json:"ylabels"`
 		XLabels []string `json:"xlabels"`
 		Legend  string   `json:"legend"`
 		None    string   `json:"none"` // the empty-state text, if any
+		// Colors are the series' colours by label
+		Colors map[string]string `json:"colors"`
 	} `json:"charts"`
 	Clients map[string]map[string]string `json:"clients"` // data-key -> cell class -> text
 	Keys    map[string]map[string]string `json:"keys"`
@@ -50,11 +52,12 @@ const readUsagePage = `(() => {
     charts: q("#usage-charts figure").map((f) => ({
       metric: f.dataset.metric,
       caption: f.querySelector("figcaption").innerText,
-      series: q("path.series", f).map((p) => p.dataset.series),
-      lines: q("path.series", f).filter((p) => /L/.test(p.getAttribute("d"))).length,
-      ylabels: q("text.ylabel", f).map((t) => t.textContent),
-      xlabels: q("text.xlabel", f).map((t) => t.textContent),
-      legend: (f.querySelector(".legend") || {}).innerText || "",
+      series: JSON.parse((f.querySelector("div.chart") || { dataset: {} }).dataset.series || "[]"),
+      lines: Number((f.querySelector("div.chart") || { dataset: {} }).dataset.lines || 0),
+      ylabels: JSON.parse((f.querySelector("div.chart") || { dataset: {} }).dataset.ylabels || "[]"),
+      xlabels: JSON.parse((f.querySelector("div.chart") || { dataset: {} }).dataset.xlabels || "[]"),
+      colors: Object.fromEntries((((f.querySelector("div.chart") || {}).__uplot || { series: [] }).series.slice(1)).map((s) => [s.label, s.swatch])),
+      legend: (f.querySelector(".u-legend") || {}).innerText || "",
       none: (f.querySelector("p.none") || {}).innerText || "",
     })),
     clients: rows("usage-by-client"),
@@ -249,7 +252,7 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 				if lat := p.Charts[4]; len(lat.Series) != 2*len(series) {
 					t.Errorf("latency: %d paths for %d series", len(lat.Series), len(series))
 				}
-				if ttft := p.Charts[5]; slices.Contains(ttft.Series, "local/llama") || !slices.Contains(ttft.Series, "anthropic/claude-x") {
+				if ttft := p.Charts[5]; slices.Contains(ttft.Series, "local/llama p95") || !slices.Contains(ttft.Series, "anthropic/claude-x p95") {
 					t.Errorf("ttft series %v", ttft.Series)
 				}
 			}

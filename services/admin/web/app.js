@@ -13,6 +13,8 @@
   let clients = null; // the Clients page (clients.js)
   let config = null; // the Configuration page (config.js)
   let requests = null; // the Requests page and its bundle view (requests.js)
+  let charts = null; // uPlot charts and sparklines (charts.js)
+  let fleet = null; // the Fleet page's traffic sparklines (fleet.js)
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -107,6 +109,42 @@
       el("td", { text: state }), el("td", {}, cd), el("td", {}, btn));
   }
 
+  // verdict says what decides the provider's routing now, in words: an
+  // open breaker wins over the prober's check (health is advice), so a
+  // "healthy" check beside an open circuit says which one counts
+  function verdict(p) {
+    const health = p.health + (p.health_reason ? " (" + p.health_reason + ")" : "");
+    switch (p.circuit_state) {
+    case "open":
+      return el("p", { class: "verdict circuit-open" }, el("strong", { text: "Circuit open: the breaker wins. " }),
+        "No request goes to " + p.name + " until its cooldown ends and a trial request succeeds" +
+        (p.health === "healthy" ? "; the prober's last check said healthy, but a check is advice and the breaker decides." : "; the prober's last check: " + health + "."));
+    case "half-open":
+      return el("p", { class: "verdict circuit-half-open" }, el("strong", { text: "Circuit half-open: " }),
+        "trial requests decide whether " + p.name + " takes traffic again (the prober's last check: " + health + ").");
+    }
+    if (p.health === "unhealthy" || p.health === "degraded") {
+      return el("p", { class: "verdict health-" + p.health }, el("strong", { text: "Prober: " + health + ". " }),
+        "The breaker is " + (p.circuit_state === "disabled" ? "off" : "closed") + ": proxies still send traffic, preferring healthy targets.");
+    }
+    return null;
+  }
+
+  // keysTable lists every key of a provider: its state and its traffic,
+  // error rate and latency over the last minutes (fleet.js)
+  function keysTable(p) {
+    if (!p.keys.length) return null;
+    const held = (k) => k.holds.filter((h) => h.live).length;
+    const rows = p.keys.map((k) => el("tr", { class: "key-row", "data-key": k.id, "data-health": k.health },
+      el("td", { class: "id" }, el("span", { class: "kid", text: k.id }), el("small", { text: " fp " + k.fingerprint })),
+      el("td", { class: "state", text: (k.enabled === false ? "switched off" : held(k) ? held(k) + " hold" + (held(k) > 1 ? "s" : "") : "in rotation") +
+        (k.health && k.health !== "unknown" ? " · health " + k.health : "") }),
+      ...fleet.key(p.name, k.id)));
+    return el("table", { class: "traffic-table keys-traffic" },
+      el("thead", {}, el("tr", {}, ...["key", "state", ...fleet.header].map((t) => el("th", { text: t })))),
+      el("tbody", {}, ...rows));
+  }
+
   function render(data) {
     const root = $("providers");
     const cards = data.providers.map((p) => {
@@ -114,17 +152,20 @@
       for (const h of p.holds) rows.push(holdRow(h, h.scope.key || "(all keys)"));
       for (const k of p.keys) for (const h of k.holds) rows.push(holdRow(h, k.id));
       const table = rows.length
-        ? el("table", {}, el("thead", {}, el("tr", {}, ...["key", "scope", "class", "reason", "state", "until", ""].map((t) => el("th", { text: t })))), el("tbody", {}, ...rows))
+        ? el("table", { class: "holds" }, el("thead", {}, el("tr", {}, ...["key", "scope", "class", "reason", "state", "until", ""].map((t) => el("th", { text: t })))), el("tbody", {}, ...rows))
         : el("p", { class: "none", text: "no holds" });
-      const keys = p.keys.map((k) => k.id + " (fp " + k.fingerprint + (k.enabled === false ? ", off" : "") + ")").join(", ");
       const reset = p.resilience.breaker.enabled
         ? el("button", { class: "reset", "data-provider": p.name, text: "Reset", onclick: () => reset(p.name) }) : null;
+      const breaker = p.circuit_state === "disabled" ? "no breaker" : "circuit " + p.circuit_state;
       return el("div", { class: "card provider", "data-provider": p.name, "data-status": p.status },
         el("div", { class: "head" },
           el("span", { class: "name", text: p.name }),
           el("span", { class: "pill " + p.status, text: labels[p.status] || p.status }),
-          el("span", { class: "meta", text: p.type + " · circuit " + p.circuit_state + " · health " + p.health + (keys ? " · keys: " + keys : "") }),
+          el("span", { class: "meta", text: p.type + " · " + breaker + " · prober " + p.health }),
           reset),
+        verdict(p),
+        fleet.provider(p.name),
+        keysTable(p),
         table);
     });
     root.replaceChildren(...cards);
@@ -132,7 +173,11 @@
 
   async function refresh() {
     try {
-      render(await api("GET", "/admin/providers/status"));
+      // the status first; the traffic (usage reports, slower) when it comes
+      const traffic = fleet.load();
+      const status = await api("GET", "/admin/providers/status");
+      render(status);
+      if (await traffic !== fleet.shown()) render(status);
       $("error").textContent = "";
     } catch (e) {
       if (token) $("error").textContent = "status: " + e.message;
@@ -165,13 +210,16 @@
     try { ev = JSON.parse(data); } catch (_) {}
     const sc = ev.scope || {};
     // a budget event names a client key and its plan, a config event the
-    // version activated, others a target
+    // version activated, a health event its provider and key (at the top
+    // level) and how its status moved; others a scope
     const what = kind === "budget" ? [ev.client, ev.plan, ev.period].filter(Boolean).join(" · ")
       : kind === "config" ? "version " + ev.version + " (" + ev.source + ") by " + ev.by + (ev.edit ? ": " + ev.edit : "") + (ev.comment ? " — " + ev.comment : "")
+      : kind === "health" ? [ev.provider, ev.key].filter(Boolean).join("/") + "  " + (ev.previous && ev.previous !== ev.status ? ev.previous + " → " : "") + ev.status
       : [sc.provider, sc.key, sc.model].filter(Boolean).join("/");
+    const reason = ev.reason ? ev.reason + (kind === "health" && ev.code ? " (" + ev.code + ")" : "") : "";
     const line = (ev.at ? new Date(ev.at).toLocaleTimeString() : "") + "  " + kind + "  " + what +
       (ev.class && ev.class !== "unrecognised" ? "  " + ev.class : "") + (ev.outcome ? "  " + ev.outcome : "") +
-      (ev.reason ? "  — " + ev.reason : "");
+      (reason ? "  — " + reason : "");
     const list = $("events");
     const li = el("li", { class: "event", "data-kind": kind, text: line });
     // an event of a request links to its debug bundle
@@ -239,8 +287,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    usage = window.SwitchyardUsage({ api, el, $ });
-    clients = window.SwitchyardClients({ api, el, $ });
+    charts = window.SwitchyardCharts({ el });
+    fleet = window.SwitchyardFleet({ api, el, charts });
+    usage = window.SwitchyardUsage({ api, el, $, charts });
+    clients = window.SwitchyardClients({ api, el, $, charts });
     config = window.SwitchyardConfig({ api, el, $ });
     requests = window.SwitchyardRequests({ api, el, $ });
     window.addEventListener("hashchange", () => { if (token) route(); });

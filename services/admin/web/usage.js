@@ -1,30 +1,20 @@
 // Switchyard admin dashboard, Usage page: reads /admin/usage (the usage
 // records of SWITCHYARD_USAGE, summed by the admin service) and draws its
-// own SVG charts: nothing is loaded from elsewhere.
+// charts with charts.js (the vendored uPlot).
 "use strict";
 window.SwitchyardUsage = function (deps) {
-  const { api, el, $ } = deps;
-  const SVG = "http://www.w3.org/2000/svg";
+  const { api, el, $, charts } = deps;
   // every refresh runs three reports over the range: longer ranges refresh less often
   const RANGES = {
     "1h": { from: "-1h", interval: "minute", every: 30e3 },
     "24h": { from: "-24h", interval: "hour", every: 60e3 },
     "7d": { from: "-7d", interval: "hour", every: 300e3 },
   };
-  const STEP = { minute: 60e3, hour: 3600e3, day: 86400e3 };
-  const COLORS = ["#2b6cb0", "#dd6b20", "#2f855a", "#b83280", "#6b46c1", "#718096"];
   const TOP = 5; // series drawn per chart; the rest is "other"
   let range = "24h";
   let timer = null;
   let seq = 0;
   let inFlight = false;
-
-  function svg(tag, attrs, ...kids) {
-    const e = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    for (const k of kids) if (k != null) e.append(k);
-    return e;
-  }
 
   // ---- number formats ----
   const int = (n) => Math.round(n).toLocaleString("en-US");
@@ -53,15 +43,6 @@ window.SwitchyardUsage = function (deps) {
   }
 
   // ---- series ----
-  // buckets are the starts of every time bucket of the answer's range
-  function bucketsOf(ans) {
-    const step = STEP[ans.interval];
-    const out = [];
-    const from = Date.parse(ans.from), to = Date.parse(ans.to);
-    for (let t = Math.floor(from / step) * step; t < to; t += step) out.push(t);
-    return out;
-  }
-
   function seriesOf(ans) {
     const by = new Map();
     for (const g of ans.groups) {
@@ -72,7 +53,7 @@ window.SwitchyardUsage = function (deps) {
       s.at.set(Date.parse(g.bucket), g);
     }
     const all = [...by.values()].sort((a, b) => b.requests - a.requests || a.name.localeCompare(b.name));
-    const top = all.slice(0, TOP).map((s, i) => ({ ...s, color: COLORS[i] }));
+    const top = all.slice(0, TOP);
     const rest = all.slice(TOP);
     return { top, rest };
   }
@@ -81,15 +62,15 @@ window.SwitchyardUsage = function (deps) {
   // metric adds up)
   function lines(series, buckets, metric) {
     const out = [];
-    const one = (s, dash, pick) => ({ name: s.name, color: s.color, dash, values: buckets.map((b) => { const g = s.at.get(b); return g ? pick(g) : metric.empty; }) });
+    const one = (s, name, dash, pick) => ({ name, base: s.name, dash, values: buckets.map((b) => { const g = s.at.get(b); return g ? pick(g) : metric.empty; }) });
     for (const s of series.top) {
       if (metric.pcts) {
-        out.push(one(s, "", (g) => metric.pcts(g)?.p95 ?? null));
-        out.push(one(s, "4 3", (g) => metric.pcts(g)?.p50 ?? null));
-      } else out.push(one(s, "", metric.value));
+        out.push(one(s, s.name + " p95", false, (g) => metric.pcts(g)?.p95 ?? null));
+        out.push(one(s, s.name + " p50", true, (g) => metric.pcts(g)?.p50 ?? null));
+      } else out.push(one(s, s.name, false, metric.value));
     }
     if (series.rest.length && metric.sum) {
-      out.push({ name: "other (" + series.rest.length + ")", color: COLORS[TOP], dash: "", values: buckets.map((b) => {
+      out.push({ name: "other (" + series.rest.length + ")", values: buckets.map((b) => {
         const gs = series.rest.map((s) => s.at.get(b)).filter(Boolean);
         return gs.length ? metric.sum(gs) : metric.empty;
       }) });
@@ -111,81 +92,9 @@ window.SwitchyardUsage = function (deps) {
   ];
 
   // ---- chart ----
-  function niceStep(raw) {
-    if (!(raw > 0)) return 1;
-    const e = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / e;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * e;
-  }
-
-  // xTicks labels the x axis at round times (local): every 1, 2, 5, 10,
-  // 15, 30 or 60 minutes or 1, 2, 3, 4, 6 or 12 hours, whichever gives at
-  // most 7 labels; at midnights (weekday and day) beyond two days.
-  function xTicks(buckets, interval) {
-    const n = buckets.length;
-    const two = (v) => String(v).padStart(2, "0");
-    const at = buckets.map((t, i) => [i, new Date(t)]);
-    if (interval === "day" || (interval === "hour" && n > 48)) {
-      const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-      return at.filter(([, x]) => interval === "day" || x.getHours() === 0)
-        .map(([i, x]) => [i, days[x.getDay()] + " " + x.getDate()]);
-    }
-    const span = (n * STEP[interval]) / 60e3; // minutes
-    const step = [1, 2, 5, 10, 15, 30, 60, 120, 180, 240, 360, 720].find((m) => span / m <= 7) || 1440;
-    return at.filter(([, x]) => x.getMinutes() % Math.min(step, 60) === 0 && (step < 60 || (x.getHours() * 60) % step === 0 && x.getMinutes() === 0))
-      .map(([i, x]) => [i, two(x.getHours()) + ":" + two(x.getMinutes())]);
-  }
-
-  function chart(metric, buckets, interval, all) {
-    const ls = all.filter((l) => l.values.some((v) => v != null)); // a series with no value here is not drawn
-    const W = 520, H = 190, L = 58, R = 12, T = 10, B = 24;
-    const pw = W - L - R, ph = H - T - B;
-    let max = 0;
-    for (const l of ls) for (const v of l.values) if (v != null && v > max) max = v;
-    const step = metric.integer ? Math.max(1, niceStep(max / 4)) : niceStep(max / 4), top = Math.max(step, Math.ceil(max / step) * step);
-    const x = (i) => L + (buckets.length > 1 ? (i * pw) / (buckets.length - 1) : pw / 2);
-    const y = (v) => T + ph - (v / top) * ph;
-    const root = svg("svg", { class: "chart", "data-metric": metric.id, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": metric.title });
-    for (let v = 0; v <= top + step / 2; v += step) {
-      root.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-      root.append(svg("text", { class: "ylabel", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, metric.fmt(v)));
-    }
-    for (const [i, label] of xTicks(buckets, interval)) {
-      root.append(svg("line", { class: "tick", x1: x(i), x2: x(i), y1: T + ph, y2: T + ph + 4 }));
-      root.append(svg("text", { class: "xlabel", x: x(i), y: H - 6, "text-anchor": "middle" }, label));
-    }
-    root.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: T + ph, y2: T + ph }));
-    for (const l of ls) {
-      let d = "", pen = false;
-      l.values.forEach((v, i) => {
-        if (v == null) { pen = false; return; }
-        d += (pen ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1);
-        pen = true;
-      });
-      const path = svg("path", { class: "series", d: d || "M0 0", fill: "none", stroke: l.color, "stroke-width": 1.8, "data-series": l.name });
-      if (l.dash) path.setAttribute("stroke-dasharray", l.dash);
-      root.append(path);
-      // a dot per value (and a tooltip) where a bucket stands alone or the
-      // buckets are few enough to see
-      l.values.forEach((v, i) => {
-        if (v == null) return;
-        const alone = (i === 0 || l.values[i - 1] == null) && (i === l.values.length - 1 || l.values[i + 1] == null);
-        if (!alone && buckets.length > 60) return;
-        root.append(svg("circle", { cx: x(i), cy: y(v), r: alone ? 2.5 : 1.8, fill: l.color },
-          svg("title", {}, l.name + (l.dash ? " p50" : metric.pcts ? " p95" : "") + " · " + new Date(buckets[i]).toLocaleString() + " · " + metric.fmt(v))));
-      });
-    }
-    const legend = el("div", { class: "legend" });
-    for (const l of ls) {
-      if (l.dash) continue;
-      legend.append(el("span", { class: "key" },
-        svg("svg", { width: 18, height: 8, "aria-hidden": "true" }, svg("line", { x1: 0, x2: 18, y1: 4, y2: 4, stroke: l.color, "stroke-width": 2.5 })),
-        l.name));
-    }
-    const drawn = ls.some((l) => l.values.some((v) => v != null && (metric.empty === 0 ? v > 0 : true)));
-    return el("figure", { class: "card chart-card", "data-metric": metric.id },
-      el("figcaption", { text: metric.title }),
-      drawn ? root : el("p", { class: "none", text: metric.none || "nothing in this range" }),
-      drawn ? legend : null);
+  function chart(metric, buckets, all) {
+    return charts.line({ id: metric.id, title: metric.title, xs: buckets, series: all, fmt: metric.fmt,
+      integer: metric.integer || metric.pcts, zeroIsEmpty: metric.empty === 0, none: metric.none });
   }
 
   // ---- tables ----
@@ -266,9 +175,9 @@ window.SwitchyardUsage = function (deps) {
     $("usage-status").classList.toggle("warn", !!trunc);
     if (empty) return;
     summary(series.totals);
-    const buckets = bucketsOf(series);
+    const buckets = charts.buckets(series);
     const s = seriesOf(series);
-    $("usage-charts").replaceChildren(...METRICS.map((m) => chart(m, buckets, series.interval, lines(s, buckets, m))));
+    $("usage-charts").replaceChildren(...METRICS.map((m) => chart(m, buckets, lines(s, buckets, m))));
     table("usage-by-client", "client", "client", "(no client key)", clients);
     table("usage-by-key", "key", "provider / key", "(no attempt)", keys);
   }
