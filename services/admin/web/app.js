@@ -130,17 +130,30 @@
     return null;
   }
 
-  // keysTable lists every key of a provider: its state and its traffic,
-  // error rate and latency over the last minutes (fleet.js)
-  function keysTable(p) {
-    if (!p.keys.length) return null;
-    const held = (k) => k.holds.filter((h) => h.live).length;
-    const rows = p.keys.map((k) => el("tr", { class: "key-row", "data-key": k.id, "data-health": k.health },
-      el("td", { class: "id" }, el("span", { class: "kid", text: k.id }), el("small", { text: " fp " + k.fingerprint })),
-      el("td", { class: "state", text: (k.enabled === false ? "switched off" : held(k) ? held(k) + " hold" + (held(k) > 1 ? "s" : "") : "in rotation") +
-        (k.health && k.health !== "unknown" ? " · health " + k.health : "") }),
-      ...fleet.key(p.name, k.id)));
-    return el("table", { class: "traffic-table keys-traffic" },
+  // keyState is a key's state in words; an open circuit (or a hold of
+  // the whole provider) wins over the key's own health, and says so
+  function keyState(p, k) {
+    const held = k.holds.filter((h) => h.live).length;
+    const health = k.health && k.health !== "unknown" ? "health " + k.health : "";
+    if (k.enabled === false) return "switched off";
+    if (p.circuit_state === "open") return "no traffic: the open circuit wins" + (health ? " over " + health : "");
+    if (p.holds.some((h) => h.live && !h.scope.model)) return "no traffic: the provider is held" + (health ? " (" + health + ")" : "");
+    return (held ? held + " hold" + (held > 1 ? "s" : "") : "in rotation") + (health ? " · " + health : "");
+  }
+
+  // trafficTable lists the provider (all keys together) and each of its
+  // keys: its state and its traffic, error rate and latency over the last
+  // minutes (fleet.js)
+  function trafficTable(p) {
+    const rows = [el("tr", { class: "provider-row" }, el("td", { class: "id" }, el("span", { class: "kid", text: "all keys" })),
+      el("td", { class: "state", text: labels[p.status] || p.status }), ...fleet.provider(p.name))];
+    for (const k of p.keys) {
+      rows.push(el("tr", { class: "key-row", "data-key": k.id, "data-health": k.health },
+        el("td", { class: "id" }, el("span", { class: "kid", text: k.id }), el("small", { text: " fp " + k.fingerprint })),
+        el("td", { class: "state", text: keyState(p, k) }),
+        ...fleet.key(p.name, k.id)));
+    }
+    return el("table", { class: "traffic-table", "data-provider": p.name },
       el("thead", {}, el("tr", {}, ...["key", "state", ...fleet.header].map((t) => el("th", { text: t })))),
       el("tbody", {}, ...rows));
   }
@@ -164,8 +177,7 @@
           el("span", { class: "meta", text: p.type + " · " + breaker + " · prober " + p.health }),
           reset),
         verdict(p),
-        fleet.provider(p.name),
-        keysTable(p),
+        trafficTable(p),
         table);
     });
     root.replaceChildren(...cards);

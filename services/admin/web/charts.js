@@ -185,6 +185,24 @@ window.SwitchyardCharts = function (deps) {
     return out;
   }
 
+  // baseline is a uPlot plugin that draws the line of 0 under the series,
+  // across the whole range (minutes without a value draw nothing)
+  const baseline = {
+    hooks: {
+      drawClear: (u) => {
+        const y = Math.round(u.valToPos(0, "y", true)) + 0.5, c = u.ctx;
+        c.save();
+        c.strokeStyle = "#cbd2e0";
+        c.lineWidth = 1;
+        c.beginPath();
+        c.moveTo(u.bbox.left, y);
+        c.lineTo(u.bbox.left + u.bbox.width, y);
+        c.stroke();
+        c.restore();
+      },
+    },
+  };
+
   // spark draws a sparkline (no axes, a tooltip, no zoom) of one series:
   //   xs: the buckets' starts (ms), values, color, fmt, label (the
   //   tooltip's series name and the aria label), max (the top of the y
@@ -196,11 +214,13 @@ window.SwitchyardCharts = function (deps) {
       tzDate: (ts) => new Date(ts * 1000),
       cursor: { drag: { x: false, y: false }, points: { size: 5 } },
       legend: { show: false },
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(o.max || 0, max > 0 ? max * 1.15 : 1)] } },
+      // the top at least o.max; the bottom a little under 0, so a run of
+      // zeros shows as a line
+      scales: { x: { time: true }, y: { range: (u, min, max) => { const top = Math.max(o.max || 0, max > 0 ? max * 1.15 : 1); return [-top * 0.08, top]; } } },
       axes: [{ show: false }, { show: false }],
       series: [{}, { label: o.label, stroke: o.color, swatch: o.color, fill: o.color + "22", width: 1.4, spanGaps: false,
         points: { show: true, size: 3, filter: (u, sidx) => isolated(u.data[sidx], true) } }],
-      plugins: [tooltip(o.fmt, clock)],
+      plugins: [tooltip(o.fmt, clock), baseline],
     };
     mount(host, opts, [o.xs.map((t) => t / 1000), o.values], o.height || 26);
     return host;

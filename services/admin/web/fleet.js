@@ -77,11 +77,9 @@ window.SwitchyardFleet = function (deps) {
     ];
   }
 
-  // provider is the traffic row of a provider card
+  // provider is the traffic cells of a provider, all keys together
   function provider(name) {
-    const s = last && last.providers.get(name);
-    return el("table", { class: "traffic-table provider-traffic", "data-provider": name },
-      el("tbody", {}, el("tr", {}, el("th", { class: "scope", text: "all keys" }), ...cells(s, name))));
+    return cells(last && last.providers.get(name), name);
   }
 
   // key is the traffic cells of one key of a provider (the usage key
