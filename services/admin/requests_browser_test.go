@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/debug"
 )
 
 // requestsPage is what the Requests page shows, read in one evaluation in
@@ -73,7 +74,7 @@ const readRequestsPage = `(() => {
       const r = g.querySelector("rect.abar"), box = r.getBBox(); // as drawn (CSS may override the attributes)
       return { n: g.dataset.n, class: g.dataset.class, action: g.dataset.action, kind: g.dataset.kind,
         x: box.x, width: box.width, height: box.height, fill: getComputedStyle(r).fill,
-        label: g.querySelector("text.alabel").textContent, outcome: g.querySelector("text.outcome").textContent,
+        label: g.querySelector(".alabel").textContent, outcome: g.querySelector(".outcome").textContent,
         backoff: !!g.querySelector("rect.backoff"), duration: g.dataset.duration };
     }),
     steps: q("#request-bundle tr.route-step").map((tr) => tr.innerText.replace(/\s+/g, " ").trim()),
@@ -164,6 +165,10 @@ func TestRequestsDashboardInBrowser(t *testing.T) {
 	if !slices.Equal(ids, []string{"req-3", odd, "req-1"}) || p.Filter != "all" || p.Rows[1].Href != "#requests/"+strings.ReplaceAll(url.PathEscape(odd), "/", "%2F") {
 		t.Fatalf("all requests: %+v", p)
 	}
+	// and it says they are the kept ones, not every request
+	if note := b.text("#requests-note"); !strings.HasPrefix(note, "All requests with a debug bundle, not all requests.") || !strings.Contains(note, "sample_successes") {
+		t.Errorf("the All list does not say it lists the kept requests only: %q", note)
+	}
 
 	// the failed request's bundle: its attempts in order on the time axis
 	b.click(`#requests-list a.request-link[data-id="req-1"]`)
@@ -225,5 +230,81 @@ func TestRequestsDashboardInBrowser(t *testing.T) {
 	p = b.requestsPage(`view.dataset.state === "ready" && view.dataset.id === "req-1"`)
 	if len(p.Bars) != 2 {
 		t.Errorf("bundle from the event: %+v", p)
+	}
+}
+
+// TestRequestsWaterfallInBrowser draws the timeline of a failover with
+// many quick attempts of long names: no attempt's text covers another's
+// text or bar, and every text and axis label lies inside the drawing (not
+// clipped at its edges). DASHBOARD_WATERFALL_SCREENSHOT saves a
+// screenshot.
+func TestRequestsWaterfallInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	e := startEnv(t, false)
+	b := startBrowser(t, 60*time.Second, chromedp.WindowSize(1280, 1000))
+	fo := failedBundle("req-failover", time.Now().UTC())
+	fo.Attempts = nil
+	start := 1.0
+	for i, p := range []string{"openai-eu-west-production", "openai-eu-west-production", "azure-openai-sweden-central", "anthropic-direct", "openrouter-fallback"} {
+		a := debug.Attempt{N: i + 1, Provider: p, Model: "gpt-4o-2024-11-20-long-deployment-name", KeyID: fmt.Sprintf("key-with-a-long-id-%d", i),
+			StartMS: start, DurationMS: 3, Status: 429, Class: "rate_limit", Error: &debug.ProviderError{Code: "rate_limit_exceeded"}, Action: "rotate", BackoffMS: 1}
+		if i == 4 {
+			a.DurationMS, a.Status, a.Class, a.Error, a.Action, a.BackoffMS = 400, 200, "", nil, "served", 0
+		}
+		fo.Attempts = append(fo.Attempts, a)
+		start += a.DurationMS + a.BackoffMS + 0.5
+	}
+	fo.LatencyMS = start
+	e.publishBundles(fo)
+
+	if err := b.login(e.base, readToken); err != nil {
+		t.Fatalf("open the dashboard: %v\npage:\n%s", err, b.dump())
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(location.hash = "#requests/req-failover", true)`)); err != nil {
+		t.Fatal(err)
+	}
+	b.requestsPage(`view.dataset.state === "ready" && view.dataset.id === "req-failover"`)
+	b.screenshot("DASHBOARD_WATERFALL_SCREENSHOT") // for a look: DASHBOARD_WATERFALL_SCREENSHOT=/tmp/w.png
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+  const svg = document.querySelector("#request-bundle svg.timeline"), vb = svg.viewBox.baseVal;
+  const box = (e) => { const r = e.getBBox(); return { x: r.x, y: r.y, w: r.width, h: r.height }; };
+  const items = [];
+  for (const g of svg.querySelectorAll("g.attempt")) {
+    items.push({ n: g.dataset.n, what: "text", ...box(g.querySelector("text.aline")) });
+    for (const r of g.querySelectorAll("rect")) items.push({ n: g.dataset.n, what: "bar", ...box(r) });
+  }
+  for (const x of svg.querySelectorAll("text.xlabel")) items.push({ n: "axis", what: "text", ...box(x) });
+  return JSON.stringify({ w: vb.width, h: vb.height, items });
+})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		W, H  float64
+		Items []struct {
+			N, What    string
+			X, Y, W, H float64
+		}
+	}
+	if err := json.Unmarshal([]byte(raw), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) < 10 {
+		t.Fatalf("timeline items: %s", raw)
+	}
+	for i, a := range got.Items {
+		if a.What == "text" && (a.X < 0 || a.Y < 0 || a.X+a.W > got.W || a.Y+a.H > got.H) {
+			t.Errorf("attempt %s: text %+v outside the drawing %vx%v (clipped)", a.N, a, got.W, got.H)
+		}
+		for _, o := range got.Items[i+1:] {
+			if a.N == o.N || a.What != "text" && o.What != "text" {
+				continue // an attempt's own text and bars; bars among themselves
+			}
+			if a.X < o.X+o.W && o.X < a.X+a.W && a.Y < o.Y+o.H && o.Y < a.Y+a.H {
+				t.Errorf("attempt %s's %s %+v overlaps attempt %s's %s %+v", a.N, a.What, a, o.N, o.What, o)
+			}
+		}
 	}
 }

@@ -52,6 +52,16 @@ window.SwitchyardRequests = function (deps) {
   }
 
   // ---- the list ----
+  // NOTES say which requests each filter lists: only those with a debug
+  // bundle, which is not every request
+  const KEPT = "The proxies keep a bundle for every failed request, a sampled share of the successful ones (debug.sample_successes) " +
+    "and every request sent with X-Switchyard-Debug: true; none for a caller not authenticated (401), a plan's limit (429), the in-flight limit (503) " +
+    "or a request refused before routing (malformed, an unknown model). The Usage tab counts every request.";
+  const NOTES = {
+    all: "All requests with a debug bundle, not all requests. " + KEPT,
+    failed: "Failed requests with a debug bundle. " + KEPT,
+    rejected: "Requests the gateway refused, with a debug bundle. " + KEPT,
+  };
   function listTable(ans) {
     if (!ans.requests.length) {
       const what = outcome === "all" ? "" : outcome + " ";
@@ -86,6 +96,8 @@ window.SwitchyardRequests = function (deps) {
       if (my !== seq) return;
       inFlight = false;
       $("requests-list").replaceChildren(listTable(ans));
+      $("requests-note").textContent = NOTES[outcome] || "";
+      $("requests-page").dataset.outcome = outcome;
       $("requests-status").textContent = "live · " + ans.requests.length + " shown · updated " + new Date().toLocaleTimeString();
       $("requests-error").textContent = "";
       page.dataset.state = "ready";
@@ -141,42 +153,64 @@ window.SwitchyardRequests = function (deps) {
     return 10 * p;
   }
 
+  // textWidth measures a line of the timeline's text (12px, the page's
+  // font before it is in the page (bold: the target's part)
+  let measure = null;
+  function textWidth(t, bold) {
+    if (!measure) measure = document.createElement("canvas").getContext("2d");
+    measure.font = (bold ? "600 " : "") + "12px " + getComputedStyle(document.body).fontFamily;
+    return measure.measureText(t).width * 1.02; // a margin for rounding
+  }
+  // fit cuts t (ending it with …) until it is at most room wide
+  function fit(t, room, bold) {
+    while (t.length > 1 && textWidth(t, bold) > room) t = t.slice(0, -2) + "…";
+    return t;
+  }
+
   // timeline draws a bar per attempt on a time axis from the request's
   // arrival (start_ms, duration_ms), the backoff waited after it lighter,
-  // coloured by kind(); the end of the request is a dashed line
+  // coloured by kind(); the end of the request is a dashed line. Each
+  // attempt has a row of its own: a line of text (which target, what it
+  // answered, what the gateway did), starting where its bar starts and
+  // moved left as far as it must to stay whole, then its bar under it,
+  // so no text covers another attempt's text or bar however close the
+  // attempts of a failover are.
   function timeline(b) {
     const atts = b.attempts || [];
     if (!atts.length) return el("p", { class: "none timeline-none", text: "no attempts: no upstream was tried (" + (b.error_code || b.access || "refused") + ")" });
-    const W = 860, L = 210, R = 16, ROW = 34, TOP = 8, AX = 26;
+    const W = 860, PAD = 10, ROW = 40, TOP = 4, AX = 24, GAP = 10, BAR = 14;
     let end = b.latency_ms || 0;
     for (const a of atts) end = Math.max(end, a.start_ms + a.duration_ms + (a.backoff_ms || 0));
     end = end > 0 ? end : 1;
     const step = niceStep(end), span = Math.ceil(end / step) * step;
-    const x = (v) => L + (W - L - R) * (v / span);
+    const x = (v) => PAD + (W - 2 * PAD) * (v / span);
     const H = TOP + atts.length * ROW + AX;
     const root = svg("svg", { class: "timeline", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "attempt timeline" });
     for (let t = 0; t <= span + 1e-9; t += step) {
+      const anchor = t === 0 ? "start" : t + step > span + 1e-9 ? "end" : "middle"; // the end labels stay inside
       root.append(svg("line", { class: "grid", x1: x(t), x2: x(t), y1: TOP, y2: H - AX + 4 }),
-        svg("text", { class: "xlabel", x: x(t), y: H - 8, "text-anchor": "middle", text: ms(t) }));
+        svg("text", { class: "xlabel", x: x(t), y: H - 8, "text-anchor": anchor, text: ms(t) }));
     }
     atts.forEach((a, i) => {
-      const y = TOP + i * ROW + 6, h = ROW - 14, k = kind(a);
+      const row = TOP + i * ROW, y = row + ROW - BAR - 6, k = kind(a);
       const label = "#" + a.n + " " + a.provider + "/" + (a.model || "—") + (a.key_id ? " · " + a.key_id : "");
       const outcome = (a.status ? a.status : "no answer") + (a.class ? " " + a.class : "") + (a.error && (a.error.code || a.error.type) ? " (" + (a.error.code || a.error.type) + ")" : "");
       const action = (a.action || "—") + (a.backoff_ms ? ", waited " + ms(a.backoff_ms) : "") + (a.probe ? " · probe" : "") + (a.soft ? " · soft" : "");
       const x0 = x(a.start_ms), w = Math.max(2, x(a.start_ms + a.duration_ms) - x0);
+      // the whole text is in the title; what is cut is the outcome first
+      const shown = fit(label, (W - 2 * PAD) * 0.6, true);
+      const txt = fit(outcome + " → " + action, W - 2 * PAD - textWidth(shown, true) - GAP);
+      const lw = textWidth(shown, true) + GAP + textWidth(txt);
+      const tx = Math.max(PAD, Math.min(x0, W - PAD - lw));
       const g = svg("g", { class: "attempt " + k, "data-n": a.n, "data-class": a.class || "", "data-action": a.action || "", "data-kind": k,
         "data-start": a.start_ms, "data-duration": a.duration_ms },
       svg("title", { text: label + "\n+" + ms(a.start_ms) + " for " + ms(a.duration_ms) + "\n" + outcome + " → " + action +
         (a.error && a.error.message ? "\n" + a.error.message : "") }),
-      svg("text", { class: "alabel", x: L - 8, y: y + h / 2 + 4, "text-anchor": "end", text: label }),
-      svg("rect", { class: "abar", x: x0, y, width: w, height: h, rx: 2 }));
-      if (a.backoff_ms) g.append(svg("rect", { class: "backoff", x: x0 + w, y: y + h / 2 - 2, width: Math.max(1, x(a.start_ms + a.duration_ms + a.backoff_ms) - x0 - w), height: 4 }));
-      const right = x0 + w + (a.backoff_ms ? x(a.backoff_ms) - L : 0) + 6;
-      const txt = outcome + " → " + action;
-      const inside = right + txt.length * 6.2 > W;
-      g.append(svg("text", { class: "outcome" + (inside ? " inside" : ""), x: inside ? x0 + w - 6 : right, y: y + h / 2 + 4,
-        "text-anchor": inside ? "end" : "start", text: txt }));
+      svg("text", { class: "aline", x: tx, y: row + 14 },
+        svg("tspan", { class: "alabel", text: shown }),
+        svg("tspan", { class: "outcome", dx: GAP, text: txt })),
+      svg("rect", { class: "abar", x: x0, y, width: w, height: BAR, rx: 2 }));
+      if (a.backoff_ms) g.append(svg("rect", { class: "backoff", x: x0 + w, y: y + BAR / 2 - 2, width: Math.max(1, x(a.start_ms + a.duration_ms + a.backoff_ms) - x0 - w), height: 4 }));
       root.append(g);
     });
     if (b.latency_ms) {
@@ -258,7 +292,7 @@ window.SwitchyardRequests = function (deps) {
 
   function forget() {
     hide();
-    for (const id of ["requests-list", "requests-status", "requests-error", "request-bundle", "request-error"]) $(id).replaceChildren();
+    for (const id of ["requests-list", "requests-status", "requests-error", "requests-note", "request-bundle", "request-error"]) $(id).replaceChildren();
     delete $("requests-page").dataset.state;
     delete $("request-view").dataset.state;
   }
