@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/usage"
 )
 
 // clientsPage is what the Clients page shows, read in one evaluation in
@@ -110,6 +112,18 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 		proxy.lim.Done(proxy.admitPlan("team-b", "free"), 40, 0, false)
 	}
 
+	// their usage records over the last hours, for the charts by client
+	// key: team-a more than team-b
+	now := time.Now().UTC()
+	var recs []usage.Record
+	for i := range 6 {
+		recs = append(recs, rec(fmt.Sprintf("ta%d", i), now.Add(-time.Duration(i)*time.Hour-time.Minute), func(r *usage.Record) { r.ClientID, r.Plan = "team-a", "pro" }))
+	}
+	for i := range 2 {
+		recs = append(recs, rec(fmt.Sprintf("tb%d", i), now.Add(-time.Duration(i)*time.Hour-time.Minute), func(r *usage.Record) { r.ClientID, r.Plan = "team-b", "free" }))
+	}
+	e.publishUsage(recs...)
+
 	if err := b.login(e.base, opToken); err != nil {
 		t.Fatalf("open the dashboard: %v\npage:\n%s", err, b.dump())
 	}
@@ -117,6 +131,27 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.clientsPage(`page.dataset.state === "ready" && cell("team-a", "day").startsWith("$0.60 / $1.00") && cell("team-b", "rpm").startsWith("3 / 10")`)
+	before := b.clientCharts()
+	if got := before["client-requests"]; got.Series["team-a"] != 6 || got.Series["team-b"] != 2 || got.Colors["team-a"] == "" || got.Colors["team-a"] == got.Colors["team-b"] {
+		t.Errorf("requests by client key: %+v", got)
+	}
+	if got := before["client-cost"]; got.Series["team-a"] == 0 {
+		t.Errorf("cost by client key: %+v", got)
+	}
+	// team-b overtakes team-a: the charts drawn again keep each key's colour
+	recs = recs[:0]
+	for i := range 8 {
+		recs = append(recs, rec(fmt.Sprintf("tb-more%d", i), now.Add(-2*time.Minute), func(r *usage.Record) { r.ClientID, r.Plan = "team-b", "free" }))
+	}
+	e.publishUsage(recs...)
+	b.click(`#tab-usage`)
+	b.click(`#tab-clients`)
+	after := b.clientCharts(`cr.series["team-b"] === 10`)
+	for _, id := range []string{"team-a", "team-b"} {
+		if before["client-requests"].Colors[id] != after["client-requests"].Colors[id] || before["client-requests"].Colors[id] != after["client-tokens"].Colors[id] {
+			t.Errorf("%s changed colour: before %v, after %v (tokens %v)", id, before["client-requests"].Colors, after["client-requests"].Colors, after["client-tokens"].Colors)
+		}
+	}
 	if c := p.Clients["team-a"]; c["plan"].Text != "pro" || c["inflight"].Used != "1 / 5" || c["tpm"].Used != "1.2k / 10k" || c["day"].Exhausted || c["day"].Bar != "ok" ||
 		c["week"].Text != "$0.60 no budget" || c["month"].Used != "$0.60 / $10.00" {
 		t.Errorf("team-a before the exhaustion: %+v", c)
@@ -206,6 +241,48 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 	if len(p.Resets) != 0 || len(p.Confirms) != 0 {
 		t.Errorf("a read token sees reset buttons: %v %v", p.Resets, p.Confirms)
 	}
+}
+
+// clientChart is one chart of the Clients page: each series' sum and
+// colour, by label.
+type clientChart struct {
+	Series map[string]float64 `json:"series"`
+	Colors map[string]string  `json:"colors"`
+}
+
+// clientCharts waits until the Clients page's charts are drawn (and cond,
+// an expression over cr, the requests chart, holds), then reads them.
+func (b *browser) clientCharts(cond ...string) map[string]clientChart {
+	b.t.Helper()
+	const read = `(() => {
+  const out = {};
+  for (const f of document.querySelectorAll("#clients-charts figure")) {
+    const u = (f.querySelector("div.chart") || {}).__uplot;
+    if (!u) continue;
+    const c = { series: {}, colors: {} };
+    u.series.slice(1).forEach((s, i) => { c.series[s.label] = u.data[i + 1].reduce((a, v) => a + (v || 0), 0); c.colors[s.label] = s.swatch; });
+    out[f.dataset.metric] = c;
+  }
+  return out;
+})()`
+	want := "true"
+	if len(cond) > 0 {
+		want = cond[0]
+	}
+	expr := `(() => { const page = document.querySelector("#clients-page"); if (page.dataset.charts !== "ready") return false;
+	  const cr = ` + read + `["client-requests"]; return !!cr && (` + want + `) })()`
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		b.t.Fatalf("clients charts never drawn (%s): %v\npage:\n%s", want, err, b.dump())
+	}
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(` + read + `)`))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var out map[string]clientChart
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		b.t.Fatalf("%v: %s", err, raw)
+	}
+	return out
 }
 
 // admitPlan admits one request of client under plan or fails the test.

@@ -4,8 +4,12 @@
 // events; operators may reset a key's budgets.
 "use strict";
 window.SwitchyardClients = function (deps) {
-  const { api, el, $ } = deps;
+  const { api, el, $, charts } = deps;
   const EVERY = 5000; // ms between reloads while the page is open
+  const CHARTS_EVERY = 60e3; // ms between reloads of the charts (a usage report)
+  const TOP = 5; // client keys drawn per chart; the rest is "other"
+  let chartsAt = 0;
+  let cseq = 0; // counts chart loads, as seq the table loads
   let timer = null;
   let seq = 0;
   let inFlight = false;
@@ -121,6 +125,50 @@ window.SwitchyardClients = function (deps) {
       el("tbody", {}, ...rows)));
   }
 
+  // ---- charts: requests, tokens and cost by client key ----
+  const CHARTS = [
+    { id: "client-requests", title: "Requests", integer: true, fmt: (v) => num(v), value: (g) => g.requests },
+    { id: "client-tokens", title: "Tokens (all categories)", integer: true, fmt: (v) => num(v), value: (g) => g.tokens.total },
+    { id: "client-cost", title: "Cost, known prices (USD)", fmt: (v) => usd(v), value: (g) => g.cost_usd || 0, none: "no request with a known price in the last 24 hours" },
+    { id: "client-errors", title: "Errors (status ≥ 400)", integer: true, fmt: (v) => num(v), value: (g) => g.errors, none: "no errors in the last 24 hours" },
+  ];
+
+  function drawCharts(ans) {
+    const xs = charts.buckets(ans);
+    const by = new Map();
+    for (const g of ans.groups) {
+      const name = g.key.client || "(no client key)";
+      if (!by.has(name)) by.set(name, { name, requests: 0, at: new Map() });
+      const s = by.get(name);
+      s.requests += g.requests;
+      s.at.set(Date.parse(g.bucket), g);
+    }
+    const all = [...by.values()].sort((a, b) => b.requests - a.requests || a.name.localeCompare(b.name));
+    const top = all.slice(0, TOP), rest = all.slice(TOP);
+    $("clients-charts").replaceChildren(...CHARTS.map((c) => {
+      const series = top.map((s) => ({ name: s.name, values: xs.map((t) => { const g = s.at.get(t); return g ? c.value(g) : 0; }) }));
+      if (rest.length) {
+        series.push({ name: "other (" + rest.length + ")", values: xs.map((t) => rest.reduce((a, s) => { const g = s.at.get(t); return a + (g ? c.value(g) : 0); }, 0)) });
+      }
+      return charts.line({ id: c.id, title: c.title, xs, series, fmt: c.fmt, integer: c.integer, zeroIsEmpty: true, none: c.none || "no requests in the last 24 hours" });
+    }));
+  }
+
+  async function loadCharts() {
+    const my = ++cseq;
+    chartsAt = Date.now();
+    try {
+      const ans = await api("GET", "/admin/usage?from=-24h&interval=hour&group_by=client");
+      if (my !== cseq) return;
+      drawCharts(ans);
+      $("clients-page").dataset.charts = "ready";
+    } catch (e) {
+      if (my !== cseq) return;
+      $("clients-charts").replaceChildren(el("p", { class: "error", text: "usage by client key: " + e.message }));
+      $("clients-page").dataset.charts = "error";
+    }
+  }
+
   // ---- page ----
   function rerender() {
     if (!last) return;
@@ -136,6 +184,7 @@ window.SwitchyardClients = function (deps) {
     const my = ++seq;
     inFlight = true;
     const page = $("clients-page");
+    if (Date.now() - chartsAt >= CHARTS_EVERY) loadCharts();
     try {
       const ans = await Promise.all([api("GET", "/admin/clients"), api("GET", "/admin/plans")]);
       if (my !== seq) return; // a newer load is on its way
@@ -167,6 +216,7 @@ window.SwitchyardClients = function (deps) {
 
   function show() {
     shown = true;
+    chartsAt = 0; // the charts load again with the page
     $("clients-page").hidden = false;
     $("clients-page").dataset.state = "loading";
     clearInterval(timer);
@@ -179,7 +229,7 @@ window.SwitchyardClients = function (deps) {
     $("clients-page").hidden = true;
     clearInterval(timer);
     timer = null;
-    seq++; // a load still out is not shown
+    seq++; cseq++; // a load still out is not shown
     inFlight = false;
     confirming = "";
   }
@@ -188,8 +238,9 @@ window.SwitchyardClients = function (deps) {
   function forget() {
     hide();
     last = null;
-    for (const id of ["plans", "clients", "clients-status", "clients-error"]) $(id).replaceChildren();
+    for (const id of ["plans", "clients", "clients-status", "clients-error", "clients-charts"]) $(id).replaceChildren();
     delete $("clients-page").dataset.state;
+    delete $("clients-page").dataset.charts;
   }
 
   // onEvent reloads at once on a budget event (an exhaustion or a reset)
