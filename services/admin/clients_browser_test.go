@@ -274,7 +274,7 @@ func (b *browser) clientCharts(cond ...string) map[string]clientChart {
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
 		b.t.Fatalf("clients charts never drawn (%s): %v\npage:\n%s", want, err, b.dump())
 	}
-	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(` + read + `)`))
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(`+read+`)`))
 	if err != nil {
 		b.t.Fatal(err)
 	}
