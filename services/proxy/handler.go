@@ -316,9 +316,17 @@ func (r *request) finish(status int) {
 }
 
 // record counts the request in the metrics and, when it reached routing,
-// meters it (one usage record); then queues its debug bundle.
+// meters it (one usage record); a caller's request refused before routing
+// (malformed, an unknown or forbidden model: a 4xx but 401, an unknown
+// caller, and 429, a plan's limit, which the limiter counts) gets a usage
+// record too, with its status and no provider, so Usage counts refusals;
+// then it queues its debug bundle.
 func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
+	if !r.use.routed && r.rt != nil && status >= 400 && status < 500 && status != fiber.StatusUnauthorized && status != fiber.StatusTooManyRequests {
+		rec := r.usageRecord(status)
+		r.s.meter.observe(&rec, "")
+	}
 	if r.use.routed {
 		rec := r.usageRecord(status)
 		r.done(&rec)

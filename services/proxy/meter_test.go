@@ -115,8 +115,9 @@ func costOf(rec usage.Record) string {
 
 // TestUsageRecords: every request that reaches routing gives one usage
 // record on SWITCHYARD_USAGE with who called, what served it, the tokens
-// the provider reported and their cost; requests refused before routing
-// give none.
+// the provider reported and their cost; a caller's request refused before
+// routing gives one with its status and no provider, an unknown caller's
+// none.
 func TestUsageRecords(t *testing.T) {
 	mf := newMeterFixture(t)
 	ua := "OpenAI/Python 1.54.4"
@@ -135,9 +136,16 @@ func TestUsageRecords(t *testing.T) {
 	if err := json.Unmarshal(body, &resp); err != nil {
 		t.Fatal(err)
 	}
-	// 2. refused before routing: no record
+	// 2. refused before routing: a record with the status, no provider;
+	// a caller that is not one (401) none
 	if status, _, _ := mf.call(t, "/v1/chat/completions", `{"model":"nope","messages":[]}`); status != 404 {
 		t.Fatalf("unknown model: %d", status)
+	}
+	if status, _, _ := mf.call(t, "/v1/chat/completions", `{"model":`); status != 400 {
+		t.Fatalf("malformed body: %d", status)
+	}
+	if status, _, _ := mf.call(t, "/v1/chat/completions", directBody, "Authorization", "Bearer not-a-client-key"); status != 401 {
+		t.Fatalf("unknown caller: %d", status)
 	}
 	// 3. a stream to Anthropic through /v1/messages
 	mf.call(t, "/v1/messages", `{"model":"fake-anthropic/demo-claude","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`,
@@ -152,8 +160,18 @@ func TestUsageRecords(t *testing.T) {
 		t.Fatalf("failing request: %d", status)
 	}
 
-	recs := mf.records(t, 4)
-	chat, msgs, embed, failed := recs[0], recs[1], recs[2], recs[3]
+	recs := mf.records(t, 6)
+	chat, notFound, malformed, msgs, embed, failed := recs[0], recs[1], recs[2], recs[3], recs[4], recs[5]
+	for _, rf := range []struct {
+		rec    usage.Record
+		status int
+		model  string
+	}{{notFound, 404, "nope"}, {malformed, 400, ""}} {
+		if r := rf.rec; r.Status != rf.status || r.Class != "rejected" || r.Provider != "" || r.Attempts != 0 || r.ClientID != "team" ||
+			r.ModelRequested != rf.model || r.Endpoint != "/v1/chat/completions" || r.CostUSD != nil || r.Tokens != (usage.Tokens{}) {
+			t.Errorf("refused request's record %+v, want status %d, class rejected, no provider", r, rf.status)
+		}
+	}
 	if chat.V != usage.SchemaVersion || chat.RequestID == "" || chat.ClientID != "team" || chat.Plan != "pro" ||
 		chat.ClientType != usage.ClientOpenAISDKPython || chat.Endpoint != "/v1/chat/completions" ||
 		chat.ModelRequested != "fake-openai/demo-model" || chat.Provider != "fake-openai" || chat.ProviderType != "openai" ||
@@ -198,7 +216,7 @@ func TestUsageRecords(t *testing.T) {
 			fmt.Sprintf(`switchyard_tokens_total{client="team",kind="output",model="demo-model",provider="fake-openai"} %d`, chat.Tokens.Output),
 			`switchyard_cost_usd_total{client="team",model="demo-model",provider="fake-openai"}`,
 			`switchyard_unpriced_requests_total{model="demo-embed-model",provider="fake-openai"} 1`,
-			`switchyard_usage_records_total{outcome="published"} 4`,
+			`switchyard_usage_records_total{outcome="published"} 6`,
 		} {
 			if !strings.Contains(m, want) {
 				return fmt.Errorf("/metrics lacks %s", want)
