@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,11 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			r.CostUSD, r.LatencyMS = nil, 50
 		})
 	}
+	// refused before routing (an unknown model): no provider, no attempt
+	add("refused", 30*time.Minute, func(r *usage.Record) {
+		r.Provider, r.ProviderType, r.Model, r.KeyID, r.ModelRequested = "", "", "", "", "nope"
+		r.Attempts, r.Status, r.Class, r.CostUSD, r.Tokens, r.LatencyMS = 0, 404, "rejected", cost(0), usage.Tokens{}, 0.3
+	})
 	// three days ago: in the 7 d view only
 	add("old", 72*time.Hour)
 	e.publishUsage(recs...)
@@ -202,6 +208,13 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			}
 			if got, want := p.Summary["requests"], strconv.Itoa(in(tt.d, all)); !regexpMatch(`^Requests `+want+`( |$)`, got) {
 				t.Errorf("summary %q, want %s requests", got, want)
+			}
+			// the refused request counts, apart, and under "no attempt"
+			if got := p.Summary["rejected"]; !strings.HasPrefix(got, "Rejected by the gateway 1 refused") {
+				t.Errorf("summary of the rejected: %q", got)
+			}
+			if got := p.Keys[""]; got["requests"] != "1" || !strings.HasPrefix(got["name"], "(no attempt") {
+				t.Errorf("the refused request by key: %v", got)
 			}
 			// charts: every metric, a line per provider/model with data
 			var metrics []string

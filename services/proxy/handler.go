@@ -325,6 +325,7 @@ func (r *request) record(status int) {
 	r.s.metrics.request(r, status)
 	if !r.use.routed && r.rt != nil && status >= 400 && status < 500 && status != fiber.StatusUnauthorized && status != fiber.StatusTooManyRequests {
 		rec := r.usageRecord(status)
+		rec.CostUSD = new(float64) // nothing went upstream: it cost nothing (known, not unknown)
 		r.s.meter.observe(&rec, "")
 	}
 	if r.use.routed {

@@ -168,8 +168,8 @@ func TestUsageRecords(t *testing.T) {
 		model  string
 	}{{notFound, 404, "nope"}, {malformed, 400, ""}} {
 		if r := rf.rec; r.Status != rf.status || r.Class != "rejected" || r.Provider != "" || r.Attempts != 0 || r.ClientID != "team" ||
-			r.ModelRequested != rf.model || r.Endpoint != "/v1/chat/completions" || r.CostUSD != nil || r.Tokens != (usage.Tokens{}) {
-			t.Errorf("refused request's record %+v, want status %d, class rejected, no provider", r, rf.status)
+			r.ModelRequested != rf.model || r.Endpoint != "/v1/chat/completions" || costOf(r) != "0.000000000" || r.Tokens != (usage.Tokens{}) {
+			t.Errorf("refused request's record %+v (cost %s), want status %d, class rejected, no provider, cost 0", r, costOf(r), rf.status)
 		}
 	}
 	if chat.V != usage.SchemaVersion || chat.RequestID == "" || chat.ClientID != "team" || chat.Plan != "pro" ||

@@ -4,7 +4,7 @@
 "use strict";
 window.SwitchyardUsage = function (deps) {
   const { api, el, $, charts } = deps;
-  // every refresh runs three reports over the range: longer ranges refresh less often
+  // every refresh runs four reports over the range: longer ranges refresh less often
   const RANGES = {
     "1h": { from: "-1h", interval: "minute", every: 30e3 },
     "24h": { from: "-24h", interval: "hour", every: 60e3 },
@@ -122,13 +122,17 @@ window.SwitchyardUsage = function (deps) {
       el("tbody", {}, ...rows))));
   }
 
-  function summary(t) {
+  function summary(t, classes) {
+    // requests the gateway itself refused (a malformed body, an unknown
+    // or forbidden model, a deadline it could not meet): class rejected
+    const rejected = classes.groups.filter((g) => g.key.class === "rejected").reduce((a, g) => a + g.requests, 0);
     const stat = (id, label, value, note) => el("div", { class: "stat", "data-stat": id },
       el("span", { class: "label", text: label }), el("span", { class: "value", text: value }), note ? el("span", { class: "note", text: note }) : null);
     const tk = t.tokens;
     $("usage-summary").replaceChildren(
       stat("requests", "Requests", int(t.requests), t.streams ? int(t.streams) + " streams" + (t.streams_incomplete ? ", " + int(t.streams_incomplete) + " incomplete" : "") : null),
       stat("errors", "Errors", int(t.errors), pct(t.error_rate) + (t.cancelled ? " · " + int(t.cancelled) + " cancelled" : "")),
+      stat("rejected", "Rejected by the gateway", int(rejected), rejected ? "refused, most before any upstream attempt (bad request, unknown or forbidden model)" : "none refused"),
       stat("tokens", "Tokens", compact(tk.total), compact(tk.input + tk.cached_input + tk.cache_write) + " in · " + compact(tk.output + tk.reasoning) + " out"),
       stat("cost", "Cost", costText(t), t.cost_unknown_requests ? "+ " + int(t.cost_unknown_requests) + " requests without a price" : "known prices"),
       stat("latency", "Latency p50", ms(t.latency_ms.p50), "p95 " + ms(t.latency_ms.p95)),
@@ -146,14 +150,15 @@ window.SwitchyardUsage = function (deps) {
     for (const b of document.querySelectorAll("#usage-range button")) b.classList.toggle("on", b.dataset.range === range);
     try {
       const q = (extra) => api("GET", "/admin/usage?from=" + r.from + "&" + extra);
-      const [series, clients, keys] = await Promise.all([
+      const [series, clients, keys, classes] = await Promise.all([
         q("group_by=provider,model&interval=" + r.interval),
         q("group_by=client"),
         q("group_by=key"),
+        q("group_by=class"),
       ]);
       if (my !== seq) return; // a newer load is on its way
       inFlight = false;
-      render(series, clients, keys);
+      render(series, clients, keys, classes);
       $("usage-error").textContent = "";
       page.dataset.range = range;
       page.dataset.state = "ready";
@@ -165,7 +170,7 @@ window.SwitchyardUsage = function (deps) {
     }
   }
 
-  function render(series, clients, keys) {
+  function render(series, clients, keys, classes) {
     const empty = series.totals.requests === 0;
     $("usage-empty").hidden = !empty;
     $("usage-data").hidden = empty;
@@ -174,12 +179,12 @@ window.SwitchyardUsage = function (deps) {
       (trunc ? " · truncated (" + trunc.truncated_by + "): the sums cover the start of the range only" : "");
     $("usage-status").classList.toggle("warn", !!trunc);
     if (empty) return;
-    summary(series.totals);
+    summary(series.totals, classes);
     const buckets = charts.buckets(series);
     const s = seriesOf(series);
     $("usage-charts").replaceChildren(...METRICS.map((m) => chart(m, buckets, lines(s, buckets, m))));
     table("usage-by-client", "client", "client", "(no client key)", clients);
-    table("usage-by-key", "key", "provider / key", "(no attempt)", keys);
+    table("usage-by-key", "key", "provider / key", "(no attempt: refused, or every target held)", keys);
   }
 
   // schedule the next refresh of the range shown; a refresh due while a
