@@ -210,7 +210,7 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 				t.Errorf("summary %q, want %s requests", got, want)
 			}
 			// the refused request counts, apart, and under "no attempt"
-			if got := p.Summary["rejected"]; !strings.HasPrefix(got, "Rejected by the gateway 1 refused") {
+			if got := p.Summary["rejected"]; !strings.HasPrefix(got, "Rejected 1 by the gateway") {
 				t.Errorf("summary of the rejected: %q", got)
 			}
 			if got := p.Keys[""]; got["requests"] != "1" || !strings.HasPrefix(got["name"], "(no attempt") {

@@ -132,7 +132,7 @@ window.SwitchyardUsage = function (deps) {
     $("usage-summary").replaceChildren(
       stat("requests", "Requests", int(t.requests), t.streams ? int(t.streams) + " streams" + (t.streams_incomplete ? ", " + int(t.streams_incomplete) + " incomplete" : "") : null),
       stat("errors", "Errors", int(t.errors), pct(t.error_rate) + (t.cancelled ? " · " + int(t.cancelled) + " cancelled" : "")),
-      stat("rejected", "Rejected by the gateway", int(rejected), rejected ? "refused, most before any upstream attempt (bad request, unknown or forbidden model)" : "none refused"),
+      stat("rejected", "Rejected", int(rejected), "by the gateway: a bad request, an unknown or forbidden model"),
       stat("tokens", "Tokens", compact(tk.total), compact(tk.input + tk.cached_input + tk.cache_write) + " in · " + compact(tk.output + tk.reasoning) + " out"),
       stat("cost", "Cost", costText(t), t.cost_unknown_requests ? "+ " + int(t.cost_unknown_requests) + " requests without a price" : "known prices"),
       stat("latency", "Latency p50", ms(t.latency_ms.p50), "p95 " + ms(t.latency_ms.p95)),
