@@ -254,6 +254,14 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 				if c.Legend == "" {
 					t.Errorf("%s: no legend", c.Metric)
 				}
+				// no label twice on an axis (the hand-drawn TTFT chart
+				// printed rounded values twice)
+				if dup := repeated(c.YLabels); dup != "" {
+					t.Errorf("%s: y label %q twice in %q", c.Metric, dup, c.YLabels)
+				}
+			}
+			if tt.rng == "24h" {
+				b.checkTooltipAndZoom(t, "requests")
 			}
 			if tt.rng == "24h" {
 				// openai has records in several hours: its requests are a line
@@ -293,3 +301,64 @@ func (b *browser) usagePage(cond string) usagePage {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// repeated is a value of vs given twice, or "".
+func repeated(vs []string) string {
+	seen := map[string]bool{}
+	for _, v := range vs {
+		if seen[v] {
+			return v
+		}
+		seen[v] = true
+	}
+	return ""
+}
+
+// checkTooltipAndZoom moves the mouse over the chart of metric (a tooltip
+// shows the time and the series' values there), drags across its middle
+// third (the x axis zooms in), then double-clicks (it zooms back out).
+func (b *browser) checkTooltipAndZoom(t *testing.T, metric string) {
+	t.Helper()
+	over := `document.querySelector('div.chart[data-metric="` + metric + `"] .u-over')`
+	scale := `(() => { const u = document.querySelector('div.chart[data-metric="` + metric + `"]').__uplot; return JSON.stringify([u.scales.x.min, u.scales.x.max]) })()`
+	var box []float64
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => { const e = `+over+`; e.scrollIntoView({block: "center"}); const r = e.getBoundingClientRect(); return JSON.stringify([r.left, r.top, r.width, r.height]) })()`))
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &box)
+	}
+	if err != nil || len(box) != 4 {
+		t.Fatalf("%s chart: %v %s", metric, err, raw)
+	}
+	x0, y := box[0]+box[2]/3, box[1]+box[3]/2
+	x1 := box[0] + 2*box[2]/3
+	before, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](scale))
+	err = chromedp.Do(b.ctx, chromedp.MouseEvent("mouseMoved", x0, y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := b.text(`div.chart[data-metric="` + metric + `"] .chart-tip`)
+	if !strings.Contains(tip, "openai/gpt-4o") || !regexpMatch(`\d{1,2}:\d\d`, tip) {
+		t.Errorf("%s tooltip %q: want the time and the series", metric, tip)
+	}
+	err = chromedp.Do(b.ctx,
+		chromedp.MouseEvent("mousePressed", x0, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent("mouseMoved", (x0+x1)/2, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent("mouseMoved", x1, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent("mouseReleased", x1, y, chromedp.ButtonLeft))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zoomed, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](scale))
+	var bs, zs []float64
+	_ = json.Unmarshal([]byte(before), &bs)
+	_ = json.Unmarshal([]byte(zoomed), &zs)
+	if len(bs) != 2 || len(zs) != 2 || !(zs[0] > bs[0] && zs[1] < bs[1]) || (zs[1]-zs[0]) > 0.5*(bs[1]-bs[0]) {
+		t.Errorf("%s: a drag over the middle third did not zoom in: x %v -> %v", metric, bs, zs)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.MouseClickXY(x1, y, chromedp.ClickCount(2))); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](scale)); back != before {
+		t.Errorf("%s: a double click did not zoom back out: %s, want %s", metric, back, before)
+	}
+}
