@@ -135,10 +135,11 @@
   function keyState(p, k) {
     const held = k.holds.filter((h) => h.live).length;
     const health = k.health && k.health !== "unknown" ? "health " + k.health : "";
+    const holds = held ? held + " hold" + (held > 1 ? "s" : "") : "";
     if (k.enabled === false) return "switched off";
-    if (p.circuit_state === "open") return "no traffic: the open circuit wins" + (health ? " over " + health : "");
-    if (p.holds.some((h) => h.live && !h.scope.model)) return "no traffic: the provider is held" + (health ? " (" + health + ")" : "");
-    return (held ? held + " hold" + (held > 1 ? "s" : "") : "in rotation") + (health ? " · " + health : "");
+    if (p.circuit_state === "open") return "no traffic: the open circuit wins" + (health ? " over " + health : "") + (holds ? " · " + holds : "");
+    if (p.holds.some((h) => h.live && !h.scope.model)) return "no traffic: the provider is held" + (health ? " (" + health + ")" : "") + (holds ? " · " + holds : "");
+    return (holds || "in rotation") + (health ? " · " + health : "");
   }
 
   // trafficTable lists the provider (all keys together) and each of its
