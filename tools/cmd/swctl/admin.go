@@ -310,12 +310,26 @@ func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tTYPE\tSTATUS\tCIRCUIT\tHEALTH\tKEY\tFINGERPRINT\tHOLDS")
 	for _, p := range res.Providers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Type, p.Status, p.CircuitState, p.Health, "*", "-", holdSummary(p.Holds))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Type, p.Status, p.CircuitState, healthText(p.CircuitState, p.Health), "*", "-", holdSummary(p.Holds))
 		for _, k := range p.Keys {
 			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\t%s\n", k.ID, k.Fingerprint, holdSummary(k.Holds))
 		}
 	}
 	return tw.Flush()
+}
+
+// healthText is a provider's HEALTH cell: the prober's verdict, and, while
+// the breaker is open or half-open, that the breaker decides (a check is
+// advice), so "open" never stands beside "healthy" without saying which
+// one wins.
+func healthText(circuit, health string) string {
+	switch circuit {
+	case "open":
+		return health + " (the open circuit wins)"
+	case "half-open":
+		return health + " (trial requests decide)"
+	}
+	return health
 }
 
 func holdSummary(hs []adminapi.Hold) string {
