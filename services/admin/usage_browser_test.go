@@ -262,6 +262,7 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			}
 			if tt.rng == "24h" {
 				b.checkTooltipAndZoom(t, "requests")
+				b.checkFineAxis(t)
 			}
 			if tt.rng == "24h" {
 				// openai has records in several hours: its requests are a line
@@ -360,5 +361,36 @@ func (b *browser) checkTooltipAndZoom(t *testing.T, metric string) {
 	}
 	if back, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](scale)); back != before {
 		t.Errorf("%s: a double click did not zoom back out: %s, want %s", metric, back, before)
+	}
+}
+
+// checkFineAxis draws a chart of error rates far below 1 % with the Usage
+// page's percent format (one decimal): its y labels are still distinct
+// (the finer format takes over).
+func (b *browser) checkFineAxis(t *testing.T) {
+	t.Helper()
+	const draw = `(() => {
+  const charts = window.SwitchyardCharts({ el: (tag, attrs, ...kids) => { const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) { if (k === "class") e.className = v; else if (k === "text") e.textContent = v; else e.setAttribute(k, v); }
+    for (const k of kids) if (k != null) e.append(k); return e; } });
+  const box = document.createElement("div"); box.id = "fine-axis"; box.style.width = "500px"; document.body.append(box);
+  const t0 = Date.now() - 10 * 60e3, xs = [...Array(10).keys()].map((i) => t0 + i * 60e3);
+  box.append(charts.line({ id: "fine", title: "fine", xs, series: [{ name: "x", values: xs.map((_, i) => 0.01 * i) }],
+    fmt: (v) => +v.toFixed(1) + "%", fine: (v) => +v.toPrecision(4) + "%" }));
+  return true;
+})()`
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](draw)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`!!document.querySelector('#fine-axis div.chart[data-ylabels]')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Fatalf("fine axis chart not drawn: %v", err)
+	}
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => { const h = document.querySelector('#fine-axis div.chart'); const l = h.dataset.ylabels; document.querySelector('#fine-axis').remove(); return l })()`))
+	var labels []string
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &labels)
+	}
+	if err != nil || len(labels) < 3 || repeated(labels) != "" {
+		t.Errorf("y labels of error rates below 0.1 %%: %q (%v)", labels, err)
 	}
 }

@@ -90,6 +90,15 @@ window.SwitchyardCharts = function (deps) {
   const WHOLE = [];
   for (let p = 1; p <= 1e12; p *= 10) WHOLE.push(p, 2 * p, 5 * p);
 
+  // axisLabels are the y axis's tick labels in the chart's format, or,
+  // where that format would print two ticks alike (0.02 % and 0.04 % as
+  // "0%"), in its finer one (o.fine, else more digits)
+  function axisLabels(vals, o) {
+    const labels = vals.map((v) => o.fmt(v));
+    if (new Set(labels).size === labels.length) return labels;
+    return vals.map(o.fine || ((v) => String(+v.toPrecision(6))));
+  }
+
   // yRange starts the y axis at 0 and ends it a little above the largest
   // value (1 when there is none)
   function yRange(u, min, max) {
@@ -118,7 +127,8 @@ window.SwitchyardCharts = function (deps) {
   // line draws a time series chart in a figure:
   //   id, title: the figure's data-metric and caption
   //   xs: the buckets' starts (ms); series: [{name, values, dash}]
-  //   fmt: a value's text; integer: whole values only (counts, ms)
+  //   fmt: a value's text; fine: a finer one for the axis where fmt
+  //   would print two ticks alike; integer: whole values only (counts, ms)
   //   none: the text shown when no series has a value
   function line(o) {
     const shown = o.series.filter((s) => s.values.some((v) => v != null && (o.zeroIsEmpty ? v > 0 : true)));
@@ -138,7 +148,7 @@ window.SwitchyardCharts = function (deps) {
         { stroke: "#6b7385", grid: { stroke: "#e1e4ea", width: 1 }, ticks: { stroke: "#6b7385", width: 1, size: 4 }, font: "11px system-ui, sans-serif",
           space: 60, incrs: timeIncrs, values: timeValues },
         { stroke: "#6b7385", grid: { stroke: "#e1e4ea", width: 1 }, ticks: { show: false }, size: 62, space: 28,
-          font: "11px system-ui, sans-serif", incrs: o.integer ? WHOLE : undefined, values: (u, vals) => vals.map((v) => o.fmt(v)) },
+          font: "11px system-ui, sans-serif", incrs: o.integer ? WHOLE : undefined, values: (u, vals) => axisLabels(vals, o) },
       ],
       series: [{ value: (u, v) => v == null ? "" : stamp(v) }, ...ss.map((s) => ({
         label: s.name, stroke: s.color || colour(s.base || s.name), swatch: s.color || colour(s.base || s.name), width: 1.8, dash: s.dash ? [4, 3] : undefined,

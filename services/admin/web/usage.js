@@ -35,6 +35,7 @@ window.SwitchyardUsage = function (deps) {
     if (v == null) return "—";
     return v >= 1000 ? +(v / 1000).toFixed(2) + " s" : Math.round(v) + " ms";
   }
+  const fineMS = (v) => (v >= 1000 ? +(v / 1000).toPrecision(6) + " s" : +v.toPrecision(6) + " ms");
   const pct = (v) => +(v * 100).toFixed(1) + "%";
   function costText(g, exact) {
     if (g.cost_usd == null) return g.cost_unknown_requests ? "unknown" : "$0";
@@ -84,16 +85,16 @@ window.SwitchyardUsage = function (deps) {
     { id: "tokens", title: "Tokens (all categories)", fmt: compact, integer: true, empty: 0, value: (g) => g.tokens.total, sum: sumOf((g) => g.tokens.total) },
     { id: "cost", title: "Cost, known prices (USD)", fmt: usd, empty: 0, value: (g) => g.cost_usd || 0, sum: sumOf((g) => g.cost_usd || 0),
       none: "no request with a known price in this range" },
-    { id: "error_rate", title: "Error rate (status ≥ 400)", fmt: (v) => +v.toFixed(1) + "%", empty: null, value: (g) => g.error_rate * 100,
+    { id: "error_rate", title: "Error rate (status ≥ 400)", fmt: (v) => +v.toFixed(1) + "%", fine: (v) => +v.toPrecision(4) + "%", empty: null, value: (g) => g.error_rate * 100,
       sum: (gs) => { const r = gs.reduce((a, g) => a + g.requests, 0); return r ? 100 * gs.reduce((a, g) => a + g.errors, 0) / r : null; } },
-    { id: "latency", title: "Latency p95 (solid) and p50 (dashed)", fmt: ms, empty: null, pcts: (g) => g.latency_ms },
-    { id: "ttft", title: "Time to first token p95 (solid) and p50 (dashed), streams", fmt: ms, empty: null, pcts: (g) => g.ttft_ms,
+    { id: "latency", title: "Latency p95 (solid) and p50 (dashed)", fmt: ms, fine: fineMS, empty: null, pcts: (g) => g.latency_ms },
+    { id: "ttft", title: "Time to first token p95 (solid) and p50 (dashed), streams", fmt: ms, fine: fineMS, empty: null, pcts: (g) => g.ttft_ms,
       none: "no stream with a first token in this range" },
   ];
 
   // ---- chart ----
   function chart(metric, buckets, all) {
-    return charts.line({ id: metric.id, title: metric.title, xs: buckets, series: all, fmt: metric.fmt,
+    return charts.line({ id: metric.id, title: metric.title, xs: buckets, series: all, fmt: metric.fmt, fine: metric.fine,
       integer: metric.integer || metric.pcts, zeroIsEmpty: metric.empty === 0, none: metric.none });
   }
 
