@@ -131,7 +131,7 @@ func (s *Service) status() []adminapi.ProviderStatus {
 		for _, k := range p.Keys {
 			ks := adminapi.KeyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight,
 				Enabled: k.IsEnabled(), Holds: []adminapi.Hold{}}
-			ks.Health, _ = healthOf(p.Name, k.ID)
+			ks.Health, ks.HealthReason = healthOf(p.Name, k.ID)
 			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
 				ks.Fingerprint = r.Fingerprint
 				at := r.RotatedAt

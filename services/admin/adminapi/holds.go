@@ -79,7 +79,9 @@ type KeyStatus struct {
 	RotatedAt *time.Time `json:"rotated_at,omitempty"`
 	// Health of the key (per-key checks), unknown without a record.
 	Health string `json:"health"`
-	Holds  []Hold `json:"holds"`
+	// HealthReason is the key's record's reason, if any.
+	HealthReason string `json:"health_reason,omitempty"`
+	Holds        []Hold `json:"holds"`
 }
 
 // Resilience is the resilience settings in force for a provider.

@@ -134,7 +134,7 @@
   // the whole provider) wins over the key's own health, and says so
   function keyState(p, k) {
     const held = k.holds.filter((h) => h.live).length;
-    const health = k.health && k.health !== "unknown" ? "health " + k.health : "";
+    const health = k.health && k.health !== "unknown" ? "health " + k.health + (k.health_reason ? " (" + k.health_reason + ")" : "") : "";
     const holds = held ? held + " hold" + (held > 1 ? "s" : "") : "";
     if (k.enabled === false) return "switched off";
     if (p.circuit_state === "open") return "no traffic: the open circuit wins" + (health ? " over " + health : "") + (holds ? " · " + holds : "");
