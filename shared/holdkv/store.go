@@ -136,6 +136,13 @@ func encode(rec hold.Record, check func(string) error) (string, []byte, error) {
 	return rec.ID, data, nil
 }
 
+// Encode returns the key and value under which a Store keeps a new record
+// rec: for tools that write switchyard_holds directly (the bench's
+// preload of many holds), in the one record format.
+func Encode(rec hold.Record) (key string, value []byte, err error) {
+	return encode(rec, hold.CheckID)
+}
+
 // decode reads a record stored under key at revision rev.
 func decode(key string, rev uint64, data []byte) (hold.Record, error) {
 	var rec hold.Record

@@ -53,7 +53,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	wasted := fs.Int("wasted", 0, "after the latency cells, the wasted-calls mode: N sequential requests per gateway (switchyard and each peer) configured to fall back from a revoked key to a good one, counting the revoked key's upstream calls (0: off)")
 	perf := fs.Bool("perf", false, "sample each target's process with Linux perf during its last turn of each cell, and split its CPU per request by where it is spent: the handler's own work, the upstream exchange, the server, a stream's body writer, GC, the scheduler (needs perf: Debian's linux-perf)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, and one of the floor to this file + .floor (implies -proxy=harness)")
-	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root)")
+	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root; the hold-plane mode writes holdplane.json beside it)")
+	holdPlane := fs.String("holdplane", "", "the hold-plane mode instead of the latency cells: comma-separated numbers of holds present (e.g. 200,10000,100000), each preloaded into a fresh NATS, then -holdplane-pins operator pins through the admin API of an all-in-one gateway, with two standalone proxies' propagation histograms read before and after (see README.md)")
+	holdPins := fs.Int("holdplane-pins", 200, "hold-plane mode: pins timed per number of holds present")
+	holdCluster := fs.Bool("holdplane-cluster", false, "hold-plane mode: a 3-node NATS cluster with R3 buckets instead of one server")
+	holdPerf := fs.String("holdplane-perf", "", "hold-plane mode: record each process (all-in-one, proxies) with Linux perf during the pins into this directory (<process>-<holds>.perf.data)")
 	// Hidden: the helper processes.
 	floorListen := fs.String("floor-listen", "", "")
 	floorUpstream := fs.String("floor-upstream", "", "")
@@ -62,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	proxyConfig := fs.String("proxy-config", "", "")
 	upstreamListen := fs.String("upstream-listen", "", "")
 	childProfile := fs.String("child-cpuprofile", "", "")
+	natsChild := fs.String("holdplane-nats", "", "")
+	natsSize := fs.Int("holdplane-nats-size", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	switch {
+	case *natsChild != "":
+		return serveNATSChild(ctx, *natsChild, *natsSize)
+	case *holdPlane != "":
+		return holdPlaneMain(ctx, *holdPlane, *holdPins, *holdCluster, *holdPerf, *out, stdout, stderr)
 	case *floorListen != "" && *floorClient == "nethttp":
 		return serveFloorNetHTTP(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *floorListen != "":

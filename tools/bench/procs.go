@@ -91,7 +91,22 @@ type child struct {
 // startChild runs path with args and env added to the bench's own
 // environment, and waits until addr accepts connections.
 func startChild(ctx context.Context, name, addr, path string, args, env []string) (*child, error) {
-	c := &child{name: name, addr: addr, logs: &tail{max: 4 << 10}, done: make(chan struct{})}
+	c, err := startProcess(name, path, args, env)
+	if err != nil {
+		return nil, err
+	}
+	c.addr = addr
+	if err := c.waitReady(ctx, 60*time.Second); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// startProcess runs path with args and env added to the bench's own
+// environment, without waiting for it to serve.
+func startProcess(name, path string, args, env []string) (*child, error) {
+	c := &child{name: name, logs: &tail{max: 4 << 10}, done: make(chan struct{})}
 	c.cmd = exec.Command(path, args...)
 	c.cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
 	c.cmd.Stdout = c.logs
@@ -103,10 +118,6 @@ func startChild(ctx context.Context, name, addr, path string, args, env []string
 		c.err = c.cmd.Wait()
 		close(c.done)
 	}()
-	if err := c.waitReady(ctx, 60*time.Second); err != nil {
-		c.stop()
-		return nil, err
-	}
 	return c, nil
 }
 

@@ -442,7 +442,7 @@ func times(v *float64, prec int) string {
 }
 
 // writeJSON writes the report to path, creating its directory.
-func writeJSON(path string, r *report) error {
+func writeJSON(path string, r any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// The hold-plane mode (-holdplane 200,10000,100000): for each number of
+// holds present, a fresh NATS (a child process: one server, or with
+// -holdplane-cluster a 3-node cluster with R3 buckets) gets that many
+// operator pins written straight to switchyard_holds; then the all-in-one
+// gateway (tools/cmd/switchyard) and two standalone proxies
+// (services/proxy/cmd/proxy) start on it, and the bench pins -holdplane-pins
+// more models, one at a time, through the admin API (POST /admin/holds),
+// reading each standalone proxy's switchyard_hold_propagation_seconds
+// before and after. Then proxy 1 is restarted: its start-up time with the
+// holds in the bucket, and its first answer (a request for the model the
+// last preloaded pin holds, which must be refused as held).
+
+const (
+	hpProvider   = "up"
+	hpAdminToken = "bench-admin-token-0123456789"
+	hpClientKey  = "sk-bench-client-hold-plane"
+	hpUpKey      = "sk-bench-upstream-hold-plane"
+)
+
+// holdPlaneOptions configure the mode.
+type holdPlaneOptions struct {
+	Present  []int  `json:"present"`
+	Pins     int    `json:"pins"`
+	Cluster  bool   `json:"cluster"`
+	PerfDir  string `json:"perf_dir,omitempty"` // perf record of each process during the pins
+	progress io.Writer
+}
+
+// holdPlaneRow is what one number of holds present measured.
+type holdPlaneRow struct {
+	Present   int           `json:"present"`
+	Pins      int           `json:"pins"`
+	PinsTook  time.Duration `json:"pins_took_ns"`
+	PinP50    time.Duration `json:"pin_p50_ns"`
+	PinP99    time.Duration `json:"pin_p99_ns"`
+	Queued    int           `json:"pins_queued"` // answered 202
+	Preload   time.Duration `json:"preload_ns"`
+	Proxies   []propagation `json:"proxies"`
+	Restart   restart       `json:"restart"`
+	ProxyRSS  []int64       `json:"proxy_rss_kib"`
+	ProxyHWM  []int64       `json:"proxy_hwm_kib"`
+	LoadAvg   string        `json:"loadavg"`
+	StartedAt time.Time     `json:"started_at"`
+}
+
+// propagation is one proxy's switchyard_hold_propagation_seconds delta.
+type propagation struct {
+	Count   uint64  `json:"count"`
+	P50     float64 `json:"p50_le_s"` // the bucket bound the median falls under
+	P99     float64 `json:"p99_le_s"`
+	Under05 float64 `json:"share_le_0_5ms"`
+	Under1  float64 `json:"share_le_1ms"`
+}
+
+// restart is proxy 1 started again with the holds in the bucket.
+type restart struct {
+	StartUp     time.Duration `json:"startup_ns"` // process start to accepted connection
+	FirstStatus int           `json:"first_status"`
+	FirstBody   string        `json:"first_body,omitempty"`
+}
+
+func runHoldPlane(ctx context.Context, o holdPlaneOptions, stdout io.Writer) ([]holdPlaneRow, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "switchyard-holdplane-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	progress(options{Progress: o.progress}, "building the all-in-one and the proxy\n")
+	gw, err := goBuild(ctx, root, "./tools/cmd/switchyard", dir, "switchyard")
+	if err != nil {
+		return nil, err
+	}
+	px, err := goBuild(ctx, root, "./services/proxy/cmd/proxy", dir, "proxy")
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	up, err := fakeprovider.Start(fakeprovider.Options{Name: "hold-plane-upstream", Keys: []string{hpUpKey},
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer up.Close()
+	var rows []holdPlaneRow
+	for _, n := range o.Present {
+		row, err := holdPlaneCell(ctx, o, n, dir, self, gw, px, up.URL())
+		if err != nil {
+			return rows, fmt.Errorf("%d holds present: %w", n, err)
+		}
+		rows = append(rows, row)
+		printHoldPlaneRow(stdout, row)
+	}
+	return rows, nil
+}
+
+func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gwBin, pxBin, upURL string) (row holdPlaneRow, err error) {
+	row = holdPlaneRow{Present: n, Pins: o.Pins, StartedAt: time.Now()}
+	cell, err := os.MkdirTemp(dir, fmt.Sprintf("n%d-", n))
+	if err != nil {
+		return row, err
+	}
+	size, replicas := 1, 1
+	if o.Cluster {
+		size, replicas = 3, 3
+	}
+	ns, err := startProcess("nats", self, []string{"-holdplane-nats", cell, "-holdplane-nats-size", strconv.Itoa(size)}, nil)
+	if err != nil {
+		return row, err
+	}
+	defer ns.stop()
+	urls, err := natsURLs(ctx, ns, cell)
+	if err != nil {
+		return row, err
+	}
+	preModel := func(i int) string { return fmt.Sprintf("pre-%06d", i) }
+	began := time.Now()
+	if err := preloadHolds(ctx, urls, replicas, n, hpProvider, preModel); err != nil {
+		return row, err
+	}
+	row.Preload = time.Since(began)
+	progress(options{Progress: o.progress}, "%d holds present: preloaded in %v\n", n, row.Preload.Round(time.Millisecond))
+	last := preModel(n - 1)
+	cfgPath := filepath.Join(cell, "gateway.yaml")
+	if err := os.WriteFile(cfgPath, []byte(holdPlaneConfig(urls, replicas, upURL, o.Pins, last)), 0o600); err != nil {
+		return row, err
+	}
+	secrets := []string{"BENCH_ADMIN_TOKEN=" + hpAdminToken, "BENCH_CLIENT_KEY=" + hpClientKey, "BENCH_UPSTREAM_KEY=" + hpUpKey}
+	addrs := make([]string, 6)
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			return row, err
+		}
+	}
+	adminAddr := addrs[1]
+	gw, err := startChild(ctx, "all-in-one", adminAddr, gwBin, []string{"-config", cfgPath}, append([]string{
+		"SWITCHYARD_PROXY_LISTEN=" + addrs[0], "SWITCHYARD_ADMIN_LISTEN=" + adminAddr, "SWITCHYARD_PROBER_LISTEN=" + addrs[2],
+	}, secrets...))
+	if err != nil {
+		return row, err
+	}
+	defer gw.stop()
+	proxies := make([]*child, 2)
+	for i := range proxies {
+		p, err := startChild(ctx, fmt.Sprintf("proxy-%d", i+1), addrs[3+i], pxBin, []string{"-config", cfgPath},
+			append([]string{"SWITCHYARD_PROXY_LISTEN=" + addrs[3+i]}, secrets...))
+		if err != nil {
+			return row, err
+		}
+		defer p.stop()
+		proxies[i] = p
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, addr := range []string{adminAddr, addrs[3], addrs[4]} {
+		if err := waitReadyz(ctx, client, "http://"+addr); err != nil {
+			return row, err
+		}
+	}
+	before := make([]hist, len(proxies))
+	for i, p := range proxies {
+		if before[i], err = readPropagation(client, "http://"+p.addr); err != nil {
+			return row, err
+		}
+	}
+	var recs []*perfRecording
+	if o.PerfDir != "" {
+		for _, c := range append([]*child{gw}, proxies...) {
+			r, err := startPerf(c.cmd.Process.Pid, filepath.Join(o.PerfDir, fmt.Sprintf("%s-%d.perf.data", c.name, n)))
+			if err != nil {
+				return row, err
+			}
+			recs = append(recs, r)
+		}
+	}
+	row.LoadAvg = loadAvg()
+	lat := make([]time.Duration, 0, o.Pins)
+	began = time.Now()
+	for i := range o.Pins {
+		t0 := time.Now()
+		status, body, err := pin(client, "http://"+adminAddr, fmt.Sprintf("pin-%03d", i))
+		if err != nil {
+			return row, err
+		}
+		switch status {
+		case http.StatusCreated:
+		case http.StatusAccepted:
+			row.Queued++
+		default:
+			return row, fmt.Errorf("pin %d: %d %s", i, status, body)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	row.PinsTook = time.Since(began)
+	slices.Sort(lat)
+	row.PinP50, row.PinP99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	for i, p := range proxies {
+		h, err := waitPropagation(ctx, client, "http://"+p.addr, before[i].count+uint64(o.Pins))
+		if err != nil {
+			return row, err
+		}
+		row.Proxies = append(row.Proxies, h.sub(before[i]).summary())
+		m, err := p.memory()
+		if err != nil {
+			return row, err
+		}
+		row.ProxyRSS, row.ProxyHWM = append(row.ProxyRSS, m.RSSKiB), append(row.ProxyHWM, m.HWMKiB)
+	}
+	for _, r := range recs {
+		_ = r.cmd.Process.Signal(os.Interrupt)
+		<-r.done
+	}
+	// Proxy 1 again, with every hold in the bucket.
+	p1 := proxies[0]
+	p1.stop()
+	began = time.Now()
+	p, err := startProcess(p1.name, pxBin, []string{"-config", cfgPath}, append([]string{"SWITCHYARD_PROXY_LISTEN=" + p1.addr}, secrets...))
+	if err != nil {
+		return row, err
+	}
+	defer p.stop()
+	p.addr = p1.addr
+	if err := p.waitReady(ctx, 60*time.Second); err != nil {
+		return row, err
+	}
+	row.Restart.StartUp = time.Since(began)
+	row.Restart.FirstStatus, row.Restart.FirstBody, err = chat(client, "http://"+p.addr, last)
+	return row, err
+}
+
+// holdPlaneConfig is the fleet's configuration: one provider with one key
+// and the models pinned during the measure (pin-000...) plus last, the
+// model of the last preloaded pin; an operator token; metering, debug
+// bundles and traces off; a start-up wait long enough to see how long the
+// holds take to load.
+func holdPlaneConfig(urls string, replicas int, upURL string, pins int, last string) string {
+	var models strings.Builder
+	for i := range pins {
+		fmt.Fprintf(&models, "      - name: pin-%03d\n", i)
+	}
+	fmt.Fprintf(&models, "      - name: %s\n", last)
+	return fmt.Sprintf(`log:
+  level: warn
+  format: json
+nats:
+  url: %q
+  replicas: %d
+proxy:
+  startup_wait: 60s
+limits:
+  max_in_flight: 4096
+admin:
+  tokens:
+    - id: bench
+      secret: env:BENCH_ADMIN_TOKEN
+      role: operator
+metering:
+  enabled: false
+debug:
+  enabled: false
+telemetry:
+  traces: none
+providers:
+  - name: %s
+    type: openai
+    base_url: %s/v1
+    keys:
+      - id: k1
+        secret: env:BENCH_UPSTREAM_KEY
+    models:
+%sclients:
+  - id: bench
+    secret: env:BENCH_CLIENT_KEY
+    models: ["*"]
+`, urls, replicas, hpProvider, upURL, models.String())
+}
+
+// pin pins provider+model for two hours through the admin API.
+func pin(client *http.Client, base, model string) (int, string, error) {
+	body := fmt.Sprintf(`{"provider":%q,"model":%q,"duration":"2h","reason":"bench"}`, hpProvider, model)
+	req, err := http.NewRequest(http.MethodPost, base+"/admin/holds", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+hpAdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	return do(client, req)
+}
+
+// chat asks the proxy for one chat completion of model.
+func chat(client *http.Client, base, model string) (int, string, error) {
+	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, model)
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+hpClientKey)
+	req.Header.Set("Content-Type", "application/json")
+	return do(client, req)
+}
+
+func do(client *http.Client, req *http.Request) (int, string, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// waitReadyz polls base/readyz until it answers 200.
+func waitReadyz(ctx context.Context, client *http.Client, base string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		status, body, err := do(client, req)
+		if err == nil && status == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s/readyz: %d %s %v", base, status, body, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+}
+
+// hist is a Prometheus histogram read from a /metrics page: cumulative
+// counts by upper bound.
+type hist struct {
+	le    []float64
+	cum   []uint64
+	count uint64
+}
+
+const propagationMetric = "switchyard_hold_propagation_seconds"
+
+func readPropagation(client *http.Client, base string) (hist, error) {
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		return hist{}, err
+	}
+	defer resp.Body.Close()
+	return parseHist(resp.Body, propagationMetric)
+}
+
+// parseHist reads the histogram name from a Prometheus text page.
+func parseHist(r io.Reader, name string) (hist, error) {
+	var h hist
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, name+`_bucket{le="`):
+			rest := strings.TrimPrefix(line, name+`_bucket{le="`)
+			bound, val, ok := strings.Cut(rest, `"} `)
+			if !ok {
+				continue
+			}
+			le, err1 := strconv.ParseFloat(bound, 64)
+			c, err2 := strconv.ParseFloat(val, 64)
+			if err1 != nil || err2 != nil {
+				return h, fmt.Errorf("%s: bad bucket line %q", name, line)
+			}
+			h.le, h.cum = append(h.le, le), append(h.cum, uint64(c))
+		case strings.HasPrefix(line, name+"_count "):
+			c, err := strconv.ParseFloat(strings.TrimPrefix(line, name+"_count "), 64)
+			if err != nil {
+				return h, err
+			}
+			h.count = uint64(c)
+		}
+	}
+	if len(h.le) == 0 {
+		return h, fmt.Errorf("no %s on the page", name)
+	}
+	return h, sc.Err()
+}
+
+func (h hist) sub(b hist) hist {
+	d := hist{le: h.le, cum: make([]uint64, len(h.cum)), count: h.count - b.count}
+	for i := range h.cum {
+		d.cum[i] = h.cum[i] - b.cum[i]
+	}
+	return d
+}
+
+// summary gives the bucket bounds under which the median and the 99th
+// percentile fall (+Inf as 0 means over the largest bound) and the shares
+// at or under 0.5 ms and 1 ms.
+func (h hist) summary() propagation {
+	p := propagation{Count: h.count}
+	if h.count == 0 {
+		return p
+	}
+	q := func(f float64) float64 {
+		for i, c := range h.cum {
+			if float64(c) >= f*float64(h.count) {
+				return h.le[i]
+			}
+		}
+		return 0
+	}
+	p.P50, p.P99 = q(0.5), q(0.99)
+	for i, le := range h.le {
+		switch le {
+		case 0.0005:
+			p.Under05 = float64(h.cum[i]) / float64(h.count)
+		case 0.001:
+			p.Under1 = float64(h.cum[i]) / float64(h.count)
+		}
+	}
+	return p
+}
+
+// waitPropagation polls the proxy's histogram until it counted want.
+func waitPropagation(ctx context.Context, client *http.Client, base string, want uint64) (hist, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		h, err := readPropagation(client, base)
+		if err == nil && h.count >= want {
+			return h, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return h, fmt.Errorf("%s: propagation count %d, want %d (%v)", base, h.count, want, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func printHoldPlaneRow(w io.Writer, r holdPlaneRow) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+	fmt.Fprintf(w, "holds present %7d: %d pins took %.3f s (per pin p50 %s ms, p99 %s ms, %d queued); load %s\n",
+		r.Present, r.Pins, r.PinsTook.Seconds(), ms(r.PinP50), ms(r.PinP99), r.Queued, r.LoadAvg)
+	for i, p := range r.Proxies {
+		fmt.Fprintf(w, "  proxy-%d propagation: %d applied, p50 <= %.2g ms, p99 <= %.2g ms, %.0f%% <= 0.5 ms, %.0f%% <= 1 ms; RSS %d KiB\n",
+			i+1, p.Count, p.P50*1e3, p.P99*1e3, 100*p.Under05, 100*p.Under1, r.ProxyRSS[i])
+	}
+	fmt.Fprintf(w, "  proxy-1 restarted: accepting after %s ms, first answer %d\n", ms(r.Restart.StartUp), r.Restart.FirstStatus)
+}
+
+// holdPlaneMain parses the mode's flags, runs it and writes its JSON
+// results beside out.
+func holdPlaneMain(ctx context.Context, present string, pins int, cluster bool, perfDir, out string, stdout, stderr io.Writer) error {
+	o := holdPlaneOptions{Pins: pins, Cluster: cluster, progress: stderr}
+	for _, f := range splitList(present) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-holdplane: want numbers of holds >= 1, got %q", f)
+		}
+		o.Present = append(o.Present, n)
+	}
+	if pins < 1 || pins > 1000 {
+		return fmt.Errorf("-holdplane-pins: want 1 to 1000, got %d", pins)
+	}
+	if perfDir != "" {
+		p, err := filepath.Abs(perfDir)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		o.PerfDir = p
+	}
+	rows, err := runHoldPlane(ctx, o, stdout)
+	if len(rows) > 0 {
+		path := filepath.Join(filepath.Dir(out), "holdplane.json")
+		if !filepath.IsAbs(path) {
+			root, rerr := repoRoot()
+			if rerr != nil {
+				return rerr
+			}
+			path = filepath.Join(root, path)
+		}
+		if werr := writeJSON(path, map[string]any{"options": o, "rows": rows}); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(stdout, "\nresults: %s\n", path)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Restart.FirstStatus != http.StatusServiceUnavailable {
+			return fmt.Errorf("%d holds present: the restarted proxy's first answer for the last preloaded pin's model was %d, want 503 (held): %s",
+				r.Present, r.Restart.FirstStatus, r.Restart.FirstBody)
+		}
+	}
+	return nil
+}
