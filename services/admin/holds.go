@@ -125,19 +125,10 @@ func (s *Service) listHolds(c *fiber.Ctx) error {
 	return c.JSON(adminapi.HoldList{Holds: out, NATS: s.natsUp()})
 }
 
-func (s *Service) findHold(id string) (hold.Record, bool) {
-	for _, r := range s.engine.Holds() {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return hold.Record{}, false
-}
-
 // getHold: GET /admin/holds/{id}
 func (s *Service) getHold(c *fiber.Ctx) error {
 	id := pathParam(c, "id")
-	r, ok := s.findHold(id)
+	r, ok := s.engine.Hold(id)
 	if !ok {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no hold "+id)
 	}
@@ -149,7 +140,7 @@ func (s *Service) getHold(c *fiber.Ctx) error {
 // is no live hold with that id; 503 when nothing was changed.
 func (s *Service) releaseHold(c *fiber.Ctx) error {
 	id := pathParam(c, "id")
-	r, ok := s.findHold(id)
+	r, ok := s.engine.Hold(id)
 	if !ok || !view(r, time.Now()).Live {
 		return apiError(c, fiber.StatusNotFound, codeNotFound, "no live hold "+id)
 	}
@@ -165,7 +156,7 @@ func (s *Service) releaseHold(c *fiber.Ctx) error {
 	switch outcome(ctx, err, func() bool { return s.released(id) }) {
 	case queued:
 		s.log.Warn("admin: hold release queued: the hold store did not take it yet", "hold", id, "by", tokenID(c), "err", err)
-		r, _ := s.findHold(id)
+		r, _ := s.engine.Hold(id)
 		return queuedAnswer(c, fiber.Map{"id": id, "hold": view(r, time.Now())})
 	case notQueued:
 		s.log.Warn("admin: release hold", "hold", id, "err", err)
@@ -178,7 +169,7 @@ func (s *Service) releaseHold(c *fiber.Ctx) error {
 // released reports whether the local table has hold id released (ramping
 // back): a release applied here.
 func (s *Service) released(id string) bool {
-	r, ok := s.findHold(id)
+	r, ok := s.engine.Hold(id)
 	return ok && r.State == hold.StateReleased
 }
 
@@ -220,7 +211,7 @@ func (s *Service) pinHold(c *fiber.Ctx) error {
 	defer cancel()
 	id := scope.ID()
 	pinned := func() (hold.Record, bool) {
-		r, ok := s.findHold(id)
+		r, ok := s.engine.Hold(id)
 		return r, ok && r.Pinned && r.Until.Equal(until)
 	}
 	err = s.engine.Pin(ctx, scope, until, reason)
@@ -234,7 +225,7 @@ func (s *Service) pinHold(c *fiber.Ctx) error {
 		return natsDown(c)
 	}
 	s.log.Info("admin: pinned", "hold", id, "until", until, "by", tokenID(c))
-	r, ok := s.findHold(id)
+	r, ok := s.engine.Hold(id)
 	if !ok {
 		return apiError(c, fiber.StatusInternalServerError, codeInternal, "pin written but not in the table")
 	}

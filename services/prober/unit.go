@@ -323,13 +323,7 @@ func (s *Service) report(t *target, keyID string, r result) {
 
 // providerHold returns the provider-scope hold of a provider, if any.
 func (s *Service) providerHold(provider string) (hold.Record, bool) {
-	id := hold.Scope{Kind: hold.ScopeProvider, Provider: provider}.ID()
-	for _, r := range s.engine.Holds() {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return hold.Record{}, false
+	return s.engine.Hold(hold.Scope{Kind: hold.ScopeProvider, Provider: provider}.ID())
 }
 
 // releaseProviderHold releases a live transient (breaker) hold of the

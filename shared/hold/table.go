@@ -254,6 +254,18 @@ func (e *Engine) Holds() []Record {
 	return out
 }
 
+// Hold returns the record id in the local table, if any: one map lookup,
+// for the admin API's reads of one hold (a pin answers with its record)
+// where Holds would copy and sort the whole table.
+func (e *Engine) Hold(id string) (Record, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if en := e.entries[id]; en != nil {
+		return en.rec, true
+	}
+	return Record{}, false
+}
+
 // installLocked puts en in the table (e.mu held) and reacts to a provider
 // scope coming back (its breaker starts over). The cost is O(1): one map write, one bucket chain.
 func (e *Engine) installLocked(en *entry) {
