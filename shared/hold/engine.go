@@ -87,6 +87,9 @@ type Engine struct {
 	// corr counts the live key+model holds of each model-level refusal by
 	// provider, model and class (correlate.go).
 	corr map[corrKey]int
+	// groups counts the records of entries by class, scope kind and
+	// state (HoldCounts).
+	groups map[Group]int
 
 	wmu     sync.Mutex
 	pending map[string]*intent
@@ -122,6 +125,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		ramping:  map[string]*entry{},
 		pins:     map[string]*entry{},
 		corr:     map[corrKey]int{},
+		groups:   map[Group]int{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),

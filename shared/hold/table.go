@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/failure"
 )
 
 // entry is one record in the local table. Its fields are fixed once it is
@@ -254,6 +255,36 @@ func (e *Engine) Holds() []Record {
 	return out
 }
 
+// Group is what HoldCounts counts records by.
+type Group struct {
+	Class failure.Class
+	Kind  ScopeKind
+	State State
+}
+
+// tallyLocked counts rec (d +1) or uncounts it (d -1) in its group.
+func (e *Engine) tallyLocked(rec Record, d int) {
+	g := Group{Class: rec.Class, Kind: rec.Scope.Kind, State: rec.State}
+	if n := e.groups[g] + d; n > 0 {
+		e.groups[g] = n
+	} else {
+		delete(e.groups, g)
+	}
+}
+
+// HoldCounts returns how many records the local table has in each group
+// (class, scope kind, state), for metrics: kept as records come and go,
+// so the answer costs the number of groups, not of holds.
+func (e *Engine) HoldCounts() map[Group]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[Group]int, len(e.groups))
+	for g, n := range e.groups {
+		out[g] = n
+	}
+	return out
+}
+
 // Hold returns the record id in the local table, if any: one map lookup,
 // for the admin API's reads of one hold (a pin answers with its record)
 // where Holds would copy and sort the whole table.
@@ -287,8 +318,10 @@ func (e *Engine) installLocked(en *entry) {
 	}
 	if old != nil {
 		e.countLocked(old.rec, -1)
+		e.tallyLocked(old.rec, -1)
 	}
 	e.countLocked(en.rec, +1)
+	e.tallyLocked(en.rec, +1)
 	e.indexLocked(en.rec.Scope, en)
 }
 
@@ -301,6 +334,7 @@ func (e *Engine) removeLocked(id string) {
 	delete(e.ramping, id)
 	delete(e.pins, id)
 	e.countLocked(old.rec, -1)
+	e.tallyLocked(old.rec, -1)
 	if live(old.rec) {
 		e.breakerBack(old.rec.Scope)
 	}

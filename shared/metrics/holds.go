@@ -30,7 +30,7 @@ var (
 
 // HoldSource is what the hold collector reads: *hold.Engine.
 type HoldSource interface {
-	Holds() []hold.Record
+	HoldCounts() map[hold.Group]int
 	BreakerStates() map[string]string
 }
 
@@ -46,7 +46,8 @@ var _ HoldSource = (*hold.Engine)(nil)
 // model is "" for a provider-wide breaker. Label values are provider and
 // model names, classes, scope kinds and states: never a key id, a
 // fingerprint, a reason or a secret. The collector keeps no strings
-// between scrapes.
+// between scrapes, and a scrape costs the number of groups, not of holds
+// (the engine keeps the counts as records come and go).
 type HoldCollector struct {
 	src     HoldSource
 	holds   *prometheus.Desc
@@ -78,13 +79,8 @@ func (c *HoldCollector) Describe(ch chan<- *prometheus.Desc) {
 // refuses (not UTF-8: a record written by something else than Switchyard)
 // drops that one series instead of failing the scrape.
 func (c *HoldCollector) Collect(ch chan<- prometheus.Metric) {
-	type key struct{ class, scope, state string }
-	counts := map[key]int{}
-	for _, r := range c.src.Holds() {
-		counts[key{r.Class.String(), string(r.Scope.Kind), string(r.State)}]++
-	}
-	for k, n := range counts {
-		if m, err := prometheus.NewConstMetric(c.holds, prometheus.GaugeValue, float64(n), k.class, k.scope, k.state); err == nil {
+	for g, n := range c.src.HoldCounts() {
+		if m, err := prometheus.NewConstMetric(c.holds, prometheus.GaugeValue, float64(n), g.Class.String(), string(g.Kind), string(g.State)); err == nil {
 			ch <- m
 		}
 	}

@@ -16,7 +16,13 @@ type fakeSource struct {
 	breakers map[string]string
 }
 
-func (f fakeSource) Holds() []hold.Record             { return f.holds }
+func (f fakeSource) HoldCounts() map[hold.Group]int {
+	out := map[hold.Group]int{}
+	for _, r := range f.holds {
+		out[hold.Group{Class: r.Class, Kind: r.Scope.Kind, State: r.State}]++
+	}
+	return out
+}
 func (f fakeSource) BreakerStates() map[string]string { return f.breakers }
 
 func rec(kind hold.ScopeKind, provider, key, model string, class failure.Class, state hold.State) hold.Record {
