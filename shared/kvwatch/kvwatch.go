@@ -89,8 +89,9 @@ type Event struct {
 
 // Defaults of Options.
 const (
-	// DefaultLoadTimeout bounds the wait for the end of the initial values:
-	// the end marker has been seen missing under concurrent writes.
+	// DefaultLoadTimeout bounds the wait for the end of the initial values
+	// once none arrive: the end marker has been seen missing under
+	// concurrent writes.
 	DefaultLoadTimeout = 5 * time.Second
 	// DefaultStallCheck is how often the bucket's last revision is compared
 	// with the last one applied.
@@ -132,8 +133,9 @@ type Options struct {
 	// that expired meanwhile may be gone) and reports the keys that
 	// vanished as deleted.
 	MarkerTTL time.Duration
-	// LoadTimeout bounds the wait for the end of a full load (default
-	// DefaultLoadTimeout).
+	// LoadTimeout bounds the wait for the end of a full load while
+	// nothing arrives (default DefaultLoadTimeout): a load that keeps
+	// delivering values (a large bucket, a busy machine) is not cut short.
 	LoadTimeout time.Duration
 	// StallCheck is the period of the stall check (default
 	// DefaultStallCheck; negative turns it off). The check compares with
@@ -196,6 +198,7 @@ type watcher struct {
 	first     bool            // before the first OpLoaded: events are Initial
 	reload    bool            // the wanted watcher loads the whole bucket
 	loading   bool            // a full load is under way (its end marker not seen)
+	loadLast  time.Time       // when the load last delivered a value
 	seen      map[string]bool // keys seen by a reload
 	contact   time.Time       // last time the watcher was known current
 	// recreated: the bucket's revisions went back (it was deleted and
@@ -217,6 +220,7 @@ type watcher struct {
 	checking     bool
 	statusC      chan status
 	behindSeq    uint64 // bucket revision the watcher must reach by recheck (0: none)
+	behindFrom   uint64 // the last revision applied when behindSeq was set, or at the last recheck
 	caughtUp     uint64 // a bucket revision no watcher delivers, accounted as seen
 	restartedFor uint64 // bucket revision of the last stall restart
 	recheck      *time.Timer
@@ -332,6 +336,10 @@ func (w *watcher) run(ctx context.Context) error {
 			w.restart(ctx)
 
 		case <-w.loadTimer.C:
+			if w.loading && time.Since(w.loadLast) < w.o.LoadTimeout {
+				w.loadTimer.Reset(w.o.LoadTimeout - time.Since(w.loadLast)) // still delivering
+				continue
+			}
 			if w.loading {
 				w.log.Warn("kv watcher: no end of initial values; carrying on with what arrived",
 					"timeout", w.o.LoadTimeout, "after_revision", w.last)
@@ -514,6 +522,7 @@ func (w *watcher) created(r attempt) {
 	w.failures, w.delay = 0, 0
 	if w.reload {
 		w.loading = true
+		w.loadLast = time.Now()
 		w.seen = make(map[string]bool, len(w.live))
 		w.loadTimer.Reset(w.o.LoadTimeout)
 	}
@@ -532,10 +541,18 @@ func (w *watcher) failed(err error) {
 }
 
 // entry applies one KV entry unless its revision was applied already.
+// During a full load, an entry with nothing pending after it (Delta 0) is
+// the end of the load, as the end marker would say.
 func (w *watcher) entry(e jetstream.KeyValueEntry) {
 	key, rev := e.Key(), e.Revision()
-	if w.loading && w.seen != nil {
-		w.seen[key] = true
+	if w.loading {
+		w.loadLast = time.Now()
+		if w.seen != nil {
+			w.seen[key] = true
+		}
+		if e.Delta() == 0 {
+			defer w.loaded()
+		}
 	}
 	if rev <= w.last {
 		return
@@ -627,19 +644,28 @@ func (w *watcher) checked(st status) (recreated bool) {
 		w.contact = time.Now()
 		return false
 	}
-	w.behindSeq = st.lastSeq
+	w.behindSeq, w.behindFrom = st.lastSeq, w.last
 	w.recheck.Reset(stallGrace)
 	return false
 }
 
 // stalled reports whether the watcher is still short of the revision the
-// check saw. A revision that a fresh watcher does not deliver either (an
-// expiry marker that has itself expired, a change to a key outside the
-// filter) is accounted for after one restart.
+// check saw and delivered nothing since the check (or the last recheck):
+// one that is delivering is only slower than the bucket grew (a burst of
+// writes, a busy machine) and is rechecked after another grace, as a
+// second watcher beside it would deliver the same revisions again. A
+// revision that a fresh watcher does not deliver either (an expiry marker
+// that has itself expired, a change to a key outside the filter) is
+// accounted for after one restart.
 func (w *watcher) stalled() bool {
 	seq := w.behindSeq
 	w.behindSeq = 0
 	if seq == 0 || w.kw == nil || w.loading || w.last >= seq {
+		return false
+	}
+	if w.last > w.behindFrom {
+		w.behindSeq, w.behindFrom = seq, w.last
+		w.recheck.Reset(stallGrace)
 		return false
 	}
 	if w.restartedFor == seq {

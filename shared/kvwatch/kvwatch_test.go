@@ -146,9 +146,16 @@ func watch(tb testing.TB, o Options) *recorder {
 		o.Log = testLog()
 	}
 	r := newRecorder()
+	runWith(tb, o, r.apply)
+	return r
+}
+
+// runWith runs Run with apply until the test ends.
+func runWith(tb testing.TB, o Options, apply func(Event)) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, o, r.apply) }()
+	go func() { done <- Run(ctx, o, apply) }()
 	tb.Cleanup(func() {
 		cancel()
 		select {
@@ -160,7 +167,6 @@ func watch(tb testing.TB, o Options) *recorder {
 			tb.Error("Run did not return after its context ended")
 		}
 	})
-	return r
 }
 
 func waitLoaded(tb testing.TB, rs ...*recorder) {
