@@ -82,8 +82,12 @@ type Engine struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry // every record of the local table, by id
-	ramping map[string]*entry // the released ones, for the sweep
-	pins    map[string]*entry // held operator pins, ended by the sweep
+	// sweepQ holds the deadlines of released records (the end of their
+	// ramp) and of held pins (their until), for the sweep.
+	sweepQ deadlines
+	// swept counts the deadlines sweeps looked at (tests: the work of a
+	// sweep does not grow with the table).
+	swept int
 	// corr counts the live key+model holds of each model-level refusal by
 	// provider, model and class (correlate.go).
 	corr map[corrKey]int
@@ -122,8 +126,6 @@ func NewEngine(opts EngineOptions) *Engine {
 		source:   opts.Source,
 		drainFor: opts.DrainTimeout,
 		entries:  map[string]*entry{},
-		ramping:  map[string]*entry{},
-		pins:     map[string]*entry{},
 		corr:     map[corrKey]int{},
 		groups:   map[Group]int{},
 		pending:  map[string]*intent{},

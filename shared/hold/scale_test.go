@@ -72,3 +72,65 @@ func TestHoldCountsFollowTheTable(t *testing.T) {
 		t.Error("Hold finds a record that never was")
 	}
 }
+
+// pinEngine is an engine (not running) whose table has n pins of
+// provider+model scopes held until until.
+func pinEngine(n int, until time.Time) *Engine {
+	e := NewEngine(EngineOptions{Store: NewMemStore(), Instance: "scale", Clock: NewFakeClock(t0)})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range n {
+		sc := Scope{Kind: ScopeProviderModel, Provider: "p", Model: fmt.Sprintf("m-%06d", i)}
+		e.installLocked(e.newEntry(Record{ID: sc.ID(), Scope: sc, State: StateHeld, Class: failure.Unrecognised,
+			Pinned: true, Source: SourceAdmin, Since: t0, Until: until, Revision: uint64(i + 1)}))
+	}
+	return e
+}
+
+// TestSweepLooksAtWhatCameUp: the sweep (every second, under the table's
+// lock) looks at the pins and ramps whose time came, not at every pin
+// present: with 10,000 pins held for an hour and 10 ending now, a sweep
+// looks at 10 deadlines, the next one at none, and the 10 pins are
+// released.
+func TestSweepLooksAtWhatCameUp(t *testing.T) {
+	e := pinEngine(10_000, t0.Add(time.Hour))
+	e.mu.Lock()
+	for i := range 10 {
+		sc := Scope{Kind: ScopeProviderModel, Provider: "p", Model: fmt.Sprintf("ending-%d", i)}
+		e.installLocked(e.newEntry(Record{ID: sc.ID(), Scope: sc, State: StateHeld, Pinned: true,
+			Source: SourceAdmin, Since: t0, Until: t0.Add(time.Second), Revision: 1}))
+	}
+	e.mu.Unlock()
+	e.sweep(t0.Add(2 * time.Second))
+	if e.swept != 10 {
+		t.Errorf("the sweep looked at %d deadlines, want the 10 that came up", e.swept)
+	}
+	e.sweep(t0.Add(3 * time.Second))
+	if e.swept != 10 {
+		t.Errorf("a second sweep looked at %d more deadlines, want 0", e.swept-10)
+	}
+	for i := range 10 {
+		id := Scope{Kind: ScopeProviderModel, Provider: "p", Model: fmt.Sprintf("ending-%d", i)}.ID()
+		if r, ok := e.Hold(id); !ok || r.State != StateReleased || r.ReleaseSource != SourceExpired {
+			t.Errorf("pin %s after its end: %+v %v, want released (expired)", id, r, ok)
+		}
+	}
+	if r, _ := e.Hold(Scope{Kind: ScopeProviderModel, Provider: "p", Model: "m-000000"}.ID()); r.State != StateHeld {
+		t.Errorf("a pin held for an hour is %s after 3 s", r.State)
+	}
+}
+
+// BenchmarkSweep: one sweep with 100, 10,000 and 100,000 pins present,
+// none ending (the engine's writer runs it every second, under the
+// table's lock: the watch's applies wait for it).
+func BenchmarkSweep(b *testing.B) {
+	for _, n := range benchSizes {
+		e := pinEngine(n, t0.Add(time.Hour))
+		b.Run(fmt.Sprintf("pins=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.sweep(t0.Add(time.Second))
+			}
+		})
+	}
+}

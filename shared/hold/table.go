@@ -1,6 +1,7 @@
 package hold
 
 import (
+	"container/heap"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -303,16 +304,7 @@ func (e *Engine) installLocked(en *entry) {
 	id := en.rec.ID
 	old := e.entries[id]
 	e.entries[id] = en
-	if en.rec.State == StateReleased {
-		e.ramping[id] = en
-	} else {
-		delete(e.ramping, id)
-	}
-	if en.rec.Pinned && en.rec.State == StateHeld {
-		e.pins[id] = en
-	} else {
-		delete(e.pins, id)
-	}
+	e.scheduleLocked(en)
 	if old != nil && live(old.rec) && !live(en.rec) {
 		e.breakerBack(en.rec.Scope)
 	}
@@ -331,8 +323,6 @@ func (e *Engine) removeLocked(id string) {
 		return
 	}
 	delete(e.entries, id)
-	delete(e.ramping, id)
-	delete(e.pins, id)
 	e.countLocked(old.rec, -1)
 	e.tallyLocked(old.rec, -1)
 	if live(old.rec) {
@@ -411,20 +401,30 @@ func (e *Engine) applyChange(c Change) {
 
 // sweep drops released entries whose ramp is over (the store expires them
 // too; this keeps the table small when it cannot) and ends pins whose time
-// is over. It visits ramping and pinned entries only.
+// is over. It visits the deadlines that came up only (sweepQ): a pin whose
+// write is still pending is looked at again a second later.
 func (e *Engine) sweep(now time.Time) {
 	n := now.UnixNano()
 	var over []*entry
+	var again []deadline
 	e.mu.Lock()
-	for id, en := range e.ramping {
-		if n >= en.rampUntil {
-			e.removeLocked(id)
-		}
-	}
-	for _, en := range e.pins {
-		if n >= en.until && !en.pending {
+	for len(e.sweepQ) > 0 && e.sweepQ[0].at <= n {
+		d := heap.Pop(&e.sweepQ).(deadline)
+		e.swept++
+		en := d.en
+		switch {
+		case e.entries[en.rec.ID] != en:
+			// replaced or removed since: its successor has its own deadline
+		case en.rec.State == StateReleased:
+			e.removeLocked(en.rec.ID)
+		case en.pending:
+			again = append(again, deadline{at: n + int64(time.Second), en: en})
+		default:
 			over = append(over, en)
 		}
+	}
+	for _, d := range again {
+		heap.Push(&e.sweepQ, d)
 	}
 	e.mu.Unlock()
 	for _, en := range over {
