@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ type propagation struct {
 
 // restart is proxy 1 started again with the holds in the bucket.
 type restart struct {
-	StartUp     time.Duration `json:"startup_ns"` // process start to accepted connection
+	StartUp     time.Duration `json:"startup_ns"` // process start to its first answer
 	FirstStatus int           `json:"first_status"`
 	FirstBody   string        `json:"first_body,omitempty"`
 }
@@ -244,12 +245,28 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 	}
 	defer p.stop()
 	p.addr = p1.addr
-	if err := p.waitReady(ctx, 60*time.Second); err != nil {
-		return row, err
+	// A proxy listens at once but accepts connections only once it has
+	// the fleet's holds: the first answer is the start-up time, and it
+	// must refuse the model the last preloaded pin holds.
+	for {
+		status, body, err := chat(client, "http://"+p.addr, last)
+		if err == nil {
+			row.Restart.StartUp = time.Since(began)
+			row.Restart.FirstStatus, row.Restart.FirstBody = status, body
+			return row, nil
+		}
+		select {
+		case <-p.done:
+			return row, fmt.Errorf("restarted %s exited: %v\n%s", p.name, p.err, p.logs)
+		case <-ctx.Done():
+			return row, ctx.Err()
+		default:
+		}
+		if time.Since(began) > 60*time.Second {
+			return row, fmt.Errorf("restarted %s: no answer within 60 s: %v", p.name, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the listener
 	}
-	row.Restart.StartUp = time.Since(began)
-	row.Restart.FirstStatus, row.Restart.FirstBody, err = chat(client, "http://"+p.addr, last)
-	return row, err
 }
 
 // holdPlaneConfig is the fleet's configuration: one provider with one key
@@ -411,7 +428,7 @@ func (h hist) sub(b hist) hist {
 }
 
 // summary gives the bucket bounds under which the median and the 99th
-// percentile fall (+Inf as 0 means over the largest bound) and the shares
+// percentile fall (0: over the largest bound) and the shares
 // at or under 0.5 ms and 1 ms.
 func (h hist) summary() propagation {
 	p := propagation{Count: h.count}
@@ -420,11 +437,11 @@ func (h hist) summary() propagation {
 	}
 	q := func(f float64) float64 {
 		for i, c := range h.cum {
-			if float64(c) >= f*float64(h.count) {
+			if float64(c) >= f*float64(h.count) && !math.IsInf(h.le[i], 1) {
 				return h.le[i]
 			}
 		}
-		return 0
+		return 0 // over the largest bound
 	}
 	p.P50, p.P99 = q(0.5), q(0.99)
 	for i, le := range h.le {
@@ -470,7 +487,7 @@ func printHoldPlaneRow(w io.Writer, r holdPlaneRow) {
 		fmt.Fprintf(w, "  proxy-%d propagation: %d applied, p50 <= %.2g ms, p99 <= %.2g ms, %.0f%% <= 0.5 ms, %.0f%% <= 1 ms; RSS %d KiB\n",
 			i+1, p.Count, p.P50*1e3, p.P99*1e3, 100*p.Under05, 100*p.Under1, r.ProxyRSS[i])
 	}
-	fmt.Fprintf(w, "  proxy-1 restarted: accepting after %s ms, first answer %d\n", ms(r.Restart.StartUp), r.Restart.FirstStatus)
+	fmt.Fprintf(w, "  proxy-1 restarted: first answer after %s ms: %d\n", ms(r.Restart.StartUp), r.Restart.FirstStatus)
 }
 
 // holdPlaneMain parses the mode's flags, runs it and writes its JSON
