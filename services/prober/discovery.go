@@ -25,7 +25,7 @@ func (s *Service) discoveryKey(u *unit) (config.Key, bool) {
 	if u.refused == nil {
 		u.refused = map[string]bool{}
 	}
-	held := s.heldKeys(u.t.name)
+	held := s.heldKeys(u.t)
 	for range 2 {
 		for _, k := range u.t.keys {
 			if !held[k.ID] && !u.refused[k.ID] {

@@ -27,7 +27,7 @@ func (s *Service) settleLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		rt := s.routing()
-		for _, rec := range s.engine.Holds() {
+		for _, rec := range s.engine.Due(now) {
 			mu.Lock()
 			busy := inflight[rec.ID]
 			mu.Unlock()
@@ -93,7 +93,7 @@ func (s *Service) cheapCheck(t *target, rec hold.Record) (cheap, bool) {
 	timeout := t.spec.timeout
 	key, ok := t.keyByID(sc.Key)
 	if sc.Key == "" && len(t.keys) > 0 {
-		held := s.heldKeys(t.name)
+		held := s.heldKeys(t)
 		ok = false
 		for _, k := range t.keys {
 			if !held[k.ID] {

@@ -217,12 +217,13 @@ func (s *Service) interval(u *unit) time.Duration {
 	return d
 }
 
-// heldKeys returns the live key-scope holds of a provider, by key id.
-func (s *Service) heldKeys(provider string) map[string]bool {
+// heldKeys returns the live key-scope holds of a target's keys, by key
+// id: one lookup per configured key, whatever the number of holds.
+func (s *Service) heldKeys(t *target) map[string]bool {
 	held := map[string]bool{}
-	for _, r := range s.engine.Holds() {
-		if r.Scope.Provider == provider && r.Scope.Kind == hold.ScopeKey && live(r) {
-			held[r.Scope.Key] = true
+	for _, k := range t.keys {
+		if r, ok := s.engine.Hold(hold.Scope{Kind: hold.ScopeKey, Provider: t.name, Key: k.ID}.ID()); ok && live(r) {
+			held[k.ID] = true
 		}
 	}
 	return held
@@ -238,7 +239,7 @@ func (s *Service) checkKey(u *unit) (config.Key, bool) {
 	if len(u.t.keys) == 0 {
 		return config.Key{}, true
 	}
-	held := s.heldKeys(u.t.name)
+	held := s.heldKeys(u.t)
 	if u.id.keyID != "" {
 		k, ok := u.t.keyByID(u.id.keyID)
 		return k, ok && !held[u.id.keyID]

@@ -85,6 +85,11 @@ type Engine struct {
 	// sweepQ holds the deadlines of released records (the end of their
 	// ramp) and of held pins (their until), for the sweep.
 	sweepQ deadlines
+	// dueQ holds the due times of live records once Due was first asked
+	// (nil before: engines whose process never asks keep no heap); due
+	// the records that came due, until they change.
+	dueQ deadlines
+	due  map[string]*entry
 	// swept counts the deadlines sweeps looked at (tests: the work of a
 	// sweep does not grow with the table).
 	swept int

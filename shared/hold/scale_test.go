@@ -134,3 +134,65 @@ func BenchmarkSweep(b *testing.B) {
 		})
 	}
 }
+
+// TestDue: Due lists the live records that may be probed now (held past
+// their until, probing with a lapsed lease), and follows the table: a
+// record that changed after it came due is listed as it is now.
+func TestDue(t *testing.T) {
+	e := pinEngine(1_000, t0.Add(time.Hour))
+	ids := func(recs []Record) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range recs {
+			out[r.ID] = true
+		}
+		return out
+	}
+	if d := e.Due(t0); len(d) != 0 {
+		t.Fatalf("due at t0: %d records", len(d))
+	}
+	e.mu.Lock()
+	for i := range 5 {
+		sc := Scope{Kind: ScopeKey, Provider: "p", Key: fmt.Sprintf("k%d", i)}
+		e.installLocked(e.newEntry(Record{ID: sc.ID(), Scope: sc, State: StateHeld, Class: failure.RateLimit,
+			Until: t0.Add(time.Second), Revision: 1}))
+	}
+	sc := Scope{Kind: ScopeKey, Provider: "p", Key: "probed"}
+	e.installLocked(e.newEntry(Record{ID: sc.ID(), Scope: sc, State: StateProbing, Class: failure.RateLimit,
+		Until: t0, Probe: &Probe{Owner: "other", LeaseUntil: t0.Add(2 * time.Second)}, Revision: 1}))
+	e.mu.Unlock()
+	if d := e.Due(t0.Add(1500 * time.Millisecond)); len(d) != 5 || ids(d)["p.probed"] {
+		t.Fatalf("due at 1.5 s: %v, want the 5 held until 1 s", ids(d))
+	}
+	if d := e.Due(t0.Add(3 * time.Second)); len(d) != 6 || !ids(d)["p.probed"] {
+		t.Fatalf("due at 3 s: %v, want 6 with the lapsed lease", ids(d))
+	}
+	// One is probed now (a new lease), one released: neither is due.
+	e.mu.Lock()
+	e.installLocked(e.newEntry(Record{ID: "p.k0", Scope: Scope{Kind: ScopeKey, Provider: "p", Key: "k0"}, State: StateProbing,
+		Class: failure.RateLimit, Probe: &Probe{Owner: "other", LeaseUntil: t0.Add(time.Minute)}, Revision: 2}))
+	e.installLocked(e.newEntry(Record{ID: "p.k1", Scope: Scope{Kind: ScopeKey, Provider: "p", Key: "k1"}, State: StateReleased,
+		Class: failure.RateLimit, RampUntil: t0.Add(time.Minute), Revision: 2}))
+	e.mu.Unlock()
+	if d := ids(e.Due(t0.Add(4 * time.Second))); len(d) != 4 || d["p.k0"] || d["p.k1"] {
+		t.Fatalf("due after a new lease and a release: %v", d)
+	}
+	// Its lease lapses: due again.
+	if d := ids(e.Due(t0.Add(2 * time.Minute))); !d["p.k0"] || d["p.k1"] {
+		t.Fatalf("due after the new lease lapsed: %v", d)
+	}
+}
+
+// BenchmarkDue: the prober's look for due holds (every second) with 100,
+// 10,000 and 100,000 pins present, none due.
+func BenchmarkDue(b *testing.B) {
+	for _, n := range benchSizes {
+		e := pinEngine(n, t0.Add(time.Hour))
+		e.Due(t0)
+		b.Run(fmt.Sprintf("pins=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Due(t0.Add(time.Second))
+			}
+		})
+	}
+}
