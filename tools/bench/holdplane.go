@@ -55,6 +55,7 @@ type holdPlaneRow struct {
 	PinP99    time.Duration `json:"pin_p99_ns"`
 	Queued    int           `json:"pins_queued"` // answered 202
 	Preload   time.Duration `json:"preload_ns"`
+	Loaded    time.Duration `json:"loaded_ns"` // services started until every table has the holds present
 	Proxies   []propagation `json:"proxies"`
 	Restart   restart       `json:"restart"`
 	ProxyRSS  []int64       `json:"proxy_rss_kib"`
@@ -145,6 +146,7 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 		return row, err
 	}
 	row.Preload = time.Since(began)
+	began = time.Now()
 	progress(options{Progress: o.progress}, "%d holds present: preloaded in %v\n", n, row.Preload.Round(time.Millisecond))
 	last := preModel(n - 1)
 	cfgPath := filepath.Join(cell, "gateway.yaml")
@@ -182,6 +184,14 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 			return row, err
 		}
 	}
+	// Every engine has the holds present (the admin's, the prober's and
+	// each proxy's table), so the pins meet a fleet at rest.
+	for _, addr := range []string{adminAddr, addrs[2], addrs[0], addrs[3], addrs[4]} {
+		if err := waitHolds(ctx, client, "http://"+addr, n); err != nil {
+			return row, err
+		}
+	}
+	row.Loaded = time.Since(began)
 	before := make([]hist, len(proxies))
 	for i, p := range proxies {
 		if before[i], err = readPropagation(client, "http://"+p.addr); err != nil {
@@ -470,6 +480,45 @@ func waitPropagation(ctx context.Context, client *http.Client, base string, want
 	}
 }
 
+// waitHolds polls base/metrics until its switchyard_holds series add up
+// to at least n records.
+func waitHolds(ctx context.Context, client *http.Client, base string, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got, err := countHolds(client, base)
+		if err == nil && got >= n {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %d holds in its table, want %d (%v)", base, got, n, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+}
+
+func countHolds(client *http.Client, base string) (int, error) {
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "switchyard_holds{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, err
+				}
+				sum += f
+			}
+		}
+	}
+	return int(sum), sc.Err()
+}
+
 func loadAvg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(b))
@@ -481,8 +530,9 @@ func loadAvg() string {
 
 func printHoldPlaneRow(w io.Writer, r holdPlaneRow) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
-	fmt.Fprintf(w, "holds present %7d: %d pins took %.3f s (per pin p50 %s ms, p99 %s ms, %d queued); load %s\n",
-		r.Present, r.Pins, r.PinsTook.Seconds(), ms(r.PinP50), ms(r.PinP99), r.Queued, r.LoadAvg)
+	fmt.Fprintf(w, "holds present %7d (preloaded in %.1f s, in every table %.1f s later)\n", r.Present, r.Preload.Seconds(), r.Loaded.Seconds())
+	fmt.Fprintf(w, "  %d pins took %.3f s (per pin p50 %s ms, p99 %s ms, %d queued); load %s\n",
+		r.Pins, r.PinsTook.Seconds(), ms(r.PinP50), ms(r.PinP99), r.Queued, r.LoadAvg)
 	for i, p := range r.Proxies {
 		fmt.Fprintf(w, "  proxy-%d propagation: %d applied, p50 <= %.2g ms, p99 <= %.2g ms, %.0f%% <= 0.5 ms, %.0f%% <= 1 ms; RSS %d KiB\n",
 			i+1, p.Count, p.P50*1e3, p.P99*1e3, 100*p.Under05, 100*p.Under1, r.ProxyRSS[i])
