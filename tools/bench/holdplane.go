@@ -25,7 +25,7 @@ import (
 // gateway (tools/cmd/switchyard) and two standalone proxies
 // (services/proxy/cmd/proxy) start on it, and the bench pins -holdplane-pins
 // more models, one at a time, through the admin API (POST /admin/holds),
-// reading each standalone proxy's switchyard_hold_propagation_seconds
+// -holdplane-rounds times (the median round is reported), reading each standalone proxy's switchyard_hold_propagation_seconds
 // before and after. Then proxy 1 is restarted: its start-up time with the
 // holds in the bucket, and its first answer (a request for the model the
 // last preloaded pin holds, which must be refused as held).
@@ -41,6 +41,7 @@ const (
 type holdPlaneOptions struct {
 	Present  []int  `json:"present"`
 	Pins     int    `json:"pins"`
+	Rounds   int    `json:"rounds"`
 	Cluster  bool   `json:"cluster"`
 	PerfDir  string `json:"perf_dir,omitempty"` // perf record of each process during the pins
 	progress io.Writer
@@ -50,7 +51,8 @@ type holdPlaneOptions struct {
 type holdPlaneRow struct {
 	Present   int           `json:"present"`
 	Pins      int           `json:"pins"`
-	PinsTook  time.Duration `json:"pins_took_ns"`
+	PinsTook  time.Duration   `json:"pins_took_ns"` // the median round
+	Rounds    []time.Duration `json:"rounds_ns"`
 	PinP50    time.Duration `json:"pin_p50_ns"`
 	PinP99    time.Duration `json:"pin_p99_ns"`
 	Queued    int           `json:"pins_queued"` // answered 202
@@ -150,7 +152,7 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 	progress(options{Progress: o.progress}, "%d holds present: preloaded in %v\n", n, row.Preload.Round(time.Millisecond))
 	last := preModel(n - 1)
 	cfgPath := filepath.Join(cell, "gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(holdPlaneConfig(urls, replicas, upURL, o.Pins, last)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(holdPlaneConfig(urls, replicas, upURL, o.Rounds, o.Pins, last)), 0o600); err != nil {
 		return row, err
 	}
 	secrets := []string{"BENCH_ADMIN_TOKEN=" + hpAdminToken, "BENCH_CLIENT_KEY=" + hpClientKey, "BENCH_UPSTREAM_KEY=" + hpUpKey}
@@ -200,7 +202,7 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 	}
 	var recs []*perfRecording
 	if o.PerfDir != "" {
-		for _, c := range append([]*child{gw}, proxies...) {
+		for _, c := range append([]*child{ns, gw}, proxies...) {
 			r, err := startPerf(c.cmd.Process.Pid, filepath.Join(o.PerfDir, fmt.Sprintf("%s-%d.perf.data", c.name, n)))
 			if err != nil {
 				return row, err
@@ -209,28 +211,34 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 		}
 	}
 	row.LoadAvg = loadAvg()
-	lat := make([]time.Duration, 0, o.Pins)
-	began = time.Now()
-	for i := range o.Pins {
-		t0 := time.Now()
-		status, body, err := pin(client, "http://"+adminAddr, fmt.Sprintf("pin-%03d", i))
-		if err != nil {
-			return row, err
+	lat := make([]time.Duration, 0, o.Rounds*o.Pins)
+	for r := range o.Rounds {
+		// A round's pins are timed one after the other; the row keeps
+		// the median round (the machine may be shared), and the pins'
+		// latencies and the propagation of every round.
+		began = time.Now()
+		for i := range o.Pins {
+			t0 := time.Now()
+			status, body, err := pin(client, "http://"+adminAddr, pinModel(r, i))
+			if err != nil {
+				return row, err
+			}
+			switch status {
+			case http.StatusCreated:
+			case http.StatusAccepted:
+				row.Queued++
+			default:
+				return row, fmt.Errorf("pin %s: %d %s", pinModel(r, i), status, body)
+			}
+			lat = append(lat, time.Since(t0))
 		}
-		switch status {
-		case http.StatusCreated:
-		case http.StatusAccepted:
-			row.Queued++
-		default:
-			return row, fmt.Errorf("pin %d: %d %s", i, status, body)
-		}
-		lat = append(lat, time.Since(t0))
+		row.Rounds = append(row.Rounds, time.Since(began))
 	}
-	row.PinsTook = time.Since(began)
+	row.PinsTook = slices.Sorted(slices.Values(row.Rounds))[len(row.Rounds)/2]
 	slices.Sort(lat)
 	row.PinP50, row.PinP99 = lat[len(lat)/2], lat[len(lat)*99/100]
 	for i, p := range proxies {
-		h, err := waitPropagation(ctx, client, "http://"+p.addr, before[i].count+uint64(o.Pins))
+		h, err := waitPropagation(ctx, client, "http://"+p.addr, before[i].count+uint64(o.Rounds*o.Pins))
 		if err != nil {
 			return row, err
 		}
@@ -284,10 +292,12 @@ func holdPlaneCell(ctx context.Context, o holdPlaneOptions, n int, dir, self, gw
 // model of the last preloaded pin; an operator token; metering, debug
 // bundles and traces off; a start-up wait long enough to see how long the
 // holds take to load.
-func holdPlaneConfig(urls string, replicas int, upURL string, pins int, last string) string {
+func holdPlaneConfig(urls string, replicas int, upURL string, rounds, pins int, last string) string {
 	var models strings.Builder
-	for i := range pins {
-		fmt.Fprintf(&models, "      - name: pin-%03d\n", i)
+	for r := range rounds {
+		for i := range pins {
+			fmt.Fprintf(&models, "      - name: %s\n", pinModel(r, i))
+		}
 	}
 	fmt.Fprintf(&models, "      - name: %s\n", last)
 	return fmt.Sprintf(`log:
@@ -325,6 +335,9 @@ providers:
     models: ["*"]
 `, urls, replicas, hpProvider, upURL, models.String())
 }
+
+// pinModel is the model of round r's pin i.
+func pinModel(r, i int) string { return fmt.Sprintf("pin-%d-%03d", r, i) }
 
 // pin pins provider+model for two hours through the admin API.
 func pin(client *http.Client, base, model string) (int, string, error) {
@@ -531,8 +544,8 @@ func loadAvg() string {
 func printHoldPlaneRow(w io.Writer, r holdPlaneRow) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 	fmt.Fprintf(w, "holds present %7d (preloaded in %.1f s, in every table %.1f s later)\n", r.Present, r.Preload.Seconds(), r.Loaded.Seconds())
-	fmt.Fprintf(w, "  %d pins took %.3f s (per pin p50 %s ms, p99 %s ms, %d queued); load %s\n",
-		r.Pins, r.PinsTook.Seconds(), ms(r.PinP50), ms(r.PinP99), r.Queued, r.LoadAvg)
+	fmt.Fprintf(w, "  %d pins took %.3f s (median of %v) (per pin p50 %s ms, p99 %s ms, %d queued); load %s\n",
+		r.Pins, r.PinsTook.Seconds(), roundsOf(r.Rounds), ms(r.PinP50), ms(r.PinP99), r.Queued, r.LoadAvg)
 	for i, p := range r.Proxies {
 		fmt.Fprintf(w, "  proxy-%d propagation: %d applied, p50 <= %.2g ms, p99 <= %.2g ms, %.0f%% <= 0.5 ms, %.0f%% <= 1 ms; RSS %d KiB\n",
 			i+1, p.Count, p.P50*1e3, p.P99*1e3, 100*p.Under05, 100*p.Under1, r.ProxyRSS[i])
@@ -542,8 +555,8 @@ func printHoldPlaneRow(w io.Writer, r holdPlaneRow) {
 
 // holdPlaneMain parses the mode's flags, runs it and writes its JSON
 // results beside out.
-func holdPlaneMain(ctx context.Context, present string, pins int, cluster bool, perfDir, out string, stdout, stderr io.Writer) error {
-	o := holdPlaneOptions{Pins: pins, Cluster: cluster, progress: stderr}
+func holdPlaneMain(ctx context.Context, present string, pins, rounds int, cluster bool, perfDir, out string, stdout, stderr io.Writer) error {
+	o := holdPlaneOptions{Pins: pins, Rounds: rounds, Cluster: cluster, progress: stderr}
 	for _, f := range splitList(present) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
@@ -551,8 +564,8 @@ func holdPlaneMain(ctx context.Context, present string, pins int, cluster bool, 
 		}
 		o.Present = append(o.Present, n)
 	}
-	if pins < 1 || pins > 1000 {
-		return fmt.Errorf("-holdplane-pins: want 1 to 1000, got %d", pins)
+	if pins < 1 || pins > 1000 || rounds < 1 || rounds > 9 {
+		return fmt.Errorf("-holdplane-pins: want 1 to 1000, got %d; -holdplane-rounds: want 1 to 9, got %d", pins, rounds)
 	}
 	if perfDir != "" {
 		p, err := filepath.Abs(perfDir)
@@ -589,4 +602,12 @@ func holdPlaneMain(ctx context.Context, present string, pins int, cluster bool, 
 		}
 	}
 	return nil
+}
+
+func roundsOf(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%.3f", d.Seconds())
+	}
+	return strings.Join(out, ", ")
 }

@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "tools/bench/results/latest.json", "JSON results file (relative to the repo root; the hold-plane mode writes holdplane.json beside it)")
 	holdPlane := fs.String("holdplane", "", "the hold-plane mode instead of the latency cells: comma-separated numbers of holds present (e.g. 200,10000,100000), each preloaded into a fresh NATS, then -holdplane-pins operator pins through the admin API of an all-in-one gateway, with two standalone proxies' propagation histograms read before and after (see README.md)")
 	holdPins := fs.Int("holdplane-pins", 200, "hold-plane mode: pins timed per number of holds present")
+	holdRounds := fs.Int("holdplane-rounds", 3, "hold-plane mode: rounds of -holdplane-pins pins per number of holds present; the median round is reported")
 	holdCluster := fs.Bool("holdplane-cluster", false, "hold-plane mode: a 3-node NATS cluster with R3 buckets instead of one server")
 	holdPerf := fs.String("holdplane-perf", "", "hold-plane mode: record each process (all-in-one, proxies) with Linux perf during the pins into this directory (<process>-<holds>.perf.data)")
 	// Hidden: the helper processes.
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case *natsChild != "":
 		return serveNATSChild(ctx, *natsChild, *natsSize)
 	case *holdPlane != "":
-		return holdPlaneMain(ctx, *holdPlane, *holdPins, *holdCluster, *holdPerf, *out, stdout, stderr)
+		return holdPlaneMain(ctx, *holdPlane, *holdPins, *holdRounds, *holdCluster, *holdPerf, *out, stdout, stderr)
 	case *floorListen != "" && *floorClient == "nethttp":
 		return serveFloorNetHTTP(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *floorListen != "":
