@@ -265,11 +265,8 @@ func (e *Engine) BreakerStates() map[string]string {
 	}
 	now := e.clock.Now()
 	e.mu.Lock()
-	for _, en := range e.entries {
+	for _, en := range e.trips {
 		r := en.rec
-		if r.Class != failure.Transient || r.Scope.Key != "" || !live(r) {
-			continue
-		}
 		st := "half-open"
 		if r.State == StateHeld && now.Before(r.Until) {
 			st = "open"

@@ -85,6 +85,9 @@ type Engine struct {
 	// sweepQ holds the deadlines of released records (the end of their
 	// ramp) and of held pins (their until), for the sweep.
 	sweepQ deadlines
+	// trips are the live transient holds of providers and
+	// provider+models (tripped breakers), for BreakerStates.
+	trips map[string]*entry
 	// dueQ holds the due times of live records once Due was first asked
 	// (nil before: engines whose process never asks keep no heap); due
 	// the records that came due, until they change.
@@ -133,6 +136,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		entries:  map[string]*entry{},
 		corr:     map[corrKey]int{},
 		groups:   map[Group]int{},
+		trips:    map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),

@@ -196,3 +196,37 @@ func BenchmarkDue(b *testing.B) {
 		})
 	}
 }
+
+// TestBreakerStatesWithManyHolds: a tripped breaker's hold shows among
+// 10,000 pins, and goes with its record.
+func TestBreakerStatesWithManyHolds(t *testing.T) {
+	e := pinEngine(10_000, t0.Add(time.Hour))
+	sc := Scope{Kind: ScopeProviderModel, Provider: "p", Model: "tripped"}
+	e.mu.Lock()
+	e.installLocked(e.newEntry(Record{ID: sc.ID(), Scope: sc, State: StateHeld, Class: failure.Transient,
+		Source: SourceBreaker, Since: t0, Until: t0.Add(time.Minute), Revision: 1}))
+	e.mu.Unlock()
+	if st := e.BreakerStates(); st["p/tripped"] != "open" || len(st) != 1 {
+		t.Fatalf("breaker states %v, want p/tripped open alone", st)
+	}
+	e.mu.Lock()
+	e.removeLocked(sc.ID())
+	e.mu.Unlock()
+	if st := e.BreakerStates(); len(st) != 0 {
+		t.Fatalf("breaker states after the trip's record went: %v", st)
+	}
+}
+
+// BenchmarkBreakerStates: what a metrics scrape asks of the breakers with
+// 100, 10,000 and 100,000 pins present.
+func BenchmarkBreakerStates(b *testing.B) {
+	for _, n := range benchSizes {
+		e := pinEngine(n, t0.Add(time.Hour))
+		b.Run(fmt.Sprintf("pins=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.BreakerStates()
+			}
+		})
+	}
+}

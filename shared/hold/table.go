@@ -305,6 +305,11 @@ func (e *Engine) installLocked(en *entry) {
 	old := e.entries[id]
 	e.entries[id] = en
 	e.scheduleLocked(en)
+	if r := en.rec; r.Class == failure.Transient && r.Scope.Key == "" && live(r) {
+		e.trips[id] = en
+	} else {
+		delete(e.trips, id)
+	}
 	if old != nil && live(old.rec) && !live(en.rec) {
 		e.breakerBack(en.rec.Scope)
 	}
@@ -323,6 +328,7 @@ func (e *Engine) removeLocked(id string) {
 		return
 	}
 	delete(e.entries, id)
+	delete(e.trips, id)
 	e.countLocked(old.rec, -1)
 	e.tallyLocked(old.rec, -1)
 	if live(old.rec) {
