@@ -119,7 +119,7 @@ func preloadHolds(ctx context.Context, urls string, replicas, n int, provider st
 		if err != nil {
 			return err
 		}
-		if _, err := js.PublishAsync(prefix+key, data); err != nil {
+		if _, err := js.PublishAsync(prefix+key, data, jetstream.WithStallWait(time.Minute)); err != nil {
 			return fmt.Errorf("preload: publish %s: %w", key, err)
 		}
 	}
