@@ -28,6 +28,7 @@ func (s *Store) Watch(ctx context.Context, apply func(hold.Change)) error {
 	}
 	b := s.b.Load()
 	o := kvwatch.Options{KV: b.kv, Conn: s.nc, Log: s.log, MarkerTTL: s.markerTTL}
+	strs := interner{}
 	return kvwatch.Run(ctx, o, func(ev kvwatch.Event) {
 		switch ev.Op {
 		case kvwatch.OpLoaded:
@@ -40,6 +41,7 @@ func (s *Store) Watch(ctx context.Context, apply func(hold.Change)) error {
 				s.log.Error("hold watcher: skipping a record", "err", err)
 				return
 			}
+			strs.record(&rec)
 			apply(hold.Change{ID: ev.Key, Record: rec, Revision: ev.Revision, Initial: ev.Initial})
 		}
 	})
