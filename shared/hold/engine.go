@@ -89,8 +89,7 @@ type Engine struct {
 	// provider+models (tripped breakers), for BreakerStates.
 	trips map[string]*entry
 	// dueQ holds the due times of live records once Due was first asked
-	// (nil before: engines whose process never asks keep no heap); due
-	// the records that came due, until they change.
+	// (nil before); due the records that came due, until they change.
 	dueQ deadlines
 	due  map[string]*entry
 	// swept counts the deadlines sweeps looked at (tests: the work of a
@@ -137,6 +136,7 @@ func NewEngine(opts EngineOptions) *Engine {
 		corr:     map[corrKey]int{},
 		groups:   map[Group]int{},
 		trips:    map[string]*entry{},
+		due:      map[string]*entry{},
 		pending:  map[string]*intent{},
 		kick:     make(chan struct{}, 1),
 		leaseReq: make(chan *entry, 256),

@@ -417,14 +417,15 @@ func (e *Engine) sweep(now time.Time) {
 	for len(e.sweepQ) > 0 && e.sweepQ[0].at <= n {
 		d := heap.Pop(&e.sweepQ).(deadline)
 		e.swept++
-		en := d.en
+		en := e.currentLocked(d, sweepAt)
 		switch {
-		case e.entries[en.rec.ID] != en:
+		case en == nil:
 			// replaced or removed since: its successor has its own deadline
 		case en.rec.State == StateReleased:
-			e.removeLocked(en.rec.ID)
+			e.removeLocked(d.id)
 		case en.pending:
-			again = append(again, deadline{at: n + int64(time.Second), en: en})
+			d.at = n + int64(time.Second)
+			again = append(again, d)
 		default:
 			over = append(over, en)
 		}
