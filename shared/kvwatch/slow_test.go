@@ -1,34 +1,14 @@
 package kvwatch
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"switchyard.dev/shared/testkit"
 )
-
-// lockedBuffer is a log sink the watcher's goroutine and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // slowApply delays each put by d (a consumer slower than the bucket: a
 // large load on a busy machine), then records it.
@@ -74,7 +54,7 @@ func TestSlowWatcherIsNotRestarted(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0", t.TempDir())
 	writer := connect(t, s.ClientURL(), 1)
 	c := connect(t, s.ClientURL(), 1)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	r := newRecorder()
 	o := Options{KV: c.kv, Conn: c.nc, Log: slog.New(slog.NewTextHandler(logs, nil)), StallCheck: 50 * time.Millisecond}
 	runWith(t, o, slowApply(r, 3*time.Millisecond))

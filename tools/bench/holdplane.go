@@ -49,21 +49,21 @@ type holdPlaneOptions struct {
 
 // holdPlaneRow is what one number of holds present measured.
 type holdPlaneRow struct {
-	Present   int           `json:"present"`
-	Pins      int           `json:"pins"`
+	Present   int             `json:"present"`
+	Pins      int             `json:"pins"`
 	PinsTook  time.Duration   `json:"pins_took_ns"` // the median round
 	Rounds    []time.Duration `json:"rounds_ns"`
-	PinP50    time.Duration `json:"pin_p50_ns"`
-	PinP99    time.Duration `json:"pin_p99_ns"`
-	Queued    int           `json:"pins_queued"` // answered 202
-	Preload   time.Duration `json:"preload_ns"`
-	Loaded    time.Duration `json:"loaded_ns"` // services started until every table has the holds present
-	Proxies   []propagation `json:"proxies"`
-	Restart   restart       `json:"restart"`
-	ProxyRSS  []int64       `json:"proxy_rss_kib"`
-	ProxyHWM  []int64       `json:"proxy_hwm_kib"`
-	LoadAvg   string        `json:"loadavg"`
-	StartedAt time.Time     `json:"started_at"`
+	PinP50    time.Duration   `json:"pin_p50_ns"`
+	PinP99    time.Duration   `json:"pin_p99_ns"`
+	Queued    int             `json:"pins_queued"` // answered 202
+	Preload   time.Duration   `json:"preload_ns"`
+	Loaded    time.Duration   `json:"loaded_ns"` // services started until every table has the holds present
+	Proxies   []propagation   `json:"proxies"`
+	Restart   restart         `json:"restart"`
+	ProxyRSS  []int64         `json:"proxy_rss_kib"`
+	ProxyHWM  []int64         `json:"proxy_hwm_kib"`
+	LoadAvg   string          `json:"loadavg"`
+	StartedAt time.Time       `json:"started_at"`
 }
 
 // propagation is one proxy's switchyard_hold_propagation_seconds delta.
@@ -315,13 +315,7 @@ admin:
     - id: bench
       secret: env:BENCH_ADMIN_TOKEN
       role: operator
-metering:
-  enabled: false
-debug:
-  enabled: false
-telemetry:
-  traces: none
-providers:
+%sproviders:
   - name: %s
     type: openai
     base_url: %s/v1
@@ -333,7 +327,7 @@ providers:
   - id: bench
     secret: env:BENCH_CLIENT_KEY
     models: ["*"]
-`, urls, replicas, hpProvider, upURL, models.String())
+`, urls, replicas, featuresOff, hpProvider, upURL, models.String())
 }
 
 // pinModel is the model of round r's pin i.
@@ -341,24 +335,23 @@ func pinModel(r, i int) string { return fmt.Sprintf("pin-%d-%03d", r, i) }
 
 // pin pins provider+model for two hours through the admin API.
 func pin(client *http.Client, base, model string) (int, string, error) {
-	body := fmt.Sprintf(`{"provider":%q,"model":%q,"duration":"2h","reason":"bench"}`, hpProvider, model)
-	req, err := http.NewRequest(http.MethodPost, base+"/admin/holds", strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+hpAdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	return do(client, req)
+	return post(client, base+"/admin/holds", hpAdminToken,
+		fmt.Sprintf(`{"provider":%q,"model":%q,"duration":"2h","reason":"bench"}`, hpProvider, model))
 }
 
 // chat asks the proxy for one chat completion of model.
 func chat(client *http.Client, base, model string) (int, string, error) {
-	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, model)
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	return post(client, base+"/v1/chat/completions", hpClientKey,
+		fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, model))
+}
+
+// post sends a JSON body with a bearer token.
+func post(client *http.Client, url, token, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+hpClientKey)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	return do(client, req)
 }

@@ -66,14 +66,17 @@ type wastedReport struct {
 // "good" with the good key, chain wasted over both in that order and chain
 // single over the good one alone; otherwise as proxyConfig's baseline
 // (metering, debug bundles and traces off).
-func wastedProxyConfig(listen, upstreamURL, natsURL, dir string) string {
-	return proxyProcess(listen, natsURL, filepath.Join(dir, "nats-wasted-unused")) + fmt.Sprintf(`metering:
+// featuresOff turns metering, debug bundles and trace export off.
+const featuresOff = `metering:
   enabled: false
 debug:
   enabled: false
 telemetry:
   traces: none
-providers:
+`
+
+func wastedProxyConfig(listen, upstreamURL, natsURL, dir string) string {
+	return proxyProcess(listen, natsURL, filepath.Join(dir, "nats-wasted-unused")) + featuresOff + fmt.Sprintf(`providers:
   - name: revoked
     type: openai
     base_url: %[1]s
