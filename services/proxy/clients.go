@@ -32,7 +32,9 @@ type modelSet struct {
 	providers map[string]bool // "<provider>/*"
 }
 
-func newModelSet(list []string) modelSet {
+// newModelSet reads a models list; a chain named either way is allowed by
+// both of its names when both resolve to it (twin: route.Table.ChainTwin).
+func newModelSet(list []string, twin func(string) string) modelSet {
 	ms := modelSet{models: map[string]bool{}, providers: map[string]bool{}}
 	for _, m := range list {
 		switch {
@@ -42,6 +44,9 @@ func newModelSet(list []string) modelSet {
 			ms.providers[strings.TrimSuffix(m, "/*")] = true
 		default:
 			ms.models[m] = true
+			if t := twin(m); t != "" {
+				ms.models[t] = true
+			}
 		}
 	}
 	return ms
@@ -55,13 +60,13 @@ type clientKeys struct {
 	byID     map[string]*clientKey // for route explanations
 }
 
-func newClientKeys(cfg *config.Config) *clientKeys {
+func newClientKeys(cfg *config.Config, table *route.Table) *clientKeys {
 	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models), region: c.Region, regionRequired: c.RegionRequired}
+		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), region: c.Region, regionRequired: c.RegionRequired}
 		if p := cfg.Plan(c.Plan); p != nil && len(p.Models) > 0 {
-			ms := newModelSet(p.Models)
+			ms := newModelSet(p.Models, table.ChainTwin)
 			k.planModels = &ms
 		}
 		ck.byHash[sha256.Sum256([]byte(c.Value.Reveal()))] = k

@@ -89,7 +89,7 @@ func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []str
 	}
 	next := *rt.cfg // only the client keys differ
 	next.Clients = keys
-	nk := newClientKeys(&next)
+	nk := newClientKeys(&next, rt.table)
 	// Required as the file's keys make it: keys left out do not turn the
 	// requirement off.
 	nk.required = (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired()

@@ -166,7 +166,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	if rte.Dynamic {
 		r.resolved = s.metrics.modelLabel(rte.Steps[0].Provider.Name + "/*") // callers name these: no label per name
 	} else {
-		r.resolved = s.metrics.modelLabel(model)
+		r.resolved = s.metrics.modelLabel(rte.CountedAs(model))
 	}
 	steps := rte.Steps
 	if kind, ok := wrongKind(steps, ep.op); !ok {
@@ -354,7 +354,7 @@ func (r *request) record(status int) {
 func (r *request) usageRecord(status int) usage.Record {
 	rec := usage.Record{
 		V: usage.SchemaVersion, RequestID: r.id, At: time.Now().UTC(), ClientType: r.use.clientType,
-		Endpoint: r.ep.path, ModelRequested: r.model, Attempts: r.tally.attempts, Status: status,
+		Endpoint: r.ep.path, ModelRequested: r.modelCounted(), Attempts: r.tally.attempts, Status: status,
 		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.use.ttft.Microseconds()) / 1000,
 		Stream: r.stream, StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
 		Tokens: r.use.tokens,

@@ -45,8 +45,8 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="fake-openai/demo-model",provider="fake-openai",status="200"} 1`,
 		`switchyard_requests_total{class="rejected",endpoint="chat.completions",model="unknown",provider="none",status="404"} 1`,
-		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="demo-chat",provider="fake-openai",status="200"} 1`,
-		`switchyard_requests_total{class="transient",endpoint="chat.completions",model="demo-chat",provider="none",status="502"} 1`,
+		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="chain:demo-chat",provider="fake-openai",status="200"} 1`,
+		`switchyard_requests_total{class="transient",endpoint="chat.completions",model="chain:demo-chat",provider="none",status="502"} 1`,
 		`switchyard_request_attempts_count 3`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-openai"}`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-anthropic"}`,

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/route"
-	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
 
@@ -56,11 +54,6 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 	}
 	names := rt.allowedNames(key, rt.table.VisibleNames())
 	i := slices.IndexFunc(names, func(m route.ModelName) bool { return m.ID == id })
-	if i < 0 && !strings.HasPrefix(id, config.ChainPrefix) {
-		// a chain's bare name, which requests may use when nothing else
-		// has it: listed as chain:<name>, answered by the name asked for
-		i = slices.IndexFunc(names, func(m route.ModelName) bool { return m.ID == config.ChainPrefix+id })
-	}
 	if i >= 0 && (f != provider.FormatAnthropic || names[i].Kind == "chat") {
 		m := names[i]
 		m.ID = id
@@ -78,20 +71,24 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 
 // allowedNames are the names of names the caller's key may use (all of
 // them for an anonymous caller, or a key allowed every model), as a
-// request would be allowed: a chain listed as chain:<name> by either
-// name.
+// request would be allowed (a chain by both its names when either is).
 func (rt *routing) allowedNames(key *clientKey, names []route.ModelName) []route.ModelName {
 	if key == nil || key.own.all && (key.planModels == nil || key.planModels.all) {
 		return names
 	}
 	return slices.DeleteFunc(slices.Clone(names), func(m route.ModelName) bool {
 		rte, ok := rt.table.Resolve(m.ID)
-		if !ok {
-			return true
-		}
-		bare, chain := strings.CutPrefix(m.ID, config.ChainPrefix)
-		return !key.allows(m.ID, rte.Steps) && !(chain && key.allows(bare, rte.Steps))
+		return !ok || !key.allows(m.ID, rte.Steps)
 	})
+}
+
+// modelCounted is the requested model as usage records it: a chain's bare
+// name as its chain:<name> (route.Route.CountedAs).
+func (r *request) modelCounted() string {
+	if r.sel.route == nil {
+		return r.model
+	}
+	return r.sel.route.CountedAs(r.model)
 }
 
 // openAIModel and anthropicModel are a model's entry in the OpenAI and

@@ -3,9 +3,11 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"switchyard.dev/shared/config"
@@ -139,7 +141,7 @@ func TestModelsListedForTheCallersKey(t *testing.T) {
 		t.Fatalf("the key allowed every model: %v", all)
 	}
 	_, narrow := get(narrowSecret, "/v1/models")
-	want := []string{"chain:demo-chat", "demo-claude", "fake-anthropic/demo-claude"}
+	want := []string{"chain:demo-chat", "demo-chat", "demo-claude", "fake-anthropic/demo-claude"}
 	if !slices.Equal(narrow, want) {
 		t.Errorf("listed for the narrow key: %v, want %v", narrow, want)
 	}
@@ -148,4 +150,77 @@ func TestModelsListedForTheCallersKey(t *testing.T) {
 			t.Errorf("%s for the narrow key: %d, want %d", path, st, status)
 		}
 	}
+}
+
+// TestChainOneModelTwoNames: a chain's bare name and its chain:<name> are
+// one model: a key (or a plan) allowed either may call and list both,
+// /v1/models lists both, and usage and metrics count both as chain:<name>.
+func TestChainOneModelTwoNames(t *testing.T) {
+	const (
+		prefixedSecret = "sk-client-prefixed-1"
+		bareSecret     = "sk-client-bare-2"
+		planSecret     = "sk-client-plan-3"
+	)
+	mf := newMeterFixture(t, func(c *config.Config) {
+		c.Plans["chains"] = config.Plan{Models: []string{"chain:demo-chat"}}
+		c.Clients = append(c.Clients,
+			config.ClientKey{ID: "prefixed", Models: []string{"chain:demo-chat"}, Value: config.NewSecret(prefixedSecret)},
+			config.ClientKey{ID: "bare", Models: []string{"demo-chat"}, Value: config.NewSecret(bareSecret)},
+			config.ClientKey{ID: "plan", Plan: "chains", Models: []string{"*"}, Value: config.NewSecret(planSecret)})
+	})
+	do := func(method, secret, path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, mf.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	ids := func(b []byte) []string {
+		var list struct{ Data []struct{ ID string } }
+		_ = json.Unmarshal(b, &list)
+		var out []string
+		for _, m := range list.Data {
+			out = append(out, m.ID)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if _, b := do(http.MethodGet, clientSecret, "/v1/models", ""); !slices.Contains(ids(b), "demo-chat") || !slices.Contains(ids(b), "chain:demo-chat") {
+		t.Errorf("listed for every model: %v, want both names of the chain", ids(b))
+	}
+	calls := 0
+	for _, secret := range []string{prefixedSecret, bareSecret, planSecret} {
+		_, b := do(http.MethodGet, secret, "/v1/models", "")
+		if got, want := ids(b), []string{"chain:demo-chat", "demo-chat"}; !slices.Equal(got, want) {
+			t.Errorf("listed for %s: %v, want %v", secret, got, want)
+		}
+		for _, model := range []string{"demo-chat", "chain:demo-chat"} {
+			st, b := do(http.MethodPost, secret, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+			if st != 200 {
+				t.Errorf("%s calls %s: %d %s", secret, model, st, b)
+			}
+			calls++
+		}
+		if st, _ := do(http.MethodPost, secret, "/v1/chat/completions", chatBodyFor("demo-claude")); st != 403 {
+			t.Errorf("%s calls demo-claude: %d, want 403", secret, st)
+		}
+	}
+	for _, rec := range mf.records(t, calls) {
+		if rec.ModelRequested != "chain:demo-chat" {
+			t.Errorf("usage record of %s: model_requested %q, want chain:demo-chat", rec.ClientID, rec.ModelRequested)
+		}
+	}
+	if text := mf.scrape(t); strings.Contains(text, `model="demo-chat"`) {
+		t.Errorf("a metric series for the bare name:\n%s", grep(text, `model="demo-chat"`))
+	}
+}
+
+func chatBodyFor(model string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`
 }

@@ -56,7 +56,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	rt := &routing{cfg: cfg, version: version, table: table,
 		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
-	rt.clients.Store(newClientKeys(cfg))
+	rt.clients.Store(newClientKeys(cfg, table))
 	if rt.latencyAlpha == 0 {
 		rt.latencyAlpha = config.DefaultLatencyAlpha
 	}

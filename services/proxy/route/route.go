@@ -387,9 +387,13 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 		t.byName[alias] = rt
 		t.Names = append(t.Names, ModelName{ID: alias, OwnedBy: "switchyard", Kind: chainKind(rt.Steps)})
 	}
+	// A chain's bare name is the chain too (one model, two spellings),
+	// listed under both.
 	for _, name := range chainNames {
 		if _, taken := t.byName[name]; !taken {
-			t.byName[name] = t.byName["chain:"+name]
+			rt := t.byName["chain:"+name]
+			t.byName[name] = rt
+			t.Names = append(t.Names, ModelName{ID: name, OwnedBy: "switchyard", Kind: chainKind(rt.Steps)})
 		}
 	}
 	return t, nil
