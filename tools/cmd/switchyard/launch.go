@@ -299,10 +299,38 @@ func syncRouting(ctx context.Context, nc *nats.Conn, cfg *config.Config, environ
 	if err != nil {
 		return err
 	}
-	v, err := store.Activate(sctx, doc, configstore.Meta{By: "switchyard", Comment: "the file " + cfg.File + " changed since the last start"}, active.ActiveRevision)
+	// The active version differs from the file: an operator's edit since
+	// (swctl, the dashboard) unless the file itself changed since it was
+	// last taken (imported, or activated here).
+	if last, err := lastFromFile(sctx, store); err != nil {
+		return err
+	} else if last != nil && last.SHA256 == configstore.Sum(doc) {
+		log.Info("routing configuration kept: the file did not change since its version was taken; the active version is an edit since",
+			"version", active.Version, "file_version", last.Version, "file", cfg.File)
+		return nil
+	}
+	v, err := store.Activate(sctx, doc, configstore.Meta{By: fileActivator, Comment: "the file " + cfg.File + " changed since the last start"}, active.ActiveRevision)
 	if err != nil {
 		return err
 	}
 	log.Info("routing configuration of the file activated", "version", v.Version, "replaces", active.Version, "file", cfg.File)
 	return nil
+}
+
+// fileActivator is the author of the versions syncRouting activates.
+const fileActivator = "switchyard"
+
+// lastFromFile is the newest version taken from the file: imported at the
+// first start, or activated by syncRouting since (nil when there is none).
+func lastFromFile(ctx context.Context, store *configstore.Store) (*configstore.Version, error) {
+	versions, err := store.List(ctx) // newest first
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range versions {
+		if v.Source == configstore.SourceImport || v.Source == configstore.SourceActivate && v.By == fileActivator {
+			return &versions[i], nil
+		}
+	}
+	return nil, nil
 }

@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/testkit"
 
 	"go.uber.org/goleak"
@@ -207,13 +212,14 @@ func TestLaunchFailsOnBusyPort(t *testing.T) {
 
 // TestLaunchSyncsTheFile: the all-in-one launcher's embedded server keeps
 // the routing configuration between starts; the file's routing is
-// imported on the first start, and an edit of the file is activated as a
-// new version on the next.
+// imported on the first start, an operator's edit of the active version
+// survives a restart with the file unchanged, and an edit of the file is
+// activated as a new version on the next.
 func TestLaunchSyncsTheFile(t *testing.T) {
 	a := addrs{proxy: testkit.FreeAddr(t), prober: testkit.FreeAddr(t), admin: testkit.FreeAddr(t)}
 	path := writeConfig(t, false, a)
 	environ := []string{"TEST_PROVIDER_KEY=sk-test-secret-value"}
-	start := func() string {
+	start := func(during ...func(natsURL string)) string {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		var logs testkit.SyncBuffer
@@ -231,17 +237,63 @@ func TestLaunchSyncsTheFile(t *testing.T) {
 			return nil
 		})
 		http.DefaultClient.CloseIdleConnections()
+		for _, f := range during {
+			m := regexp.MustCompile(`"embedded NATS server running","url":"([^"]+)"`).FindStringSubmatch(logs.String())
+			if m == nil {
+				t.Fatalf("no embedded NATS URL in the log:\n%s", logs.String())
+			}
+			f(m[1])
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("launch: %v", err)
 		}
 		return logs.String()
 	}
-	if out := start(); !strings.Contains(out, "routing configuration imported from the file") {
+	// The fleet's routing store on the running launcher's NATS server.
+	withStore := func(natsURL string, f func(context.Context, *configstore.Store)) {
+		t.Helper()
+		nc, js := testkit.ConnectNATS(t, natsURL)
+		defer nc.Close()
+		cfg, err := config.Load(path, environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		res, err := bus.Setup(ctx, js, bus.SetupOptionsFrom(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(ctx, configstore.New(nc, res.Config, slog.New(slog.DiscardHandler)))
+	}
+	// An operator's edit of the active version (as swctl and the
+	// dashboard make them, through configstore.Edit), while it runs.
+	operatorEdit := func(natsURL string) {
+		withStore(natsURL, func(ctx context.Context, store *configstore.Store) {
+			if _, err := store.Edit(ctx, 0, configstore.Meta{By: "operator"}, func(doc []byte) ([]byte, error) {
+				return append(doc, "aliases:\n  by-operator: fake-openai/demo-model\n"...), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	operatorEditActive := func(natsURL string) {
+		withStore(natsURL, func(ctx context.Context, store *configstore.Store) {
+			v, err := store.Active(ctx)
+			if err != nil || !strings.Contains(v.Document, "by-operator") {
+				t.Errorf("after a restart the active version %d lost the operator's edit (%v):\n%s", v.Version, err, v.Document)
+			}
+		})
+	}
+	kept := func(out string) bool {
+		return strings.Contains(out, "routing configuration kept")
+	}
+	if out := start(operatorEdit); !strings.Contains(out, "routing configuration imported from the file") {
 		t.Errorf("first start: the file's routing was not imported:\n%s", out)
 	}
-	if out := start(); strings.Contains(out, "routing configuration of the file activated") {
-		t.Error("an unchanged file was activated again")
+	// The operator's edit survives a restart with the file unchanged.
+	if out := start(operatorEditActive); strings.Contains(out, "routing configuration of the file activated") || !kept(out) {
+		t.Errorf("an unchanged file was activated again over the operator's edit:\n%s", out)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
