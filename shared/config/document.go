@@ -180,9 +180,18 @@ func ExtractDocument(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	doc, _, err := ExtractRouting(b, path)
+	return doc, err
+}
+
+// ExtractRouting is ExtractDocument of a configuration's text b (YAML or
+// JSON; name names it in errors); other reports whether b had top-level
+// keys besides RoutableKeys (a full configuration file, not a routing
+// document).
+func ExtractRouting(b []byte, name string) (doc []byte, other bool, err error) {
 	var root yaml3.Node
 	if err := yaml3.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
 	out := &yaml3.Node{Kind: yaml3.MappingNode}
 	if len(root.Content) == 1 && root.Content[0].Kind == yaml3.MappingNode {
@@ -190,6 +199,8 @@ func ExtractDocument(path string) ([]byte, error) {
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			if slices.Contains(RoutableKeys, m.Content[i].Value) {
 				out.Content = append(out.Content, m.Content[i], m.Content[i+1])
+			} else {
+				other = true
 			}
 		}
 	}
@@ -197,10 +208,10 @@ func ExtractDocument(path string) ([]byte, error) {
 	enc := yaml3.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(out); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), other, nil
 }

@@ -31,7 +31,8 @@ const configUsage = `usage: swctl config <verb> [flags]
   history                           every version, newest first
   diff [N [M]]                      changes: the active version against the one it replaced;
                                     N: from N to the active one; N M: from N to M (0: empty)
-  preview FILE                      validate a routing document, print its errors or its diff
+  preview FILE                      validate a routing document (or the routing part of a full
+                                    configuration file, as import takes it): its errors or its diff
   activate FILE [-m COMMENT]        validate FILE, show its diff, make it the active version
   import FILE [-m COMMENT]          activate the routing part of a full configuration file
   rollback N [-m COMMENT]           make version N's document active again (a new version)
@@ -322,6 +323,11 @@ func configPreview(ctx context.Context, c *configCmd) error {
 	doc, ct, err := c.readDocument(c.pos[0])
 	if err != nil {
 		return err
+	}
+	// A full configuration file: its routing part, as import activates it.
+	if routing, other, err := config.ExtractRouting(doc, c.pos[0]); err == nil && other {
+		fmt.Fprintf(c.stderr, "# %s is a full configuration file: previewing its routing keys, as config import activates them\n", c.pos[0])
+		doc, ct = routing, "application/yaml"
 	}
 	p, err := c.preview(ctx, doc, ct, true)
 	if err != nil {

@@ -147,6 +147,10 @@ func TestConfigVerbs(t *testing.T) {
 	out = run("config", "rollback", "1", "-m", "back to the file")
 	wants("rollback", out, "version 6 active (rollback to version 1, replaces 5)")
 	full := writeFile(t, "gateway.yaml", fmt.Sprintf("nats: {url: nats://127.0.0.1:1}\nadmin: {listen: 127.0.0.1:0}\n%s", routingV2))
+	// the file the docs say to preview before importing it: its routing
+	// part, as import takes it
+	out = run("config", "preview", full)
+	wants("preview of a full file", out, "valid\n", "# changes from the active version 6", "+ providers.openai.keys.second")
 	out = run("config", "import", full)
 	wants("import", out, "version 7 active (activate, replaces 6)")
 	out = run("config", "show")
