@@ -43,6 +43,16 @@ type routing struct {
 	active atomic.Int64
 }
 
+// Check reports what New would refuse in cfg's routing (its routes do not
+// build), starting nothing: the proxy's part of a -check.
+func Check(cfg *config.Config) error {
+	prices := usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))
+	if _, err := route.Build(cfg, route.Options{Prices: prices}); err != nil {
+		return fmt.Errorf("proxy: build routes: %w", err)
+	}
+	return nil
+}
+
 // newRouting builds the routing of cfg. Connection pools of prev (the
 // routing in use) are kept for providers whose connection settings did not
 // change; secrets rotated through the admin API replace the configured

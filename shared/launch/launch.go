@@ -5,7 +5,6 @@ package launch
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,6 +47,10 @@ type Spec struct {
 	Reload func(ctx context.Context, svc Service, cfg *config.Config) (warnings []string)
 	// Hangup delivers reload requests; Main connects it to SIGHUP.
 	Hangup <-chan os.Signal
+	// Check, when set, is what the service checks of a loaded
+	// configuration before it starts anything beyond config.Validate (its
+	// routes build, say); -check runs it too.
+	Check func(*config.Config) error
 }
 
 // Main runs the service until SIGINT or SIGTERM and exits once: 0 after a
@@ -68,7 +71,7 @@ func Main(spec Spec) {
 	}
 }
 
-// Run parses args (-config), loads the configuration (environment from
+// Run parses args (Flags), loads the configuration (environment from
 // environ), builds the logger, connects to NATS (nats.url, default
 // nats://127.0.0.1:4222; the service starts even while NATS is down), and
 // runs the service until ctx ends. On the way out the NATS connection is
@@ -76,25 +79,16 @@ func Main(spec Spec) {
 func Run(ctx context.Context, spec Spec, args, environ []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	path := fs.String("config", configDefault(environ), "configuration file (env "+config.EnvConfigPath+")")
-	health := fs.String("healthcheck", "", "check the service at this URL (its /healthz; - for $HEALTHCHECK_URL) and exit: 0 when it answers 200 (for container health checks in images without a shell)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	var fl Flags
+	fl.Register(fs, environ)
+	if done, err := fl.Parse(ctx, fs, args, environ); done {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if *health != "" {
-		return HealthCheck(ctx, HealthURL(*health, environ))
-	}
-
-	cfg, err := config.Load(*path, environ)
-	if err != nil {
+	cfg, checked, err := fl.Load(environ, stdout, spec.Check)
+	if checked || err != nil {
 		return err
 	}
+	path := &fl.Config
 	log, err := logging.New(stdout, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err

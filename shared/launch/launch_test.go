@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -178,5 +179,69 @@ func TestHealthCheckFlag(t *testing.T) {
 	srv.Close()
 	if err := Run(context.Background(), s, []string{"-healthcheck", srv.URL + "/healthz"}, nil, &out); err == nil {
 		t.Fatal("down: no error")
+	}
+}
+
+// -check loads and checks the configuration as a start would and exits,
+// starting nothing: "FILE: valid" and nil, or the error start returns
+// (naming the file and the key).
+func TestCheckFlag(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("log:\n  format: json\nnats:\n  url: nats://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("log:\n  levle: info\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("the service's own check")
+	tests := []struct {
+		name    string
+		path    string
+		check   func(*config.Config) error
+		wantOut string
+		wantErr string
+	}{
+		{name: "valid", path: good, wantOut: good + ": valid\n"},
+		{name: "unknown key", path: bad, wantErr: bad + ": log.levle"},
+		{name: "the service's check", path: good, check: func(*config.Config) error { return refused }, wantErr: refused.Error()},
+		{name: "missing file", path: filepath.Join(dir, "none.yaml"), wantErr: "none.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &fakeService{ran: make(chan struct{})}
+			sp := spec(svc)
+			sp.Check = tt.check
+			var out bytes.Buffer
+			err := Run(context.Background(), sp, []string{"-check", "-config", tt.path}, nil, &out)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tt.wantErr)
+			}
+			if tt.wantOut != "" && out.String() != tt.wantOut {
+				t.Errorf("output %q, want %q", out.String(), tt.wantOut)
+			}
+			select {
+			case <-svc.ran:
+				t.Error("-check started the service")
+			default:
+			}
+		})
+	}
+}
+
+// -version prints the build's version and commit, and starts nothing.
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := Run(context.Background(), spec(&fakeService{ran: make(chan struct{})}), []string{"-version"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "test ") || !strings.Contains(out.String(), "(commit ") {
+		t.Errorf("-version printed %q", out.String())
+	}
+	version, commit = "v1.2.3", "abc123"
+	defer func() { version, commit = "", "" }()
+	if got := Version(); got != "v1.2.3 (commit abc123)" {
+		t.Errorf("Version() with -ldflags values = %q", got)
 	}
 }

@@ -63,11 +63,8 @@ func launch(ctx context.Context, opts options, environ []string, stdout io.Write
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	if len(cfg.Providers) == 0 {
-		if len(cfg.Skipped) > 0 {
-			return errNoProvider // the warnings above name each skipped provider
-		}
-		return fmt.Errorf("no provider is configured in %s: add one under providers (see configs/gateway.yaml), or run `make demo`", opts.configPath)
+	if err := checkStart(cfg); err != nil {
+		return err
 	}
 
 	for _, f := range opts.fakes {
@@ -238,6 +235,19 @@ func reloadSecrets(ctx context.Context, opts options, environ []string, cfg *con
 		log.Warn("reload: " + w)
 	}
 	log.Info("reload: configuration re-read", "file", opts.configPath, "not_applied", len(warnings))
+}
+
+// checkStart is what the launcher checks of a loaded configuration before
+// it starts anything (and all -check does beyond loading it): a provider
+// to serve, routes that build.
+func checkStart(cfg *config.Config) error {
+	if len(cfg.Providers) == 0 {
+		if len(cfg.Skipped) > 0 {
+			return errNoProvider // the warnings name each skipped provider
+		}
+		return fmt.Errorf("no provider is configured in %s: add one under providers (see configs/gateway.yaml), or run `make demo`", cfg.File)
+	}
+	return proxy.Check(cfg)
 }
 
 // startFake starts one bundled fake provider, listing the models the

@@ -306,3 +306,25 @@ func TestLaunchSyncsTheFile(t *testing.T) {
 		t.Errorf("an edited file was not activated:\n%s", out)
 	}
 }
+
+// TestCheck: -check validates the file as a start would (a provider to
+// serve included) and starts nothing: no listener, no embedded NATS.
+func TestCheck(t *testing.T) {
+	a := addrs{proxy: testkit.FreeAddr(t), prober: testkit.FreeAddr(t), admin: testkit.FreeAddr(t)}
+	path := writeConfig(t, true, a)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-check", "-config", path}, []string{"TEST_PROVIDER_KEY=x"}, &out, nil); err != nil {
+		t.Fatalf("a valid file: %v\n%s", err, out.String())
+	}
+	if out.String() != path+": valid\n" {
+		t.Errorf("output %q", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "nats")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-check started the embedded NATS server (its store exists: %v)", err)
+	}
+	out.Reset()
+	err := run(context.Background(), []string{"-check", "-config", path}, nil, &out, nil)
+	if !errors.Is(err, errNoProvider) || !strings.Contains(out.String(), "warning: provider fake-openai skipped: TEST_PROVIDER_KEY is not set") {
+		t.Errorf("no provider enabled: err %v, output %q", err, out.String())
+	}
+}

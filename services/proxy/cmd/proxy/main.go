@@ -18,6 +18,7 @@ func main() {
 	launch.Main(launch.Spec{
 		Name:   "proxy",
 		Listen: func(c *config.Config) string { return c.Proxy.Listen },
+		Check:  proxy.Check,
 		Build: func(cfg *config.Config, log *slog.Logger, nc *nats.Conn, environ []string) (launch.Service, error) {
 			return proxy.New(cfg, proxy.Deps{Log: log, NATS: nc, Environ: environ})
 		},
