@@ -15,6 +15,13 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Every command of every module (the main packages under cmd/).
 CMDS    := ./services/proxy/cmd/... ./services/prober/cmd/... ./services/admin/cmd/... ./tools/cmd/...
 
+# The build's version and commit, stamped into every binary (their -version,
+# swctl version); without git, Go's own build information is used.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X switchyard.dev/shared/buildinfo.version=$(VERSION)) $(if $(COMMIT),-X switchyard.dev/shared/buildinfo.commit=$(COMMIT))
+GOBUILD := $(GO) build -ldflags '$(LDFLAGS)'
+
 # Keys the demo config (configs/demo.yaml) reads; the bundled fake providers
 # accept any key.
 DEMO_ENV := DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1 \
@@ -32,7 +39,7 @@ help: ## list the targets
 
 build: ## build every module's binaries into ./bin
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(CMDS)
+	$(GOBUILD) -o $(BIN)/ $(CMDS)
 
 images: ## build the container images (proxy, prober, admin, switchyard, swctl) from static host binaries: deploy/docker
 	./deploy/docker/images.sh $(or $(TAG),dev)
@@ -47,7 +54,7 @@ fleet-down: ## stop the compose fleet and remove its volumes
 
 run: ## run the gateway (proxy, prober, admin, embedded NATS) with CONFIG
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
+	$(GOBUILD) -o $(BIN)/switchyard ./tools/cmd/switchyard
 	$(BIN)/switchyard -config $(CONFIG)
 
 # The demo's NATS store (configs/demo.yaml nats.embedded.store_dir): removed
@@ -58,7 +65,7 @@ KEEP    ?=
 
 demo: ## run the gateway in front of two bundled fake providers, from a fresh state (KEEP=1 keeps the last run's)
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/switchyard ./tools/cmd/switchyard
+	$(GOBUILD) -o $(BIN)/switchyard ./tools/cmd/switchyard
 	@if [ -z "$(KEEP)" ]; then rm -rf $(DEMO_STORE); fi
 	$(DEMO_ENV) $(BIN)/switchyard -config configs/demo.yaml -fakes
 

@@ -13,8 +13,12 @@ mkdir -p "$ctx/etc/ssl/certs" "$ctx/data"
 printf 'root:x:0:0:root:/:/sbin/nologin\nswitchyard:x:65532:65532:switchyard:/:/sbin/nologin\n' > "$ctx/etc/passwd"
 printf 'root:x:0:\nswitchyard:x:65532:\n' > "$ctx/etc/group"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/etc/ssl/certs/"
+# the build's version and commit (their -version), as the Makefile stamps them
+version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo "$tag")
+commit=$(cd "$root" && git rev-parse HEAD 2>/dev/null || echo unknown)
+ldflags="-s -w -X switchyard.dev/shared/buildinfo.version=$version -X switchyard.dev/shared/buildinfo.commit=$commit"
 build() { # name package port [nohealth]
-	( cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/$1" "$2" )
+	( cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$ctx/$1" "$2" )
 	if [ "${4:-}" = nohealth ]; then
 		# a command-line tool serves nothing to check: the Dockerfile without
 		# its HEALTHCHECK (the instruction and its CMD line)

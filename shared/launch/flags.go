@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"switchyard.dev/shared/buildinfo"
 	"switchyard.dev/shared/config"
 )
 
@@ -44,7 +45,7 @@ func (f *Flags) Parse(ctx context.Context, fs *flag.FlagSet, args, environ []str
 	}
 	switch {
 	case f.Version:
-		_, err := fmt.Fprintln(fs.Output(), fs.Name(), Version())
+		_, err := fmt.Fprintln(fs.Output(), fs.Name(), buildinfo.Version())
 		return true, err
 	case f.Health != "":
 		return true, HealthCheck(ctx, HealthURL(f.Health, environ))

@@ -239,9 +239,4 @@ func TestVersionFlag(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "test ") || !strings.Contains(out.String(), "(commit ") {
 		t.Errorf("-version printed %q", out.String())
 	}
-	version, commit = "v1.2.3", "abc123"
-	defer func() { version, commit = "", "" }()
-	if got := Version(); got != "v1.2.3 (commit abc123)" {
-		t.Errorf("Version() with -ldflags values = %q", got)
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard.dev/shared/buildinfo"
 	"switchyard.dev/shared/launch"
 
 	"switchyard.dev/tools/fakeprovider"
@@ -48,11 +49,16 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 	chunks := fs.Int("chunks", 0, "default stream chunk count (overrides the config; 0 = 5)")
 	keys := fs.String("keys", "", "comma-separated accepted keys (overrides the config; empty = any)")
 	health := fs.String("healthcheck", "", "check a running fake at this URL (- for $HEALTHCHECK_URL) and exit: 0 when it answers 200 (container health checks)")
+	version := fs.Bool("version", false, "print the build's version and commit and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *version {
+		_, err := fmt.Fprintln(stdout, "fakeprovider", buildinfo.Version())
+		return err
 	}
 	if *health != "" {
 		return launch.HealthCheck(ctx, launch.HealthURL(*health, os.Environ()))

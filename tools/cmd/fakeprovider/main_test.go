@@ -105,3 +105,13 @@ func TestRunBadConfig(t *testing.T) {
 		t.Errorf("run = %v, want an error naming rules[0].error", err)
 	}
 }
+
+func TestRunVersion(t *testing.T) {
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-version"}, &out, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "fakeprovider ") || !strings.Contains(out.String(), "(commit ") {
+		t.Errorf("-version printed %q", out.String())
+	}
+}

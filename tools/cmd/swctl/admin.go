@@ -50,16 +50,17 @@ func (a *adminFlags) bearer() string {
 }
 
 // adminFlagSet is the flag set of an admin verb, its admin flags
-// registered. A non-empty use is printed before the defaults on a usage
-// error (empty: the flag package's own usage).
+// registered. use is printed before the defaults on a usage error and
+// for -h (empty: "usage: swctl <name> [flags]").
 func adminFlagSet(name, use string, stderr io.Writer) (*flag.FlagSet, *adminFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if use != "" {
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, use)
-			fs.PrintDefaults()
-		}
+	if use == "" {
+		use = "usage: swctl " + name + " [flags]"
+	}
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, use)
+		fs.PrintDefaults()
 	}
 	a := &adminFlags{}
 	a.register(fs)
@@ -205,9 +206,9 @@ func dash(s string) string {
 }
 
 func runHolds(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	const use = "usage: swctl holds ls [flags] | swctl holds release ID [flags]"
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: swctl holds ls [flags] | swctl holds release ID [flags]")
-		return errors.New("holds: want ls or release")
+		return verbUsage(args, stderr, use, errors.New("holds: want ls or release"))
 	}
 	switch args[0] {
 	case "ls", "list":
@@ -215,7 +216,7 @@ func runHolds(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	case "release", "rm":
 		return holdsRelease(ctx, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("holds: unknown verb %q (want ls or release)", args[0])
+	return verbUsage(args, stderr, use, fmt.Errorf("holds: unknown verb %q (want ls or release)", args[0]))
 }
 
 func holdsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -292,8 +293,7 @@ func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func runProviders(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "status" {
-		fmt.Fprintln(stderr, "usage: swctl providers status [flags]")
-		return errors.New("providers: want status")
+		return verbUsage(args, stderr, "usage: swctl providers status [flags]", errors.New("providers: want status"))
 	}
 	fs, a := adminFlagSet("providers status", "", stderr)
 	pos, err := parseInterleaved(fs, args[1:])
@@ -355,8 +355,7 @@ func holdSummary(hs []adminapi.Hold) string {
 
 func runEvents(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "tail" {
-		fmt.Fprintln(stderr, "usage: swctl events tail [-kind hold,release] [-provider NAME] [-since 10m] [-n N] [flags]")
-		return errors.New("events: want tail")
+		return verbUsage(args, stderr, "usage: swctl events tail [-kind hold,release] [-provider NAME] [-since 10m] [-n N] [flags]", errors.New("events: want tail"))
 	}
 	fs, a := adminFlagSet("events tail", "", stderr)
 	kind := fs.String("kind", "", "comma-separated kinds: hold, release, trip, probe, health, credential, budget, config")

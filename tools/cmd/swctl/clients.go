@@ -100,8 +100,7 @@ func spent(p quota.Period) string {
 // current day, week and month starts from 0 again, fleet-wide (operator).
 func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "reset" {
-		fmt.Fprintln(stderr, "usage: swctl budget reset CLIENT [flags]")
-		return errors.New("budget: want reset")
+		return verbUsage(args, stderr, "usage: swctl budget reset CLIENT [flags]", errors.New("budget: want reset"))
 	}
 	fs, a := adminFlagSet("budget reset", "", stderr)
 	pos, err := parseInterleaved(fs, args[1:])

@@ -14,6 +14,9 @@
 //	swctl debug REQUEST_ID [--json]  one request's debug bundle: its route, every attempt, the outcome
 //	swctl debug list [--outcome failed] [--provider P] [--since 1h] [--limit N]   the newest debug bundles
 //	swctl route explain MODEL [--client ID] [--body FILE|-] [--header K=V]   how a proxy would route a request
+//	swctl version                   the build's version and commit (also swctl -version)
+//
+// swctl VERB -h prints that verb's usage.
 //
 // The admin verbs talk to the admin service: -admin URL (env
 // SWCTL_ADMIN_URL, default http://127.0.0.1:8081) and -token (env
@@ -23,11 +26,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"switchyard.dev/shared/buildinfo"
 )
 
 func main() {
@@ -65,24 +71,55 @@ func commands() []command {
 		{name: "config", usage: "show|history|diff|preview|activate|import|rollback|step|key: the fleet's routing configuration", run: runConfig},
 		{name: "debug", usage: "REQUEST_ID | list [--outcome failed] [--provider P] [--since 1h] [--limit N]: a request's debug bundle as a timeline, or the newest bundles", run: runDebug},
 		{name: "route", usage: "explain MODEL [--client ID] [--body FILE|-] [--header K=V] [--endpoint E]: how a proxy would route a request now", run: runRoute},
+		{name: "version", usage: "the build's version and commit (also -version)", run: runVersion},
 	}
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stderr)
 		if len(args) == 0 {
 			return errors.New("no command given")
 		}
 		return nil
 	}
+	if args[0] == "-version" || args[0] == "--version" {
+		return runVersion(ctx, args[1:], stdin, stdout, stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdin, stdout, stderr)
+			// VERB -h (and a sub-verb's -h): its usage, exit 0
+			if err := c.run(ctx, args[1:], stdin, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return nil
 		}
 	}
 	usage(stderr)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// verbUsage prints a verb's use when its sub-verb is missing or unknown,
+// and returns flag.ErrHelp when help was asked for (exit 0), else err.
+func verbUsage(args []string, stderr io.Writer, use string, err error) error {
+	fmt.Fprintln(stderr, use)
+	if len(args) > 0 && isHelp(args[0]) {
+		return flag.ErrHelp
+	}
+	return err
+}
+
+func runVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return verbUsage(args, stderr, "usage: swctl version", fmt.Errorf("version: unexpected argument %q", args[0]))
+	}
+	_, err := fmt.Fprintln(stdout, "swctl", buildinfo.Version())
+	return err
 }
 
 func usage(w io.Writer) {

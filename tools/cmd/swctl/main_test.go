@@ -100,3 +100,44 @@ func TestRunUsage(t *testing.T) {
 		t.Error("stray argument accepted")
 	}
 }
+
+// TestVerbHelp: swctl VERB -h (and a sub-verb's -h) prints that verb's
+// usage and exits 0, for every verb.
+func TestVerbHelp(t *testing.T) {
+	args := [][]string{
+		{"holds", "ls"}, {"holds", "release"}, {"providers", "status"}, {"events", "tail"},
+		{"budget", "reset"}, {"route", "explain"}, {"debug", "list"}, {"config", "show"}, {"config", "step"},
+	}
+	for _, c := range commands() {
+		args = append(args, []string{c.name})
+	}
+	for _, a := range args {
+		for _, h := range []string{"-h", "--help"} {
+			name := strings.Join(append(a, h), " ")
+			t.Run(name, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				err := run(context.Background(), append(append([]string{}, a...), h), strings.NewReader(""), &stdout, &stderr)
+				if err != nil {
+					t.Fatalf("swctl %s: %v\n%s", name, err, stderr.String())
+				}
+				if !strings.Contains(stderr.String(), "usage: swctl "+a[0]) {
+					t.Errorf("swctl %s printed %q, want its usage", name, stderr.String())
+				}
+			})
+		}
+	}
+}
+
+// TestVersion: swctl version and swctl -version print the build's
+// version and commit.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "-version", "--version"} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{arg}, nil, &stdout, &stderr); err != nil {
+			t.Fatalf("swctl %s: %v", arg, err)
+		}
+		if out := stdout.String(); !strings.HasPrefix(out, "swctl ") || !strings.Contains(out, "(commit ") {
+			t.Errorf("swctl %s printed %q", arg, out)
+		}
+	}
+}

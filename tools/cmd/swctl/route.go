@@ -35,8 +35,7 @@ func (h headerFlags) Set(v string) error {
 func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	const use = "usage: swctl route explain MODEL [--client ID] [--body FILE|-] [--header K=V ...] [--endpoint E] [flags]"
 	if len(args) == 0 || args[0] != "explain" {
-		fmt.Fprintln(stderr, use)
-		return errors.New("route: want explain")
+		return verbUsage(args, stderr, use, errors.New("route: want explain"))
 	}
 	fs, a := adminFlagSet("route explain", use, stderr)
 	client := fs.String("client", "", "a client key id: its plan's models, region and hash apply")

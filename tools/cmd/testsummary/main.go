@@ -23,6 +23,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+
+	"switchyard.dev/shared/buildinfo"
 )
 
 func main() {
@@ -32,7 +34,12 @@ func main() {
 			"results and failing tests' output, then the skipped tests and the totals.\n")
 		flag.PrintDefaults()
 	}
+	version := flag.Bool("version", false, "print the build's version and commit and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("testsummary", buildinfo.Version())
+		return
+	}
 	os.Exit(run(flag.Args(), os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -1,4 +1,6 @@
-package launch
+// Package buildinfo says which build a binary is: its version and commit,
+// for every binary's -version (and swctl version).
+package buildinfo
 
 import (
 	"runtime/debug"
