@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -119,23 +118,7 @@ func TestModelsListedForTheCallersKey(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) {
 		c.Clients = append(c.Clients, config.ClientKey{ID: "narrow", Models: []string{"demo-chat", "fake-anthropic/*"}, Value: config.NewSecret(narrowSecret)})
 	})
-	get := func(secret, path string) (int, []string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, f.url+path, nil)
-		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var list struct{ Data []struct{ ID string } }
-		_ = jsonDecode(resp, &list)
-		var ids []string
-		for _, m := range list.Data {
-			ids = append(ids, m.ID)
-		}
-		sort.Strings(ids)
-		return resp.StatusCode, ids
-	}
+	get := func(secret, path string) (int, []string) { return listedIDs(t, f.url, secret, path) }
 	_, all := get(clientSecret, "/v1/models")
 	if !slices.Contains(all, "demo-embed") || !slices.Contains(all, "fake-openai/demo-model") {
 		t.Fatalf("the key allowed every model: %v", all)
@@ -168,46 +151,28 @@ func TestChainOneModelTwoNames(t *testing.T) {
 			config.ClientKey{ID: "bare", Models: []string{"demo-chat"}, Value: config.NewSecret(bareSecret)},
 			config.ClientKey{ID: "plan", Plan: "chains", Models: []string{"*"}, Value: config.NewSecret(planSecret)})
 	})
-	do := func(method, secret, path, body string) (int, []byte) {
+	chat := func(secret, model string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, mf.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+secret)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		st, _, b := mf.call(t, "/v1/chat/completions", chatBodyFor(model), "Authorization", "Bearer "+secret)
+		return st, b
 	}
-	ids := func(b []byte) []string {
-		var list struct{ Data []struct{ ID string } }
-		_ = json.Unmarshal(b, &list)
-		var out []string
-		for _, m := range list.Data {
-			out = append(out, m.ID)
-		}
-		sort.Strings(out)
-		return out
-	}
-	if _, b := do(http.MethodGet, clientSecret, "/v1/models", ""); !slices.Contains(ids(b), "demo-chat") || !slices.Contains(ids(b), "chain:demo-chat") {
-		t.Errorf("listed for every model: %v, want both names of the chain", ids(b))
+	if _, ids := listedIDs(t, mf.url, clientSecret, "/v1/models"); !slices.Contains(ids, "demo-chat") || !slices.Contains(ids, "chain:demo-chat") {
+		t.Errorf("listed for every model: %v, want both names of the chain", ids)
 	}
 	calls := 0
 	for _, secret := range []string{prefixedSecret, bareSecret, planSecret} {
-		_, b := do(http.MethodGet, secret, "/v1/models", "")
-		if got, want := ids(b), []string{"chain:demo-chat", "demo-chat"}; !slices.Equal(got, want) {
+		_, got := listedIDs(t, mf.url, secret, "/v1/models")
+		if want := []string{"chain:demo-chat", "demo-chat"}; !slices.Equal(got, want) {
 			t.Errorf("listed for %s: %v, want %v", secret, got, want)
 		}
 		for _, model := range []string{"demo-chat", "chain:demo-chat"} {
-			st, b := do(http.MethodPost, secret, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+			st, b := chat(secret, model)
 			if st != 200 {
 				t.Errorf("%s calls %s: %d %s", secret, model, st, b)
 			}
 			calls++
 		}
-		if st, _ := do(http.MethodPost, secret, "/v1/chat/completions", chatBodyFor("demo-claude")); st != 403 {
+		if st, _ := chat(secret, "demo-claude"); st != 403 {
 			t.Errorf("%s calls demo-claude: %d, want 403", secret, st)
 		}
 	}
@@ -223,4 +188,24 @@ func TestChainOneModelTwoNames(t *testing.T) {
 
 func chatBodyFor(model string) string {
 	return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`
+}
+
+// listedIDs GETs a /v1/models path with a client key: its status and the
+// ids listed, sorted.
+func listedIDs(t *testing.T, base, secret, path string) (int, []string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Data []struct{ ID string } }
+	_ = jsonDecode(resp, &list)
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	sort.Strings(ids)
+	return resp.StatusCode, ids
 }
