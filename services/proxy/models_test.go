@@ -78,8 +78,8 @@ func TestGetModel(t *testing.T) {
 			t.Errorf("Anthropic SDK %s: %s, listed %s", id, am.RawJSON(), anList[id])
 		}
 	}
-	// A chain by its bare name, as requests may name it (listed as
-	// chain:demo-chat): its entry, under the name asked for.
+	// A chain by its bare name, as requests may name it (listed beside
+	// chain:demo-chat): its entry, under that name.
 	if m, err := oa.Models.Get(ctx, "demo-chat"); err != nil || m.ID != "demo-chat" || m.OwnedBy != "switchyard" {
 		t.Errorf("OpenAI SDK, a chain's bare name: %+v %v", m, err)
 	}
