@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 
 	"switchyard.dev/shared/config"
@@ -66,7 +67,7 @@ func TestGetModel(t *testing.T) {
 		am, err := an.Models.Get(ctx, id, anthropic.ModelGetParams{})
 		if id == "demo-embed" { // not a chat model: Anthropic's list has no such name
 			var ae *anthropic.Error
-			if !errorsAs(err, &ae) || ae.StatusCode != 404 || errorCode(t, []byte(ae.RawJSON())) != codeModelNotFound || ae.Type() != "not_found_error" {
+			if !errorsAs(err, &ae) || ae.StatusCode != 404 || errorCode(t, []byte(ae.RawJSON())) != gwerror.ModelNotFound || ae.Type() != "not_found_error" {
 				t.Errorf("Anthropic SDK %s: %v", id, err)
 			}
 			continue
@@ -90,7 +91,7 @@ func TestGetModel(t *testing.T) {
 
 	_, err := oa.Models.Get(ctx, "nope")
 	var oe *openai.Error
-	if !errorsAs(err, &oe) || oe.StatusCode != 404 || oe.Code != codeModelNotFound {
+	if !errorsAs(err, &oe) || oe.StatusCode != 404 || oe.Code != gwerror.ModelNotFound {
 		t.Errorf("OpenAI SDK unknown model: %v", err)
 	}
 	_, err = an.Models.Get(ctx, "nope", anthropic.ModelGetParams{})
@@ -175,8 +176,15 @@ func TestChainOneModelTwoNames(t *testing.T) {
 		if st, _ := chat(secret, "demo-claude"); st != 403 {
 			t.Errorf("%s calls demo-claude: %d, want 403", secret, st)
 		}
+		calls++ // a refusal has its usage record too
 	}
 	for _, rec := range mf.records(t, calls) {
+		if rec.Status == 403 {
+			if rec.ModelRequested != "demo-claude" {
+				t.Errorf("usage record of %s's refusal: model_requested %q", rec.ClientID, rec.ModelRequested)
+			}
+			continue
+		}
 		if rec.ModelRequested != "chain:demo-chat" {
 			t.Errorf("usage record of %s: model_requested %q, want chain:demo-chat", rec.ClientID, rec.ModelRequested)
 		}
