@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 	"unsafe"
 
@@ -362,7 +363,7 @@ func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) 
 	secrets := providerSecrets(t.step.Provider)
 	body := redact.Body(ae.body, secrets...)
 	if len(body) == 0 || !jsonObject(body) {
-		body = withRequestID(c, r.ep.format, redact.Body(errorBody(r.ep.format, status, codeProviderError, "upstream error: "+ae.summary()), secrets...))
+		body = withRequestID(c, r.ep.format, redact.Body(errorBody(r.ep.format, status, gwerror.ProviderError, "upstream error: "+ae.summary()), secrets...))
 	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
 		body = withRequestID(c, r.ep.format, translateError(r.ep.format, status, body)) // Anthropic's own carry Anthropic's
 	} else if errorShape(r.ep.format) == provider.FormatOpenAI {

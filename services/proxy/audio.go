@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -25,7 +26,7 @@ import (
 func parseForm(body []byte, contentType string) (model string, berr *bodyError) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return "", &bodyError{codeInvalidRequest, "the request must be multipart/form-data with a file and a model"}
+		return "", &bodyError{gwerror.InvalidRequest, "the request must be multipart/form-data with a file and a model"}
 	}
 	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
 	models, files := 0, 0
@@ -35,13 +36,13 @@ func parseForm(body []byte, contentType string) (model string, berr *bodyError) 
 			break
 		}
 		if err != nil {
-			return "", &bodyError{codeInvalidRequest, "the multipart body is malformed: " + err.Error()}
+			return "", &bodyError{gwerror.InvalidRequest, "the multipart body is malformed: " + err.Error()}
 		}
 		switch {
 		case p.FormName() == "model":
 			v, err := io.ReadAll(io.LimitReader(p, 1024))
 			if err != nil {
-				return "", &bodyError{codeInvalidRequest, "the multipart body is malformed: " + err.Error()}
+				return "", &bodyError{gwerror.InvalidRequest, "the multipart body is malformed: " + err.Error()}
 			}
 			model = strings.TrimSpace(string(v))
 			models++
@@ -51,11 +52,11 @@ func parseForm(body []byte, contentType string) (model string, berr *bodyError) 
 	}
 	switch {
 	case models > 1:
-		return "", &bodyError{codeDuplicateKey, "the form names `model` more than once"}
+		return "", &bodyError{gwerror.DuplicateKey, "the form names `model` more than once"}
 	case model == "":
-		return "", &bodyError{codeMissingModel, "the form must name a model"}
+		return "", &bodyError{gwerror.MissingModel, "the form must name a model"}
 	case files != 1:
-		return "", &bodyError{codeInvalidRequest, "the form must carry exactly one `file`"}
+		return "", &bodyError{gwerror.InvalidRequest, "the form must carry exactly one `file`"}
 	}
 	if berr := checkModelName(model); berr != nil {
 		return "", berr

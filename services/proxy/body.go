@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -38,28 +39,28 @@ type bodyError struct {
 // requestBody is the request's body, decoded when the caller compressed it
 // (Content-Encoding gzip, deflate, br or zstd), never to more than limit
 // bytes: the server's body limit counts the bytes as sent, and a few
-// kilobytes of gzip can expand to gigabytes. The status and error are the
+// kilobytes of gzip can expand to gigabytes. The error is the
 // caller's answer when it cannot be read: 413 past the limit, 415 for an
 // encoding the gateway does not decode, 400 for a body that does not
-// decode.
-func requestBody(c *fiber.Ctx, limit int) ([]byte, int, *bodyError) {
+// decode (the code's status, gwerror).
+func requestBody(c *fiber.Ctx, limit int) ([]byte, *bodyError) {
 	req := c.Request()
 	ce := req.Header.ContentEncoding()
 	if len(ce) == 0 || strings.EqualFold(string(ce), "identity") {
-		return req.Body(), 0, nil
+		return req.Body(), nil
 	}
 	body, err := req.BodyUncompressedWithLimit(limit)
 	switch {
 	case err == nil:
-		return body, 0, nil
+		return body, nil
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return nil, fiber.StatusRequestEntityTooLarge, &bodyError{codeRequestTooLarge,
+		return nil, &bodyError{gwerror.RequestTooLarge,
 			fmt.Sprintf("the request body is larger than the limit of %d bytes once decoded (Content-Encoding %s)", limit, ce)}
 	case errors.Is(err, fasthttp.ErrContentEncodingUnsupported):
-		return nil, fiber.StatusUnsupportedMediaType, &bodyError{codeUnsupportedEncoding,
+		return nil, &bodyError{gwerror.UnsupportedEncoding,
 			fmt.Sprintf("Content-Encoding %q is not supported: send the body as is, or gzip, deflate, br or zstd", ce)}
 	}
-	return nil, fiber.StatusBadRequest, &bodyError{codeInvalidRequest,
+	return nil, &bodyError{gwerror.InvalidRequest,
 		fmt.Sprintf("the request body does not decode as its Content-Encoding %s says", ce)}
 }
 
@@ -94,7 +95,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		p.model, ok = jsonfield.StringValue(model)
 	}
 	if !ok || p.model == "" {
-		return parsed{}, &bodyError{codeMissingModel, "the request body must name a model"}
+		return parsed{}, &bodyError{gwerror.MissingModel, "the request body must name a model"}
 	}
 	if berr := checkModelName(p.model); berr != nil {
 		return parsed{}, berr
@@ -108,7 +109,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 		}
 	}
 	if err := jsonfield.CheckUTF8(body); err != nil {
-		return parsed{}, &bodyError{codeInvalidRequest, "the request body's " + err.Error()}
+		return parsed{}, &bodyError{gwerror.InvalidRequest, "the request body's " + err.Error()}
 	}
 	if stream != nil {
 		switch string(stream) {
@@ -116,7 +117,7 @@ func readBody(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 			p.stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
 		case "false", "null":
 		default:
-			return parsed{}, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`stream` must be a boolean"}
 		}
 	}
 	if p.stream && options != nil {
@@ -145,7 +146,7 @@ func checkTokenLimit(name string, v []byte) *bodyError {
 	if f, err := strconv.ParseFloat(string(v), 64); err == nil && math.Abs(f) < math.MaxInt64 {
 		return nil
 	}
-	return &bodyError{codeInvalidRequest, fmt.Sprintf("`%s` must be an integer, not the number %.40s", name, v)}
+	return &bodyError{gwerror.InvalidRequest, fmt.Sprintf("`%s` must be an integer, not the number %.40s", name, v)}
 }
 
 // maxModelName is the longest model name a request may give, in bytes.
@@ -160,10 +161,10 @@ const maxModelName = config.MaxModelName
 // longer than maxModelName.
 func checkModelName(model string) *bodyError {
 	if !utf8.ValidString(model) {
-		return &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+		return &bodyError{gwerror.MissingModel, "the model name is not valid UTF-8"}
 	}
 	if len(model) > maxModelName {
-		return &bodyError{codeInvalidRequest, fmt.Sprintf("the model name is %d bytes long; at most %d are allowed", len(model), maxModelName)}
+		return &bodyError{gwerror.InvalidRequest, fmt.Sprintf("the model name is %d bytes long; at most %d are allowed", len(model), maxModelName)}
 	}
 	return nil
 }
@@ -177,12 +178,12 @@ func bodyErrorOf(err error) *bodyError {
 		return nil
 	}
 	if de := (*jsonfield.DuplicateKeyError)(nil); errors.As(err, &de) {
-		return &bodyError{codeDuplicateKey, de.Error()}
+		return &bodyError{gwerror.DuplicateKey, de.Error()}
 	}
 	if errors.Is(err, jsonfield.ErrKeyNotUTF8) {
-		return &bodyError{codeInvalidJSON, "the request body names a key that is not valid UTF-8"}
+		return &bodyError{gwerror.InvalidJSON, "the request body names a key that is not valid UTF-8"}
 	}
-	return &bodyError{codeInvalidJSON, "the request body is not valid JSON"} // jsonfield.ErrInvalid
+	return &bodyError{gwerror.InvalidJSON, "the request body is not valid JSON"} // jsonfield.ErrInvalid
 }
 
 // requiredField is the top-level field a request for op must carry ("":
@@ -205,29 +206,29 @@ func checkRequired(op provider.Op, v []byte, found bool) *bodyError {
 	switch op {
 	case provider.OpChat, provider.OpCountTokens:
 		if !found || len(v) == 0 || v[0] != '[' {
-			return &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+			return &bodyError{gwerror.InvalidRequest, "`messages` must be an array of messages"}
 		}
 	case provider.OpEmbeddings, provider.OpModerations:
 		if !found || string(v) == "null" {
-			return &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+			return &bodyError{gwerror.InvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
 		}
 	case provider.OpCompletions:
 		if !found || string(v) == "null" {
-			return &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
+			return &bodyError{gwerror.InvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
 		}
 	case provider.OpImages:
 		if !found || len(v) == 0 || v[0] != '"' {
-			return &bodyError{codeInvalidRequest, "`prompt` must be a string"}
+			return &bodyError{gwerror.InvalidRequest, "`prompt` must be a string"}
 		}
 	case provider.OpSpeech:
 		if !found || len(v) == 0 || v[0] != '"' {
-			return &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
+			return &bodyError{gwerror.InvalidRequest, "`input` must be the text to speak"}
 		}
 	case provider.OpResponses:
 		// input is optional: a prompt template, or a continuation
 		// (previous_response_id, conversation), may carry the turn.
 		if found && string(v) != "null" && (len(v) == 0 || (v[0] != '"' && v[0] != '[')) {
-			return &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
+			return &bodyError{gwerror.InvalidRequest, "`input` must be a string or an array of input items"}
 		}
 	}
 	return nil

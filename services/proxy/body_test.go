@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"unicode/utf8"
 
@@ -26,39 +27,39 @@ func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 	}
 	model, ok := jsonfield.String(body, "model")
 	if !ok || model == "" {
-		return parsed{}, &bodyError{codeMissingModel, "the request body must name a model"}
+		return parsed{}, &bodyError{gwerror.MissingModel, "the request body must name a model"}
 	}
 	if !utf8.ValidString(model) {
-		return parsed{}, &bodyError{codeMissingModel, "the model name is not valid UTF-8"}
+		return parsed{}, &bodyError{gwerror.MissingModel, "the model name is not valid UTF-8"}
 	}
 	switch op {
 	case provider.OpChat:
 		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
-			return parsed{}, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`messages` must be an array of messages"}
 		}
 	case provider.OpEmbeddings, provider.OpModerations:
 		if v, _, _, found := jsonfield.Find(body, "input"); !found || string(v) == "null" {
-			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`input` must be a string, an array of strings or an array of token ids"}
 		}
 	case provider.OpCompletions:
 		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || string(v) == "null" {
-			return parsed{}, &bodyError{codeInvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`prompt` must be a string, an array of strings or an array of token ids"}
 		}
 	case provider.OpImages:
 		if v, _, _, found := jsonfield.Find(body, "prompt"); !found || len(v) == 0 || v[0] != '"' {
-			return parsed{}, &bodyError{codeInvalidRequest, "`prompt` must be a string"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`prompt` must be a string"}
 		}
 	case provider.OpSpeech:
 		if v, _, _, found := jsonfield.Find(body, "input"); !found || len(v) == 0 || v[0] != '"' {
-			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be the text to speak"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`input` must be the text to speak"}
 		}
 	case provider.OpResponses:
 		if v, _, _, found := jsonfield.Find(body, "input"); found && string(v) != "null" && (len(v) == 0 || (v[0] != '"' && v[0] != '[')) {
-			return parsed{}, &bodyError{codeInvalidRequest, "`input` must be a string or an array of input items"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`input` must be a string or an array of input items"}
 		}
 	case provider.OpCountTokens:
 		if v, _, _, found := jsonfield.Find(body, "messages"); !found || len(v) == 0 || v[0] != '[' {
-			return parsed{}, &bodyError{codeInvalidRequest, "`messages` must be an array of messages"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`messages` must be an array of messages"}
 		}
 	}
 	stream := false
@@ -68,7 +69,7 @@ func readBodyOld(body []byte, op provider.Op) (p parsed, berr *bodyError) {
 			stream = op == provider.OpChat || op == provider.OpCompletions || op == provider.OpResponses
 		case "false", "null":
 		default:
-			return parsed{}, &bodyError{codeInvalidRequest, "`stream` must be a boolean"}
+			return parsed{}, &bodyError{gwerror.InvalidRequest, "`stream` must be a boolean"}
 		}
 	}
 	p = parsed{model: model, stream: stream}
@@ -282,7 +283,7 @@ func TestCompressedBodies(t *testing.T) {
 	}
 	before := len(f.openai.Calls())
 	status, _, body := f.call(t, "/v1/chat/completions", bomb, "Content-Encoding", "gzip")
-	if status != 413 || errorCode(t, body) != codeRequestTooLarge {
+	if status != 413 || errorCode(t, body) != gwerror.RequestTooLarge {
 		t.Errorf("8 MiB once decoded: %d %s", status, body)
 	}
 	if n := len(f.openai.Calls()) - before; n != 0 {
@@ -295,10 +296,10 @@ func TestCompressedBodies(t *testing.T) {
 	if c := f.openai.Calls()[len(f.openai.Calls())-1]; !json.Valid(c.Body) || c.Header.Get("Content-Encoding") != "" {
 		t.Errorf("upstream got %q with Content-Encoding %q, want the decoded JSON", c.Body, c.Header.Get("Content-Encoding"))
 	}
-	if status, _, body = f.call(t, "/v1/chat/completions", chatBody, "Content-Encoding", "compress"); status != 415 || errorCode(t, body) != codeUnsupportedEncoding {
+	if status, _, body = f.call(t, "/v1/chat/completions", chatBody, "Content-Encoding", "compress"); status != 415 || errorCode(t, body) != gwerror.UnsupportedEncoding {
 		t.Errorf("Content-Encoding compress: %d %s", status, body)
 	}
-	if status, _, body = f.call(t, "/v1/chat/completions", "not gzip", "Content-Encoding", "gzip"); status != 400 || errorCode(t, body) != codeInvalidRequest {
+	if status, _, body = f.call(t, "/v1/chat/completions", "not gzip", "Content-Encoding", "gzip"); status != 400 || errorCode(t, body) != gwerror.InvalidRequest {
 		t.Errorf("a body that does not decode: %d %s", status, body)
 	}
 	zipped := gz(`{"input":"x","model":"text-embedding-3-small"}`)
@@ -344,8 +345,8 @@ func TestModelNameLimit(t *testing.T) {
 			if status == 200 {
 				return
 			}
-			if code := errorCode(t, body); code != codeInvalidRequest {
-				t.Errorf("code %q, want %s: %s", code, codeInvalidRequest, body)
+			if code := errorCode(t, body); code != gwerror.InvalidRequest {
+				t.Errorf("code %q, want %s: %s", code, gwerror.InvalidRequest, body)
 			}
 			if m := decode(t, body); tt.anthropic != (m["type"] == "error") {
 				t.Errorf("not in the endpoint's format: %s", body)
@@ -384,8 +385,8 @@ func TestBodyInvalidTextAndNumbers(t *testing.T) {
 			if status != 400 {
 				t.Fatalf("status %d, want 400: %.300s", status, body)
 			}
-			if code := errorCode(t, body); code != codeInvalidRequest {
-				t.Errorf("code %q, want %s: %s", code, codeInvalidRequest, body)
+			if code := errorCode(t, body); code != gwerror.InvalidRequest {
+				t.Errorf("code %q, want %s: %s", code, gwerror.InvalidRequest, body)
 			}
 			m := decode(t, body)
 			if tt.anthropic != (m["type"] == "error") {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestBreakerTripsIntoProviderHold(t *testing.T) {
 		{"/v1/messages", `{"model":"fake-openai/demo-model","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`},
 	} {
 		status, h, body := f.call(t, tt.path, tt.body)
-		if status != 503 || errorCode(t, body) != codeCircuitOpen {
+		if status != 503 || errorCode(t, body) != gwerror.CircuitOpen {
 			t.Fatalf("%s with the breaker open: %d %s", tt.path, status, body)
 		}
 		m := decode(t, body)
@@ -138,7 +139,7 @@ func TestStreamsCutByTheUpstreamTripTheBreaker(t *testing.T) {
 			t.Fatalf("breaker open after %d cut streams, want %d", i, threshold)
 		}
 		resp, events := f.stream(t, "/v1/chat/completions", body)
-		if resp.StatusCode != 200 || len(events) == 0 || !strings.Contains(events[len(events)-1].data, codeStreamIncomplete) {
+		if resp.StatusCode != 200 || len(events) == 0 || !strings.Contains(events[len(events)-1].data, gwerror.StreamIncomplete) {
 			t.Fatalf("stream %d: %d, events %+v", i, resp.StatusCode, events)
 		}
 	}
@@ -172,7 +173,7 @@ func TestCallersToldWhenToRetry(t *testing.T) {
 		f.openai.AddRule(fakeprovider.Rule{Error: "openai.rate_limit", RetryAfter: 20 * time.Second})
 		status, h, body := f.call(t, "/v1/chat/completions", directBody)
 		ra, _ := strconv.Atoi(h.Get("Retry-After"))
-		if status != 429 || errorCode(t, body) != codeRateLimited || ra < 15 || ra > 20 || h.Get("X-Should-Retry") != "" {
+		if status != 429 || errorCode(t, body) != gwerror.RateLimited || ra < 15 || ra > 20 || h.Get("X-Should-Retry") != "" {
 			t.Fatalf("both keys rate limited: %d Retry-After %q X-Should-Retry %q: %s", status, h.Get("Retry-After"), h.Get("X-Should-Retry"), body)
 		}
 		// then every key is held for its stated wait: 503, the SDK may retry after it

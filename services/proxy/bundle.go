@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"time"
 
@@ -383,7 +384,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 	streamCut := r.class == classStreamIncomplete
 	bd.Outcome = debug.OutcomeOf(status, streamCut)
 	if streamCut && bd.ErrorCode == "" {
-		bd.ErrorCode = codeStreamIncomplete
+		bd.ErrorCode = gwerror.StreamIncomplete
 	}
 	if class := r.outcomeClass(status); class != classOK {
 		bd.Class = class

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ func TestBundleSampling(t *testing.T) {
 	if b := bundleOf(t, s, "req-forced"); b.Sampled != "forced" {
 		t.Errorf("forced: %+v", b.Sampled)
 	}
-	if b := bundleOf(t, s, "req-unknown-model-forced"); b.Sampled != "forced" || b.Status != 404 || b.Outcome != debug.OutcomeRejected || b.ErrorCode != codeModelNotFound {
+	if b := bundleOf(t, s, "req-unknown-model-forced"); b.Sampled != "forced" || b.Status != 404 || b.Outcome != debug.OutcomeRejected || b.ErrorCode != gwerror.ModelNotFound {
 		t.Errorf("404, forced: %+v", b)
 	}
 	for _, rf := range refusals {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,35 +11,10 @@ import (
 	"switchyard.dev/shared/provider"
 )
 
-// Gateway error codes: the closed list of codes Switchyard itself returns
-// (an upstream's own error passes through with the upstream's code).
-const (
-	codeInvalidJSON         = "invalid_json"
-	codeDuplicateKey        = "duplicate_key"
-	codeInvalidRequest      = "invalid_request"
-	codeMissingModel        = "missing_model"
-	codeModelNotFound       = "model_not_found"
-	codeModelNotAllowed     = "model_not_allowed"
-	codeInvalidAPIKey       = "invalid_api_key"
-	codeRequestTooLarge     = "request_too_large"
-	codeResponseTooLarge    = "response_too_large"
-	codeUnsupportedEncoding = "unsupported_content_encoding"
-	codeOverloaded          = "gateway_overloaded"
-	codeNoTarget            = "no_available_target"
-	codeCircuitOpen         = "circuit_open"
-	codeNoMatchingTarget    = "no_matching_target"
-	codeProviderNotFound    = "provider_not_found"
-	codeAllFailed           = "all_providers_failed"
-	codeProviderError       = "provider_error"
-	codeStreamIncomplete    = "stream_incomplete"
-	codeUnsupported         = "unsupported_translation"
-	codeNotFound            = "not_found"
-	codeUnsupportedForKind  = "unsupported_operation"
-	codeGatewayError        = "gateway_error"
-	// codeRateLimited: every attempt ended rate limited by its provider
-	// (the code a plan's per-minute limits refuse with, shared/quota).
-	codeRateLimited = "rate_limited"
-)
+// codeResponseTooLarge is the failure.Result code of an answer larger
+// than the gateway holds (maxResponseBytes): the reason of a 502
+// provider_error, not a code of its own.
+const codeResponseTooLarge = "response_too_large"
 
 // openAIType maps a status to the OpenAI error "type".
 func openAIType(status int) string {
@@ -133,8 +109,28 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// sendError writes a gateway error response.
-func sendError(c *fiber.Ctx, f provider.Format, status int, code, message string) error {
+// sendError writes a gateway error response: code (gwerror) with its
+// status. A code an SDK must not retry (gwerror.Entry.Retryable false:
+// a budget spent until its period resets) on a status the SDKs retry
+// (429, 5xx) says X-Should-Retry: false, which they read before their own
+// rules.
+func sendError(c *fiber.Ctx, f provider.Format, code, message string) error {
+	e, _ := gwerror.Lookup(code)
+	status := e.Status
+	if status == 0 {
+		status = fiber.StatusInternalServerError // not in the catalogue: TestEveryCodeSentIsCatalogued keeps it from happening
+	}
+	if !e.Retryable && (status == fiber.StatusTooManyRequests || status >= 500) {
+		c.Set(headerShouldRetry, "false")
+	}
+	return sendErrorStatus(c, f, status, code, message)
+}
+
+// sendErrorStatus writes a gateway error response with a status other
+// than its code's own (gwerror.Entry.Also: provider_error's 504, not_found's
+// 405, invalid_request's for a request the HTTP server refused; an
+// upstream's status relayed with the gateway's provider_error).
+func sendErrorStatus(c *fiber.Ctx, f provider.Format, status int, code, message string) error {
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(withRequestID(c, f, errorBody(f, status, code, message)))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -38,7 +39,7 @@ func TestErrorBodiesAreValidJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, f := range []provider.Format{provider.FormatOpenAI, provider.FormatAnthropic} {
-				b := errorBody(f, 404, codeNotFound, tt.message)
+				b := errorBody(f, 404, gwerror.NotFound, tt.message)
 				var v struct {
 					Error struct{ Message string }
 				}
@@ -121,7 +122,7 @@ func TestTranslatedTypeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.openai.Calls()) + len(f.anthropic.Calls())
 			status, _, b := f.call(t, tt.path, tt.body)
-			if status != http.StatusBadRequest || errorCode(t, b) != codeInvalidRequest {
+			if status != http.StatusBadRequest || errorCode(t, b) != gwerror.InvalidRequest {
 				t.Fatalf("%d %s", status, b)
 			}
 			m := decode(t, b)
@@ -243,7 +244,7 @@ func TestErrorCodesDocumented(t *testing.T) {
 			t.Errorf("the code %s (errors.go) is not in README.md's table of codes", c)
 		}
 	}
-	if !documented[codeCircuitOpen] || !documented[codeNoTarget] {
+	if !documented[gwerror.CircuitOpen] || !documented[gwerror.NoTarget] {
 		t.Fatalf("no table of codes found in README.md")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -20,17 +21,17 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	case r.tally.attempts == 0 && p.unsupported != nil && !p.denied:
 		// Only untranslatable targets: the request must change. With a
 		// held target beside them, it is served once the hold ends (503).
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupported, p.unsupported.Error())}
+		return outcome{err: sendError(c, r.ep.format, gwerror.Unsupported, p.unsupported.Error())}
 	case r.tally.attempts == 0 && r.expired():
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusGatewayTimeout, codeProviderError, "the request's deadline passed before any attempt")}
+		return outcome{err: sendErrorStatus(c, r.ep.format, fiber.StatusGatewayTimeout, gwerror.ProviderError, "the request's deadline passed before any attempt")}
 	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
 		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
+		return outcome{err: sendError(c, r.ep.format, gwerror.UnsupportedForKind,
 			fmt.Sprintf("no provider of `%s` serves %s (the gateway does not translate it)", r.model, r.ep.path))}
 	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unfitReasons):
 		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))
 		r.logger().Warn("no target fits the request", "model", r.model, "rejected", r.rejections(rte))
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeNoMatchingTarget, msg)}
+		return outcome{err: sendError(c, r.ep.format, gwerror.NoMatchingTarget, msg)}
 	case r.tally.attempts == 0:
 		msg := fmt.Sprintf("no provider target of `%s` is available", r.model)
 		if p.denied {
@@ -46,9 +47,9 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		retry := r.s.retryAfter(rte.Steps)
 		r.s.setRetryAfter(c, retry)
 		if open := r.s.openBreakers(rte.Steps); p.denied && open != "" {
-			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
+			return outcome{err: sendError(c, r.ep.format, gwerror.CircuitOpen, circuitOpenMessage(open, retry))}
 		}
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget, msg)}
+		return outcome{err: sendError(c, r.ep.format, gwerror.NoTarget, msg)}
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
 	if !p.failed && r.tally.last != nil {
@@ -68,24 +69,24 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		if r.tally.last != nil {
 			msg += "; last: " + r.tally.last.summary()
 		}
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusTooManyRequests, codeRateLimited, msg)}
+		return outcome{err: sendError(c, r.ep.format, gwerror.RateLimited, msg)}
 	}
 	if r.tally.attempts > 1 {
 		// The gateway retried already: an SDK retrying on top would
 		// multiply the upstream calls.
 		c.Set(headerShouldRetry, "false")
 	}
-	code := codeAllFailed
+	code := gwerror.AllFailed
 	msg := fmt.Sprintf("all %d attempts for `%s` failed", r.tally.attempts, r.model)
 	if p.candidates == 1 {
-		code = codeProviderError
+		code = gwerror.ProviderError
 		msg = fmt.Sprintf("the provider failed for `%s`", r.model)
 	}
 	if r.tally.last != nil {
 		msg += "; last: " + r.tally.last.summary()
 	}
 	r.logger().Error("request failed", "model", r.model, "attempts", r.tally.attempts, "code", code)
-	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+	return outcome{err: sendError(c, r.ep.format, code, msg)}
 }
 
 // headerShouldRetry tells the OpenAI and Anthropic SDKs whether to retry

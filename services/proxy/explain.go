@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,7 +91,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 	}
 	rte, ok := rt.table.Resolve(model)
 	if !ok {
-		return fail(http.StatusNotFound, codeModelNotFound, "the model `%s` does not exist on this gateway", model)
+		return fail(http.StatusNotFound, gwerror.ModelNotFound, "the model `%s` does not exist on this gateway", model)
 	}
 	r := &request{s: s, rt: rt, ep: ep, model: model, body: q.Body}
 	r.estimateInput()
@@ -100,7 +101,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 			return fail(http.StatusNotFound, "client_not_found", "no client key with id %q", q.Client)
 		}
 		if !r.client.allows(model, rte.Steps) {
-			return fail(http.StatusForbidden, codeModelNotAllowed, "client %q may not use the model `%s`", q.Client, model)
+			return fail(http.StatusForbidden, gwerror.ModelNotAllowed, "client %q may not use the model `%s`", q.Client, model)
 		}
 	}
 	r.selection(mapHeaders(q.Headers), rte)

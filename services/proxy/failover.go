@@ -7,6 +7,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -113,7 +114,7 @@ steps:
 				// a value the translation does not know) concern this step
 				// only: the next may serve the request as it is.
 				r.class = classRejected
-				return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest, malformedRequest(err))}, true
+				return outcome{err: sendError(c, r.ep.format, gwerror.InvalidRequest, malformedRequest(err))}, true
 			}
 			if err != nil {
 				p.unsupported = err

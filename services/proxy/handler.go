@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -71,7 +72,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 			s.life.inFlight.Add(-1)
 			r.class = classRejected
 			c.Set(fiber.HeaderRetryAfter, "1") // a slot frees as soon as a request ends
-			err := sendError(c, ep.format, fiber.StatusServiceUnavailable, codeOverloaded,
+			err := sendError(c, ep.format, gwerror.Overloaded,
 				fmt.Sprintf("the gateway is at its limit of %d requests in flight; retry shortly", s.cfg.Limits.MaxInFlight))
 			r.record(c.Response().StatusCode())
 			return err
@@ -131,12 +132,12 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	if !ok {
 		r.class = classRejected
 		r.trace.on = false // no bundle for a caller that is not one (a flood must not fill the stream)
-		return outcome{err: sendError(c, ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
+		return outcome{err: sendError(c, ep.format, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
 	}
-	body, status, berr := requestBody(c, s.cfg.Limits.MaxBodyBytes)
+	body, berr := requestBody(c, s.cfg.Limits.MaxBodyBytes)
 	if berr != nil {
 		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, status, berr.code, berr.msg)}
+		return outcome{err: sendError(c, ep.format, berr.code, berr.msg)}
 	}
 	r.body = body
 	r.readTraceContext(c)
@@ -154,13 +155,13 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	if berr != nil {
 		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, berr.code, berr.msg)}
+		return outcome{err: sendError(c, ep.format, berr.code, berr.msg)}
 	}
 	r.model, r.stream = model, stream
 	rte, ok := r.rt.table.Resolve(model)
 	if !ok {
 		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, fiber.StatusNotFound, codeModelNotFound,
+		return outcome{err: sendError(c, ep.format, gwerror.ModelNotFound,
 			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
 	}
 	if rte.Dynamic {
@@ -171,13 +172,13 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	steps := rte.Steps
 	if kind, ok := wrongKind(steps, ep.op); !ok {
 		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, fiber.StatusBadRequest, codeUnsupportedForKind,
+		return outcome{err: sendError(c, ep.format, gwerror.UnsupportedForKind,
 			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))}
 	}
 	if client != nil && !client.allows(model, steps) {
 		r.class = classRejected
-		r.trace.access = codeModelNotAllowed
-		return outcome{err: sendError(c, ep.format, fiber.StatusForbidden, codeModelNotAllowed,
+		r.trace.access = gwerror.ModelNotAllowed
+		return outcome{err: sendError(c, ep.format, gwerror.ModelNotAllowed,
 			fmt.Sprintf("this API key may not use the model `%s`", model))}
 	}
 	r.takeIdempotencyKey(c)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strconv"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
 
@@ -105,7 +106,7 @@ func TestAllHeldPolicy(t *testing.T) {
 			})
 			f.openai.AddRule(tt.rule)
 			// every attempt rate limited: the caller is told so (429)
-			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 429 || errorCode(t, body) != codeRateLimited {
+			if status, _, body := f.call(t, "/v1/chat/completions", directBody); status != 429 || errorCode(t, body) != gwerror.RateLimited {
 				t.Fatalf("first request: %d %s", status, body)
 			}
 			// Both holds written (a soft pass takes its early lease by
@@ -236,7 +237,7 @@ func TestHeldStepBesideUntranslatableOne(t *testing.T) {
 			switch {
 			case policy == config.AllHeldTrySoft && status != 200:
 				t.Fatalf("try_soft: %d %s", status, body)
-			case policy == config.AllHeldFailFast && (status != 503 || errorCode(t, body) != codeNoTarget || h.Get("Retry-After") == ""):
+			case policy == config.AllHeldFailFast && (status != 503 || errorCode(t, body) != gwerror.NoTarget || h.Get("Retry-After") == ""):
 				t.Fatalf("fail_fast: %d %s", status, body)
 			}
 		})
@@ -345,7 +346,7 @@ func TestAllHeldKeepsTheDeclaredOrder(t *testing.T) {
 	}
 	oa, an = len(f.openai.Calls()), len(f.anthropic.Calls())
 	status, h, body := f.call(t, "/v1/chat/completions", chatBody)
-	if status != 503 || errorCode(t, body) != codeCircuitOpen || h.Get("Retry-After") == "" {
+	if status != 503 || errorCode(t, body) != gwerror.CircuitOpen || h.Get("Retry-After") == "" {
 		t.Fatalf("within the early-probe interval: %d %s (Retry-After %q), want 503 with Retry-After", status, body, h.Get("Retry-After"))
 	}
 	if got := len(f.openai.Calls()) + len(f.anthropic.Calls()) - oa - an; got != 0 {
@@ -372,8 +373,8 @@ func TestAttemptCap(t *testing.T) {
 		code        string
 	}{
 		// every attempt rate limited: 429, as the providers said
-		{"rotations", 0, "openai.rate_limit_no_wait", 12, 10, 429, codeRateLimited},
-		{"retries", 3, "openai.server_error", 2, 3, 502, codeAllFailed},
+		{"rotations", 0, "openai.rate_limit_no_wait", 12, 10, 429, gwerror.RateLimited},
+		{"retries", 3, "openai.server_error", 2, 3, 502, gwerror.AllFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,13 +100,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	if ref != nil {
 		r.class = classLimited
 		r.s.setRetryAfter(c, ref.RetryAfterSeconds())
-		if ref.Code.Budget() {
-			// Admitted again when the period resets, hours away: the SDKs
-			// (which read this header before their own rules) would retry
-			// within seconds, in vain.
-			c.Set(headerShouldRetry, "false")
-		}
-		return false, sendError(c, r.ep.format, fiber.StatusTooManyRequests, string(ref.Code), ref.Message)
+		return false, sendError(c, r.ep.format, string(ref.Code), ref.Message)
 	}
 	r.ticket = t
 	return true, nil

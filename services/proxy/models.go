@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,7 +25,7 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
 	key, ok := rt.clients.Load().authenticate(c)
 	if !ok {
-		return sendError(c, s.formatOf(c), fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
+		return sendError(c, s.formatOf(c), gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	names := rt.allowedNames(key, rt.table.VisibleNames())
@@ -46,7 +47,7 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 	f := s.formatOf(c)
 	key, ok := rt.clients.Load().authenticate(c)
 	if !ok {
-		return sendError(c, f, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")
+		return sendError(c, f, gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}
 	id := c.Params("*") // as sent: fiber does not unescape the path
 	if u, err := url.PathUnescape(id); err == nil {
@@ -66,7 +67,7 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(b)
 	}
-	return sendError(c, f, fiber.StatusNotFound, codeModelNotFound, fmt.Sprintf("the model `%s` does not exist on this gateway", id))
+	return sendError(c, f, gwerror.ModelNotFound, fmt.Sprintf("the model `%s` does not exist on this gateway", id))
 }
 
 // allowedNames are the names of names the caller's key may use (all of

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"testing"
 	"time"
@@ -634,7 +635,7 @@ func TestSpanNamesAndStatusOfRefusals(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	tr.export(&debug.Bundle{V: debug.SchemaVersion, RequestID: "req-404", At: at, Endpoint: "/v1/chat/completions",
 		Model: "made-up-" + strings.Repeat("x", 300), ModelLabel: modelUnknown, Status: 404,
-		Outcome: debug.OutcomeRejected, ErrorCode: codeModelNotFound, LatencyMS: 1})
+		Outcome: debug.OutcomeRejected, ErrorCode: gwerror.ModelNotFound, LatencyMS: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tr.shutdown(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -91,22 +92,22 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	if !ok {
 		r.class = classRejected
 		r.trace.on = false
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid gateway API key")}
+		return outcome{err: sendError(c, r.ep.format, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.readTraceContext(c)
 	if p == nil && name == "v1" {
 		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeNotFound,
+		return outcome{err: sendError(c, r.ep.format, gwerror.NotFound,
 			fmt.Sprintf("%s %s is not a route of this gateway", c.Method(), c.Path()))}
 	}
 	if p == nil {
 		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusNotFound, codeProviderNotFound,
+		return outcome{err: sendError(c, r.ep.format, gwerror.ProviderNotFound,
 			fmt.Sprintf("no provider named `%s` on this gateway", name))}
 	}
 	if !safePath(c.Params("*")) {
 		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusBadRequest, codeInvalidRequest,
+		return outcome{err: sendError(c, r.ep.format, gwerror.InvalidRequest,
 			"a passthrough path may not contain `.` or `..` segments (escaped or not) nor a malformed escape")}
 	}
 	r.model = p.Name + "/*"
@@ -117,8 +118,8 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.noteRequest(c)
 	if client != nil && !client.allowsProvider(p.Name) {
 		r.class = classRejected
-		r.trace.access = codeModelNotAllowed
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusForbidden, codeModelNotAllowed,
+		r.trace.access = gwerror.ModelNotAllowed
+		return outcome{err: sendError(c, r.ep.format, gwerror.ModelNotAllowed,
 			fmt.Sprintf("this API key may not use the provider `%s`", p.Name))}
 	}
 	r.takeIdempotencyKey(c)
@@ -144,9 +145,9 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		retry := s.retryAfter(steps)
 		s.setRetryAfter(c, retry)
 		if open := s.openBreakers(steps); open != "" {
-			return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeCircuitOpen, circuitOpenMessage(open, retry))}
+			return outcome{err: sendError(c, r.ep.format, gwerror.CircuitOpen, circuitOpenMessage(open, retry))}
 		}
-		return outcome{err: sendError(c, r.ep.format, fiber.StatusServiceUnavailable, codeNoTarget,
+		return outcome{err: sendError(c, r.ep.format, gwerror.NoTarget,
 			fmt.Sprintf("every key of `%s` is held out of rotation", p.Name))}
 	}
 	if !pp.failed && r.tally.last != nil && len(r.tally.last.body) > 0 {
@@ -155,15 +156,15 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
 		return outcome{err: r.returnPassthrough(c, r.tally.last.t, r.tally.last)}
 	}
-	code, msg := codeAllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.tally.attempts, p.Name)
+	code, msg := gwerror.AllFailed, fmt.Sprintf("all %d attempts at `%s` failed", r.tally.attempts, p.Name)
 	if pp.candidates == 1 {
-		code, msg = codeProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
+		code, msg = gwerror.ProviderError, fmt.Sprintf("the provider failed for `%s`", p.Name)
 	}
 	if r.tally.last != nil {
 		msg += "; last: " + r.tally.last.summary()
 	}
 	c.Set(headerAttempts, strconv.Itoa(r.tally.attempts))
-	return outcome{err: sendError(c, r.ep.format, fiber.StatusBadGateway, code, msg)}
+	return outcome{err: sendError(c, r.ep.format, code, msg)}
 }
 
 // safePath reports whether a passthrough path (as sent, after the
@@ -322,7 +323,7 @@ func (r *request) returnPassthrough(c *fiber.Ctx, t target, ae *attemptError) er
 	r.setServedBy(c, t)
 	r.class = ae.result.Class.String()
 	if len(ae.body) == 0 {
-		return sendError(c, r.ep.format, status, codeProviderError, "upstream error: "+ae.summary())
+		return sendErrorStatus(c, r.ep.format, status, gwerror.ProviderError, "upstream error: "+ae.summary())
 	}
 	c.Status(status)
 	if ct := ae.header.Get(fiber.HeaderContentType); ct != "" {

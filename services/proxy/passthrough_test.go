@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,10 +130,10 @@ func TestPassthrough(t *testing.T) {
 		}
 	})
 	t.Run("unknown provider, unknown route, no key", func(t *testing.T) {
-		if st, _, body := ptCall(t, f, "GET", "/nobody/models", ""); st != 404 || !strings.Contains(body, codeProviderNotFound) {
+		if st, _, body := ptCall(t, f, "GET", "/nobody/models", ""); st != 404 || !strings.Contains(body, gwerror.ProviderNotFound) {
 			t.Fatalf("%d %s", st, body)
 		}
-		if st, _, body := ptCall(t, f, "POST", "/v1/not-a-route", "{}"); st != 404 || !strings.Contains(body, codeNotFound) {
+		if st, _, body := ptCall(t, f, "POST", "/v1/not-a-route", "{}"); st != 404 || !strings.Contains(body, gwerror.NotFound) {
 			t.Fatalf("%d %s", st, body)
 		}
 		req, _ := http.NewRequest("GET", f.url+"/fake-openai/models", nil)
@@ -254,7 +255,7 @@ func TestPassthroughDotSegments(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.openai.Calls()) + len(f.anthropic.Calls())
 			status, b := rawGet(t, f.url, tt.path)
-			if status != http.StatusBadRequest || errorCode(t, b) != codeInvalidRequest {
+			if status != http.StatusBadRequest || errorCode(t, b) != gwerror.InvalidRequest {
 				t.Fatalf("%d %s", status, b)
 			}
 			if m := decode(t, b); tt.anthropic != (m["type"] == "error") {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,7 +203,7 @@ func (s *Service) newApp() *fiber.App {
 	// every route of the gateway's own, which fiber tries first).
 	app.All(epPassthrough.path, s.handle(epPassthrough))
 	app.Use(func(c *fiber.Ctx) error {
-		return sendError(c, s.formatOf(c), fiber.StatusNotFound, codeNotFound,
+		return sendError(c, s.formatOf(c), gwerror.NotFound,
 			fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
 	})
 	return app
@@ -218,16 +219,16 @@ func (s *Service) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	switch status {
 	case fiber.StatusRequestEntityTooLarge:
-		return sendError(c, f, status, codeRequestTooLarge,
+		return sendError(c, f, gwerror.RequestTooLarge,
 			fmt.Sprintf("the request body is larger than the limit of %d bytes", s.cfg.Limits.MaxBodyBytes))
 	case fiber.StatusMethodNotAllowed, fiber.StatusNotFound:
-		return sendError(c, f, status, codeNotFound, fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
+		return sendErrorStatus(c, f, status, gwerror.NotFound, fmt.Sprintf("no route for %s %s", c.Method(), c.Path()))
 	}
 	if status >= 500 {
 		s.log.Error("request error", "err", err, "path", c.Path())
-		return sendError(c, f, status, codeGatewayError, "internal gateway error")
+		return sendErrorStatus(c, f, status, gwerror.GatewayError, "internal gateway error")
 	}
-	return sendError(c, f, status, "invalid_request", err.Error())
+	return sendErrorStatus(c, f, status, gwerror.InvalidRequest, err.Error())
 }
 
 // formatOf is the wire format a caller speaks, for answers made before

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 
 	"switchyard.dev/shared/config"
@@ -155,11 +156,11 @@ func TestResponsesWithoutInput(t *testing.T) {
 	}{
 		{"prompt template", native, prompt, 200, "", 1},
 		{"null input", native, `{"model":"demo-model","input":null,"previous_response_id":"resp_1"}`, 200, "", 1},
-		{"input not a string or array", native, `{"model":"demo-model","input":5}`, 400, codeInvalidRequest, 0},
-		{"translated prompt template", translated, prompt, 400, codeUnsupported, 0},
-		{"translated without input", translated, `{"model":"demo-model","instructions":"be brief"}`, 400, codeUnsupported, 0},
-		{"translated empty input", translated, `{"model":"demo-model","input":[]}`, 400, codeUnsupported, 0},
-		{"translated to messages", translated, `{"model":"fake-anthropic/demo-claude"}`, 400, codeUnsupported, 0},
+		{"input not a string or array", native, `{"model":"demo-model","input":5}`, 400, gwerror.InvalidRequest, 0},
+		{"translated prompt template", translated, prompt, 400, gwerror.Unsupported, 0},
+		{"translated without input", translated, `{"model":"demo-model","instructions":"be brief"}`, 400, gwerror.Unsupported, 0},
+		{"translated empty input", translated, `{"model":"demo-model","input":[]}`, 400, gwerror.Unsupported, 0},
+		{"translated to messages", translated, `{"model":"fake-anthropic/demo-claude"}`, 400, gwerror.Unsupported, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

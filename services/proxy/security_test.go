@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"testing"
 
@@ -53,8 +54,8 @@ func TestDuplicateKeysRefused(t *testing.T) {
 			var e struct {
 				Error struct{ Code, Message string }
 			}
-			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != codeDuplicateKey {
-				t.Fatalf("error body %s (%v), want code %s", body, err, codeDuplicateKey)
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != gwerror.DuplicateKey {
+				t.Fatalf("error body %s (%v), want code %s", body, err, gwerror.DuplicateKey)
 			}
 			if n := f.openai.CountCalls(nil) + f.anthropic.CountCalls(nil); n != 0 {
 				t.Fatalf("%d upstream calls for a refused body", n)
@@ -78,7 +79,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	} {
 		f.openai.ResetCalls()
 		status, _, body := f.call(t, "/v1/chat/completions", b, "Authorization", "Bearer "+limited)
-		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(codeInvalidJSON)) || !bytes.Contains(body, []byte("UTF-8")) {
+		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(gwerror.InvalidJSON)) || !bytes.Contains(body, []byte("UTF-8")) {
 			t.Fatalf("key not UTF-8: %d %s", status, body)
 		}
 		if n := f.openai.CountCalls(nil); n != 0 {
@@ -87,7 +88,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	}
 	// Anthropic format: refused in its own error shape.
 	status, _, body := f.call(t, "/v1/messages", `{"model":"demo-model","max_tokens":5,"model":"demo-claude",`+msgs+`}`, "Authorization", "Bearer "+limited)
-	if status != http.StatusBadRequest || !bytes.Contains(body, []byte(`"type":"error"`)) || !bytes.Contains(body, []byte(codeDuplicateKey)) {
+	if status != http.StatusBadRequest || !bytes.Contains(body, []byte(`"type":"error"`)) || !bytes.Contains(body, []byte(gwerror.DuplicateKey)) {
 		t.Fatalf("messages: %d %s", status, body)
 	}
 }
@@ -96,7 +97,7 @@ func TestNonBooleanStreamRefused(t *testing.T) {
 	f := newFixture(t)
 	for _, v := range []string{`"true"`, `1`, `{}`} {
 		status, _, body := f.call(t, "/v1/chat/completions", `{"model":"demo-model","stream":`+v+`,"messages":[{"role":"user","content":"hi"}]}`)
-		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(codeInvalidRequest)) {
+		if status != http.StatusBadRequest || !bytes.Contains(body, []byte(gwerror.InvalidRequest)) {
 			t.Errorf("stream %s: %d %s", v, status, body)
 		}
 	}
@@ -218,13 +219,13 @@ func TestGarbage200FailsOver(t *testing.T) {
 func TestRequestShapeValidated(t *testing.T) {
 	f := newFixture(t)
 	tests := []struct{ name, path, body, code string }{
-		{"no messages", "/v1/chat/completions", `{"model":"demo-model"}`, codeInvalidRequest},
-		{"messages not an array", "/v1/chat/completions", `{"model":"demo-model","messages":"hi"}`, codeInvalidRequest},
-		{"anthropic messages not an array", "/v1/messages", `{"model":"demo-claude","max_tokens":5,"messages":{}}`, codeInvalidRequest},
-		{"no input", "/v1/embeddings", `{"model":"demo-embed"}`, codeInvalidRequest},
-		{"chat to an embedding model", "/v1/chat/completions", `{"model":"demo-embed","messages":[{"role":"user","content":"hi"}]}`, codeUnsupportedForKind},
-		{"embeddings of a chat model", "/v1/embeddings", `{"model":"demo-model","input":"hi"}`, codeUnsupportedForKind},
-		{"invalid UTF-8 model", "/v1/chat/completions", "{\"model\":\"demo-\xff\",\"messages\":[]}", codeMissingModel},
+		{"no messages", "/v1/chat/completions", `{"model":"demo-model"}`, gwerror.InvalidRequest},
+		{"messages not an array", "/v1/chat/completions", `{"model":"demo-model","messages":"hi"}`, gwerror.InvalidRequest},
+		{"anthropic messages not an array", "/v1/messages", `{"model":"demo-claude","max_tokens":5,"messages":{}}`, gwerror.InvalidRequest},
+		{"no input", "/v1/embeddings", `{"model":"demo-embed"}`, gwerror.InvalidRequest},
+		{"chat to an embedding model", "/v1/chat/completions", `{"model":"demo-embed","messages":[{"role":"user","content":"hi"}]}`, gwerror.UnsupportedForKind},
+		{"embeddings of a chat model", "/v1/embeddings", `{"model":"demo-model","input":"hi"}`, gwerror.UnsupportedForKind},
+		{"invalid UTF-8 model", "/v1/chat/completions", "{\"model\":\"demo-\xff\",\"messages\":[]}", gwerror.MissingModel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

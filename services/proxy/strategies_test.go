@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"testing"
 	"time"
@@ -213,7 +214,7 @@ func TestCapabilityRouting(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || e.Error.Code != codeNoMatchingTarget || !strings.Contains(e.Error.Message, "pa/text (lacks_capability: needs vision)") {
+	if resp.StatusCode != 400 || e.Error.Code != gwerror.NoMatchingTarget || !strings.Contains(e.Error.Message, "pa/text (lacks_capability: needs vision)") {
 		t.Fatalf("image request to a text-only chain: %d %+v", resp.StatusCode, e.Error)
 	}
 	if len(fakes["pa"].Calls()) != before {
@@ -240,7 +241,7 @@ func TestFailClosed(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
-	if resp.StatusCode != 503 || e.Error.Code != codeNoTarget || !strings.Contains(e.Error.Message, "pa/m (health_unknown)") {
+	if resp.StatusCode != 503 || e.Error.Code != gwerror.NoTarget || !strings.Contains(e.Error.Message, "pa/m (health_unknown)") {
 		t.Fatalf("fail_closed without health: %d %+v", resp.StatusCode, e.Error)
 	}
 	if n := len(fakes["pa"].Calls()); n != 0 {
@@ -295,7 +296,7 @@ func TestRegionRouting(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || e.Error.Code != codeNoMatchingTarget || !strings.Contains(e.Error.Message, `wrong_region: in "us", required "ap"`) {
+	if resp.StatusCode != 400 || e.Error.Code != gwerror.NoMatchingTarget || !strings.Contains(e.Error.Message, `wrong_region: in "us", required "ap"`) {
 		t.Fatalf("required region ap: %d %+v", resp.StatusCode, e.Error)
 	}
 
@@ -458,7 +459,7 @@ func TestExplainOverNATS(t *testing.T) {
 		status int
 		code   string
 	}{
-		{bus.ExplainRequest{V: 1, Model: "nope"}, 404, codeModelNotFound},
+		{bus.ExplainRequest{V: 1, Model: "nope"}, 404, gwerror.ModelNotFound},
 		{bus.ExplainRequest{V: 1}, 400, "invalid_request"},
 		{bus.ExplainRequest{V: 2, Model: "demo-chat"}, 400, "invalid_request"},
 		{bus.ExplainRequest{V: 1, Model: "demo-chat", Client: "ghost"}, 404, "client_not_found"},
@@ -525,7 +526,7 @@ func TestInlineImagesAreNotPromptText(t *testing.T) {
 		t.Fatalf("one image: %d %.300s", status, b)
 	}
 	body = strings.Replace(text, `"model":"m"`, `"model":"fake-openai/demo-model"`, 1)
-	if status, _, b := f.call(t, "/v1/chat/completions", body); status != 400 || errorCode(t, b) != codeNoMatchingTarget {
+	if status, _, b := f.call(t, "/v1/chat/completions", body); status != 400 || errorCode(t, b) != gwerror.NoMatchingTarget {
 		t.Fatalf("600 KB of text: %d %.300s", status, b)
 	}
 }

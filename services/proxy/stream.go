@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"time"
 
@@ -335,7 +336,7 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 		if len(frames) == 0 {
 			// The upstream's error did not translate (not JSON, an unknown
 			// shape): the caller still gets one error event, in its format.
-			return streamErrorEvent(rl.r.ep.format, http.StatusBadGateway, codeProviderError,
+			return streamErrorEvent(rl.r.ep.format, http.StatusBadGateway, gwerror.ProviderError,
 				"the upstream reported an error in the stream", rl.nextSequence())
 		}
 		return rl.masked(frames)
@@ -483,7 +484,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		msg := "the upstream's stream holds an event this API's format cannot carry: " + rl.convErr.Error()
 		r.logger().Warn("stream not translated", "model", r.model, "provider", rl.t.step.Provider.Name,
 			"key_id", rl.t.key.ID, "events", events, "err", rl.convErr)
-		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeUnsupported, msg, rl.nextSequence())) {
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, gwerror.Unsupported, msg, rl.nextSequence())) {
 			flush(true)
 		}
 		rl.settle(hold.Outcome{OK: true}, rl.latency) // the target answered
@@ -510,7 +511,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		r.logger().Warn("stream incomplete", "model", r.model, "provider", rl.t.step.Provider.Name,
 			"key_id", rl.t.key.ID, "attempts", r.tally.attempts, "events", events,
 			"duration", time.Since(r.started), "err", msg)
-		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, codeStreamIncomplete, maskAddrs(msg), rl.nextSequence())) {
+		if write(streamErrorEvent(r.ep.format, http.StatusBadGateway, gwerror.StreamIncomplete, maskAddrs(msg), rl.nextSequence())) {
 			flush(true)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -189,10 +190,10 @@ func TestResponsesEdges(t *testing.T) {
 	// without the Responses API: refused before any call.
 	before := len(f.anthropic.Calls())
 	if st, _, body := rawCall(t, f, "/v1/responses", `{"model":"demo-claude","input":"hi","previous_response_id":"resp_1"}`); st != 400 ||
-		!strings.Contains(body, codeUnsupported) || len(f.anthropic.Calls()) != before {
+		!strings.Contains(body, gwerror.Unsupported) || len(f.anthropic.Calls()) != before {
 		t.Fatalf("previous_response_id on an Anthropic model: %d %s", st, body)
 	}
-	if st, _, body := rawCall(t, f, "/v1/images/generations", `{"model":"demo-model","prompt":"a cat"}`); st != 400 || !strings.Contains(body, codeUnsupportedForKind) {
+	if st, _, body := rawCall(t, f, "/v1/images/generations", `{"model":"demo-model","prompt":"a cat"}`); st != 400 || !strings.Contains(body, gwerror.UnsupportedForKind) {
 		t.Fatalf("an image request to a chat model: %d %s", st, body)
 	}
 	if st, _, body := rawCall(t, f, "/v1/completions", `{"model":"instruct"}`); st != 400 || !strings.Contains(body, "prompt") {
@@ -294,7 +295,7 @@ func TestAudioThroughTheSDK(t *testing.T) {
 	}
 	b, _ := io.ReadAll(r2.Body)
 	r2.Body.Close()
-	if r2.StatusCode != 400 || !strings.Contains(string(b), codeDuplicateKey) || len(f.openai.Calls()) != before {
+	if r2.StatusCode != 400 || !strings.Contains(string(b), gwerror.DuplicateKey) || len(f.openai.Calls()) != before {
 		t.Fatalf("two models in a form: %d %s", r2.StatusCode, b)
 	}
 }
