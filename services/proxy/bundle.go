@@ -124,6 +124,7 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 // endAttempt notes how an attempt ended: served, or failed and what the
 // proxy does next.
 func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
+	r.noteAttemptEnd(at, ae)
 	if at.trace < 0 {
 		return
 	}

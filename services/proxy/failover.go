@@ -75,6 +75,7 @@ type attempt struct {
 	sent     time.Time     // when it went upstream: a failure of one sent before an operator's release does not hold again
 	latency  time.Duration // to the upstream's response headers (0: none yet)
 	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
+	begun    time.Time     // for its duration (switchyard_upstream_attempt_duration_seconds)
 }
 
 // pass is the state of one walk over the steps.
@@ -168,7 +169,7 @@ steps:
 				if r.idem.provider == "" {
 					r.idem.provider = step.Provider.Name // the Idempotency-Key goes to this provider only
 				}
-				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation()}
+				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation(), begun: time.Now()}
 				at.trace = r.beginAttempt(step, key, probe, p.soft)
 				at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
 				res := r.sendTo(c, x, &at)

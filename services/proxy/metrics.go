@@ -56,6 +56,7 @@ type proxyMetrics struct {
 	// one map read. Their label values are the vectors': bounded by the
 	// configuration (caller-named models and paths share one label).
 	requestSeries sync.Map // requestLabels -> prometheus.Counter
+	attempt       *attemptMetrics
 }
 
 // requestLabels are switchyard_requests_total's label values.
@@ -78,8 +79,8 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "requests_total",
-		Help: "Inference requests by endpoint, gateway model (unknown when it did not resolve), provider that answered (none), HTTP status and outcome class.",
-	}, []string{"endpoint", "model", "provider", "status", "class"})
+		Help: "Inference requests by endpoint, gateway model the caller asked for (model and requested_model, the same value; unknown when it did not resolve), provider that answered (none), HTTP status and outcome class.",
+	}, []string{"endpoint", "model", "requested_model", "provider", "status", "class"})
 	m.attempts = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: metricNamespace, Name: "request_attempts",
 		Help:    "Upstream attempts per request whose model resolved.",
@@ -112,6 +113,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(metrics.NewHoldCollector(s.engine))
+	m.attempt = newAttemptMetrics(m.reg, latencyBuckets)
 	return m
 }
 
@@ -146,7 +148,7 @@ func (m *proxyMetrics) request(r *request, status int) {
 	}
 	k := requestLabels{r.ep.name, model, provider, st, class}
 	series(&m.requestSeries, k, func() prometheus.Counter {
-		return m.requests.WithLabelValues(k.endpoint, k.model, k.provider, k.status, k.class)
+		return m.requests.WithLabelValues(k.endpoint, k.model, k.model, k.provider, k.status, k.class)
 	}).Inc()
 }
 

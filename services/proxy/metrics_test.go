@@ -43,11 +43,17 @@ func TestMetrics(t *testing.T) {
 
 	text := f.scrape(t)
 	for _, want := range []string{
-		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="fake-openai/demo-model",provider="fake-openai",status="200"} 1`,
-		`switchyard_requests_total{class="rejected",endpoint="chat.completions",model="unknown",provider="none",status="404"} 1`,
-		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="chain:demo-chat",provider="fake-openai",status="200"} 1`,
-		`switchyard_requests_total{class="transient",endpoint="chat.completions",model="chain:demo-chat",provider="none",status="502"} 1`,
+		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="fake-openai/demo-model",provider="fake-openai",requested_model="fake-openai/demo-model",status="200"} 1`,
+		`switchyard_requests_total{class="rejected",endpoint="chat.completions",model="unknown",provider="none",requested_model="unknown",status="404"} 1`,
+		`switchyard_requests_total{class="ok",endpoint="chat.completions",model="chain:demo-chat",provider="fake-openai",requested_model="chain:demo-chat",status="200"} 1`,
+		`switchyard_requests_total{class="transient",endpoint="chat.completions",model="chain:demo-chat",provider="none",requested_model="chain:demo-chat",status="502"} 1`,
 		`switchyard_request_attempts_count 3`,
+		// The failure the failover hid from the caller, and what served.
+		`switchyard_upstream_attempts_total{class="credential_rejected",key="a1",model="demo-model",outcome="failed",provider="fake-openai"} 1`,
+		`switchyard_upstream_attempts_total{class="ok",key="a2",model="demo-model",outcome="ok",provider="fake-openai"} 2`,
+		`switchyard_upstream_attempts_total{class="transient",key="b1",model="claude-upstream",outcome="failed",provider="fake-anthropic"}`,
+		`switchyard_upstream_attempt_duration_seconds_count{outcome="failed",provider="fake-openai"}`,
+		`switchyard_upstream_attempt_duration_seconds_count{outcome="ok",provider="fake-openai"}`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-openai"}`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-anthropic"}`,
 		`switchyard_time_to_first_token_seconds_count{provider="fake-openai"} 1`,
