@@ -67,6 +67,7 @@ func newMetrics(s *Service) *metrics {
 	m.reg.MustRegister(m.requests, m.streams, m.rotations, m.events, m.probes, m.lag,
 		sharedmetrics.NewHoldCollector(s.engine),
 		&natsCollector{s: s},
+		fleetCollector{s: s},
 		backlogCollector{w: s.backlog, rec: s.rec},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -22,7 +23,7 @@ type metrics struct {
 	passive     *prometheus.CounterVec
 }
 
-func newMetrics(holds sharedmetrics.HoldSource) *metrics {
+func newMetrics(holds sharedmetrics.HoldSource, nc *nats.Conn) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -54,6 +55,9 @@ func newMetrics(holds sharedmetrics.HoldSource) *metrics {
 	m.reg.MustRegister(m.checks, m.checkSecs, m.probes, m.discoveries, m.leases, m.passive,
 		sharedmetrics.NewHoldCollector(holds),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if nc != nil {
+		m.reg.MustRegister(sharedmetrics.NewNATSUp("prober", nc))
+	}
 	return m
 }
 

@@ -113,7 +113,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		member:  m,
 		engine:  m.Engine,
 		inst:    m.Instance,
-		met:     newMetrics(m.Engine),
+		met:     newMetrics(m.Engine, deps.NATS),
 		view:    health.NewView(nil),
 		ready:   bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{}),
 		client: &http.Client{Transport: &http.Transport{

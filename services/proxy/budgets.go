@@ -5,10 +5,8 @@ import (
 	"switchyard.dev/shared/quota"
 )
 
-// ProviderBudgetPrefix starts the limiter id of a provider's budget
-// (_provider_<name> in switchyard_limits and on the budget events'
-// subjects): client ids start with a letter or digit, so none collides.
-const ProviderBudgetPrefix = "_provider_"
+// ProviderBudgetPrefix is quota.ProviderBudgetPrefix.
+const ProviderBudgetPrefix = quota.ProviderBudgetPrefix
 
 // providerBudgets are the providers' budgets (providers[].budget): what
 // each request served there cost is charged to the fleet-wide limiter

@@ -42,6 +42,7 @@ type proxyMetrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	attempts prometheus.Histogram
+	duration *prometheus.HistogramVec // by endpoint
 	latency  *prometheus.HistogramVec
 	ttft     *prometheus.HistogramVec
 	// propagation: from a hold's recorded_at (by another instance) to
@@ -55,8 +56,9 @@ type proxyMetrics struct {
 	// every value byte by byte and takes a lock on each call; these are
 	// one map read. Their label values are the vectors': bounded by the
 	// configuration (caller-named models and paths share one label).
-	requestSeries sync.Map // requestLabels -> prometheus.Counter
-	attempt       *attemptMetrics
+	requestSeries  sync.Map // requestLabels -> prometheus.Counter
+	durationSeries sync.Map // endpoint name -> prometheus.Observer
+	attempt        *attemptMetrics
 }
 
 // requestLabels are switchyard_requests_total's label values.
@@ -86,6 +88,11 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Help:    "Upstream attempts per request whose model resolved.",
 		Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8, 10},
 	})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Name: "request_duration_seconds",
+		Help:    "Time from a request's arrival to the end of its answer (a stream's last event), by endpoint.",
+		Buckets: latencyBuckets,
+	}, []string{"endpoint"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricNamespace, Name: "upstream_latency_seconds",
 		Help:    "Time from sending an attempt upstream to its response: the whole body for a plain response, the headers for a stream.",
@@ -110,7 +117,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Namespace: metricNamespace, Name: "requests_in_flight",
 		Help: "Inference requests being served (streams until their last event).",
 	}, func() float64 { return float64(s.life.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.latency, m.ttft, m.propagation, passive, inFlight,
+	m.reg.MustRegister(m.requests, m.attempts, m.duration, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(metrics.NewHoldCollector(s.engine))
 	m.attempt = newAttemptMetrics(m.reg, latencyBuckets)
@@ -150,6 +157,9 @@ func (m *proxyMetrics) request(r *request, status int) {
 	series(&m.requestSeries, k, func() prometheus.Counter {
 		return m.requests.WithLabelValues(k.endpoint, k.model, k.model, k.provider, k.status, k.class)
 	}).Inc()
+	series(&m.durationSeries, r.ep.name, func() prometheus.Observer {
+		return m.duration.WithLabelValues(r.ep.name)
+	}).Observe(time.Since(r.started).Seconds())
 }
 
 // providerSeries are a provider's upstream latency and time-to-first-token

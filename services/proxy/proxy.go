@@ -26,6 +26,7 @@ import (
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/metrics"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/servicehttp"
 )
@@ -147,6 +148,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	s.metrics = newProxyMetrics(s) // before the routing: its upstreams keep their series
+	if deps.NATS != nil {
+		s.metrics.reg.MustRegister(metrics.NewNATSUp("proxy", deps.NATS))
+	}
 	rt, err := s.newRouting(cfg, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)

@@ -46,6 +46,11 @@ const (
 	tokReset     = "reset"
 )
 
+// ProviderBudgetPrefix starts the limiter id of a provider's budget
+// (_provider_<name> in switchyard_limits and on the budget events'
+// subjects): client ids start with a letter or digit, so none collides.
+const ProviderBudgetPrefix = "_provider_"
+
 // validID reports whether s may be one key token: [A-Za-z0-9_-]+.
 func validID(s string) bool {
 	if s == "" {
