@@ -47,3 +47,29 @@ func TestMetricsAfterConcurrentRequests(t *testing.T) {
 		[]string{"/admin/holds", "/admin/holds/openai.primary", "/admin/providers", "/admin/providers/openai",
 			"/admin/classify", "/admin/nope", "/healthz", "/readyz", "/admin/openapi.json"})
 }
+
+// TestProviderStatusMetric: switchyard_provider_status follows the status
+// pill: healthy, then offline once every key of the provider is held.
+func TestProviderStatusMetric(t *testing.T) {
+	e := startEnv(t, true)
+	want := func(status string) {
+		t.Helper()
+		testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+			text := string(e.do("GET", "/metrics", "", nil).raw)
+			for _, st := range providerStatuses {
+				v := 0
+				if st == status {
+					v = 1
+				}
+				if line := fmt.Sprintf(`switchyard_provider_status{provider="openai",status="%s"} %d`, st, v); !strings.Contains(text, line) {
+					return fmt.Errorf("no %s", line)
+				}
+			}
+			return nil
+		})
+	}
+	want(StatusHealthy)
+	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
+	e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
+	want(StatusOffline)
+}

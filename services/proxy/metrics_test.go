@@ -54,6 +54,7 @@ func TestMetrics(t *testing.T) {
 		`switchyard_upstream_attempts_total{class="transient",key="b1",model="claude-upstream",outcome="failed",provider="fake-anthropic"}`,
 		`switchyard_upstream_attempt_duration_seconds_count{outcome="failed",provider="fake-openai"}`,
 		`switchyard_upstream_attempt_duration_seconds_count{outcome="ok",provider="fake-openai"}`,
+		`switchyard_request_duration_seconds_count{endpoint="chat.completions"} 4`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-openai"}`,
 		`switchyard_upstream_latency_seconds_count{provider="fake-anthropic"}`,
 		`switchyard_time_to_first_token_seconds_count{provider="fake-openai"} 1`,
