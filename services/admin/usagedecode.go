@@ -32,7 +32,7 @@ func decodeRecord(data []byte, r *usage.Record) error {
 var recordFields = []string{"v", "request_id", "at", "client_id", "plan", "client_type", "endpoint",
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"tokens", "tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed",
-	"cancelled", "input", "output", "cached_input", "cache_write", "reasoning"}
+	"cancelled", "failed_attempts", "input", "output", "cached_input", "cache_write", "reasoning"}
 
 // lexer reads JSON in the narrow form decodeRecordFast accepts; every
 // method reports false for anything else.
@@ -315,6 +315,50 @@ func (l *lexer) cost(r *usage.Record) bool {
 	return true
 }
 
+// failedAttempts reads failed_attempts: null, or an array of objects (a
+// second failed_attempts member goes to json.Unmarshal).
+func (l *lexer) failedAttempts(r *usage.Record) bool {
+	if r.FailedAttempts != nil {
+		return false
+	}
+	if l.null() {
+		return true
+	}
+	if !l.next('[') {
+		return false
+	}
+	r.FailedAttempts = []usage.FailedAttempt{}
+	if l.next(']') {
+		return true
+	}
+	for {
+		var a usage.FailedAttempt
+		ok := l.null() || l.object(func(name []byte) bool {
+			switch string(name) {
+			case "provider":
+				return l.stringField(&a.Provider)
+			case "model":
+				return l.stringField(&a.Model)
+			case "key_id":
+				return l.stringField(&a.KeyID)
+			case "class":
+				return l.stringField(&a.Class)
+			case "cancelled":
+				return l.boolField(&a.Cancelled)
+			}
+			return l.other(name)
+		})
+		if !ok {
+			return false
+		}
+		r.FailedAttempts = append(r.FailedAttempts, a)
+		if l.next(',') {
+			continue
+		}
+		return l.next(']')
+	}
+}
+
 // decodeRecordFast decodes data into the zero *r when data has the narrow
 // form, and reports whether it had.
 func decodeRecordFast(data []byte, r *usage.Record) bool {
@@ -367,6 +411,8 @@ func decodeRecordFast(data []byte, r *usage.Record) bool {
 			return l.boolField(&r.StreamCompleted)
 		case "cancelled":
 			return l.boolField(&r.Cancelled)
+		case "failed_attempts":
+			return l.failedAttempts(r)
 		}
 		return l.other(name)
 	})

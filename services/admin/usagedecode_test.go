@@ -16,6 +16,8 @@ func decodeSeeds() [][]byte {
 	full, _ := json.Marshal(rec("s1", time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC), func(r *usage.Record) {
 		r.Stream, r.StreamCompleted, r.TTFTMS, r.Cancelled, r.TokensEstimated = true, true, 12.5, true, true
 		r.Tokens = usage.Tokens{Input: 1, Output: 2, CachedInput: 3, CacheWrite: 4, Reasoning: 5}
+		r.FailedAttempts = []usage.FailedAttempt{{Provider: "p1", Model: "m", KeyID: "k1", Class: "transient"},
+			{Provider: "p2", Model: "m2", KeyID: "k2", Class: "rate_limit", Cancelled: true}}
 	}))
 	unknownCost, _ := json.Marshal(rec("s2", time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), func(r *usage.Record) { r.CostUSD = nil }))
 	seeds := [][]byte{full, unknownCost}
@@ -34,6 +36,9 @@ func decodeSeeds() [][]byte {
 		`{"v":1,"extra":[1,"two",{"three":true},[false,null]],"more":{}}`, `{"v":1,"extra":"x\ny"}`,
 		`{"v":1,"at":"2026-11-30T12:00:00Z"}`, `{"v":1,"at":"2026-11-30 12:00:00"}`, `{"v":1,"at":"2026-11-30T24:00:00Z"}`,
 		`{"v":1,"at":5}`, `{"v":1,"stream":1}`, `{"v":1,"stream":truex}`, `{"v":1,"stream":tru}`,
+		`{"v":1,"failed_attempts":[]}`, `{"v":1,"failed_attempts":[null,{"provider":"p","cancelled":true,"x":1}]}`,
+		`{"v":1,"failed_attempts":[{"provider":"a"}],"failed_attempts":null}`, `{"v":1,"failed_attempts":{}}`,
+		`{"v":1,"failed_attempts":[{"Provider":"a"}]}`, `{"v":1,"failed_attempts":[{"provider":"a"},]}`,
 		`{"v":1,"client_id":5}`, `{"v":1 "status":1}`, `{"v":1,"status":200`, ``, `{`, `"v"`,
 	} {
 		seeds = append(seeds, []byte(s))

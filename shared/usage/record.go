@@ -77,6 +77,26 @@ type Record struct {
 	StreamCompleted bool `json:"stream_completed"`
 	// Cancelled is true when the caller hung up before the end.
 	Cancelled bool `json:"cancelled"`
+	// FailedAttempts are the request's attempts that failed, in order,
+	// each by its target: also those a failover hid behind a success
+	// (which Provider, Model and KeyID, naming what served, do not show).
+	// Attempts less their number is the attempts that were answered (0 or
+	// 1). null when none failed, and in records written before the field.
+	FailedAttempts []FailedAttempt `json:"failed_attempts"`
+}
+
+// FailedAttempt is one failed upstream attempt of a request.
+type FailedAttempt struct {
+	Provider string `json:"provider"`
+	// Model is the model the provider was asked for (its name upstream).
+	Model string `json:"model"`
+	// KeyID is the id of the provider key (never the key).
+	KeyID string `json:"key_id"`
+	// Class is the failure class (failure.Class's name).
+	Class string `json:"class"`
+	// Cancelled is true when the attempt ended because the caller left,
+	// its deadline passed or the gateway stopped: not the target's fault.
+	Cancelled bool `json:"cancelled"`
 }
 
 // Subject returns the subject a usage record is published on:
@@ -176,6 +196,27 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendBool(dst, r.StreamCompleted)
 	dst = append(dst, `,"cancelled":`...)
 	dst = strconv.AppendBool(dst, r.Cancelled)
+	dst = append(dst, `,"failed_attempts":`...)
+	if r.FailedAttempts == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range r.FailedAttempts {
+			a := &r.FailedAttempts[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"provider":`...)
+			dst = appendJSONString(dst, a.Provider)
+			dst = appendStringField(dst, "model", a.Model)
+			dst = appendStringField(dst, "key_id", a.KeyID)
+			dst = appendStringField(dst, "class", a.Class)
+			dst = append(dst, `,"cancelled":`...)
+			dst = strconv.AppendBool(dst, a.Cancelled)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
 	return append(dst, '}')
 }
 

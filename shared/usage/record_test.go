@@ -34,6 +34,7 @@ func sampleRecord() Record {
 		Model:           "claude-sonnet-4-5-20250929",
 		KeyID:           "k2",
 		Attempts:        2,
+		FailedAttempts:  []FailedAttempt{{Provider: "anthropic-main", Model: "claude-sonnet-4-5-20250929", KeyID: "k1", Class: "rate_limit"}},
 		Status:          200,
 		Tokens:          tokens,
 		CostUSD:         &usd,
@@ -145,7 +146,7 @@ func TestRecordFieldsAllPresent(t *testing.T) {
 	}
 	want := []string{"v", "request_id", "at", "client_id", "plan", "client_type", "endpoint", "model_requested",
 		"provider", "provider_type", "model", "key_id", "attempts", "status", "class", "tokens",
-		"tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed", "cancelled"}
+		"tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed", "cancelled", "failed_attempts"}
 	if len(fields) != len(want) {
 		t.Errorf("%d fields, want %d: %s", len(fields), len(want), b)
 	}
@@ -241,7 +242,9 @@ func TestAppendJSON(t *testing.T) {
 			ClientType: "claude-code", Endpoint: "/v1/messages", ModelRequested: "claude-sonnet", Provider: "anthropic-main",
 			ProviderType: "anthropic", Model: "claude-sonnet-4-20250514", KeyID: "k2", Attempts: 1, Status: 200,
 			Tokens: Tokens{Input: 1840, Output: 412, CachedInput: 12000, CacheWrite: 3, Reasoning: 9}, CostUSD: &c,
-			LatencyMS: 5231.4, TTFTMS: 812.7, Stream: true, StreamCompleted: true},
+			LatencyMS: 5231.4, TTFTMS: 812.7, Stream: true, StreamCompleted: true,
+			FailedAttempts: []FailedAttempt{{Provider: "anthropic-main", Model: "claude-sonnet-4-20250514", KeyID: "k1", Class: "transient"},
+				{Provider: "openai\"x", Model: "gpt-4.1", KeyID: "", Class: "unrecognised", Cancelled: true}}},
 		{V: 1, RequestID: "caller's \"id\" <x> & \\ \u2028 é \x01", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)),
 			ModelRequested: "openrouter/auto:free\xff", Class: "credential_rejected", Status: 401, CostUSD: &tiny, LatencyMS: 1e22, Cancelled: true},
 	}
