@@ -358,7 +358,7 @@ func (r *request) usageRecord(status int) usage.Record {
 		Endpoint: r.ep.path, ModelRequested: r.modelCounted(), Attempts: r.tally.attempts, Status: status,
 		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.use.ttft.Microseconds()) / 1000,
 		Stream: r.stream, StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
-		Tokens: r.use.tokens,
+		Tokens: r.use.tokens, FailedAttempts: r.tally.failed,
 	}
 	if r.client != nil {
 		rec.ClientID, rec.Plan = r.client.id, r.client.plan

@@ -200,6 +200,15 @@ func TestUsageRecords(t *testing.T) {
 		failed.CostUSD != nil || failed.Tokens != (usage.Tokens{}) {
 		t.Errorf("failed record %+v", failed)
 	}
+	// Every attempt failed: both are listed, by their keys.
+	if fa := failed.FailedAttempts; len(fa) != 2 || fa[0].KeyID == fa[1].KeyID ||
+		fa[0] != (usage.FailedAttempt{Provider: "fake-openai", Model: "demo-model", KeyID: fa[0].KeyID, Class: "credential_rejected"}) ||
+		fa[1] != (usage.FailedAttempt{Provider: "fake-openai", Model: "demo-model", KeyID: fa[1].KeyID, Class: "credential_rejected"}) {
+		t.Errorf("failed record's failed attempts %+v", fa)
+	}
+	if chat.FailedAttempts != nil || msgs.FailedAttempts != nil {
+		t.Errorf("failed attempts of served requests: %+v, %+v", chat.FailedAttempts, msgs.FailedAttempts)
+	}
 	if embed.Endpoint != "/v1/embeddings" || embed.Model != "demo-embed-model" || embed.Tokens.Input == 0 || embed.CostUSD != nil {
 		t.Errorf("embeddings record %+v (no price: cost null)", embed)
 	}
@@ -418,6 +427,15 @@ func TestUsageAfterStreamFailover(t *testing.T) {
 	rec := mf.records(t, 1)[0]
 	if rec.Provider != "fake-mistral" || rec.Attempts < 2 {
 		t.Fatalf("served by %s after %d attempts, want fake-mistral after the failover", rec.Provider, rec.Attempts)
+	}
+	// The attempts the failover hid are in the record, by their target.
+	if len(rec.FailedAttempts) != rec.Attempts-1 {
+		t.Errorf("%d failed attempts listed of %d attempts: %+v", len(rec.FailedAttempts), rec.Attempts, rec.FailedAttempts)
+	}
+	for _, a := range rec.FailedAttempts {
+		if a.Provider != "fake-anthropic" || a.Model != "claude-upstream" || a.KeyID == "" || a.Class != "transient" || a.Cancelled {
+			t.Errorf("failed attempt %+v, want a transient failure of fake-anthropic's claude-upstream", a)
+		}
 	}
 	if !rec.TokensEstimated || rec.Tokens.Output < 50 {
 		t.Errorf("tokens %+v (estimated %v), want mistral's 50 events estimated", rec.Tokens, rec.TokensEstimated)

@@ -65,13 +65,16 @@ type selection struct {
 	cur   route.Cursor
 }
 
-// tally counts the request's attempts and keeps its last failure.
+// tally counts the request's attempts and keeps its failures.
 type tally struct {
 	attempts int
 	// rateLimited counts the attempts that ended rate limited: when all
 	// did, the caller is told 429, not 502.
 	rateLimited int
 	last        *attemptError // the last failure, for the final error message
+	// failed are the failed attempts by target, for the usage record
+	// (failed_attempts): usage counts them under the key that failed.
+	failed []usage.FailedAttempt
 }
 
 // servedBy is the target that served the request (setServedBy).
