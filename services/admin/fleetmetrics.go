@@ -3,6 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/quota"
 )
@@ -25,7 +26,7 @@ var (
 	budgetCapDesc = prometheus.NewDesc("switchyard_budget_cap_usd",
 		"The cap of that budget period in USD.",
 		[]string{"scope", "name", "period"}, nil)
-	providerStatuses = [...]string{StatusHealthy, StatusDegraded, StatusCircuitOpen, StatusRecovering, StatusOffline}
+	providerStatuses = [...]string{adminapi.StatusHealthy, adminapi.StatusDegraded, adminapi.StatusCircuitOpen, adminapi.StatusRecovering, adminapi.StatusOffline}
 )
 
 func (f fleetCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/servicetest"
 	"switchyard.dev/shared/testkit"
 )
@@ -68,8 +69,8 @@ func TestProviderStatusMetric(t *testing.T) {
 			return nil
 		})
 	}
-	want(StatusHealthy)
+	want(adminapi.StatusHealthy)
 	e.fail("openai", "primary", "gpt-4o", credentialRejected, 401)
 	e.fail("openai", "secondary", "gpt-4o", credentialRejected, 401)
-	want(StatusOffline)
+	want(adminapi.StatusOffline)
 }

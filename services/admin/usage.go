@@ -173,7 +173,10 @@ func parseUsageQuery(args map[string]string, now time.Time) (usageQuery, error) 
 	q.clients = splitList(args["client"])
 	q.providers = splitList(args["provider"])
 	q.models = splitList(args["model"])
-	q.subjects = usageSubjects(q.providers, q.clients)
+	// By client only: a record's subject names the provider that served
+	// it, and a record served elsewhere may hold failed attempts of a
+	// provider filtered for (usageSum.decode reads them).
+	q.subjects = usageSubjects(nil, q.clients)
 	return q, nil
 }
 

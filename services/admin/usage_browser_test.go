@@ -111,6 +111,11 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			if i == 3 {
 				r.Status, r.Class, r.CostUSD = 429, "rate_limit", nil
 			}
+			if i == 1 { // served by secondary after primary was rate-limited twice
+				r.Attempts = 3
+				limited := usage.FailedAttempt{Provider: "openai", Model: "gpt-4o", KeyID: "primary", Class: "rate_limit"}
+				r.FailedAttempts = []usage.FailedAttempt{limited, limited}
+			}
 		})
 	}
 	// anthropic/claude-x for ci
@@ -192,6 +197,13 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			}
 			if want := in(tt.d, func(r usage.Record) bool { return r.KeyID == "secondary" }); p.Keys["openai/secondary"]["requests"] != strconv.Itoa(want) {
 				t.Errorf("key openai/secondary: %v, want %d requests (keys %v)", p.Keys["openai/secondary"], want, p.Keys)
+			}
+			// the failures the failover hid show under the key that failed
+			if f := p.Keys["openai/primary"]["failed-attempts"]; !regexpMatch(`^2 \(\d+(\.\d)?%\)$`, f) || p.Keys["openai/secondary"]["failed-attempts"] != "0" {
+				t.Errorf("failed attempts: primary %q, secondary %q", f, p.Keys["openai/secondary"]["failed-attempts"])
+			}
+			if a := p.Summary["attempts"]; !regexpMatch(` 2 failed `, a) {
+				t.Errorf("summary attempts %q", a)
 			}
 			if tt.rng != "1h" {
 				// a keyless provider's requests are listed under its name

@@ -568,3 +568,76 @@ func TestUsageOpenAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageFailedAttempts: attempts count under their own target, so the
+// failures a failover hid behind a success show under the key that
+// failed, from the rollups and from records the recorder has not folded
+// yet alike; a provider filter finds them in records another provider
+// served; cancelled attempts are attempts, not failures.
+func TestUsageFailedAttempts(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		opts   envOptions
+		rolled bool
+	}{{"rollups", envOptions{}, true}, {"stream", envOptions{noRecorder: true}, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startEnvWith(t, tt.opts)
+			now := time.Now().UTC().Add(-time.Minute)
+			failed := func(provider, model, key, class string) usage.FailedAttempt {
+				return usage.FailedAttempt{Provider: provider, Model: model, KeyID: key, Class: class}
+			}
+			e.publishUsage(
+				rec("f0", now), // openai/primary, no failure
+				rec("f1", now, func(r *usage.Record) { // two retries on primary, then secondary
+					r.KeyID, r.Attempts = "secondary", 3
+					r.FailedAttempts = []usage.FailedAttempt{failed("openai", "gpt-4o", "primary", "transient"), failed("openai", "gpt-4o", "primary", "transient")}
+				}),
+				rec("f2", now, func(r *usage.Record) { // primary rate-limited, anthropic served
+					r.Provider, r.ProviderType, r.Model, r.KeyID, r.Attempts = "anthropic", "anthropic", "claude-x", "b1", 2
+					r.FailedAttempts = []usage.FailedAttempt{failed("openai", "gpt-4o", "primary", "rate_limit")}
+				}),
+				rec("f3", now, func(r *usage.Record) { // failed on secondary
+					r.KeyID, r.Status, r.Class, r.CostUSD = "secondary", 502, "transient", nil
+					r.FailedAttempts = []usage.FailedAttempt{failed("openai", "gpt-4o", "secondary", "transient")}
+				}),
+				rec("f4", now, func(r *usage.Record) { // primary's attempt cut by the gateway, secondary served
+					r.KeyID, r.Attempts = "secondary", 2
+					a := failed("openai", "gpt-4o", "primary", "transient")
+					a.Cancelled = true
+					r.FailedAttempts = []usage.FailedAttempt{a}
+				}),
+			)
+			if tt.rolled {
+				e.waitRecorded()
+			}
+			check := func(a adminapi.UsageAnswer, g adminapi.UsageGroup, requests, attempts, failures int64) {
+				t.Helper()
+				if g.Requests != requests || g.Attempts != attempts || g.FailedAttempts != failures {
+					t.Errorf("group %v: %d requests, %d attempts, %d failed; want %d, %d, %d (rolled up %d, scanned %d)",
+						g.Key, g.Requests, g.Attempts, g.FailedAttempts, requests, attempts, failures, a.RolledUp, a.Scanned)
+				}
+			}
+			a := e.usage("?from=-1h&group_by=key")
+			check(a, findGroup(t, a, "key", "openai/primary"), 1, 5, 3)
+			check(a, findGroup(t, a, "key", "openai/secondary"), 3, 3, 1)
+			check(a, findGroup(t, a, "key", "anthropic/b1"), 1, 1, 0)
+			check(a, a.Totals, 5, 9, 4)
+			if tt.rolled != (a.RolledUp == 5) {
+				t.Errorf("rolled up %d, scanned %d", a.RolledUp, a.Scanned)
+			}
+
+			a = e.usage("?from=-1h&group_by=key,class")
+			check(a, findGroup(t, a, "key", "openai/primary", "class", "transient"), 0, 3, 2)
+			check(a, findGroup(t, a, "key", "openai/primary", "class", "rate_limit"), 0, 1, 1)
+
+			a = e.usage("?from=-1h&group_by=key&provider=openai")
+			check(a, findGroup(t, a, "key", "openai/primary"), 1, 5, 3)
+			check(a, a.Totals, 4, 8, 4)
+			for _, g := range a.Groups {
+				if strings.HasPrefix(g.Key["key"], "anthropic") {
+					t.Errorf("provider=openai: group %v", g.Key)
+				}
+			}
+		})
+	}
+}

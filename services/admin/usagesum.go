@@ -109,16 +109,34 @@ func (s *usageSum) decode(data []byte) bool {
 		return false
 	}
 	d := rollup.DimsOf(r)
-	return s.wants(&d)
+	if s.wants(&d) {
+		return true
+	}
+	for i := range r.FailedAttempts {
+		if d := rollup.DimsOfFailed(r, &r.FailedAttempts[i]); s.wants(&d) {
+			return true
+		}
+	}
+	return false
 }
 
-// add counts s.rec, read by decode.
+// add counts s.rec, read by decode: the request in the group of its
+// dimensions, each failed attempt in the group of its target, as the
+// recorder folds them (rollup.Folder.Add), each where the filters let it.
 func (s *usageSum) add() {
 	r := &s.rec
-	s.matched++
-	d := rollup.DimsOf(r)
-	s.acc(&d, r.At).Add(r)
-	s.totals.Add(r)
+	if d := rollup.DimsOf(r); s.wants(&d) {
+		s.matched++
+		s.acc(&d, r.At).Add(r)
+		s.totals.Add(r)
+	}
+	for i := range r.FailedAttempts {
+		a := &r.FailedAttempts[i]
+		if d := rollup.DimsOfFailed(r, a); s.wants(&d) {
+			s.acc(&d, r.At).AddFailed(a)
+			s.totals.AddFailed(a)
+		}
+	}
 }
 
 // group is what the accumulator sums to.
@@ -132,6 +150,8 @@ func (a *usageAcc) group(q usageQuery, keyed bool) adminapi.UsageGroup {
 		Streams:                 a.Streams,
 		StreamsIncomplete:       a.StreamsIncomplete,
 		Cancelled:               a.Cancelled,
+		Attempts:                a.Attempts,
+		FailedAttempts:          a.FailedAttempts,
 	}
 	t := a.Tokens
 	g.Tokens.Total = t.Input + t.Output + t.CachedInput + t.CacheWrite + t.Reasoning

@@ -88,6 +88,15 @@ type UsageGroup struct {
 	Streams           int64        `json:"streams"`
 	StreamsIncomplete int64        `json:"streams_incomplete"`
 	Cancelled         int64        `json:"cancelled"`
+	// Attempts are the upstream attempts made on the group's targets, and
+	// FailedAttempts those of them that failed (not the cancelled ones):
+	// an attempt counts under the provider, key, model and class of its
+	// own target, so a failover's failed attempts show under the key that
+	// failed, not the one that answered. Groups with no request of their
+	// own (every attempt failed there, the requests were served
+	// elsewhere) have requests 0.
+	Attempts       int64 `json:"attempts"`
+	FailedAttempts int64 `json:"failed_attempts"`
 }
 
 // UsageTokens are a group's token counts, with their total.

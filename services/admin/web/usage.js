@@ -102,7 +102,7 @@ window.SwitchyardUsage = function (deps) {
   function table(id, dim, label, none, ans) {
     const root = $(id);
     if (!ans.groups.length) { root.replaceChildren(el("p", { class: "none", text: "no usage in this range" })); return; }
-    const head = [label, "requests", "errors", "tokens in", "tokens out", "cost", "p50", "p95", "TTFT p95"];
+    const head = [label, "requests", "errors", "attempts", "failed attempts", "tokens in", "tokens out", "cost", "p50", "p95", "TTFT p95"];
     const rows = ans.groups.map((g) => {
       const t = g.tokens;
       const cost = el("td", { class: "num cost" }, costText(g, true));
@@ -111,6 +111,8 @@ window.SwitchyardUsage = function (deps) {
         el("td", { class: "name", text: g.key[dim] || none }),
         el("td", { class: "num requests", text: int(g.requests) }),
         el("td", { class: "num errors", text: g.errors ? int(g.errors) + " (" + pct(g.error_rate) + ")" : "0" }),
+        el("td", { class: "num attempts", text: int(g.attempts || 0) }),
+        el("td", { class: "num failed-attempts", text: g.failed_attempts ? int(g.failed_attempts) + " (" + pct(g.failed_attempts / g.attempts) + ")" : "0" }),
         el("td", { class: "num tokens-in", text: int(t.input + t.cached_input + t.cache_write) }),
         el("td", { class: "num tokens-out", text: int(t.output + t.reasoning) }),
         cost,
@@ -134,6 +136,8 @@ window.SwitchyardUsage = function (deps) {
       stat("requests", "Requests", int(t.requests), t.streams ? int(t.streams) + " streams" + (t.streams_incomplete ? ", " + int(t.streams_incomplete) + " incomplete" : "") : null),
       stat("errors", "Errors", int(t.errors), pct(t.error_rate) + (t.cancelled ? " · " + int(t.cancelled) + " cancelled" : "")),
       stat("rejected", "Rejected", int(rejected), "by the gateway: a bad request, an unknown or forbidden model"),
+      stat("attempts", "Upstream attempts", int(t.attempts || 0), int(t.failed_attempts || 0) + " failed" +
+        (t.attempts ? " (" + pct((t.failed_attempts || 0) / t.attempts) + ")" : "")),
       stat("tokens", "Tokens", compact(tk.total), compact(tk.input + tk.cached_input + tk.cache_write) + " in · " + compact(tk.output + tk.reasoning) + " out"),
       stat("cost", "Cost", costText(t), t.cost_unknown_requests ? "+ " + int(t.cost_unknown_requests) + " requests without a price" : "known prices"),
       stat("latency", "Latency p50", ms(t.latency_ms.p50), "p95 " + ms(t.latency_ms.p95)),

@@ -56,6 +56,14 @@ func DimsOf(r *usage.Record) Dims {
 		KeyID: r.KeyID, Endpoint: r.Endpoint, Status: r.Status, Class: r.Class}
 }
 
+// DimsOfFailed returns the dimensions of a's cell: r's, with the target
+// (provider, model, key id) and the class of the failed attempt a of r.
+func DimsOfFailed(r *usage.Record, a *usage.FailedAttempt) Dims {
+	d := DimsOf(r)
+	d.Provider, d.Model, d.KeyID, d.Class = a.Provider, a.Model, a.KeyID, a.Class
+	return d
+}
+
 // Key is the key dimension of a report: <provider>/<key id>, the provider
 // alone when it has no keys, "" when no attempt was made (key ids are
 // unique within a provider only).
@@ -107,6 +115,16 @@ type Sums struct {
 	Streams           int64   `json:"streams"`
 	StreamsIncomplete int64   `json:"streams_incomplete"`
 	Cancelled         int64   `json:"cancelled"`
+	// Attempts are the upstream attempts made on the cells' targets:
+	// those that failed count in the cell of their own target and class
+	// (AddFailed), the one that was answered in its request's (Add).
+	// FailedAttempts are the failed ones, less those cancelled (the
+	// caller's or the gateway's doing). Cells of records written before
+	// the records listed their failed attempts count every attempt in the
+	// request's cell, as failed or not by nothing; cells stored before
+	// these fields read 0.
+	Attempts       int64 `json:"attempts"`
+	FailedAttempts int64 `json:"failed_attempts"`
 	// Latency holds every request's latency (ms); TTFT the time to first
 	// token (ms) of the streams that had one. nil when empty.
 	Latency *ddsketch.DDSketch `json:"-"`
@@ -144,7 +162,18 @@ func (s *Sums) Add(r *usage.Record) {
 	if r.Cancelled {
 		s.Cancelled++
 	}
+	if n := int64(r.Attempts - len(r.FailedAttempts)); n > 0 {
+		s.Attempts += n
+	}
 	s.Latency = addTo(s.Latency, r.LatencyMS)
+}
+
+// AddFailed counts the failed attempt a (in the cell of DimsOfFailed).
+func (s *Sums) AddFailed(a *usage.FailedAttempt) {
+	s.Attempts++
+	if !a.Cancelled {
+		s.FailedAttempts++
+	}
 }
 
 func addTo(sk *ddsketch.DDSketch, v float64) *ddsketch.DDSketch {
@@ -174,6 +203,8 @@ func (s *Sums) Merge(o *Sums) {
 	s.Streams += o.Streams
 	s.StreamsIncomplete += o.StreamsIncomplete
 	s.Cancelled += o.Cancelled
+	s.Attempts += o.Attempts
+	s.FailedAttempts += o.FailedAttempts
 	s.Latency = mergeInto(s.Latency, o.Latency)
 	s.TTFT = mergeInto(s.TTFT, o.TTFT)
 }

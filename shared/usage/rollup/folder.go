@@ -70,38 +70,61 @@ func NewFolder(st *Store) *Folder { return &Folder{st: st, groups: map[groupKey]
 func (f *Folder) Reset() { f.groups = map[groupKey]*group{} }
 
 // Add folds the records of stream message seq into every resolution whose
-// bucket for them is still kept. It reads the values it needs first
-// (once, then keeps them).
+// bucket for them is still kept: each record into the cell of its
+// dimensions, and each of its failed attempts into the cell of its
+// target and class (which may belong to another provider's values). It
+// reads the values it needs first (once, then keeps them).
 func (f *Folder) Add(ctx context.Context, seq uint64, recs []usage.Record) error {
 	now := f.st.now()
 	for i := range recs {
 		r := &recs[i]
-		d := DimsOf(r)
 		for ri, res := range f.st.Res {
 			start := res.Start(r.At)
 			if !res.Kept(start, now) {
 				continue
 			}
-			g, err := f.group(ctx, ri, start, r.Provider)
+			ref, err := f.cell(ctx, ri, start, DimsOf(r), seq)
 			if err != nil {
 				return err
 			}
-			g.touched = true
-			ref := g.cells[d]
-			switch {
-			case ref == nil:
-				ref = g.newCell(d)
-			case ref.cell.Through >= seq && ref.folding != seq:
-				continue // folded before
+			if ref != nil {
+				ref.cell.Add(r)
 			}
-			ref.folding = seq
-			ref.cell.Add(r)
-			ref.cell.Through = seq
-			ref.part.v.Through = max(ref.part.v.Through, seq)
-			ref.part.dirty = true
+			for j := range r.FailedAttempts {
+				a := &r.FailedAttempts[j]
+				if ref, err = f.cell(ctx, ri, start, DimsOfFailed(r, a), seq); err != nil {
+					return err
+				}
+				if ref != nil {
+					ref.cell.AddFailed(a)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// cell returns the cell of d in the bucket of resolution ri starting at
+// start, marked as folding message seq; nil when the message is in it
+// already.
+func (f *Folder) cell(ctx context.Context, ri int, start time.Time, d Dims, seq uint64) (*cellRef, error) {
+	g, err := f.group(ctx, ri, start, d.Provider)
+	if err != nil {
+		return nil, err
+	}
+	g.touched = true
+	ref := g.cells[d]
+	switch {
+	case ref == nil:
+		ref = g.newCell(d)
+	case ref.cell.Through >= seq && ref.folding != seq:
+		return nil, nil // folded before
+	}
+	ref.folding = seq
+	ref.cell.Through = seq
+	ref.part.v.Through = max(ref.part.v.Through, seq)
+	ref.part.dirty = true
+	return ref, nil
 }
 
 func (f *Folder) group(ctx context.Context, ri int, start time.Time, provider string) (*group, error) {
