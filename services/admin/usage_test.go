@@ -610,7 +610,7 @@ func TestUsageFailedAttempts(t *testing.T) {
 			if tt.rolled {
 				e.waitRecorded()
 			}
-			check := func(a adminapi.UsageAnswer, g adminapi.UsageGroup, requests, attempts, failures int64) {
+			check := func(a adminapi.UsageReport, g adminapi.UsageGroup, requests, attempts, failures int64) {
 				t.Helper()
 				if g.Requests != requests || g.Attempts != attempts || g.FailedAttempts != failures {
 					t.Errorf("group %v: %d requests, %d attempts, %d failed; want %d, %d, %d (rolled up %d, scanned %d)",
