@@ -74,6 +74,9 @@ func recount(recs []usage.Record, res rollup.Resolution) rollup.Sums {
 	for i := range recs {
 		if res.Kept(res.Start(recs[i].At), now) {
 			sum.Add(&recs[i])
+			for j := range recs[i].FailedAttempts {
+				sum.AddFailed(&recs[i].FailedAttempts[j])
+			}
 		}
 	}
 	return sum
@@ -84,12 +87,13 @@ func recount(recs []usage.Record, res rollup.Resolution) rollup.Sums {
 func sameSums(t *testing.T, what string, got, want rollup.Sums) {
 	t.Helper()
 	type counts struct {
-		requests, errors, costUnknown, estimated, streams, incomplete, cancelled int64
-		tokens                                                                   usage.Tokens
-		cost, latencyN, ttftN                                                    float64
+		requests, errors, costUnknown, estimated, streams, incomplete, cancelled, attempts, failed int64
+		tokens                                                                                     usage.Tokens
+		cost, latencyN, ttftN                                                                      float64
 	}
 	of := func(s rollup.Sums) counts {
-		c := counts{s.Requests, s.Errors, s.CostUnknown, s.TokensEstimated, s.Streams, s.StreamsIncomplete, s.Cancelled, s.Tokens, s.CostUSD, 0, 0}
+		c := counts{s.Requests, s.Errors, s.CostUnknown, s.TokensEstimated, s.Streams, s.StreamsIncomplete, s.Cancelled,
+			s.Attempts, s.FailedAttempts, s.Tokens, s.CostUSD, 0, 0}
 		if s.Latency != nil {
 			c.latencyN = s.Latency.GetCount()
 		}
@@ -104,7 +108,8 @@ func sameSums(t *testing.T, what string, got, want rollup.Sums) {
 }
 
 // usageBatch is n records over the last span, on three providers and
-// four clients, some failed, some streamed, some without a cost.
+// four clients, some failed, some streamed, some without a cost, some
+// served after two failed attempts on another provider (one cancelled).
 func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
 	now := time.Now().UTC()
 	providers := []string{"openai", "anthropic", "gemini"}
@@ -120,6 +125,12 @@ func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
 			}
 			if i%5 == 0 {
 				r.Stream, r.StreamCompleted, r.TTFTMS = true, i%10 != 0, float64(1+i%50)
+			}
+			if i%7 == 6 {
+				other := providers[(i+1)%3]
+				r.Attempts = 3
+				r.FailedAttempts = []usage.FailedAttempt{{Provider: other, Model: "m9", KeyID: "k", Class: "transient"},
+					{Provider: other, Model: "m9", KeyID: "k", Class: "transient", Cancelled: true}}
 			}
 		})
 	}

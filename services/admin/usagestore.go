@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -64,6 +65,9 @@ var usageMigrations = []string{
 	);
 	CREATE INDEX switchyard_usage_records_at ON switchyard_usage_records (at);
 	CREATE INDEX switchyard_usage_records_client_at ON switchyard_usage_records (client_id, at)`,
+	// 2: the record's failed attempts (usage.Record.FailedAttempts as
+	// JSON; NULL when none failed, and in the rows before)
+	`ALTER TABLE switchyard_usage_records ADD COLUMN failed_attempts jsonb`,
 }
 
 // usageColumns are the table's columns in the order usageRows gives them.
@@ -71,7 +75,7 @@ var usageColumns = []string{"request_id", "at", "client_id", "plan", "client_typ
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "reasoning_tokens",
 	"tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed", "cancelled",
-	"stream_seq"}
+	"stream_seq", "failed_attempts"}
 
 // usageStore is the usage sink of metering.store. Open connects lazily;
 // a Flush that finds PostgreSQL down fails and keeps what it holds, so
@@ -234,7 +238,7 @@ func migrateUsage(ctx context.Context, pool *pgxpool.Pool) error {
 type usageRows struct {
 	rows []usageRow
 	i    int
-	vals [27]any
+	vals [28]any
 }
 
 func (r *usageRows) Next() bool { r.i++; return r.i < len(r.rows) }
@@ -249,15 +253,22 @@ func (r *usageRows) Values() ([]any, error) {
 		// stream, the same on a replay
 		id = "seq:" + strconv.FormatUint(row.seq, 10) + ":" + strconv.Itoa(row.i)
 	}
-	var cost any
+	var cost, failed any
 	if x.CostUSD != nil {
 		cost = *x.CostUSD
+	}
+	if x.FailedAttempts != nil {
+		b, err := json.Marshal(x.FailedAttempts)
+		if err != nil {
+			return nil, err
+		}
+		failed = b
 	}
 	// at: what timestamptz keeps, microseconds
 	r.vals = [...]any{id, x.At.UTC().Truncate(time.Microsecond), x.ClientID, x.Plan, x.ClientType, x.Endpoint,
 		x.ModelRequested, x.Provider, x.ProviderType, x.Model, x.KeyID, int32(x.Attempts), int32(x.Status), x.Class,
 		x.Tokens.Input, x.Tokens.Output, x.Tokens.CachedInput, x.Tokens.CacheWrite, x.Tokens.Reasoning,
 		x.TokensEstimated, cost, x.LatencyMS, x.TTFTMS, x.Stream, x.StreamCompleted, x.Cancelled,
-		int64(row.seq)}
+		int64(row.seq), failed}
 	return r.vals[:], nil
 }
