@@ -225,3 +225,51 @@ plans:
 	})
 	t.Logf("%d metric names of the dashboard and the rules are served", len(used))
 }
+
+// TestUsageShowsFailuresAFailoverHid: key k1 answers 500 and k2 serves
+// every request: the callers see only successes, and the usage report by
+// key (from the records the proxy published, folded by the admin's
+// recorder) shows k1's failed attempts under k1, with no request of its
+// own, beside k2's requests.
+func TestUsageShowsFailuresAFailoverHid(t *testing.T) {
+	f := startSecFleet(t)
+	f.oa.AddRule(fakeprovider.Rule{Key: canaryK1, Path: "/chat/completions", Error: "openai.server_error"})
+	const requests = 3
+	for i := range requests {
+		if st, _, b := f.call(fmt.Sprintf("request %d", i), "/v1/chat/completions",
+			`{"model":"fake-openai/demo-model","messages":[{"role":"user","content":"hi"}]}`); st != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, st, b)
+		}
+	}
+	// the proxy's attempts (the prober's checks list models)
+	k1Calls := f.oa.CountCalls(func(c fakeprovider.Call) bool {
+		return c.Key == canaryK1 && strings.HasSuffix(c.Path, "/chat/completions")
+	})
+	if k1Calls == 0 {
+		t.Fatal("k1 was never tried")
+	}
+	type group struct {
+		Key            map[string]string `json:"key"`
+		Requests       int64             `json:"requests"`
+		Errors         int64             `json:"errors"`
+		Attempts       int64             `json:"attempts"`
+		FailedAttempts int64             `json:"failed_attempts"`
+	}
+	testkit.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		st, b := f.adm(http.MethodGet, "/admin/usage?from=-1h&group_by=key", "")
+		var a struct{ Groups []group }
+		if err := json.Unmarshal(b, &a); st != http.StatusOK || err != nil {
+			return fmt.Errorf("usage: %d %s", st, b)
+		}
+		by := map[string]group{}
+		for _, g := range a.Groups {
+			by[g.Key["key"]] = g
+		}
+		k1, k2 := by["fake-openai/k1"], by["fake-openai/k2"]
+		if k1.Requests != 0 || k1.FailedAttempts != int64(k1Calls) || k1.Attempts != int64(k1Calls) ||
+			k2.Requests != requests || k2.Errors != 0 || k2.Attempts != requests || k2.FailedAttempts != 0 {
+			return fmt.Errorf("k1 %+v, k2 %+v; want k1's %d calls failed, no request, and k2's %d requests served", k1, k2, k1Calls, requests)
+		}
+		return nil
+	})
+}
