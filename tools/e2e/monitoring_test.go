@@ -47,7 +47,12 @@ func TestAlertRules(t *testing.T) {
 
 // dashboard is what the tests read of the Grafana dashboard.
 type dashboard struct {
-	UID    string `json:"uid"`
+	UID        string `json:"uid"`
+	Templating struct {
+		List []struct {
+			Name string `json:"name"`
+		} `json:"list"`
+	} `json:"templating"`
 	Panels []struct {
 		ID      int                      `json:"id"`
 		Type    string                   `json:"type"`
@@ -81,6 +86,10 @@ func TestDashboardJSON(t *testing.T) {
 	if d.UID == "" || len(d.Panels) == 0 {
 		t.Fatalf("%s: no uid or no panels", dashboardFile)
 	}
+	vars := map[string]bool{"__rate_interval": true, "__range": true, "__interval": true}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+	}
 	ids := map[int]bool{}
 	cells := map[[2]int]string{}
 	for _, p := range d.Panels {
@@ -110,9 +119,16 @@ func TestDashboardJSON(t *testing.T) {
 			if strings.TrimSpace(q.Expr) == "" || q.RefID == "" {
 				t.Errorf("panel %q: a query without expr or refId", p.Title)
 			}
+			for _, m := range dashboardVar.FindAllStringSubmatch(q.Expr, -1) {
+				if !vars[m[1]] {
+					t.Errorf("panel %q: variable $%s is not defined", p.Title, m[1])
+				}
+			}
 		}
 	}
 }
+
+var dashboardVar = regexp.MustCompile(`\$\{?(\w+)`)
 
 var metricName = regexp.MustCompile(`\bswitchyard_[a-z0-9_]+`)
 
