@@ -49,3 +49,70 @@ type ExplainError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// Explanation is a routing decision explained: the candidates in the
+// order a request would try them (as if each attempt failed), and every
+// step that is not a candidate with the reason. Keys tell, per candidate,
+// which of the provider's keys the hold engine admits (filled by the
+// caller, which has the engine).
+type Explanation struct {
+	Model      string `json:"model"`
+	Route      string `json:"route"` // chain:<name>, provider/model or the plain name
+	Kind       string `json:"kind"`  // chain, model or plain
+	Strategy   string `json:"strategy"`
+	HashOn     string `json:"hash_on,omitempty"`
+	FailClosed bool   `json:"fail_closed"`
+	// What the request asks of a target.
+	Needs                []string `json:"needs"`
+	EstimatedInputTokens int64    `json:"estimated_input_tokens"`
+	MaxOutputTokens      int64    `json:"max_output_tokens,omitempty"`
+	Region               string   `json:"region,omitempty"`
+	RegionRequired       bool     `json:"region_required,omitempty"`
+	Hashed               bool     `json:"hashed,omitempty"`
+
+	Candidates []ExplainChoice `json:"candidates"`
+	Rejected   []ExplainChoice `json:"rejected"`
+}
+
+// ExplainChoice is one step of an explanation.
+type ExplainChoice struct {
+	Step     int    `json:"step"` // its index in the route
+	Target   string `json:"target"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Upstream string `json:"upstream_model,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Health   string `json:"health"`
+	// LatencyMS is the observed average (absent: none yet);
+	// EstimatedCostUSD the request's cost there (absent: no price).
+	LatencyMS        *float64 `json:"latency_ms,omitempty"`
+	EstimatedCostUSD *float64 `json:"estimated_cost_usd,omitempty"`
+	Capabilities     []string `json:"capabilities,omitempty"`
+	// Reason is why a rejected step is not a candidate; Fallback marks
+	// an offline step tried only when no other could be.
+	Reason   string       `json:"reason,omitempty"`
+	Detail   string       `json:"detail,omitempty"`
+	Fallback bool         `json:"fallback,omitempty"`
+	Keys     []ExplainKey `json:"keys,omitempty"`
+}
+
+// Key states of an ExplainKey.
+const (
+	KeyAvailable = "available"
+	KeyRamping   = "ramping"
+	KeyHeld      = "held"
+	KeyUnhealthy = "unhealthy"
+)
+
+// ExplainKey is one key of a candidate's provider, in the order the
+// proxy tries them.
+type ExplainKey struct {
+	ID string `json:"id"`
+	// State is available, ramping (back from a hold, taking a growing
+	// share), held or unhealthy (its own checks fail: tried after the
+	// others).
+	State  string `json:"state"`
+	HoldID string `json:"hold_id,omitempty"`
+	Class  string `json:"class,omitempty"`
+	Until  string `json:"until,omitempty"`
+}

@@ -1,71 +1,22 @@
 package route
 
-// Explanation is a routing decision explained: the candidates in the
-// order a request would try them (as if each attempt failed), and every
-// step that is not a candidate with the reason. Keys tell, per candidate,
-// which of the provider's keys the hold engine admits (filled by the
-// caller, which has the engine).
-type Explanation struct {
-	Model      string `json:"model"`
-	Route      string `json:"route"` // chain:<name>, provider/model or the plain name
-	Kind       string `json:"kind"`  // chain, model or plain
-	Strategy   string `json:"strategy"`
-	HashOn     string `json:"hash_on,omitempty"`
-	FailClosed bool   `json:"fail_closed"`
-	// What the request asks of a target.
-	Needs                []string `json:"needs"`
-	EstimatedInputTokens int64    `json:"estimated_input_tokens"`
-	MaxOutputTokens      int64    `json:"max_output_tokens,omitempty"`
-	Region               string   `json:"region,omitempty"`
-	RegionRequired       bool     `json:"region_required,omitempty"`
-	Hashed               bool     `json:"hashed,omitempty"`
+import "switchyard.dev/shared/bus"
 
-	Candidates []Choice `json:"candidates"`
-	Rejected   []Choice `json:"rejected"`
-}
-
-// Choice is one step of an explanation.
-type Choice struct {
-	Step     int    `json:"step"` // its index in the route
-	Target   string `json:"target"`
-	Provider string `json:"provider"`
-	Model    string `json:"model"`
-	Upstream string `json:"upstream_model,omitempty"`
-	Region   string `json:"region,omitempty"`
-	Health   string `json:"health"`
-	// LatencyMS is the observed average (absent: none yet);
-	// EstimatedCostUSD the request's cost there (absent: no price).
-	LatencyMS        *float64 `json:"latency_ms,omitempty"`
-	EstimatedCostUSD *float64 `json:"estimated_cost_usd,omitempty"`
-	Capabilities     []string `json:"capabilities,omitempty"`
-	// Reason is why a rejected step is not a candidate; Fallback marks
-	// an offline step tried only when no other could be.
-	Reason   string      `json:"reason,omitempty"`
-	Detail   string      `json:"detail,omitempty"`
-	Fallback bool        `json:"fallback,omitempty"`
-	Keys     []KeyChoice `json:"keys,omitempty"`
-}
+// The explanation's wire types are the explain contract's (shared/bus):
+// the admin service relays them, swctl prints them.
+type (
+	Explanation = bus.Explanation
+	Choice      = bus.ExplainChoice
+	KeyChoice   = bus.ExplainKey
+)
 
 // Key states of a KeyChoice.
 const (
-	KeyAvailable = "available"
-	KeyRamping   = "ramping"
-	KeyHeld      = "held"
-	KeyUnhealthy = "unhealthy"
+	KeyAvailable = bus.KeyAvailable
+	KeyRamping   = bus.KeyRamping
+	KeyHeld      = bus.KeyHeld
+	KeyUnhealthy = bus.KeyUnhealthy
 )
-
-// KeyChoice is one key of a candidate's provider, in the order Pick tries
-// them.
-type KeyChoice struct {
-	ID string `json:"id"`
-	// State is available, ramping (back from a hold, taking a growing
-	// share), held or unhealthy (its own checks fail: tried after the
-	// others).
-	State  string `json:"state"`
-	HoldID string `json:"hold_id,omitempty"`
-	Class  string `json:"class,omitempty"`
-	Until  string `json:"until,omitempty"`
-}
 
 // Explain walks the route for req as a request whose every attempt fails
 // would, without sending anything, and says why each other step is not a

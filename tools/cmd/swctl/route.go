@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 
 	"switchyard.dev/services/admin/adminapi"
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/shared/bus"
 )
 
 // headerFlags are repeated --header K=V flags.
@@ -96,7 +96,7 @@ func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	var res adminapi.RouteExplanation
-	var x route.Explanation
+	var x bus.Explanation
 	if err := json.Unmarshal(b, &res); err != nil {
 		return fmt.Errorf("route explain: decode: %w", err)
 	}
@@ -109,7 +109,7 @@ func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // printExplanation writes a header line (model → route and the policy),
 // the candidates in the order a request would try them, then the steps
 // rejected with the reason.
-func printExplanation(w io.Writer, res *adminapi.RouteExplanation, x *route.Explanation) error {
+func printExplanation(w io.Writer, res *adminapi.RouteExplanation, x *bus.Explanation) error {
 	region := dash(x.Region)
 	if x.RegionRequired {
 		region += " (required)"

@@ -13,24 +13,23 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"switchyard.dev/services/proxy/route"
 	"switchyard.dev/shared/bus"
 )
 
 // cannedRoute is the explanation the stand-in proxy answers for gpt-4o:
 // two candidates (the second offline, a fallback), one step rejected.
-var cannedRoute = route.Explanation{
+var cannedRoute = bus.Explanation{
 	Model: "gpt-4o", Route: "chain:default", Kind: "chain", Strategy: "least_latency", HashOn: "header:X-Session",
 	Needs: []string{"tools", "vision"}, EstimatedInputTokens: 42, MaxOutputTokens: 512, Region: "eu", RegionRequired: true,
-	Candidates: []route.Choice{
+	Candidates: []bus.ExplainChoice{
 		{Step: 0, Target: "openai/gpt-4o", Provider: "openai", Model: "gpt-4o", Region: "eu", Health: "healthy",
 			LatencyMS: ptr(412.4), EstimatedCostUSD: ptr(0.00035), Capabilities: []string{"tools", "vision"},
-			Keys: []route.KeyChoice{{ID: "primary", State: route.KeyAvailable},
-				{ID: "secondary", State: route.KeyHeld, HoldID: "openai.secondary", Class: "rate_limit", Until: "2026-11-30T12:00:00Z"}}},
+			Keys: []bus.ExplainKey{{ID: "primary", State: bus.KeyAvailable},
+				{ID: "secondary", State: bus.KeyHeld, HoldID: "openai.secondary", Class: "rate_limit", Until: "2026-11-30T12:00:00Z"}}},
 		{Step: 2, Target: "azure/gpt-4o", Provider: "azure", Model: "gpt-4o", Region: "eu", Health: "offline", Fallback: true,
-			Keys: []route.KeyChoice{{ID: "k1", State: route.KeyRamping}}},
+			Keys: []bus.ExplainKey{{ID: "k1", State: bus.KeyRamping}}},
 	},
-	Rejected: []route.Choice{
+	Rejected: []bus.ExplainChoice{
 		{Step: 1, Target: "local/llama", Provider: "local", Model: "llama", Health: "unknown", Reason: "lacks_capability", Detail: "lacks vision"},
 	},
 }
