@@ -15,8 +15,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"switchyard.dev/services/proxy/route"
-	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/provider"
 )
 

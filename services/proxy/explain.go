@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"

@@ -3,7 +3,7 @@ package proxy
 import (
 	"context"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/health"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/health"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/debug"

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/quota"
 	"switchyard.dev/shared/usage"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"switchyard.dev/services/proxy/route"
-	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/provider"
 )
 

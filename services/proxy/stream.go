@@ -17,7 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"

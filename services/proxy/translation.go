@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"switchyard.dev/services/proxy/translate"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )

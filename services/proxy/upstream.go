@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"switchyard.dev/services/proxy/route"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
