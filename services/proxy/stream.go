@@ -348,7 +348,7 @@ func (rl *relay) convertKind(ev sse.Event, kind provider.EventKind) []byte {
 // stream takes: the converter's count, or the upstream's own events
 // relayed as they came (numbered from 0).
 func (rl *relay) nextSequence() int {
-	if s, ok := rl.conv.(sequencer); ok {
+	if s, ok := rl.conv.(translate.Sequencer); ok {
 		return s.NextSequence()
 	}
 	return rl.passed

@@ -44,7 +44,7 @@ func translateResponse(callerFormat, upstreamFormat provider.Format, op provider
 			}
 			body = chat
 		}
-		return chatToResponse(body, model)
+		return translate.ChatToResponse(body, model)
 	}
 	if callerFormat == upstreamFormat || op != provider.OpChat {
 		return body, nil
@@ -117,21 +117,6 @@ func jsonKind(t reflect.Type) string {
 	return "another type"
 }
 
-// malformedAt wraps the error of decoding a request field on its own (at
-// names it from the body's root): the caller's message names the field
-// from the root.
-func malformedAt(at string, err error) error {
-	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
-		c := *te
-		c.Field = at
-		if te.Field != "" {
-			c.Field += "." + te.Field
-		}
-		err = &c
-	}
-	return fmt.Errorf("decode %s: %w: %w", at, translate.ErrMalformed, err)
-}
-
 // errorShape is the shape of a format's error bodies: the Responses API's
 // are OpenAI's ({"error":{"message","type","param","code"}}).
 func errorShape(f provider.Format) provider.Format {
@@ -169,9 +154,9 @@ func newStreamConverter(callerFormat, upstreamFormat provider.Format, model stri
 		if upstreamFormat == provider.FormatAnthropic {
 			// The Responses stream's response.completed carries the
 			// usage: the chat stream between must give it.
-			return &chained{first: messagesToChat(true), second: newChatToResponsesStream(model)}
+			return translate.ChainResponses(messagesToChat(true), model)
 		}
-		return newChatToResponsesStream(model)
+		return translate.NewChatToResponsesStream(model)
 	}
 	if callerFormat == provider.FormatOpenAI {
 		return messagesToChat(callerUsage)

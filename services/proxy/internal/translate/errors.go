@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -29,4 +30,19 @@ func unsupported(field string) error { return &UnsupportedError{Field: field} }
 // malformed wraps a decoding error with what was being decoded.
 func malformed(what string, err error) error {
 	return fmt.Errorf("decode %s: %w: %w", what, ErrMalformed, err)
+}
+
+// malformedAt wraps the error of decoding a request field on its own (at
+// names it from the body's root): the caller's message names the field
+// from the root.
+func malformedAt(at string, err error) error {
+	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+		c := *te
+		c.Field = at
+		if te.Field != "" {
+			c.Field += "." + te.Field
+		}
+		err = &c
+	}
+	return fmt.Errorf("decode %s: %w: %w", at, ErrMalformed, err)
 }

@@ -136,3 +136,8 @@ func (d *eventDecoder) decode(data []byte, v any) error {
 }
 
 var errTrailingData = errors.New("invalid character after top-level value")
+
+// Sequencer is a converter into the Responses API's events, which are
+// numbered (sequence_number): a relay numbers its own closing error event
+// after them.
+type Sequencer interface{ NextSequence() int }
