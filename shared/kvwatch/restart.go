@@ -87,13 +87,40 @@ func (w *watcher) dropOld() {
 // (KeyWatcher.Stop would wait here). What the watcher still delivers is
 // read until it closes: the client blocks on a full Updates channel, which
 // would keep the subscription alive.
+//
+// A connection closed for good delivers nothing more, and the client may
+// never close Updates then (a subscription between an ordered consumer's
+// reset and its new one is not among the connection's when it closes): the
+// drain stops when the connection is closed, or Run's shutdown, which
+// waits for it, would wait forever.
 func (w *watcher) discard(kw jetstream.KeyWatcher, cancel context.CancelFunc) {
 	cancel()
 	w.bg.Go(func() {
-		for range kw.Updates() {
+		var tick *time.Ticker
+		var closed <-chan time.Time
+		if w.o.Conn != nil {
+			tick = time.NewTicker(drainCheck)
+			defer tick.Stop()
+			closed = tick.C
+		}
+		for {
+			select {
+			case _, ok := <-kw.Updates():
+				if !ok {
+					return
+				}
+			case <-closed:
+				if w.o.Conn.IsClosed() {
+					return
+				}
+			}
 		}
 	})
 }
+
+// drainCheck is how often a drain of a discarded watcher looks whether its
+// connection closed for good.
+const drainCheck = 100 * time.Millisecond
 
 // attempt starts creating a watcher in the background, unless the
 // connection is down (its reconnect starts one) or maxAttempts are in
