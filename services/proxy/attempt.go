@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
 	"unsafe"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"

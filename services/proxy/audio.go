@@ -8,8 +8,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"

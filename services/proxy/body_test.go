@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"unicode/utf8"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"

@@ -3,9 +3,10 @@ package proxy
 import (
 	"strconv"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
+	"switchyard.dev/services/proxy/internal/telemetry"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
@@ -379,7 +381,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		bd.TraceID = tc.traceID.String()
 		if tc.caller {
 			var b [55]byte
-			bd.TraceParent, bd.TraceState = string(appendTraceParent(b[:0], tc.traceID, tc.parent, tc.flags)), tc.state
+			bd.TraceParent, bd.TraceState = string(telemetry.AppendTraceParent(b[:0], tc.traceID, tc.parent, tc.flags)), tc.state
 		}
 	}
 	streamCut := r.class == classStreamIncomplete

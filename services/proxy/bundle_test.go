@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
+	"switchyard.dev/services/proxy/internal/telemetry/otlptest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -265,11 +267,11 @@ func TestBundlesLeakNothing(t *testing.T) {
 // it) exports a trace per request: a server span with a client span per
 // attempt, the request id as an attribute, the served model, no prompt.
 func TestProxyExportsTraces(t *testing.T) {
-	rcv := startOTLPReceiver(t)
+	rcv := otlptest.Start(t)
 	oa, an := startFakes(t)
 	cfg := baseConfig(oa, an)
 	oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"})
-	env := receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
+	env := otlptest.Env(rcv, "OTEL_TRACES_EXPORTER=otlp")
 	_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: env})
 	const prompt = "CANARY-TRACE-PROMPT"
 	for i := range 2 {
@@ -277,9 +279,9 @@ func TestProxyExportsTraces(t *testing.T) {
 			t.Fatalf("status %d", st)
 		}
 	}
-	var spans []receivedSpan
+	var spans []otlptest.Span
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		spans = rcv.spans()
+		spans = rcv.Spans()
 		roots := 0
 		for _, s := range spans {
 			if len(s.ParentSpanId) == 0 {
@@ -291,23 +293,23 @@ func TestProxyExportsTraces(t *testing.T) {
 		}
 		return nil
 	})
-	byID := map[string]receivedSpan{}
+	byID := map[string]otlptest.Span{}
 	for _, s := range spans {
-		a := attrMap(s.Attributes)
+		a := otlptest.AttrMap(s.Attributes)
 		if id := a["switchyard.request_id"]; id != nil && len(s.ParentSpanId) == 0 {
 			byID[id.GetStringValue()] = s
 		}
-		for _, raw := range rcv.raw {
-			if strings.Contains(string(raw), prompt) {
+		for _, q := range rcv.Received() {
+			if strings.Contains(string(q.Raw), prompt) {
 				t.Fatal("a trace carries the prompt")
 			}
 		}
 	}
 	root, ok := byID["req-trace-0"]
 	if !ok {
-		t.Fatalf("no span with the request id; spans: %v", spanNames(spans))
+		t.Fatalf("no span with the request id; spans: %v", otlptest.Names(spans))
 	}
-	a := attrMap(root.Attributes)
+	a := otlptest.AttrMap(root.Attributes)
 	if a["gen_ai.request.model"].GetStringValue() != "demo-chat" || a["gen_ai.response.model"] == nil {
 		t.Errorf("request span attributes %v", a)
 	}
@@ -330,9 +332,9 @@ func TestProxyJoinsCallerTrace(t *testing.T) {
 		tid = "0af7651916cd43dd8448eb211c80319c"
 		sid = "b7ad6b7169203331"
 	)
-	rcv := startOTLPReceiver(t)
+	rcv := otlptest.Start(t)
 	oa, an := startFakes(t)
-	env := receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
+	env := otlptest.Env(rcv, "OTEL_TRACES_EXPORTER=otlp")
 	_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t), Environ: env})
 	body := `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`
 	for id, h := range map[string][]string{
@@ -344,11 +346,11 @@ func TestProxyJoinsCallerTrace(t *testing.T) {
 			t.Fatalf("%s: status %d", id, st)
 		}
 	}
-	roots := map[string]receivedSpan{}
+	roots := map[string]otlptest.Span{}
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		for _, s := range rcv.spans() {
+		for _, s := range rcv.Spans() {
 			if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
-				roots[attrMap(s.Attributes)["switchyard.request_id"].GetStringValue()] = s
+				roots[otlptest.AttrMap(s.Attributes)["switchyard.request_id"].GetStringValue()] = s
 			}
 		}
 		if len(roots) < 3 {
@@ -365,7 +367,7 @@ func TestProxyJoinsCallerTrace(t *testing.T) {
 			t.Errorf("%s: trace %x parent %x, want a trace of its own", id, s.TraceId, s.ParentSpanId)
 		}
 	}
-	for _, s := range rcv.spans() {
+	for _, s := range rcv.Spans() {
 		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT && bytes.Equal(s.TraceId, joined.TraceId) && !bytes.Equal(s.ParentSpanId, joined.SpanId) {
 			t.Errorf("attempt span %s: parent %x, want the request span %x", s.Name, s.ParentSpanId, joined.SpanId)
 		}

@@ -2,8 +2,9 @@ package proxy
 
 import (
 	"strconv"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"unicode/utf8"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 

@@ -13,10 +13,11 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 

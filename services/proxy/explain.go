@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/nats-io/nats.go"
 

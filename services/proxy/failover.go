@@ -7,8 +7,9 @@ package proxy
 
 import (
 	"math/rand/v2"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 

@@ -3,9 +3,10 @@ package proxy
 import (
 	"fmt"
 	"strconv"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/testkit"
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/metrics"
 )
@@ -31,7 +32,7 @@ const (
 )
 
 const (
-	modelUnknown    = "unknown"
+	modelUnknown    = debug.ModelUnknown
 	providerNone    = "none"
 	metricNamespace = "switchyard"
 )

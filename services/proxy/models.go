@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 

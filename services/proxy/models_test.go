@@ -7,8 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 

@@ -6,10 +6,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/servicetest"

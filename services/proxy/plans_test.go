@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/testkit"

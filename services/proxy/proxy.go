@@ -11,10 +11,12 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
+	"switchyard.dev/services/proxy/internal/telemetry"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
@@ -69,7 +71,7 @@ type Service struct {
 	meter    *meter
 	limits   *planLimits
 	bundles  *bundler
-	tracer   *tracer // nil: no trace export
+	tracer   *telemetry.Tracer // nil: no trace export
 	// latency keeps the targets' and keys' latency averages across
 	// routing versions.
 	latency *route.LatencyBook
@@ -165,13 +167,13 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.environ = deps.Environ
 	s.versions.store = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
-	if s.tracer, err = newTracer(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
+	if s.tracer, err = telemetry.New(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)
 	}
 	var export func(*debug.Bundle)
 	if s.tracer != nil {
-		s.tracer.providerType = s.providerType
-		export = s.tracer.export
+		s.tracer.ProviderType = s.providerType
+		export = s.tracer.Export
 	}
 	s.bundles = newBundler(cfg, s.metrics.reg, deps.NATS, m.Instance, s.engine, export, s.log)
 	s.app = s.newApp()
@@ -342,7 +344,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Wait()    // the bundle worker has handed the last bundles to the tracer
 	tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if terr := s.tracer.shutdown(tctx); terr != nil {
+	if terr := s.tracer.Shutdown(tctx); terr != nil {
 		s.log.Warn("traces not all exported at shutdown", "err", terr)
 	}
 	return err

@@ -1,8 +1,9 @@
 package proxy
 
 import (
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 )

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync/atomic"
 	"testing"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/bus"

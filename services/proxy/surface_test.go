@@ -8,8 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"testing"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"

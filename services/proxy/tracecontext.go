@@ -2,14 +2,12 @@ package proxy
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
-	"math/rand/v2"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"switchyard.dev/services/proxy/internal/telemetry"
 )
 
 // W3C Trace Context (https://www.w3.org/TR/trace-context/). A request that
@@ -23,8 +21,8 @@ import (
 // traceparent, a proxy that exports traces starts a trace per request and
 // sends it upstream the same way; one that does not sends nothing.
 const (
-	headerTraceParent = "traceparent"
-	headerTraceState  = "tracestate"
+	headerTraceParent = telemetry.HeaderTraceParent
+	headerTraceState  = telemetry.HeaderTraceState
 	// maxTraceState bounds the tracestate passed on (the specification's
 	// 512 characters; a longer one is dropped).
 	maxTraceState = 512
@@ -54,7 +52,7 @@ func (r *request) readTraceContext(c *fiber.Ctx) {
 	tc := &r.tc
 	h := &c.Request().Header
 	if tp := h.PeekAll(headerTraceParent); len(tp) == 1 { // more than one: not valid
-		if tid, sid, flags, ok := parseTraceParent(tp[0]); ok {
+		if tid, sid, flags, ok := telemetry.ParseTraceParent(tp[0]); ok {
 			tc.caller, tc.traceID, tc.parent, tc.flags = true, tid, sid, flags
 			tc.state = callerTraceState(h.PeekAll(headerTraceState))
 		}
@@ -69,13 +67,12 @@ func (r *request) readTraceContext(c *fiber.Ctx) {
 		parent = trace.ContextWithRemoteSpanContext(parent, trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tc.traceID, SpanID: tc.parent, TraceFlags: tc.flags, Remote: true}))
 	} else {
-		tc.traceID, tc.flags = newTraceID(), trace.FlagsRandom
+		tc.traceID, tc.flags = telemetry.NewTraceID(), trace.FlagsRandom
 	}
 	// The exporter's sampler decides from the trace id and the caller's
 	// span: ask it now, so that the upstream hears the decision the
 	// exported trace will have.
-	res := tr.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: parent, TraceID: tc.traceID, Kind: trace.SpanKindServer})
-	tc.sampled = res.Decision == sdktrace.RecordAndSample
+	tc.sampled = tr.Sampled(parent, tc.traceID)
 }
 
 // callerTraceState is the caller's tracestate, its headers joined as one
@@ -108,7 +105,7 @@ func (r *request) newAttemptSpan() trace.SpanID {
 	if !r.tc.export {
 		return trace.SpanID{}
 	}
-	r.tc.span = newSpanID()
+	r.tc.span = telemetry.NewSpanID()
 	return r.tc.span
 }
 
@@ -127,112 +124,8 @@ func (r *request) setTraceHeaders(h *fasthttp.RequestHeader) {
 		}
 	}
 	var b [55]byte
-	h.SetCanonical(hdrTraceParent, appendTraceParent(b[:0], tc.traceID, parent, flags))
+	h.SetCanonical(hdrTraceParent, telemetry.AppendTraceParent(b[:0], tc.traceID, parent, flags))
 	if tc.state != "" {
 		h.SetCanonical(hdrTraceState, bytesOf(tc.state))
 	}
-}
-
-// appendTraceParent appends a version-00 traceparent.
-func appendTraceParent(b []byte, tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags) []byte {
-	b = append(b, "00-"...)
-	b = hex.AppendEncode(b, tid[:])
-	b = append(b, '-')
-	b = hex.AppendEncode(b, sid[:])
-	b = append(b, '-')
-	return hex.AppendEncode(b, []byte{byte(flags)})
-}
-
-// parseTraceParent reads a traceparent header as the W3C specification
-// does: four dash-separated fields of lower-case hex, version (not ff),
-// trace id and parent span id (neither all zeros), flags; version 00 has
-// nothing after its flags and no reserved flag bit set, a later version
-// may add fields after a dash. flags keeps the sampled and random bits.
-// It agrees with OpenTelemetry's propagator (FuzzParseTraceParent) but for
-// one header the propagator lets through: version 00 with a dash after its
-// flags.
-func parseTraceParent(h []byte) (tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags, ok bool) {
-	if len(h) < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-' || len(h) > 55 && h[55] != '-' {
-		return tid, sid, 0, false
-	}
-	var ver, f [1]byte
-	if !unhex(ver[:], h[0:2]) || ver[0] == 0xff || !unhex(tid[:], h[3:35]) || !unhex(sid[:], h[36:52]) || !unhex(f[:], h[53:55]) {
-		return tid, sid, 0, false
-	}
-	if ver[0] == 0 && (len(h) != 55 || f[0] > 3) || !tid.IsValid() || !sid.IsValid() {
-		return tid, sid, 0, false
-	}
-	return tid, sid, trace.TraceFlags(f[0]) & (trace.FlagsSampled | trace.FlagsRandom), true
-}
-
-// unhex decodes lower-case hex src into dst (len(src) == 2*len(dst)).
-func unhex(dst, src []byte) bool {
-	for i := range dst {
-		hi, lo := hexVal(src[2*i]), hexVal(src[2*i+1])
-		if hi > 0xf || lo > 0xf {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func hexVal(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	}
-	return 0xff
-}
-
-// newTraceID and newSpanID are random ids (never all zeros).
-func newTraceID() (id trace.TraceID) {
-	for !id.IsValid() {
-		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
-		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
-	}
-	return id
-}
-
-func newSpanID() (id trace.SpanID) {
-	for !id.IsValid() {
-		binary.BigEndian.PutUint64(id[:], rand.Uint64())
-	}
-	return id
-}
-
-// presetIDs are ids the exporter's spans take instead of random ones: the
-// trace a request started (and told its upstreams), the span id an
-// attempt's upstream was told.
-type presetIDs struct {
-	trace trace.TraceID
-	span  trace.SpanID
-}
-
-type presetKey struct{}
-
-func withPresetIDs(ctx context.Context, p presetIDs) context.Context {
-	return context.WithValue(ctx, presetKey{}, p)
-}
-
-// idGenerator gives a span the ids preset in its start context, random
-// ones otherwise.
-type idGenerator struct{}
-
-func (g idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	p, _ := ctx.Value(presetKey{}).(presetIDs)
-	tid := p.trace
-	if !tid.IsValid() {
-		tid = newTraceID()
-	}
-	return tid, g.NewSpanID(ctx, tid)
-}
-
-func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
-	if p, _ := ctx.Value(presetKey{}).(presetIDs); p.span.IsValid() {
-		return p.span
-	}
-	return newSpanID()
 }

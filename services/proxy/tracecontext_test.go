@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -10,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"switchyard.dev/services/proxy/internal/telemetry/otlptest"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
@@ -23,66 +21,6 @@ const (
 	testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	testSpanID  = "00f067aa0ba902b7"
 )
-
-// A traceparent is read as the W3C specification says; a valid one comes
-// back in version-00 form.
-func TestParseTraceParent(t *testing.T) {
-	tid, sid := testTraceID, testSpanID
-	for _, c := range []struct {
-		name, in, want string // want "": not valid
-	}{
-		{"sampled", "00-" + tid + "-" + sid + "-01", "00-" + tid + "-" + sid + "-01"},
-		{"not sampled", "00-" + tid + "-" + sid + "-00", "00-" + tid + "-" + sid + "-00"},
-		{"random bit kept", "00-" + tid + "-" + sid + "-03", "00-" + tid + "-" + sid + "-03"},
-		{"reserved bit in version 00", "00-" + tid + "-" + sid + "-09", ""},
-		{"a later version's extra field", "01-" + tid + "-" + sid + "-01-what-comes-next", "00-" + tid + "-" + sid + "-01"},
-		{"a later version's reserved bits dropped", "cc-" + tid + "-" + sid + "-09", "00-" + tid + "-" + sid + "-01"},
-		{"a later version, no dash after the flags", "01-" + tid + "-" + sid + "-01x", ""},
-		{"version ff", "ff-" + tid + "-" + sid + "-01", ""},
-		{"upper-case hex", "00-" + strings.ToUpper(tid) + "-" + sid + "-01", ""},
-		{"zero trace id", "00-00000000000000000000000000000000-" + sid + "-01", ""},
-		{"zero span id", "00-" + tid + "-0000000000000000-01", ""},
-		{"version 00 too long", "00-" + tid + "-" + sid + "-01-x", ""},
-		{"short", "00-" + tid[:31] + "-" + sid + "-01", ""},
-		{"not one", "hello", ""},
-		{"none", "", ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			gotT, gotS, flags, ok := parseTraceParent([]byte(c.in))
-			got := ""
-			if ok {
-				got = string(appendTraceParent(nil, gotT, gotS, flags))
-			}
-			if got != c.want {
-				t.Errorf("parseTraceParent(%q) = %q, want %q", c.in, got, c.want)
-			}
-		})
-	}
-}
-
-// FuzzParseTraceParent: the request path's parser agrees with
-// OpenTelemetry's propagator (which the exporter uses) on any header.
-func FuzzParseTraceParent(f *testing.F) {
-	for _, s := range []string{"00-" + testTraceID + "-" + testSpanID + "-01", "01-" + testTraceID + "-" + testSpanID + "-03-x",
-		"ff-" + testTraceID + "-" + testSpanID + "-01", "00-" + testTraceID + "-" + testSpanID + "-04", "", "00--",
-		"00-" + testTraceID + "-" + testSpanID + "-01-", "fe-" + testTraceID + "-" + testSpanID + "-ff-"} {
-		f.Add(s)
-	}
-	var prop propagation.TraceContext
-	f.Fuzz(func(t *testing.T, h string) {
-		tid, sid, flags, ok := parseTraceParent([]byte(h))
-		sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": h}))
-		if !ok && sc.IsValid() && len(h) == 56 && strings.HasPrefix(h, "00-") && h[55] == '-' {
-			return // version 00 with a dash after its flags: the propagator's leniency, not the specification's
-		}
-		if ok != sc.IsValid() {
-			t.Fatalf("%q: ours %v, propagator's %v", h, ok, sc.IsValid())
-		}
-		if ok && (tid != sc.TraceID() || sid != sc.SpanID() || flags != sc.TraceFlags()) {
-			t.Fatalf("%q: ours %s %s %02x, propagator's %s %s %02x", h, tid, sid, flags, sc.TraceID(), sc.SpanID(), sc.TraceFlags())
-		}
-	})
-}
 
 // An upstream request carries the request's trace on: with traces
 // exported, each attempt's traceparent names that attempt's exported span
@@ -101,10 +39,10 @@ func TestUpstreamTraceContext(t *testing.T) {
 	}
 
 	t.Run("exported", func(t *testing.T) {
-		rcv := startOTLPReceiver(t)
+		rcv := otlptest.Start(t)
 		oa, an := startFakes(t)
 		oa.AddRule(fakeprovider.Rule{Key: "key-a1", Error: "openai.server_error"}) // two failed attempts, then a2
-		_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t), Environ: receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")})
+		_, url := startService(t, baseConfig(oa, an), Deps{Log: testLogger(t), Environ: otlptest.Env(rcv, "OTEL_TRACES_EXPORTER=otlp")})
 		for id, h := range map[string][]string{
 			"req-caller": {"traceparent", callerParent, "tracestate", "vendor=abc"},
 			"req-own":    nil,
@@ -117,11 +55,11 @@ func TestUpstreamTraceContext(t *testing.T) {
 			if len(sent) != 3 {
 				t.Fatalf("%s: %d upstream calls, want 3", id, len(sent))
 			}
-			var spans []receivedSpan
+			var spans []otlptest.Span
 			testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 				spans = nil
-				for _, s := range rcv.spans() {
-					if attrMap(s.Attributes)["switchyard.request_id"].GetStringValue() == id {
+				for _, s := range rcv.Spans() {
+					if otlptest.AttrMap(s.Attributes)["switchyard.request_id"].GetStringValue() == id {
 						spans = append(spans, s)
 					}
 				}
@@ -130,8 +68,8 @@ func TestUpstreamTraceContext(t *testing.T) {
 				}
 				return nil
 			})
-			var root receivedSpan
-			attempts := map[string]receivedSpan{} // by span id
+			var root otlptest.Span
+			attempts := map[string]otlptest.Span{} // by span id
 			for _, s := range spans {
 				if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
 					root = s
@@ -186,11 +124,11 @@ func TestUpstreamTraceContext(t *testing.T) {
 	}
 	for _, export := range []bool{true, false} {
 		t.Run(fmt.Sprintf("passthrough, exported %v", export), func(t *testing.T) {
-			rcv := startOTLPReceiver(t)
+			rcv := otlptest.Start(t)
 			oa, an := startFakes(t)
 			deps := Deps{Log: testLogger(t)}
 			if export {
-				deps.Environ = receiverEnv(rcv, "OTEL_TRACES_EXPORTER=otlp")
+				deps.Environ = otlptest.Env(rcv, "OTEL_TRACES_EXPORTER=otlp")
 			}
 			_, url := startService(t, baseConfig(oa, an), deps)
 			// A traceparent that is not valid is not passed on, whatever
@@ -216,7 +154,7 @@ func TestUpstreamTraceContext(t *testing.T) {
 				t.Fatalf("upstream traceparent %q, want the caller's trace under the gateway's span", sent)
 			}
 			testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-				for _, s := range rcv.spans() {
+				for _, s := range rcv.Spans() {
 					if s.Kind == tracepb.Span_SPAN_KIND_CLIENT && fmt.Sprintf("%x", s.SpanId) == sent[2] && fmt.Sprintf("%x", s.TraceId) == testTraceID {
 						return nil
 					}
@@ -240,12 +178,12 @@ func TestUpstreamTraceContext(t *testing.T) {
 		{"ratio 0, following a sampled caller", true, []string{"traceparent", callerParent}, "01"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rcv := startOTLPReceiver(t)
+			rcv := otlptest.Start(t)
 			oa, an := startFakes(t)
 			cfg := baseConfig(oa, an)
 			zero := 0.0
 			cfg.Telemetry = config.Telemetry{Traces: config.TracesOTLP, SampleRatio: &zero, FollowCallerSampling: c.follow}
-			_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: receiverEnv(rcv)})
+			_, url := startService(t, cfg, Deps{Log: testLogger(t), Environ: otlptest.Env(rcv)})
 			if st := post(t, url, "req-sampling", body, c.headers...); st != 200 {
 				t.Fatalf("status %d", st)
 			}

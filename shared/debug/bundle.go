@@ -71,7 +71,7 @@ type Bundle struct {
 	TraceState  string `json:"-"`
 	// ModelLabel is the model as the proxy's metrics name it, for the
 	// exporter's span names: a configured name, "<provider>/*" for an
-	// unlisted model, "unknown" for one that resolved to nothing (a
+	// unlisted model, ModelUnknown for one that resolved to nothing (a
 	// caller's free text must not become a span name). Not stored.
 	ModelLabel string `json:"-"`
 	// TraceID is the request's trace: the caller's, or the one the proxy
@@ -222,3 +222,7 @@ func DigestOf(b []byte) Digest {
 	whole, prefix := sha256.Sum256(b), sha256.Sum256(b[:n])
 	return Digest{Bytes: len(b), SHA256: hex.EncodeToString(whole[:]), PrefixBytes: n, PrefixSHA256: hex.EncodeToString(prefix[:])}
 }
+
+// ModelUnknown is the model label (Bundle.ModelLabel, the proxy's metrics)
+// of a request whose model resolved to nothing.
+const ModelUnknown = "unknown"

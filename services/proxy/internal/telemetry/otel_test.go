@@ -1,121 +1,27 @@
-package proxy
+package telemetry
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/hex"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"switchyard.dev/services/proxy/internal/gwerror"
+	"switchyard.dev/services/proxy/internal/telemetry/otlptest"
+
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/testkit"
 )
-
-// otlpReceiver is an in-process OTLP/HTTP trace receiver: it decodes each
-// ExportTraceServiceRequest and keeps it, its raw body and its headers.
-type otlpReceiver struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	requests []*coltracepb.ExportTraceServiceRequest
-	raw      [][]byte
-	headers  []http.Header
-	paths    []string
-	got      chan struct{} // a value per request received
-}
-
-func startOTLPReceiver(t testing.TB) *otlpReceiver {
-	t.Helper()
-	r := &otlpReceiver{got: make(chan struct{}, 1024)}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve)) // 127.0.0.1:0
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var msg coltracepb.ExportTraceServiceRequest
-	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "want a POST of application/x-protobuf", http.StatusUnsupportedMediaType)
-		return
-	}
-	if err := proto.Unmarshal(b, &msg); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	r.requests = append(r.requests, &msg)
-	r.raw = append(r.raw, b)
-	r.headers = append(r.headers, req.Header.Clone())
-	r.paths = append(r.paths, req.URL.Path)
-	r.mu.Unlock()
-	resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(resp)
-	select {
-	case r.got <- struct{}{}:
-	default:
-	}
-}
-
-// span is a received span with its resource's attributes.
-type receivedSpan struct {
-	*tracepb.Span
-	resource map[string]*commonpb.AnyValue
-}
-
-func (r *otlpReceiver) spans() []receivedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []receivedSpan
-	for _, req := range r.requests {
-		for _, rs := range req.ResourceSpans {
-			res := attrMap(rs.GetResource().GetAttributes())
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					out = append(out, receivedSpan{s, res})
-				}
-			}
-		}
-	}
-	return out
-}
-
-func attrMap(kvs []*commonpb.KeyValue) map[string]*commonpb.AnyValue {
-	m := make(map[string]*commonpb.AnyValue, len(kvs))
-	for _, kv := range kvs {
-		m[kv.Key] = kv.Value
-	}
-	return m
-}
 
 // testBundle is a chat request that failed on fake-openai (rate limited,
 // rotated) and was served by fake-anthropic.
@@ -159,56 +65,49 @@ func failedBundle(at time.Time) *debug.Bundle {
 	}
 }
 
-func receiverEnv(r *otlpReceiver, extra ...string) []string {
-	return append([]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL,
-		"OTEL_BSP_SCHEDULE_DELAY=20",
-	}, extra...)
-}
-
 func TestTracerExportsRequestTrace(t *testing.T) {
-	recv := startOTLPReceiver(t)
-	env := receiverEnv(recv,
+	recv := otlptest.Start(t)
+	env := otlptest.Env(recv,
 		"OTEL_EXPORTER_OTLP_HEADERS=x-tenant=acme%20co,authorization=Bearer%20tok",
 		"OTEL_EXPORTER_OTLP_TIMEOUT=5000",
 		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment.name=test,service.name=from-attrs",
 		"OTEL_SERVICE_NAME=sy-test",
 		"SWITCHYARD_UNRELATED=1",
 	)
-	tr, err := newTracer(config.Telemetry{Traces: config.TracesOTLP, ServiceName: "from-config"}, env, "proxy-1", slog.New(slog.DiscardHandler))
+	tr, err := New(config.Telemetry{Traces: config.TracesOTLP, ServiceName: "from-config"}, env, "proxy-1", slog.New(slog.DiscardHandler))
 	if err != nil || tr == nil {
 		t.Fatalf("newTracer: %v, %v", tr, err)
 	}
 	types := map[string]string{"fake-openai": "azure", "fake-anthropic": "anthropic"}
-	tr.providerType = func(p string) string { return types[p] }
+	tr.ProviderType = func(p string) string { return types[p] }
 
 	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
-	tr.export(testBundle(at))
-	tr.export(failedBundle(at.Add(time.Second)))
+	tr.Export(testBundle(at))
+	tr.Export(failedBundle(at.Add(time.Second)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tr.shutdown(ctx); err != nil {
+	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
 
-	spans := recv.spans()
+	spans := recv.Spans()
 	if len(spans) != 5 {
 		t.Fatalf("received %d spans, want 5 (2 requests, 3 attempts)", len(spans))
 	}
-	byName := map[string]receivedSpan{}
+	byName := map[string]otlptest.Span{}
 	for _, s := range spans {
 		byName[s.Name] = s
 	}
 	root, a1, a2 := byName["chat demo-chat"], byName["chat gpt-x"], byName["chat claude-x"]
 	froot, fa := byName["embeddings demo-embed"], byName["embeddings embed-x"]
-	for name, s := range map[string]receivedSpan{"chat demo-chat": root, "chat gpt-x": a1, "chat claude-x": a2, "embeddings demo-embed": froot, "embeddings embed-x": fa} {
+	for name, s := range map[string]otlptest.Span{"chat demo-chat": root, "chat gpt-x": a1, "chat claude-x": a2, "embeddings demo-embed": froot, "embeddings embed-x": fa} {
 		if s.Span == nil {
-			t.Fatalf("no span %q; got %v", name, spanNames(spans))
+			t.Fatalf("no span %q; got %v", name, otlptest.Names(spans))
 		}
 	}
 
 	// The resource.
-	res := root.resource
+	res := root.Resource
 	wantStr(t, "resource", res, "service.name", "sy-test")
 	wantStr(t, "resource", res, "service.instance.id", "proxy-1")
 	wantStr(t, "resource", res, "deployment.environment.name", "test")
@@ -218,7 +117,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	if len(root.ParentSpanId) != 0 || root.Kind != tracepb.Span_SPAN_KIND_SERVER {
 		t.Errorf("root: parent %x kind %v, want none and server", root.ParentSpanId, root.Kind)
 	}
-	for _, a := range []receivedSpan{a1, a2} {
+	for _, a := range []otlptest.Span{a1, a2} {
 		if !bytes.Equal(a.TraceId, root.TraceId) || !bytes.Equal(a.ParentSpanId, root.SpanId) || a.Kind != tracepb.Span_SPAN_KIND_CLIENT {
 			t.Errorf("%s: trace %x parent %x kind %v, want trace %x parent %x client",
 				a.Name, a.TraceId, a.ParentSpanId, a.Kind, root.TraceId, root.SpanId)
@@ -233,7 +132,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	ns := func(d time.Duration) uint64 { return uint64(at.Add(d).UnixNano()) }
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	for _, c := range []struct {
-		s          receivedSpan
+		s          otlptest.Span
 		start, end time.Duration
 	}{
 		{root, 0, ms(360)},
@@ -249,7 +148,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	}
 
 	// The request's attributes.
-	ra := attrMap(root.Attributes)
+	ra := otlptest.AttrMap(root.Attributes)
 	wantStr(t, root.Name, ra, "gen_ai.operation.name", "chat")
 	wantStr(t, root.Name, ra, "gen_ai.system", "anthropic")
 	wantStr(t, root.Name, ra, "gen_ai.provider.name", "anthropic")
@@ -277,7 +176,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	}
 
 	// The attempts'.
-	aa := attrMap(a1.Attributes)
+	aa := otlptest.AttrMap(a1.Attributes)
 	wantStr(t, a1.Name, aa, "gen_ai.system", "az.ai.openai")
 	wantStr(t, a1.Name, aa, "gen_ai.request.model", "gpt-x")
 	wantStr(t, a1.Name, aa, "switchyard.provider", "fake-openai")
@@ -294,7 +193,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	if _, ok := aa["gen_ai.response.model"]; ok {
 		t.Errorf("%s: a response model on an attempt that did not serve", a1.Name)
 	}
-	sa := attrMap(a2.Attributes)
+	sa := otlptest.AttrMap(a2.Attributes)
 	wantStr(t, a2.Name, sa, "gen_ai.system", "anthropic")
 	wantStr(t, a2.Name, sa, "gen_ai.response.model", "claude-x-2025")
 	wantStr(t, a2.Name, sa, "switchyard.action", "served")
@@ -308,7 +207,7 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	}
 
 	// The failed request.
-	fra := attrMap(froot.Attributes)
+	fra := otlptest.AttrMap(froot.Attributes)
 	wantStr(t, froot.Name, fra, "gen_ai.operation.name", "embeddings")
 	wantStr(t, froot.Name, fra, "gen_ai.system", "az.ai.openai") // the last provider tried
 	wantStr(t, froot.Name, fra, "switchyard.outcome", "failed")
@@ -325,29 +224,21 @@ func TestTracerExportsRequestTrace(t *testing.T) {
 	}
 
 	// The exporter: OTLP/HTTP to the traces path, with the headers asked.
-	recv.mu.Lock()
-	defer recv.mu.Unlock()
-	for i, h := range recv.headers {
-		if recv.paths[i] != "/v1/traces" || h.Get("X-Tenant") != "acme co" || h.Get("Authorization") != "Bearer tok" {
-			t.Errorf("request %d: path %q headers %v, want /v1/traces with x-tenant and authorization", i, recv.paths[i], h)
+	received := recv.Received()
+	for i, q := range received {
+		if h := q.Header; q.Path != "/v1/traces" || h.Get("X-Tenant") != "acme co" || h.Get("Authorization") != "Bearer tok" {
+			t.Errorf("request %d: path %q headers %v, want /v1/traces with x-tenant and authorization", i, q.Path, h)
 		}
 	}
 	// Nothing of the prompt, the provider's message or the key.
-	for _, raw := range recv.raw {
+	for _, q := range received {
+		raw := q.Raw
 		for _, canary := range []string{"canary-message-3f9d", "sk-canary-key-81c2", "canary-prompt-a61b", "fp-a1"} {
 			if bytes.Contains(raw, []byte(canary)) || strings.Contains(hex.EncodeToString(raw), hex.EncodeToString([]byte(canary))) {
 				t.Errorf("exported spans hold %q", canary)
 			}
 		}
 	}
-}
-
-func spanNames(spans []receivedSpan) []string {
-	var n []string
-	for _, s := range spans {
-		n = append(n, s.Name)
-	}
-	return n
 }
 
 func wantStr(t *testing.T, what string, m map[string]*commonpb.AnyValue, k, want string) {
@@ -366,7 +257,7 @@ func wantInt(t *testing.T, what string, m map[string]*commonpb.AnyValue, k strin
 
 // Tracing is off unless asked for; OTEL_SDK_DISABLED and traces: none win.
 func TestTracerOffByDefault(t *testing.T) {
-	recv := startOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	for _, c := range []struct {
 		name   string
 		traces string
@@ -384,38 +275,38 @@ func TestTracerOffByDefault(t *testing.T) {
 		{"sdk disabled false", "otlp", []string{"OTEL_SDK_DISABLED=false"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr, err := newTracer(config.Telemetry{Traces: c.traces}, receiverEnv(recv, c.env...), "p", nil)
+			tr, err := New(config.Telemetry{Traces: c.traces}, otlptest.Env(recv, c.env...), "p", nil)
 			if err != nil {
 				t.Fatalf("newTracer: %v", err)
 			}
 			if (tr != nil) != c.on {
 				t.Fatalf("tracer %v, want on=%v", tr, c.on)
 			}
-			tr.export(testBundle(time.Now())) // a nil tracer does nothing
-			if err := tr.shutdown(context.Background()); err != nil {
+			tr.Export(testBundle(time.Now())) // a nil tracer does nothing
+			if err := tr.Shutdown(context.Background()); err != nil {
 				t.Fatalf("shutdown: %v", err)
 			}
 		})
 	}
-	var nilTracer *tracer
-	nilTracer.export(nil)
+	var nilTracer *Tracer
+	nilTracer.Export(nil)
 }
 
 // sample_ratio 0 exports nothing.
 func TestTracerSampleRatio(t *testing.T) {
-	recv := startOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	zero := 0.0
-	tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &zero}, receiverEnv(recv), "p", nil)
+	tr, err := New(config.Telemetry{Traces: "otlp", SampleRatio: &zero}, otlptest.Env(recv), "p", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {
-		tr.export(testBundle(time.Now()))
+		tr.Export(testBundle(time.Now()))
 	}
-	if err := tr.shutdown(context.Background()); err != nil {
+	if err := tr.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(recv.spans()); n != 0 {
+	if n := len(recv.Spans()); n != 0 {
 		t.Fatalf("%d spans exported at sample_ratio 0", n)
 	}
 }
@@ -438,7 +329,7 @@ func TestTracerBadConfig(t *testing.T) {
 		{"OTEL_EXPORTER_OTLP_CLIENT_KEY=/k.pem", "OTEL_EXPORTER_OTLP_CLIENT_KEY is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
 		{"OTEL_BSP_MAX_QUEUE_SIZE=-1", "OTEL_BSP_MAX_QUEUE_SIZE: want a positive integer"},
 	} {
-		tr, err := newTracer(config.Telemetry{Traces: "otlp"}, []string{c.env}, "p", nil)
+		tr, err := New(config.Telemetry{Traces: "otlp"}, []string{c.env}, "p", nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: tracer %v, error %v, want %q", c.env, tr, err, c.want)
 		}
@@ -447,7 +338,7 @@ func TestTracerBadConfig(t *testing.T) {
 		}
 	}
 	// The same variables are not read when tracing is off.
-	if tr, err := newTracer(config.Telemetry{}, []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}, "p", nil); tr != nil || err != nil {
+	if tr, err := New(config.Telemetry{}, []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}, "p", nil); tr != nil || err != nil {
 		t.Errorf("tracing off: %v, %v", tr, err)
 	}
 
@@ -472,7 +363,7 @@ func TestTracerBadConfig(t *testing.T) {
 	if cfg.Telemetry.Service() != "switchyard-proxy" || cfg.Telemetry.Ratio() != 1 {
 		t.Errorf("defaults: %q %g", cfg.Telemetry.Service(), cfg.Telemetry.Ratio())
 	}
-	if tr, err := newTracer(config.Telemetry{Traces: "zipkin"}, nil, "p", nil); tr != nil || err == nil {
+	if tr, err := New(config.Telemetry{Traces: "zipkin"}, nil, "p", nil); tr != nil || err == nil {
 		t.Errorf("traces: zipkin: %v, %v", tr, err)
 	}
 }
@@ -502,14 +393,14 @@ func TestTracerCollectorDownDoesNotBlock(t *testing.T) {
 			env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_BSP_SCHEDULE_DELAY=5", "OTEL_BSP_MAX_QUEUE_SIZE=64",
 				"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20sekrit-44d0"}
 			var logs testkit.SyncBuffer
-			tr, err := newTracer(config.Telemetry{Traces: "otlp"}, env, "p", slog.New(slog.NewTextHandler(&logs, nil)))
+			tr, err := New(config.Telemetry{Traces: "otlp"}, env, "p", slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
 			b := testBundle(time.Now())
 			for range 2000 { // beyond the queue: dropped, not waited for
-				tr.export(b)
+				tr.Export(b)
 			}
 			d := time.Since(start)
 			if d > 2*time.Second {
@@ -519,7 +410,7 @@ func TestTracerCollectorDownDoesNotBlock(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			start = time.Now()
-			err = tr.shutdown(ctx)
+			err = tr.Shutdown(ctx)
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("shutdown took %s with a 200ms context", d)
 			}
@@ -549,9 +440,9 @@ func BenchmarkTracerExport(b *testing.B) {
 		ratio float64
 	}{{"sampled", 1}, {"unsampled", 0}} {
 		b.Run(c.name, func(b *testing.B) {
-			recv := startOTLPReceiver(b)
+			recv := otlptest.Start(b)
 			ratio := c.ratio
-			tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &ratio}, receiverEnv(recv), "p", nil)
+			tr, err := New(config.Telemetry{Traces: "otlp", SampleRatio: &ratio}, otlptest.Env(recv), "p", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -559,12 +450,12 @@ func BenchmarkTracerExport(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				tr.export(bundle)
+				tr.Export(bundle)
 			}
 			b.StopTimer()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := tr.shutdown(ctx); err != nil {
+			if err := tr.Shutdown(ctx); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -594,19 +485,19 @@ func TestTracerJoinsCallerTrace(t *testing.T) {
 		{"following the caller: not sampled, ratio 1", true, 1, "00", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			recv := startOTLPReceiver(t)
+			recv := otlptest.Start(t)
 			ratio := c.ratio
-			tr, err := newTracer(config.Telemetry{Traces: "otlp", SampleRatio: &ratio, FollowCallerSampling: c.follow}, receiverEnv(recv), "p", nil)
+			tr, err := New(config.Telemetry{Traces: "otlp", SampleRatio: &ratio, FollowCallerSampling: c.follow}, otlptest.Env(recv), "p", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			b := testBundle(time.Now())
 			b.TraceParent, b.TraceState = "00-"+tid+"-"+sid+"-"+c.flags, "rojo=1"
-			tr.export(b)
-			if err := tr.shutdown(context.Background()); err != nil {
+			tr.Export(b)
+			if err := tr.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			spans := recv.spans()
+			spans := recv.Spans()
 			if len(spans) != c.spans {
 				t.Fatalf("%d spans, want %d", len(spans), c.spans)
 			}
@@ -627,28 +518,28 @@ func TestTracerJoinsCallerTrace(t *testing.T) {
 // per request), and a request refused with a 4xx is the caller's error: its
 // server span's status stays unset.
 func TestSpanNamesAndStatusOfRefusals(t *testing.T) {
-	recv := startOTLPReceiver(t)
-	tr, err := newTracer(config.Telemetry{Traces: config.TracesOTLP}, receiverEnv(recv), "proxy-1", slog.New(slog.DiscardHandler))
+	recv := otlptest.Start(t)
+	tr, err := New(config.Telemetry{Traces: config.TracesOTLP}, otlptest.Env(recv), "proxy-1", slog.New(slog.DiscardHandler))
 	if err != nil || tr == nil {
 		t.Fatalf("newTracer: %v, %v", tr, err)
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	tr.export(&debug.Bundle{V: debug.SchemaVersion, RequestID: "req-404", At: at, Endpoint: "/v1/chat/completions",
-		Model: "made-up-" + strings.Repeat("x", 300), ModelLabel: modelUnknown, Status: 404,
+	tr.Export(&debug.Bundle{V: debug.SchemaVersion, RequestID: "req-404", At: at, Endpoint: "/v1/chat/completions",
+		Model: "made-up-" + strings.Repeat("x", 300), ModelLabel: debug.ModelUnknown, Status: 404,
 		Outcome: debug.OutcomeRejected, ErrorCode: gwerror.ModelNotFound, LatencyMS: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tr.shutdown(ctx); err != nil {
+	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	spans := recv.spans()
-	if len(spans) != 1 || spans[0].Name != "chat "+modelUnknown {
-		t.Fatalf("spans %v", spanNames(spans))
+	spans := recv.Spans()
+	if len(spans) != 1 || spans[0].Name != "chat "+debug.ModelUnknown {
+		t.Fatalf("spans %v", otlptest.Names(spans))
 	}
 	if c := spans[0].GetStatus().GetCode(); c != tracepb.Status_STATUS_CODE_UNSET {
 		t.Errorf("a 404's server span has status %v", c)
 	}
-	if m := attrMap(spans[0].Attributes)["gen_ai.request.model"]; len(m.GetStringValue()) != maxModelAttr {
+	if m := otlptest.AttrMap(spans[0].Attributes)["gen_ai.request.model"]; len(m.GetStringValue()) != maxModelAttr {
 		t.Errorf("gen_ai.request.model of %d bytes", len(m.GetStringValue()))
 	}
 	for endpoint, want := range map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",

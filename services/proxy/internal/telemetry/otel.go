@@ -1,4 +1,4 @@
-package proxy
+package telemetry
 
 // OpenTelemetry export: each request's debug bundle, once finished, becomes
 // a trace exported over OTLP/HTTP by the official Go SDK: a server span for
@@ -10,13 +10,9 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,22 +87,22 @@ var genAISystems = map[string]string{
 	"mistral": "mistral_ai",
 }
 
-// tracer exports finished requests as traces. A nil *tracer is tracing
+// Tracer exports finished requests as traces. A nil *Tracer is tracing
 // off: its methods do nothing.
-type tracer struct {
+type Tracer struct {
 	tp  *sdktrace.TracerProvider
 	tr  trace.Tracer
 	exp *spanExporter
 	// sampler is the provider's: the request path asks it whether a trace
 	// it starts will be exported, to tell the upstream.
 	sampler sdktrace.Sampler
-	// providerType maps a provider's name to its type, for gen_ai.system;
+	// ProviderType maps a provider's name to its type, for gen_ai.system;
 	// nil, or "" for a name: gen_ai.system is the provider's name. Set it
 	// before the first export; it must be safe for concurrent use.
-	providerType func(provider string) string
+	ProviderType func(provider string) string
 }
 
-// newTracer returns nil (tracing off) unless enabled; environ is the process environment (KEY=VALUE list, like os.Environ()).
+// New returns nil (tracing off) unless enabled; environ is the process environment (KEY=VALUE list, like os.Environ()).
 //
 // Precedence: OTEL_SDK_DISABLED=true turns tracing off; otherwise
 // telemetry.traces decides when set (otlp or none); otherwise
@@ -114,7 +110,7 @@ type tracer struct {
 // the standard OTEL_EXPORTER_OTLP_* variables of environ (the SDK would
 // read the process environment; environ is read here and passed as
 // options, so that they win).
-func newTracer(cfg config.Telemetry, environ []string, instance string, log *slog.Logger) (*tracer, error) {
+func New(cfg config.Telemetry, environ []string, instance string, log *slog.Logger) (*Tracer, error) {
 	env := envMap(environ)
 	on, err := tracingEnabled(cfg, env, log)
 	if err != nil || !on {
@@ -152,258 +148,12 @@ func newTracer(cfg config.Telemetry, environ []string, instance string, log *slo
 		sdktrace.WithBatcher(exp, bspOpts...),
 	)
 	log.Info("exporting traces over OTLP", "service", serviceName(res), "sample_ratio", cfg.Ratio())
-	return &tracer{tp: tp, tr: tp.Tracer(tracerScope), exp: exp, sampler: sampler}, nil
+	return &Tracer{tp: tp, tr: tp.Tracer(tracerScope), exp: exp, sampler: sampler}, nil
 }
-
-// tracingEnabled applies the precedence of newTracer.
-func tracingEnabled(cfg config.Telemetry, env map[string]string, log *slog.Logger) (bool, error) {
-	if strings.EqualFold(strings.TrimSpace(env["OTEL_SDK_DISABLED"]), "true") {
-		return false, nil
-	}
-	switch cfg.Traces {
-	case config.TracesOTLP:
-		return true, nil
-	case config.TracesNone:
-		return false, nil
-	case "":
-	default:
-		return false, fmt.Errorf("telemetry.traces: unknown value %q (want one of: %s, %s)", cfg.Traces, config.TracesOTLP, config.TracesNone)
-	}
-	on := false
-	for e := range strings.SplitSeq(env["OTEL_TRACES_EXPORTER"], ",") {
-		switch e = strings.TrimSpace(e); e {
-		case "", "none":
-		case "otlp":
-			on = true
-		default:
-			if log != nil {
-				log.Warn("OTEL_TRACES_EXPORTER names an exporter the proxy does not have (only otlp)", "exporter", e)
-			}
-		}
-	}
-	return on, nil
-}
-
-// envMap is environ as a map (a later entry wins, like os.Getenv).
-func envMap(environ []string) map[string]string {
-	m := make(map[string]string)
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "OTEL_") {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// otlpEnv is the trace-specific variable OTEL_EXPORTER_OTLP_TRACES_<name>
-// if set, else OTEL_EXPORTER_OTLP_<name>, with the variable's name.
-func otlpEnv(env map[string]string, name string) (value, variable string) {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + name, "OTEL_EXPORTER_OTLP_" + name} {
-		if v := strings.TrimSpace(env[k]); v != "" {
-			return v, k
-		}
-	}
-	return "", ""
-}
-
-// otlpOptions are the exporter's options from the standard variables.
-func otlpOptions(env map[string]string) ([]otlptracehttp.Option, error) {
-	var opts []otlptracehttp.Option
-	if p, k := otlpEnv(env, "PROTOCOL"); p != "" && p != "http/protobuf" {
-		return nil, fmt.Errorf("%s=%s: the proxy exports traces over http/protobuf only", k, p)
-	}
-
-	endpoint, k := env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	signal := endpoint != ""
-	if !signal {
-		endpoint, k = env["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT"
-	}
-	if endpoint = strings.TrimSpace(endpoint); endpoint != "" {
-		u, err := url.Parse(endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%s: want an http:// or https:// URL, got %q", k, endpoint)
-		}
-		if !signal { // the base URL: the traces path is appended
-			u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
-	} else if v, k := otlpEnv(env, "INSECURE"); v != "" {
-		// Only for the default endpoint: a URL's scheme decides otherwise.
-		insecure, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: want true or false, got %q", k, v)
-		}
-		if insecure {
-			opts = append(opts, otlptracehttp.WithInsecure())
-		}
-	}
-
-	headers := map[string]string{}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		if err := parseHeaders(env[k], headers); err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err) // never the value: it holds credentials
-		}
-	}
-	if len(headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(headers))
-	}
-
-	if v, k := otlpEnv(env, "TIMEOUT"); v != "" {
-		ms, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("%s: want milliseconds, got %q", k, v)
-		}
-		opts = append(opts, otlptracehttp.WithTimeout(time.Duration(ms)*time.Millisecond))
-	}
-
-	switch v, k := otlpEnv(env, "COMPRESSION"); v {
-	case "":
-	case "gzip":
-		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
-	case "none":
-		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.NoCompression))
-	default:
-		return nil, fmt.Errorf("%s: want gzip or none, got %q", k, v)
-	}
-
-	tlsCfg, err := otlpTLS(env)
-	if err != nil {
-		return nil, err
-	}
-	if tlsCfg != nil {
-		opts = append(opts, otlptracehttp.WithTLSClientConfig(tlsCfg))
-	}
-	return opts, nil
-}
-
-// parseHeaders adds the headers of v (key=value,... with percent-encoded
-// values) to h.
-func parseHeaders(v string, h map[string]string) error {
-	for i, kv := range strings.Split(v, ",") {
-		if strings.TrimSpace(kv) == "" {
-			continue
-		}
-		k, val, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return fmt.Errorf("entry %d: want key=value", i+1)
-		}
-		dk, err1 := url.PathUnescape(k)
-		dv, err2 := url.PathUnescape(strings.TrimSpace(val))
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("entry %d: bad percent-encoding", i+1)
-		}
-		h[dk] = dv
-	}
-	return nil
-}
-
-// otlpTLS is the TLS configuration of the CERTIFICATE, CLIENT_CERTIFICATE
-// and CLIENT_KEY variables (nil: the defaults).
-func otlpTLS(env map[string]string) (*tls.Config, error) {
-	ca, caVar := otlpEnv(env, "CERTIFICATE")
-	cert, certVar := otlpEnv(env, "CLIENT_CERTIFICATE")
-	key, keyVar := otlpEnv(env, "CLIENT_KEY")
-	if ca == "" && cert == "" && key == "" {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", caVar, err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate in %s", caVar, ca)
-		}
-	}
-	if cert == "" && key != "" {
-		return nil, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", keyVar)
-	}
-	if key == "" && cert != "" {
-		return nil, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_KEY", certVar)
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("%s, %s: %w", certVar, keyVar, err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	return c, nil
-}
-
-// batchOptions are the batch span processor's options from the OTEL_BSP_*
-// variables of env.
-func batchOptions(env map[string]string) ([]sdktrace.BatchSpanProcessorOption, error) {
-	var opts []sdktrace.BatchSpanProcessorOption
-	for _, o := range []struct {
-		name string
-		set  func(int) sdktrace.BatchSpanProcessorOption
-	}{
-		{"OTEL_BSP_SCHEDULE_DELAY", func(n int) sdktrace.BatchSpanProcessorOption {
-			return sdktrace.WithBatchTimeout(time.Duration(n) * time.Millisecond)
-		}},
-		{"OTEL_BSP_EXPORT_TIMEOUT", func(n int) sdktrace.BatchSpanProcessorOption {
-			return sdktrace.WithExportTimeout(time.Duration(n) * time.Millisecond)
-		}},
-		{"OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.WithMaxQueueSize},
-		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.WithMaxExportBatchSize},
-	} {
-		v := strings.TrimSpace(env[o.name])
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%s: want a positive integer, got %q", o.name, v)
-		}
-		opts = append(opts, o.set(n))
-	}
-	return opts, nil
-}
-
-// traceResource is the resource of the traces: service.name (see
-// config.Telemetry), service.instance.id, OTEL_RESOURCE_ATTRIBUTES and the
-// SDK's own attributes.
-func traceResource(cfg config.Telemetry, env map[string]string, instance string) (*resource.Resource, error) {
-	extra := map[string]string{}
-	if v := env["OTEL_RESOURCE_ATTRIBUTES"]; v != "" {
-		if err := parseHeaders(v, extra); err != nil {
-			return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
-		}
-	}
-	name := cfg.Service()
-	if n := extra[string(semconv.ServiceNameKey)]; n != "" {
-		name = n
-	}
-	if n := strings.TrimSpace(env["OTEL_SERVICE_NAME"]); n != "" {
-		name = n
-	}
-	attrs := make([]attribute.KeyValue, 0, len(extra)+2)
-	for k, v := range extra {
-		if k != string(semconv.ServiceNameKey) {
-			attrs = append(attrs, attribute.String(k, v))
-		}
-	}
-	attrs = append(attrs, semconv.ServiceName(name))
-	if instance != "" {
-		attrs = append(attrs, semconv.ServiceInstanceID(instance))
-	}
-	return resource.New(context.Background(),
-		resource.WithSchemaURL(semconv.SchemaURL),
-		resource.WithTelemetrySDK(),
-		resource.WithAttributes(attrs...),
-	)
-}
-
-// traceContext reads a bundle's caller trace context back for export.
-var traceContext propagation.TraceContext
 
 // export queues b's spans; the batch processor sends them. It does not
 // block: when the queue is full the spans are dropped.
-func (t *tracer) export(b *debug.Bundle) {
+func (t *Tracer) Export(b *debug.Bundle) {
 	if t == nil || b == nil {
 		return
 	}
@@ -414,7 +164,7 @@ func (t *tracer) export(b *debug.Bundle) {
 	op := genAIOperation(b.Endpoint)
 	parent := context.Background()
 	if b.TraceParent != "" { // the caller's trace: the request's spans join it
-		parent = traceContext.Extract(parent, propagation.MapCarrier{headerTraceParent: b.TraceParent, headerTraceState: b.TraceState})
+		parent = traceContext.Extract(parent, propagation.MapCarrier{HeaderTraceParent: b.TraceParent, HeaderTraceState: b.TraceState})
 	}
 	if tid, err := trace.TraceIDFromHex(b.TraceID); err == nil { // the trace its upstreams were told
 		parent = withPresetIDs(parent, presetIDs{trace: tid})
@@ -455,7 +205,7 @@ func (t *tracer) export(b *debug.Bundle) {
 }
 
 // requestAttributes are the root span's attributes.
-func (t *tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyValue {
+func (t *Tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 32)
 	attrs = append(attrs,
 		attrGenAIOperation.String(op),
@@ -528,7 +278,7 @@ func (t *tracer) requestAttributes(b *debug.Bundle, op string) []attribute.KeyVa
 
 // attemptAttributes are an attempt span's attributes: never the provider
 // error's message (masked, but it may quote the request).
-func (t *tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string) []attribute.KeyValue {
+func (t *Tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string) []attribute.KeyValue {
 	sys := t.system(a.Provider)
 	attrs := make([]attribute.KeyValue, 0, 18)
 	attrs = append(attrs,
@@ -579,11 +329,11 @@ func (t *tracer) attemptAttributes(b *debug.Bundle, a *debug.Attempt, op string)
 func finishReasons(*debug.Bundle) []string { return nil }
 
 // system is gen_ai.system for a provider.
-func (t *tracer) system(provider string) string {
-	if t.providerType == nil {
+func (t *Tracer) system(provider string) string {
+	if t.ProviderType == nil {
 		return provider
 	}
-	typ := t.providerType(provider)
+	typ := t.ProviderType(provider)
 	if typ == "" {
 		return provider
 	}
@@ -642,7 +392,7 @@ func clip(s string, n int) string {
 // step's configured model, unless the caller named it (an unlisted model
 // of a provider, or a passthrough: the request's label then, bounded).
 func attemptModelName(b *debug.Bundle, a *debug.Attempt) string {
-	if strings.HasSuffix(b.ModelLabel, "/*") || b.ModelLabel == modelUnknown {
+	if strings.HasSuffix(b.ModelLabel, "/*") || b.ModelLabel == debug.ModelUnknown {
 		return b.ModelLabel
 	}
 	return a.Model
@@ -681,7 +431,7 @@ func msDuration(ms float64) time.Duration {
 
 // shutdown flushes the queued spans and stops the exporter, within ctx:
 // when ctx ends first, exports still running are abandoned.
-func (t *tracer) shutdown(ctx context.Context) error {
+func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
@@ -734,4 +484,14 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 func serviceName(r *resource.Resource) string {
 	v, _ := r.Set().Value(semconv.ServiceNameKey)
 	return v.AsString()
+}
+
+// Sampled reports whether a trace the proxy starts (or joins: parent
+// carries the caller's remote span) will be exported: the exporter's
+// sampler decides from the trace id and the caller's span, and the request
+// path asks it before the first attempt, so that the upstream hears the
+// decision the exported trace will have.
+func (t *Tracer) Sampled(parent context.Context, tid trace.TraceID) bool {
+	res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: parent, TraceID: tid, Kind: trace.SpanKindServer})
+	return res.Decision == sdktrace.RecordAndSample
 }
