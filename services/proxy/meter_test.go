@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
@@ -360,7 +359,7 @@ func TestUsageBufferBound(t *testing.T) {
 // caller's.
 func TestUsageOfRepeatedRequestIDs(t *testing.T) {
 	mf := newMeterFixture(t)
-	published := func() float64 { return testutil.ToFloat64(mf.svc.meter.pub.published) }
+	published := func() float64 { return mf.svc.meter.pub.Published() }
 	for i := range 3 {
 		if status, _, b := mf.call(t, "/v1/chat/completions", directBody, "X-Request-Id", "my-fixed-id"); status != 200 {
 			t.Fatalf("%d %s", status, b)

@@ -307,7 +307,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.runLatency(engineCtx) })
 		wg.Go(func() { s.runExplain(engineCtx) })
 		if s.meter.pub != nil {
-			wg.Go(func() { s.meter.pub.run(engineCtx, s.member.Bound()) })
+			wg.Go(func() { s.meter.pub.Run(engineCtx, s.member.Bound()) })
 		}
 	}
 	s.awaitFleet(ctx)
