@@ -8,8 +8,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 

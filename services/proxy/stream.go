@@ -9,8 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"switchyard.dev/services/proxy/internal/gwerror"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
