@@ -24,12 +24,12 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/servicehttp"
 	"switchyard.dev/shared/usage/rollup"
 )
@@ -81,8 +81,8 @@ type Service struct {
 	// start, then every version of the fleet's activated (Apply). routes
 	// is the switchyard_config bucket, followed what /readyz says of it.
 	rt        atomic.Pointer[routing]
-	routes    *configstore.Store
-	followed  *configstore.Tracker
+	routes    *routingdoc.Store
+	followed  *routingdoc.Tracker
 	applyMu   sync.Mutex
 	appliedCh chan struct{} // closed (and replaced) by each Apply
 
@@ -108,7 +108,7 @@ type Service struct {
 	backlog     *backlogWatch
 	// quota follows the fleet's plan consumption on switchyard_limits
 	// (it admits nothing) and writes budget resets.
-	quota *quota.Limiter
+	quota *planlimit.Limiter
 
 	rotMu   sync.Mutex
 	rotated map[string]rotation // provider/key -> last rotation (no secret)
@@ -137,7 +137,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		health:         health.NewView(nil),
 		usage:          newUsageReader(deps.UsageMaxScan),
 		appliedCh:      make(chan struct{}),
-		followed:       configstore.NewTracker(),
+		followed:       routingdoc.NewTracker(),
 	}
 	if s.environ == nil {
 		s.environ = os.Environ()
@@ -149,12 +149,12 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	}
 	s.member, s.engine = m, m.Engine
 	s.ready = bus.NewReadiness(deps.NATS, m.Resources, bus.ReadinessOptions{})
-	s.routes = configstore.NewUnbound(deps.NATS, log.With("component", "routing"),
-		configstore.WithValidate(func(doc []byte, name string) error {
+	s.routes = routingdoc.NewUnbound(deps.NATS, log.With("component", "routing"),
+		routingdoc.WithValidate(func(doc []byte, name string) error {
 			_, err := s.validateDocument(doc, name)
 			return err
 		}))
-	s.quota, err = quota.New(quota.Options{Instance: m.Instance, Conn: deps.NATS,
+	s.quota, err = planlimit.New(planlimit.Options{Instance: m.Instance, Conn: deps.NATS,
 		Interval: cfg.Metering.LimitsInterval, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)

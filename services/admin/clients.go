@@ -13,11 +13,11 @@ import (
 	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // The clients' consumption against their plans' limits. The admin service
-// runs its own quota.Limiter on the switchyard_limits bucket: it admits
+// runs its own planlimit.Limiter on the switchyard_limits bucket: it admits
 // nothing, so it writes no counters; its watcher follows every proxy's
 // reports, so it sees the fleet's consumption as the proxies do, and a
 // budget reset it writes reaches every proxy through the same bucket.
@@ -111,7 +111,7 @@ func (s *Service) getClient(c *fiber.Ctx) error {
 
 // resetBudget: POST /admin/clients/{id}/budget/reset: the client's spend
 // in the current day, week and month starts again from 0 for the whole
-// fleet (quota.Limiter.ResetBudget) and a budget event with outcome reset
+// fleet (planlimit.Limiter.ResetBudget) and a budget event with outcome reset
 // is published. 200 with the client after the reset; 404 unknown client;
 // 409 no budget to reset; 503 when NATS is not reachable (nothing was
 // written).
@@ -139,9 +139,9 @@ func (s *Service) resetBudget(c *fiber.Ctx) error {
 		s.log.Warn("admin: reset budget", "client", id, "err", err)
 		msg := "NATS did not take the reset: " + err.Error() + "; try again when the admin service is ready (/readyz)"
 		switch {
-		case errors.Is(err, quota.ErrUnbound):
+		case errors.Is(err, planlimit.ErrUnbound):
 			msg = "NATS is not reachable (the switchyard_limits bucket is not bound): the budget was not reset; try again when the admin service is ready (/readyz)"
-		case errors.Is(err, quota.ErrNotLoaded):
+		case errors.Is(err, planlimit.ErrNotLoaded):
 			msg = "the fleet's spend is still loading from the switchyard_limits bucket: the budget was not reset; try again in a moment"
 		}
 		return apiError(c, fiber.StatusServiceUnavailable, codeNATSUnavailable, msg)

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/usage"
 )
 
@@ -96,7 +96,7 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 	}
 	e := startPlansEnv(t)
 	// the stand-in proxy publishes its exhaustion events as the proxy does
-	proxy := e.standInProxy(e.proxy.Instance, func(x quota.Exhaustion) {
+	proxy := e.standInProxy(e.proxy.Instance, func(x planlimit.Exhaustion) {
 		e.proxy.Emit(hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
 			Client: x.Client, Plan: x.Plan, Period: x.Period, PeriodID: x.PeriodID,
 			SpendUSD: x.SpendUSD, BudgetUSD: x.BudgetUSD, Until: x.Ends, Reason: x.Period + " budget exhausted"})
@@ -286,7 +286,7 @@ func (b *browser) clientCharts(cond ...string) map[string]clientChart {
 }
 
 // admitPlan admits one request of client under plan or fails the test.
-func (s *standIn) admitPlan(client, plan string) quota.Ticket {
+func (s *standIn) admitPlan(client, plan string) planlimit.Ticket {
 	s.t.Helper()
 	t, ref := s.lim.Admit(client, s.plans[plan], 0)
 	if ref != nil {

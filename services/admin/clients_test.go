@@ -17,7 +17,7 @@ import (
 	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -58,21 +58,21 @@ func startPlansEnv(t *testing.T) *env {
 	return e
 }
 
-// standIn is a proxy's plan limiter: a quota.Limiter of its own instance
+// standIn is a proxy's plan limiter: a planlimit.Limiter of its own instance
 // on its own NATS connection, bound to switchyard_limits, that admits and
 // counts requests as a proxy does.
 type standIn struct {
 	t     *testing.T
-	lim   *quota.Limiter
-	plans map[string]*quota.Limits
+	lim   *planlimit.Limiter
+	plans map[string]*planlimit.Limits
 }
 
 // standInProxy starts a standIn named instance; onExhausted (may be nil)
 // is its Options.OnExhausted. It stops when the test ends.
-func (e *env) standInProxy(instance string, onExhausted func(quota.Exhaustion)) *standIn {
+func (e *env) standInProxy(instance string, onExhausted func(planlimit.Exhaustion)) *standIn {
 	e.t.Helper()
 	nc, js := testkit.ConnectNATS(e.t, e.ns.ClientURL())
-	lim, err := quota.New(quota.Options{Instance: instance, Conn: nc, Interval: e.cfg.Metering.LimitsInterval, OnExhausted: onExhausted})
+	lim, err := planlimit.New(planlimit.Options{Instance: instance, Conn: nc, Interval: e.cfg.Metering.LimitsInterval, OnExhausted: onExhausted})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -92,15 +92,15 @@ func (e *env) standInProxy(instance string, onExhausted func(quota.Exhaustion)) 
 		_ = lim.Run(rctx)
 	}()
 	e.t.Cleanup(func() { stop(); <-done; nc.Close() })
-	s := &standIn{t: e.t, lim: lim, plans: map[string]*quota.Limits{}}
+	s := &standIn{t: e.t, lim: lim, plans: map[string]*planlimit.Limits{}}
 	for name, p := range e.cfg.Plans {
-		s.plans[name] = quota.LimitsOf(name, p)
+		s.plans[name] = planlimit.LimitsOf(name, p)
 	}
 	return s
 }
 
 // admit admits one request of client (plan pro) or fails the test.
-func (s *standIn) admit(client string) quota.Ticket {
+func (s *standIn) admit(client string) planlimit.Ticket {
 	s.t.Helper()
 	t, ref := s.lim.Admit(client, s.plans["pro"], 0)
 	if ref != nil {
@@ -148,11 +148,11 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // budget event (outcome reset) on switchyard.events.budget.team-a.
 func TestClientsAndBudgetReset(t *testing.T) {
 	e := startPlansEnv(t)
-	exhausted := make(chan quota.Exhaustion, 4)
+	exhausted := make(chan planlimit.Exhaustion, 4)
 	// whichever proxy's report loop first sees the spend reach the budget
 	// records the exhaustion
-	a := e.standInProxy("proxy-a", func(x quota.Exhaustion) { exhausted <- x })
-	b := e.standInProxy("proxy-b", func(x quota.Exhaustion) { exhausted <- x })
+	a := e.standInProxy("proxy-a", func(x planlimit.Exhaustion) { exhausted <- x })
+	b := e.standInProxy("proxy-b", func(x planlimit.Exhaustion) { exhausted <- x })
 
 	// A: three requests, two of them done ($0.40 and 100 tokens each);
 	// B: one done ($0.10, 50 tokens)
@@ -264,8 +264,8 @@ func TestClientsAndBudgetReset(t *testing.T) {
 			a.lim.Done(tk, 0, 0, false)
 			return errors.New("proxy A still admits team-a")
 		}
-		if ref.Code != quota.BudgetExhausted {
-			return fmt.Errorf("proxy A refuses team-a with %s, want %s", ref.Code, quota.BudgetExhausted)
+		if ref.Code != planlimit.BudgetExhausted {
+			return fmt.Errorf("proxy A refuses team-a with %s, want %s", ref.Code, planlimit.BudgetExhausted)
 		}
 		return nil
 	})
@@ -420,7 +420,7 @@ func TestClientsOpenAPI(t *testing.T) {
 		"ClientUsage": cv.Usage,
 		"Limits":      cv.Limits,
 		"Budget":      cv.Limits.Budget,
-		"Period":      quota.Period{},
+		"Period":      planlimit.Period{},
 		"BudgetReset": adminapi.BudgetReset{},
 		"Plan":        adminapi.Plan{},
 		"PlanUsage":   adminapi.PlanUsage{},

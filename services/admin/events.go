@@ -14,14 +14,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/routingdoc"
 )
 
 var eventKinds = []string{
 	string(hold.EventHold), string(hold.EventRelease), string(hold.EventTrip),
 	string(hold.EventProbe), string(hold.EventHealth), string(hold.EventCredential),
-	string(hold.EventBudget), configstore.EventKind,
+	string(hold.EventBudget), routingdoc.EventKind,
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -5,7 +5,7 @@ import (
 
 	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // fleetCollector exports, at scrape time, what an operator alerts on and
@@ -49,10 +49,10 @@ func (f fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	rt := f.s.routing()
-	budget := func(scope, name string, u quota.ClientUsage) {
+	budget := func(scope, name string, u planlimit.ClientUsage) {
 		for _, p := range [...]struct {
 			name string
-			p    quota.Period
+			p    planlimit.Period
 		}{{"day", u.Day}, {"week", u.Week}, {"month", u.Month}} {
 			if p.p.BudgetUSD <= 0 {
 				continue
@@ -70,8 +70,8 @@ func (f fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range rt.cfg.Providers {
 		p := &rt.cfg.Providers[i]
 		if p.Budget != (config.Budget{}) {
-			lim := &quota.Limits{Plan: "provider:" + p.Name, Budget: p.Budget}
-			budget("provider", p.Name, f.s.quota.SnapshotWith(quota.ProviderBudgetPrefix+p.Name, lim))
+			lim := &planlimit.Limits{Plan: "provider:" + p.Name, Budget: p.Budget}
+			budget("provider", p.Name, f.s.quota.SnapshotWith(planlimit.ProviderBudgetPrefix+p.Name, lim))
 		}
 	}
 }

@@ -7,16 +7,16 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/admin/adminapi"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // What the fleet's instances did of a routing version: each reports it on
-// NATS (configstore.Report); a configuration write collects the reports
+// NATS (routingdoc.Report); a configuration write collects the reports
 // around its write (adminapi.ConfigWrite.Instances), GET /admin/config/instances
 // asks again.
 
 // outcomes turns the instances' reports into what each did of version.
-func outcomes(reports []configstore.Report, version uint64) ([]adminapi.InstanceOutcome, *adminapi.OutcomeSummary) {
+func outcomes(reports []routingdoc.Report, version uint64) ([]adminapi.InstanceOutcome, *adminapi.OutcomeSummary) {
 	out := make([]adminapi.InstanceOutcome, 0, len(reports))
 	sum := &adminapi.OutcomeSummary{}
 	for _, r := range reports {
@@ -38,11 +38,11 @@ func outcomes(reports []configstore.Report, version uint64) ([]adminapi.Instance
 
 // collect starts gathering the fleet's reports for a write (nil without
 // NATS or when it cannot subscribe: the answer then lists no instances).
-func (s *Service) collect() *configstore.Collector {
+func (s *Service) collect() *routingdoc.Collector {
 	if s.nc == nil {
 		return nil
 	}
-	col, err := configstore.Collect(s.nc)
+	col, err := routingdoc.Collect(s.nc)
 	if err != nil {
 		s.log.Warn("admin: instance reports not collected", "err", err)
 		return nil
@@ -59,7 +59,7 @@ func (s *Service) getInstances(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), opTimeout)
 	defer cancel()
 	active, err := s.routes.Active(ctx)
-	if err != nil && !errors.Is(err, configstore.ErrNoActive) {
+	if err != nil && !errors.Is(err, routingdoc.ErrNoActive) {
 		return s.configError(c, err)
 	}
 	col := s.collect()

@@ -11,9 +11,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // routing is everything the admin service shows and checks that comes
@@ -27,7 +27,7 @@ type routing struct {
 	version int // the routing configuration's version; 0: the file's
 	// plans are the configured plans' limits, as the quota limiter
 	// reads them.
-	plans map[string]*quota.Limits
+	plans map[string]*planlimit.Limits
 	// fingerprints of the keys' secrets, provider/key -> fingerprint, for
 	// the hold records this instance writes (pins).
 	fingerprints map[string]string
@@ -37,10 +37,10 @@ type routing struct {
 }
 
 func newRouting(cfg *config.Config, version int) *routing {
-	rt := &routing{cfg: cfg, version: version, plans: make(map[string]*quota.Limits, len(cfg.Plans)),
+	rt := &routing{cfg: cfg, version: version, plans: make(map[string]*planlimit.Limits, len(cfg.Plans)),
 		fingerprints: map[string]string{}}
 	for name, p := range cfg.Plans {
-		rt.plans[name] = quota.LimitsOf(name, p)
+		rt.plans[name] = planlimit.LimitsOf(name, p)
 	}
 	for _, p := range cfg.Providers {
 		for _, k := range p.Keys {
@@ -139,7 +139,7 @@ func (s *Service) fingerprint(provider, keyID string) string {
 // followRouting keeps the service on the fleet's active routing
 // configuration (switchyard_config) until ctx ends: it imports the file's
 // routing as the first version when the fleet has none, then applies each
-// version activated (configstore.Follow), as every proxy and the prober
+// version activated (routingdoc.Follow), as every proxy and the prober
 // do.
 func (s *Service) followRouting(ctx context.Context) {
 	select {
@@ -149,7 +149,7 @@ func (s *Service) followRouting(ctx context.Context) {
 		return
 	}
 	s.routes.Bind(s.member.Resources().Config)
-	err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{
+	err := s.followed.Follow(ctx, s.routes, routingdoc.FollowOptions{
 		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Service: "admin", Log: s.log.With("component", "routing"),
 		Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) },
 	})
@@ -160,7 +160,7 @@ func (s *Service) followRouting(ctx context.Context) {
 
 // validateDocument loads doc over the service's own configuration, as
 // every service will when the version is active: the store's validation
-// (configstore.WithValidate) and the preview's.
+// (routingdoc.WithValidate) and the preview's.
 func (s *Service) validateDocument(doc []byte, name string) (*config.Config, error) {
 	cfg, err := config.LoadOverlay(s.cfg, s.environ, doc, name)
 	if err != nil {
@@ -181,10 +181,10 @@ func (s *Service) validateDocument(doc []byte, name string) (*config.Config, err
 type routingView struct {
 	// Version is the version in use (0: the file's); RoutingError the
 	// last version this instance could not apply.
-	Version      int                  `json:"version"`
-	RoutingError *configstore.Failure `json:"routing_error,omitempty"`
-	Chains       []chainView          `json:"chains"`
-	Providers    []providerConfig     `json:"providers"`
+	Version      int                 `json:"version"`
+	RoutingError *routingdoc.Failure `json:"routing_error,omitempty"`
+	Chains       []chainView         `json:"chains"`
+	Providers    []providerConfig    `json:"providers"`
 	// TripOn are the global trip_on rules, by name.
 	TripOn []tripRuleView `json:"trip_on"`
 	// Role is the role of the token that asked (the dashboard shows its

@@ -28,10 +28,10 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/servicehttp"
 )
 
@@ -80,8 +80,8 @@ type Service struct {
 	// environment); the fleet's routing versions apply over it. routes is
 	// the switchyard_config bucket, followed what /readyz says of it.
 	base     *config.Config
-	routes   *configstore.Store
-	followed *configstore.Tracker
+	routes   *routingdoc.Store
+	followed *routingdoc.Tracker
 	environ  []string
 }
 
@@ -128,9 +128,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.rt.Store(rt)
 	s.secrets.file.NoteAll(cfg)
 	s.base = cfg
-	s.followed = configstore.NewTracker()
+	s.followed = routingdoc.NewTracker()
 	s.environ = deps.Environ
-	s.routes = configstore.NewUnbound(deps.NATS, log.With("component", "routing"))
+	s.routes = routingdoc.NewUnbound(deps.NATS, log.With("component", "routing"))
 	s.units = newUnitSet(s)
 	s.passive = newPassiveWindow(s.cfg.PassiveWindow, func(provider string) bool { return s.routing().targets[provider] != nil })
 	return s, nil
@@ -266,10 +266,10 @@ func (s *Service) runChecks(ctx context.Context) {
 	var once sync.Once
 	wg.Go(func() { s.runCredentials(ctx, func() { once.Do(func() { close(secretsLoaded) }) }) })
 	// the fleet's routing configuration: the file's as version 1 when the
-	// fleet has none, then every version activated (configstore.Follow)
+	// fleet has none, then every version activated (routingdoc.Follow)
 	s.routes.Bind(res.Config)
 	wg.Go(func() {
-		err := s.followed.Follow(ctx, s.routes, configstore.FollowOptions{Base: s.base, Environ: s.environ, Instance: s.inst, Service: "prober",
+		err := s.followed.Follow(ctx, s.routes, routingdoc.FollowOptions{Base: s.base, Environ: s.environ, Instance: s.inst, Service: "prober",
 			Log:   s.log.With("component", "routing"),
 			Apply: func(cfg *config.Config, v uint64) error { return s.Apply(cfg, int(v)) }})
 		if err != nil && ctx.Err() == nil {

@@ -2,27 +2,27 @@ package proxy
 
 import (
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
-// ProviderBudgetPrefix is quota.ProviderBudgetPrefix.
-const ProviderBudgetPrefix = quota.ProviderBudgetPrefix
+// ProviderBudgetPrefix is planlimit.ProviderBudgetPrefix.
+const ProviderBudgetPrefix = planlimit.ProviderBudgetPrefix
 
 // providerBudgets are the providers' budgets (providers[].budget): what
 // each request served there cost is charged to the fleet-wide limiter
 // under the provider's id; selection reads what is left from memory.
 type providerBudgets struct {
-	lim *quota.Limiter
+	lim *planlimit.Limiter
 	by  map[string]providerBudget
 }
 
 type providerBudget struct {
 	id     string
-	limits *quota.Limits
+	limits *planlimit.Limits
 }
 
 // newProviderBudgets returns nil when no provider has a budget.
-func newProviderBudgets(cfg *config.Config, lim *quota.Limiter) *providerBudgets {
+func newProviderBudgets(cfg *config.Config, lim *planlimit.Limiter) *providerBudgets {
 	var pb *providerBudgets
 	for _, p := range cfg.Providers {
 		if p.Budget == (config.Budget{}) {
@@ -32,7 +32,7 @@ func newProviderBudgets(cfg *config.Config, lim *quota.Limiter) *providerBudgets
 			pb = &providerBudgets{lim: lim, by: map[string]providerBudget{}}
 		}
 		pb.by[p.Name] = providerBudget{id: ProviderBudgetPrefix + p.Name,
-			limits: &quota.Limits{Plan: "provider:" + p.Name, Budget: p.Budget}}
+			limits: &planlimit.Limits{Plan: "provider:" + p.Name, Budget: p.Budget}}
 	}
 	return pb
 }

@@ -18,16 +18,16 @@ import (
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/usage"
 )
 
 // planLimits enforces the plans' limits (requests and tokens per minute,
 // concurrent requests, budgets) for the whole fleet before routing: the
 // limiter admits from memory and shares this proxy's consumption through
-// the switchyard_limits bucket (package quota).
+// the switchyard_limits bucket (package planlimit).
 type planLimits struct {
-	lim *quota.Limiter
+	lim *planlimit.Limiter
 	// estOut is the output a request without max_tokens is assumed to
 	// produce when its cost is estimated.
 	estOut int64
@@ -36,9 +36,9 @@ type planLimits struct {
 func newPlanLimits(cfg *config.Config, instance string, nc *nats.Conn,
 	log *slog.Logger, emit func(hold.Event)) (*planLimits, error) {
 	pl := &planLimits{estOut: int64(cfg.Metering.EstimateOutputTokens)}
-	lim, err := quota.New(quota.Options{
+	lim, err := planlimit.New(planlimit.Options{
 		Instance: instance, Conn: nc, Interval: cfg.Metering.LimitsInterval, Log: log,
-		OnExhausted: func(x quota.Exhaustion) {
+		OnExhausted: func(x planlimit.Exhaustion) {
 			ev := hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
 				Client: x.Client, Plan: x.Plan, Period: x.Period, PeriodID: x.PeriodID,
 				SpendUSD: x.SpendUSD, BudgetUSD: x.BudgetUSD, Until: x.Ends,
@@ -143,7 +143,7 @@ func (r *request) done(rec *usage.Record) {
 		cost = *rec.CostUSD
 	}
 	r.s.limits.lim.Done(r.ticket, tokens, cost, known)
-	r.ticket = quota.Ticket{}
+	r.ticket = planlimit.Ticket{}
 	if known && rec.Provider != "" {
 		r.rt.budgets.charge(rec.Provider, tokens, cost)
 	}

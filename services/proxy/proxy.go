@@ -23,13 +23,13 @@ import (
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/fleet"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/metrics"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/servicehttp"
 )
 
@@ -113,8 +113,8 @@ type passiveReports struct {
 // tracker says whether its active version is known and one this proxy
 // could not apply.
 type fleetVersions struct {
-	store   *configstore.Store
-	tracker *configstore.Tracker
+	store   *routingdoc.Store
+	tracker *routingdoc.Tracker
 }
 
 // lifecycle is the service's requests in flight and its shutdown state.
@@ -163,9 +163,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.callers = newCallerWatch()
 	s.secrets.loaded = make(chan struct{})
-	s.versions.tracker = configstore.NewTracker()
+	s.versions.tracker = routingdoc.NewTracker()
 	s.environ = deps.Environ
-	s.versions.store = configstore.NewUnbound(deps.NATS, s.log.With("component", "routing"))
+	s.versions.store = routingdoc.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
 	if s.tracer, err = telemetry.New(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)

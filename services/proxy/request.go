@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/usage"
 )
 
@@ -38,8 +38,8 @@ type request struct {
 	resolved string
 	class    string
 
-	client *clientKey   // the caller's gateway key (nil: anonymous)
-	ticket quota.Ticket // admitted by the plan's limits (the zero Ticket: none)
+	client *clientKey       // the caller's gateway key (nil: anonymous)
+	ticket planlimit.Ticket // admitted by the plan's limits (the zero Ticket: none)
 	idem   idempotency
 	sel    selection
 	tally  tally

@@ -8,11 +8,11 @@ import (
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/usage"
 )
 
@@ -31,7 +31,7 @@ type routing struct {
 	classifier *failure.Classifier
 	passive    *passiveCounters // nil: passive reports off
 	modelsBody [2][]byte        // by provider.Format of the caller
-	plans      map[string]*quota.Limits
+	plans      map[string]*planlimit.Limits
 	prices     *usage.Table
 	// budgets are the providers' budgets (nil: no provider has one).
 	budgets      *providerBudgets
@@ -64,14 +64,14 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		return nil, fmt.Errorf("build routes: %w", err)
 	}
 	rt := &routing{cfg: cfg, version: version, table: table,
-		classifier: cfg.Classifier(), plans: map[string]*quota.Limits{}, prices: prices,
+		classifier: cfg.Classifier(), plans: map[string]*planlimit.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
 	rt.clients.Store(newClientKeys(cfg, table))
 	if rt.latencyAlpha == 0 {
 		rt.latencyAlpha = config.DefaultLatencyAlpha
 	}
 	for name, p := range cfg.Plans {
-		rt.plans[name] = quota.LimitsOf(name, p)
+		rt.plans[name] = planlimit.LimitsOf(name, p)
 	}
 	for _, p := range cfg.Providers {
 		var u *upstream
@@ -194,7 +194,7 @@ func (s *Service) RoutingVersion() int { return s.rt.Load().version }
 // followRouting keeps the proxy on the fleet's active routing
 // configuration (switchyard_config): it imports the file's routing as the
 // first version when the fleet has none, then applies each version
-// activated (configstore.Follow).
+// activated (routingdoc.Follow).
 func (s *Service) followRouting(ctx context.Context) {
 	select {
 	case <-s.member.Bound():
@@ -203,7 +203,7 @@ func (s *Service) followRouting(ctx context.Context) {
 		return
 	}
 	s.versions.store.Bind(s.member.Resources().Config)
-	err := s.versions.tracker.Follow(ctx, s.versions.store, configstore.FollowOptions{
+	err := s.versions.tracker.Follow(ctx, s.versions.store, routingdoc.FollowOptions{
 		Base: s.cfg, Environ: s.environ, Instance: s.member.Instance, Service: "proxy", Log: s.log.With("component", "routing"), Apply: s.applyVersion})
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("routing configuration not followed", "err", err)

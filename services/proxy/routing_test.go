@@ -16,7 +16,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -148,7 +148,7 @@ func TestFleetFollowsRoutingVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := configstore.New(nc, kv, nil)
+	store := routingdoc.New(nc, kv, nil)
 	doc := func(firstActive bool) []byte {
 		return []byte(fmt.Sprintf(`providers:
   - name: fake-openai
@@ -189,7 +189,7 @@ clients:
 	testkit.WaitFor(t, 5*time.Second, func() bool { return ok.Load() > 20 })
 
 	ctx := context.Background()
-	v1, err := store.Activate(ctx, doc(true), configstore.Meta{By: "test", Comment: "first"}, 0)
+	v1, err := store.Activate(ctx, doc(true), routingdoc.Meta{By: "test", Comment: "first"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ clients:
 		}
 	}
 	waitVersion(v1.Version)
-	v2, err := store.Activate(ctx, doc(false), configstore.Meta{By: "test", Comment: "step 1 off"}, v1.ActiveRevision)
+	v2, err := store.Activate(ctx, doc(false), routingdoc.Meta{By: "test", Comment: "step 1 off"}, v1.ActiveRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ clients:
 	// A version that loads nowhere (a secret no host has) is refused by
 	// every proxy, which keep routing with version 2 and say so.
 	bad := strings.Replace(string(doc(true)), "env:SWITCHYARD_SECRET_FOLLOW_A1", "env:FOLLOW_KEY_NOWHERE", 1)
-	v3, err := store.Activate(ctx, []byte(bad), configstore.Meta{By: "test"}, v2.ActiveRevision)
+	v3, err := store.Activate(ctx, []byte(bad), routingdoc.Meta{By: "test"}, v2.ActiveRevision)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ const (
 	BucketLimits = "switchyard_limits"
 	// BucketConfig keeps the versioned routing configuration: one key
 	// version.<N> per stored version, written once, and the active
-	// pointer, changed by compare-and-set (package configstore).
+	// pointer, changed by compare-and-set (package routingdoc).
 	BucketConfig = "switchyard_config"
 	// BucketUsageRollups keeps the usage rollups the admin's recorder
 	// folds from StreamUsage (package usage/rollup): one value per

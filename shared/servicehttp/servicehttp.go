@@ -12,7 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // Healthz answers 200 {"status":"ok"} while the process runs: it says
@@ -32,14 +32,14 @@ func ErrorStatus(err error) int {
 }
 
 // Routing is what a service knows of the fleet's routing configuration
-// (a *configstore.Tracker): whether its active version is known yet, and
+// (a *routingdoc.Tracker): whether its active version is known yet, and
 // the last version the service could not apply.
 type Routing interface {
 	Loaded() <-chan struct{}
-	Failure() *configstore.Failure
+	Failure() *routingdoc.Failure
 }
 
-var _ Routing = (*configstore.Tracker)(nil)
+var _ Routing = (*routingdoc.Tracker)(nil)
 
 // Readiness is one service's /readyz. Answer puts it together in this
 // order: Base; routing_version (Version) and routing_error (Routing's

@@ -13,16 +13,16 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // routing is a Routing whose state the test sets.
 type routing struct {
 	loaded  chan struct{}
-	failure *configstore.Failure
+	failure *routingdoc.Failure
 }
 
-func newRouting(loaded bool, f *configstore.Failure) *routing {
+func newRouting(loaded bool, f *routingdoc.Failure) *routing {
 	r := &routing{loaded: make(chan struct{}), failure: f}
 	if loaded {
 		close(r.loaded)
@@ -30,8 +30,8 @@ func newRouting(loaded bool, f *configstore.Failure) *routing {
 	return r
 }
 
-func (r *routing) Loaded() <-chan struct{}       { return r.loaded }
-func (r *routing) Failure() *configstore.Failure { return r.failure }
+func (r *routing) Loaded() <-chan struct{}      { return r.loaded }
+func (r *routing) Failure() *routingdoc.Failure { return r.failure }
 
 func base(status int, body map[string]any) func() (int, map[string]any) {
 	return func() (int, map[string]any) {
@@ -78,7 +78,7 @@ func TestHealthz(t *testing.T) {
 func TestReadiness(t *testing.T) {
 	ok := map[string]any{"status": "ok", "nats": "connected", "jetstream": "ok"}
 	down := map[string]any{"status": "not ready", "nats": "disconnected", "reason": "not connected to NATS"}
-	failed := &configstore.Failure{Version: 4, Error: "config version 4: bad"}
+	failed := &routingdoc.Failure{Version: 4, Error: "config version 4: bad"}
 	degrade := func(status int, body map[string]any) int {
 		body["backlog"] = true
 		if status == http.StatusOK {

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"switchyard.dev/shared/bus"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/testkit"
 )
 
@@ -79,12 +79,12 @@ func TestVersionCannotReadHostSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := configstore.New(nc, kv, nil) // no validation: a raw writer
+	store := routingdoc.New(nc, kv, nil) // no validation: a raw writer
 	active, err := store.Active(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := store.Activate(ctx, []byte(doc.String()), configstore.Meta{By: "intruder"}, active.ActiveRevision)
+	v, err := store.Activate(ctx, []byte(doc.String()), routingdoc.Meta{By: "intruder"}, active.ActiveRevision)
 	if err != nil {
 		t.Fatal(err)
 	}

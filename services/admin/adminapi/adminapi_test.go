@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/usage"
 )
 
@@ -35,9 +35,9 @@ func TestConfigRoundTrip(t *testing.T) {
 	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	doc := "providers: []\n"
 	v := ConfigVersion{Version: 3, By: "op", At: at, Comment: "c", Source: "edit", FromVersion: 2, Replaces: 2,
-		Edit: "chains.default.steps[1].active: true -> false", SHA256: configstore.Sum([]byte(doc)),
+		Edit: "chains.default.steps[1].active: true -> false", SHA256: routingdoc.Sum([]byte(doc)),
 		Active: true, ActiveRevision: 9, Document: doc}
-	js, got := roundTrip(t, ActiveConfig{ConfigVersion: v, AppliedVersion: 3, RoutingError: &configstore.Failure{Version: 4, Error: "bad"}})
+	js, got := roundTrip(t, ActiveConfig{ConfigVersion: v, AppliedVersion: 3, RoutingError: &routingdoc.Failure{Version: 4, Error: "bad"}})
 	if !strings.Contains(js, `"sha256":"`+v.SHA256+`"`) {
 		t.Fatalf("no sha256 in %s", js)
 	}
@@ -50,7 +50,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	if _, gotW := roundTrip(t, w); !reflect.DeepEqual(gotW, w) {
 		t.Fatalf("write round trip: %+v, want %+v", gotW, w)
 	}
-	d := ConfigDiff{From: 1, To: 3, Changes: configstore.Changes{Changes: []configstore.Change{{Op: "changed", Path: "a.b", Before: 1.0, After: 2.0}}, Changed: 1}}
+	d := ConfigDiff{From: 1, To: 3, Changes: routingdoc.Changes{Changes: []routingdoc.Change{{Op: "changed", Path: "a.b", Before: 1.0, After: 2.0}}, Changed: 1}}
 	if js, gotD := roundTrip(t, d); !reflect.DeepEqual(gotD, d) || !strings.Contains(js, `"changes":[`) {
 		t.Fatalf("diff round trip: %s %+v, want %+v", js, gotD, d)
 	}
@@ -90,7 +90,7 @@ func TestHoldRoundTrip(t *testing.T) {
 func TestClientRoundTrip(t *testing.T) {
 	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	c := Client{ID: "team-a", Plan: "pro", Limits: Limits{RequestsPerMinute: 100, ConcurrentRequests: 5, Budget: Budget{Day: 1}},
-		Usage: ClientUsage{RequestsPerMinute: 2.5, InFlight: 1, Day: quota.Period{ID: "d20261202", SpendUSD: 0.5, BudgetUSD: 1, Ends: at},
+		Usage: ClientUsage{RequestsPerMinute: 2.5, InFlight: 1, Day: planlimit.Period{ID: "d20261202", SpendUSD: 0.5, BudgetUSD: 1, Ends: at},
 			Reset: &BudgetReset{By: "op", At: at}}}
 	if _, got := roundTrip(t, ClientList{Clients: []Client{c}, NATS: true, Role: "read"}); len(got.Clients) != 1 || !reflect.DeepEqual(got.Clients[0], c) || !got.NATS {
 		t.Fatalf("round trip %+v, want %+v", got, c)

@@ -3,7 +3,7 @@ package adminapi
 import (
 	"time"
 
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // Client keys and plans (/admin/clients, /admin/plans).
@@ -42,12 +42,12 @@ type Client struct {
 type ClientUsage struct {
 	// RequestsPerMinute and TokensPerMinute are the sliding estimates of
 	// the last minute that admission compares with the limits.
-	RequestsPerMinute float64      `json:"requests_per_minute"`
-	TokensPerMinute   float64      `json:"tokens_per_minute"`
-	InFlight          int64        `json:"in_flight"`
-	Day               quota.Period `json:"day"`
-	Week              quota.Period `json:"week"`
-	Month             quota.Period `json:"month"`
+	RequestsPerMinute float64          `json:"requests_per_minute"`
+	TokensPerMinute   float64          `json:"tokens_per_minute"`
+	InFlight          int64            `json:"in_flight"`
+	Day               planlimit.Period `json:"day"`
+	Week              planlimit.Period `json:"week"`
+	Month             planlimit.Period `json:"month"`
 	// Reset is the client's last budget reset (nil: none in the current
 	// periods).
 	Reset *BudgetReset `json:"reset"`

@@ -3,7 +3,7 @@ package adminapi
 import (
 	"time"
 
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // The routing configuration's API (/admin/config...).
@@ -26,7 +26,7 @@ type ConfigVersion struct {
 	// Edit describes a small edit.
 	Edit string `json:"edit"`
 	// SHA256 is the hex SHA-256 of the document as stored
-	// (configstore.Sum).
+	// (routingdoc.Sum).
 	SHA256 string `json:"sha256"`
 	// Active: this is the fleet's active version.
 	Active bool `json:"active"`
@@ -44,8 +44,8 @@ type ActiveConfig struct {
 	ConfigVersion
 	// AppliedVersion is the version this admin instance applies (0: its
 	// file's); RoutingError the last version it could not apply.
-	AppliedVersion int                  `json:"applied_version"`
-	RoutingError   *configstore.Failure `json:"routing_error,omitempty"`
+	AppliedVersion int                 `json:"applied_version"`
+	RoutingError   *routingdoc.Failure `json:"routing_error,omitempty"`
 }
 
 // VersionList is GET /admin/config/versions: every version, newest first
@@ -61,7 +61,7 @@ type VersionList struct {
 type ConfigDiff struct {
 	From uint64 `json:"from"`
 	To   uint64 `json:"to"`
-	configstore.Changes
+	routingdoc.Changes
 }
 
 // Preview is POST /admin/config/preview.
@@ -73,7 +73,7 @@ type Preview struct {
 	Warnings []string `json:"warnings"`
 	// Diff is the change from the active version (from an empty document
 	// when none is active); null when the document cannot be read.
-	Diff *configstore.Changes `json:"diff"`
+	Diff *routingdoc.Changes `json:"diff"`
 	// Unchanged: the document is the active one, byte for byte
 	// (activating it would change nothing).
 	Unchanged bool `json:"unchanged"`

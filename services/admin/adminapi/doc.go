@@ -9,5 +9,5 @@
 // admin service and its clients need it, and the tools module already
 // requires the admin module (the all-in-one launcher starts it). It
 // imports nothing of the service: only shared packages whose records the
-// API shows as they are (hold.Record, configstore.Changes).
+// API shows as they are (hold.Record, routingdoc.Changes).
 package adminapi

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 
 	"switchyard.dev/services/admin/adminapi"
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // runClients: swctl clients [ID]: every client key (or one) with its plan
@@ -83,7 +83,7 @@ func used(v, limit float64) string {
 }
 
 // spent is "spend/budget", "-" for no budget, and "exhausted".
-func spent(p quota.Period) string {
+func spent(p planlimit.Period) string {
 	s := fmt.Sprintf("%.4f/", p.SpendUSD)
 	if p.BudgetUSD > 0 {
 		s += fmt.Sprintf("%.2f", p.BudgetUSD)
@@ -121,7 +121,7 @@ func runBudget(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	var periods []string
 	for _, p := range []struct {
 		name string
-		p    quota.Period
+		p    planlimit.Period
 	}{{"day", c.Usage.Day}, {"week", c.Usage.Week}, {"month", c.Usage.Month}} {
 		if p.p.BudgetUSD > 0 {
 			periods = append(periods, p.name+" "+spent(p.p))

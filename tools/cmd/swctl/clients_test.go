@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // cannedClients is an answer of GET /admin/clients: a key without a plan,
@@ -122,7 +122,7 @@ plans:
 	t.Setenv(envAdminURL, f.adminURL)
 	t.Setenv(envAdminToken, "ro-secret")
 
-	lim, err := quota.New(quota.Options{Instance: "proxy-test", Conn: f.pnc, Interval: 50 * time.Millisecond})
+	lim, err := planlimit.New(planlimit.Options{Instance: "proxy-test", Conn: f.pnc, Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ plans:
 	done := make(chan struct{})
 	go func() { defer close(done); _ = lim.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	pro := &quota.Limits{Plan: "pro", RequestsPerMinute: 100}
+	pro := &planlimit.Limits{Plan: "pro", RequestsPerMinute: 100}
 	pro.Budget.Day = 1
 	for range 2 {
 		tk, ref := lim.Admit("team-a", pro, 0)

@@ -18,7 +18,7 @@ import (
 
 	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // The routing configuration's verbs (swctl config ...): the fleet's
@@ -233,7 +233,7 @@ func configDiff(ctx context.Context, c *configCmd) error {
 // printChanges prints one line per change: "+ path: value" added, "-
 // path: value" removed, "~ path: before -> after" changed, then the
 // counts.
-func printChanges(w io.Writer, ch configstore.Changes) error {
+func printChanges(w io.Writer, ch routingdoc.Changes) error {
 	for _, x := range ch.Changes {
 		switch x.Op {
 		case "added":

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 )
 
 // chainsYAML gives the test fleet a chain of two steps.
@@ -161,7 +161,7 @@ func TestConfigVerbs(t *testing.T) {
 	out = run("config", "show", "2")
 	// the version's sha256 reaches the CLI (the admin API's types are
 	// swctl's: adminapi): the SHA-256 of the document activated
-	wants("show 2", out, "# version 2\n", "# comment: second key", "# sha256 "+configstore.Sum([]byte(routingV2))+"\n")
+	wants("show 2", out, "# version 2\n", "# comment: second key", "# sha256 "+routingdoc.Sum([]byte(routingV2))+"\n")
 	out = run("config", "history")
 	for _, line := range []string{"7        *", "6", "rollback (from 1)", "edit (from 3)", "drain mini", "suspected leak", "activate", "import"} {
 		wants("history", out, line)

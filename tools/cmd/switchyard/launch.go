@@ -20,9 +20,9 @@ import (
 	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
 	"switchyard.dev/shared/logging"
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/tools/fakeprovider"
 )
 
@@ -294,9 +294,9 @@ func syncRouting(ctx context.Context, nc *nats.Conn, cfg *config.Config, environ
 	if err != nil {
 		return err
 	}
-	store := configstore.New(nc, res.Config, log.With("component", "routing"))
+	store := routingdoc.New(nc, res.Config, log.With("component", "routing"))
 	active, err := store.Active(sctx)
-	if errors.Is(err, configstore.ErrNoActive) {
+	if errors.Is(err, routingdoc.ErrNoActive) {
 		return nil
 	}
 	if err != nil {
@@ -314,12 +314,12 @@ func syncRouting(ctx context.Context, nc *nats.Conn, cfg *config.Config, environ
 	// last taken (imported, or activated here).
 	if last, err := lastFromFile(sctx, store); err != nil {
 		return err
-	} else if last != nil && last.SHA256 == configstore.Sum(doc) {
+	} else if last != nil && last.SHA256 == routingdoc.Sum(doc) {
 		log.Info("routing configuration kept: the file did not change since its version was taken; the active version is an edit since",
 			"version", active.Version, "file_version", last.Version, "file", cfg.File)
 		return nil
 	}
-	v, err := store.Activate(sctx, doc, configstore.Meta{By: fileActivator, Comment: "the file " + cfg.File + " changed since the last start"}, active.ActiveRevision)
+	v, err := store.Activate(sctx, doc, routingdoc.Meta{By: fileActivator, Comment: "the file " + cfg.File + " changed since the last start"}, active.ActiveRevision)
 	if err != nil {
 		return err
 	}
@@ -332,13 +332,13 @@ const fileActivator = "switchyard"
 
 // lastFromFile is the newest version taken from the file: imported at the
 // first start, or activated by syncRouting since (nil when there is none).
-func lastFromFile(ctx context.Context, store *configstore.Store) (*configstore.Version, error) {
+func lastFromFile(ctx context.Context, store *routingdoc.Store) (*routingdoc.Version, error) {
 	versions, err := store.List(ctx) // newest first
 	if err != nil {
 		return nil, err
 	}
 	for i, v := range versions {
-		if v.Source == configstore.SourceImport || v.Source == configstore.SourceActivate && v.By == fileActivator {
+		if v.Source == routingdoc.SourceImport || v.Source == routingdoc.SourceActivate && v.By == fileActivator {
 			return &versions[i], nil
 		}
 	}

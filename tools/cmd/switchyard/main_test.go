@@ -16,7 +16,7 @@ import (
 
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/config"
-	"switchyard.dev/shared/configstore"
+	"switchyard.dev/shared/routingdoc"
 	"switchyard.dev/shared/testkit"
 
 	"go.uber.org/goleak"
@@ -251,7 +251,7 @@ func TestLaunchSyncsTheFile(t *testing.T) {
 		return logs.String()
 	}
 	// The fleet's routing store on the running launcher's NATS server.
-	withStore := func(natsURL string, f func(context.Context, *configstore.Store)) {
+	withStore := func(natsURL string, f func(context.Context, *routingdoc.Store)) {
 		t.Helper()
 		nc, js := testkit.ConnectNATS(t, natsURL)
 		defer nc.Close()
@@ -264,13 +264,13 @@ func TestLaunchSyncsTheFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f(ctx, configstore.New(nc, res.Config, slog.New(slog.DiscardHandler)))
+		f(ctx, routingdoc.New(nc, res.Config, slog.New(slog.DiscardHandler)))
 	}
 	// An operator's edit of the active version (as swctl and the
-	// dashboard make them, through configstore.Edit), while it runs.
+	// dashboard make them, through routingdoc.Edit), while it runs.
 	operatorEdit := func(natsURL string) {
-		withStore(natsURL, func(ctx context.Context, store *configstore.Store) {
-			if _, err := store.Edit(ctx, 0, configstore.Meta{By: "operator"}, func(doc []byte) ([]byte, error) {
+		withStore(natsURL, func(ctx context.Context, store *routingdoc.Store) {
+			if _, err := store.Edit(ctx, 0, routingdoc.Meta{By: "operator"}, func(doc []byte) ([]byte, error) {
 				return append(doc, "aliases:\n  by-operator: fake-openai/demo-model\n"...), nil
 			}); err != nil {
 				t.Fatal(err)
@@ -278,7 +278,7 @@ func TestLaunchSyncsTheFile(t *testing.T) {
 		})
 	}
 	operatorEditActive := func(natsURL string) {
-		withStore(natsURL, func(ctx context.Context, store *configstore.Store) {
+		withStore(natsURL, func(ctx context.Context, store *routingdoc.Store) {
 			v, err := store.Active(ctx)
 			if err != nil || !strings.Contains(v.Document, "by-operator") {
 				t.Errorf("after a restart the active version %d lost the operator's edit (%v):\n%s", v.Version, err, v.Document)

@@ -5,14 +5,14 @@
 // here; the proxy's README lists the same table (a test holds them equal).
 //
 // The codes are a public contract: SDKs and operators' scripts match on
-// them. The plan limits' codes are the limiter's (shared/quota), listed
+// them. The plan limits' codes are the limiter's (shared/planlimit), listed
 // here so that one table has every code.
 package gwerror
 
 import (
 	"slices"
 
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // The gateway's error codes. Untyped: they are the codes callers see in
@@ -35,10 +35,10 @@ const (
 	UnsupportedEncoding = "unsupported_content_encoding"
 	// RateLimited: a plan's per-minute limits refused the request, or
 	// every attempt ended rate limited by its provider.
-	RateLimited        = string(quota.RateLimited)
-	ConcurrencyLimited = string(quota.ConcurrencyLimited)
-	BudgetExhausted    = string(quota.BudgetExhausted)
-	BudgetInsufficient = string(quota.BudgetInsufficient)
+	RateLimited        = string(planlimit.RateLimited)
+	ConcurrencyLimited = string(planlimit.ConcurrencyLimited)
+	BudgetExhausted    = string(planlimit.BudgetExhausted)
+	BudgetInsufficient = string(planlimit.BudgetInsufficient)
 	Overloaded         = "gateway_overloaded"
 	CircuitOpen        = "circuit_open"
 	NoTarget           = "no_available_target"

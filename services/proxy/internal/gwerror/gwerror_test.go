@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard.dev/shared/quota"
+	"switchyard.dev/shared/planlimit"
 )
 
 // TestReadmeTableIsTheCatalogue holds the proxy README's error table equal
@@ -131,7 +131,7 @@ func TestLookupAndStatus(t *testing.T) {
 // TestPlanCodes: every code the plan limiter refuses with is in the
 // catalogue, as a 429; a budget's is not for an SDK to retry.
 func TestPlanCodes(t *testing.T) {
-	for _, c := range []quota.Code{quota.RateLimited, quota.ConcurrencyLimited, quota.BudgetExhausted, quota.BudgetInsufficient} {
+	for _, c := range []planlimit.Code{planlimit.RateLimited, planlimit.ConcurrencyLimited, planlimit.BudgetExhausted, planlimit.BudgetInsufficient} {
 		e, ok := Lookup(string(c))
 		if !ok || e.Status != 429 {
 			t.Fatalf("%s: %+v %v", c, e, ok)
