@@ -145,17 +145,29 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 		t.Errorf("openai traffic %q, want 7 req", txt)
 	}
 
-	// a tooltip follows the cursor over a sparkline
-	tip, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+	// a tooltip follows the cursor over a sparkline (polled: the tab redraws
+	// its charts when an event or a refresh arrives, and a chart being
+	// replaced is briefly absent)
+	var tip string
+	var tipErr error
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tip, tipErr = chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
   const over = document.querySelector('.provider[data-provider="openai"] tr.key-row[data-key="primary"] td.requests .u-over');
+  if (!over) return "(no chart)";
   const r = over.getBoundingClientRect();
   over.dispatchEvent(new MouseEvent("mouseenter", { clientX: r.right - 2, clientY: r.top + 5, bubbles: true }));
   over.dispatchEvent(new MouseEvent("mousemove", { clientX: r.right - 2, clientY: r.top + 5, bubbles: true }));
   const tip = over.querySelector(".chart-tip");
   return tip && !tip.hidden ? tip.innerText : "(hidden)";
 })()`))
-	if err != nil || !strings.Contains(tip, "req/min") {
-		t.Errorf("tooltip %q (%v)", tip, err)
+		if (tipErr == nil && strings.Contains(tip, "req/min")) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if tipErr != nil || !strings.Contains(tip, "req/min") {
+		t.Errorf("tooltip %q (%v)", tip, tipErr)
 	}
 	b.screenshot("DASHBOARD_FLEET_SCREENSHOT") // for a look: DASHBOARD_FLEET_SCREENSHOT=/tmp/f.png
 }
