@@ -111,13 +111,22 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 		t.Errorf("health event %q", ev)
 	}
 
-	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](readFleetKeys))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Read once the primary's sparkline is drawn: the tab redraws on each
+	// event and refresh, and a chart being redrawn is briefly not ready.
 	var keys map[string]fleetKey
-	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](readFleetKeys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = nil
+		if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+			t.Fatal(err)
+		}
+		if keys["openai/primary"].Ready || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	sum := func(vs []float64) (n float64) {
 		for _, v := range vs {

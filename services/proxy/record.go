@@ -14,8 +14,11 @@ import (
 
 // finish ends a request that held an in-flight slot.
 func (r *request) finish(status int) {
-	r.s.life.inFlight.Add(-1)
 	r.record(status)
+	// After the record: a shutdown waits for no request in flight
+	// (waitIdle) before it stops the usage publisher, so the request's
+	// usage record, holds and bundle are queued by then.
+	r.s.life.inFlight.Add(-1)
 	r.rt.active.Add(-1)
 }
 
