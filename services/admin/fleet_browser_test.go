@@ -12,6 +12,7 @@ import (
 
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
+	"switchyard.dev/shared/testkit"
 	"switchyard.dev/shared/usage"
 )
 
@@ -114,20 +115,20 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 	// Read once the primary's sparkline is drawn: the tab redraws on each
 	// event and refresh, and a chart being redrawn is briefly not ready.
 	var keys map[string]fleetKey
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testkit.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](readFleetKeys))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		keys = nil
 		if err := json.Unmarshal([]byte(raw), &keys); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if keys["openai/primary"].Ready || time.Now().After(deadline) {
-			break
+		if !keys["openai/primary"].Ready {
+			return fmt.Errorf("the primary's sparkline is not drawn: %+v", keys["openai/primary"])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	sum := func(vs []float64) (n float64) {
 		for _, v := range vs {
 			n += v
@@ -154,14 +155,10 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 		t.Errorf("openai traffic %q, want 7 req", txt)
 	}
 
-	// a tooltip follows the cursor over a sparkline (polled: the tab redraws
-	// its charts when an event or a refresh arrives, and a chart being
-	// replaced is briefly absent)
-	var tip string
-	var tipErr error
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tip, tipErr = chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+	// a tooltip follows the cursor over a sparkline (polled: a chart being
+	// replaced by a redraw is briefly absent)
+	testkit.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		tip, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
   const over = document.querySelector('.provider[data-provider="openai"] tr.key-row[data-key="primary"] td.requests .u-over');
   if (!over) return "(no chart)";
   const r = over.getBoundingClientRect();
@@ -170,13 +167,10 @@ func TestFleetDashboardInBrowser(t *testing.T) {
   const tip = over.querySelector(".chart-tip");
   return tip && !tip.hidden ? tip.innerText : "(hidden)";
 })()`))
-		if (tipErr == nil && strings.Contains(tip, "req/min")) || time.Now().After(deadline) {
-			break
+		if err != nil || !strings.Contains(tip, "req/min") {
+			return fmt.Errorf("tooltip %q (%v)", tip, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if tipErr != nil || !strings.Contains(tip, "req/min") {
-		t.Errorf("tooltip %q (%v)", tip, tipErr)
-	}
+		return nil
+	})
 	b.screenshot("DASHBOARD_FLEET_SCREENSHOT") // for a look: DASHBOARD_FLEET_SCREENSHOT=/tmp/f.png
 }

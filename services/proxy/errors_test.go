@@ -4,18 +4,18 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 
@@ -206,25 +206,11 @@ func TestUntranslatableStepSkipped(t *testing.T) {
 // closed list in errors.go: every gateway code is documented there, in
 // the table's code column.
 func TestErrorCodesDocumented(t *testing.T) {
-	fs := token.NewFileSet()
-	src, err := parser.ParseFile(fs, "errors.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	codes := map[string]bool{}
-	for _, d := range src.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, sp := range g.Specs {
-			vs := sp.(*ast.ValueSpec)
-			for i, n := range vs.Names {
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && strings.HasPrefix(n.Name, "code") {
-					codes[strings.Trim(lit.Value, `"`)] = true
-				}
-			}
-		}
+	// The gateway's codes are gwerror's catalogue (its own test holds the
+	// statuses equal); the reason codes of errors.go are documented too.
+	codes := map[string]bool{codeResponseTooLarge: true}
+	for _, e := range gwerror.Catalogue() {
+		codes[e.Code] = true
 	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -242,10 +228,24 @@ func TestErrorCodesDocumented(t *testing.T) {
 	}
 	for c := range codes {
 		if !documented[c] {
-			t.Errorf("the code %s (errors.go) is not in README.md's table of codes", c)
+			t.Errorf("the code %s (gwerror, errors.go) is not in README.md's table of codes", c)
 		}
 	}
 	if !documented[gwerror.CircuitOpen] || !documented[gwerror.NoTarget] {
 		t.Fatalf("no table of codes found in README.md")
+	}
+}
+
+// TestUncataloguedCodeIsA500: a code the catalogue does not have is
+// answered 500 (a bug, kept from answering 200).
+func TestUncataloguedCodeIsA500(t *testing.T) {
+	app := fiber.New()
+	app.Get("/", func(c *fiber.Ctx) error { return sendError(c, provider.FormatOpenAI, "no_such_code", "x") })
+	resp, err := app.Test(httptest.NewRequest(http.MethodGet, "/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 500 {
+		t.Fatalf("status %d, want 500", resp.StatusCode)
 	}
 }

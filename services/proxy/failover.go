@@ -24,22 +24,24 @@ import (
 // loop (tryTargets) is the same for all.
 type exchange struct {
 	// cur walks the route's steps in its policy's order; nil for a
-	// passthrough, whose one step is one.
+	// passthrough (a call to a path under a provider's base URL, sent with
+	// the caller's method by forward), whose one step is one.
 	cur *route.Cursor
 	one *route.Step
 	// dynamic: the caller named a model no provider lists (callerScope).
 	dynamic bool
-	// passthrough: a call to a path under a provider's base URL (forward),
-	// sent with the caller's method; else an inference request (send).
-	passthrough bool
-	method      string
-	rest        string // the passthrough's path under base_url
+	method  string // the passthrough's
+	rest    string // the passthrough's path under base_url
 	// replaySafe: the request may be sent again (another attempt, another
 	// key) after a failure. An inference request is; a passthrough only
 	// when its method is (GET, HEAD) or it carries an Idempotency-Key.
 	replaySafe bool
 	oneDone    bool // the passthrough's step was walked
 }
+
+// passthrough reports whether the exchange is a passthrough call (forward)
+// rather than an inference request (send).
+func (x *exchange) passthrough() bool { return x.cur == nil }
 
 // next is the next step to try (nil: none left).
 func (x *exchange) next() *route.Step {
@@ -106,7 +108,7 @@ steps:
 			break
 		}
 		body := r.body
-		if !x.passthrough {
+		if !x.passthrough() {
 			var err error
 			body, err = r.bodyFor(step)
 			if wrongType(err) {
@@ -130,7 +132,7 @@ steps:
 		// and the next step gets the attempts left.
 		transientKeys := 0
 		var sel *route.Request
-		if !x.passthrough {
+		if !x.passthrough() {
 			sel = &r.sel.req
 			r.keyHash(c, step.Provider)
 		}
@@ -187,7 +189,7 @@ steps:
 				}
 				// A refusal that says nothing sure of the key (of a model
 				// the caller made up, of a passthrough path) holds nothing.
-				unsure := callerScope(ae, x.dynamic || x.passthrough, x.passthrough)
+				unsure := callerScope(ae, x.dynamic || x.passthrough(), x.passthrough())
 				p.failed = p.failed || !unsure
 				act := s.decide(ae)
 				if !x.replaySafe {
@@ -229,7 +231,7 @@ steps:
 				case failure.Rotate:
 					continue keys
 				case failure.Return:
-					if x.passthrough {
+					if x.passthrough() {
 						return outcome{err: r.returnPassthrough(c, at.target, ae)}, true
 					}
 					return outcome{err: r.returnUpstreamError(c, at.target, ae)}, true
@@ -243,7 +245,7 @@ steps:
 // sendTo sends one attempt to t: the inference request (attempt), or the
 // passthrough call (forward).
 func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
-	if x.passthrough {
+	if x.passthrough() {
 		if ae := r.forward(c, at, x.method, x.rest); ae != nil {
 			return attemptResult{failure: ae}
 		}
@@ -259,23 +261,22 @@ func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
 // engine only.
 func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
 	step, key := at.step, at.key
-	switch {
-	case x.passthrough:
-		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
-	case relay:
-		if at.probe {
-			r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, true, hold.Outcome{OK: true, RequestID: r.id})
-		}
-		r.observeLatency(step, key, at.latency)
-	default:
+	if !x.passthrough() && !relay {
 		r.report(at, hold.Outcome{OK: true})
+		return
+	}
+	if x.passthrough() || at.probe {
+		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
+	}
+	if relay {
+		r.observeLatency(step, key, at.latency)
 	}
 }
 
 // reportFailure reports a failed attempt: to the hold engine and the
 // passive counts (report), a passthrough call's to the hold engine only.
 func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
-	if x.passthrough {
+	if x.passthrough() {
 		out.RequestID = r.id
 		r.s.engine.Report(at.step.Provider.Name, at.key.HoldKey(), at.step.Model, at.probe, out)
 		return
@@ -285,7 +286,7 @@ func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
 
 // logFailure logs a failed attempt and what the proxy does next.
 func (r *request) logFailure(x *exchange, t target, ae *attemptError, taken failure.Action, probe bool) {
-	if x.passthrough {
+	if x.passthrough() {
 		r.logger().Warn("passthrough attempt failed", "provider", t.step.Provider.Name, "key_id", t.key.ID, "path", t.step.Upstream,
 			"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
 		return

@@ -135,7 +135,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	}
 	method := c.Method()
 	step := &route.Step{Provider: p, Upstream: "/" + c.Params("*"), Active: true}
-	x := exchange{one: step, passthrough: true, method: method, rest: c.Params("*"),
+	x := exchange{one: step, method: method, rest: c.Params("*"),
 		replaySafe: method == fiber.MethodGet || method == fiber.MethodHead || r.idem.key != ""}
 	pp := pass{gate: s.engine}
 	if out, done := r.tryTargets(c, &x, &pp); done {

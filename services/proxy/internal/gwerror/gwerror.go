@@ -120,16 +120,6 @@ func Lookup(code string) (Entry, bool) {
 	return *e, true
 }
 
-// Status is the HTTP status a code is answered with; 500 for a code the
-// catalogue does not have (a bug: the test of every call site's codes
-// keeps it from happening).
-func Status(code string) int {
-	if e, ok := index[code]; ok {
-		return e.Status
-	}
-	return 500
-}
-
 // Allows reports whether status is one a code may come with: its Status
 // or one of Also.
 func (e Entry) Allows(status int) bool {
