@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Routing is the default selection policy: how the targets of a plain model
@@ -35,7 +36,37 @@ type Routing struct {
 	// LatencyAlpha is the weight of a new latency sample in the moving
 	// average (0 < alpha <= 1).
 	LatencyAlpha float64 `koanf:"latency_alpha"`
+	// Headroom is routing by the providers' rate-limit headers.
+	Headroom Headroom `koanf:"headroom"`
 }
+
+// Headroom is routing by what the providers' rate-limit headers say is
+// left of a key's windows: a key (or a model on a key) whose remaining
+// requests or tokens cannot fit a request before its reset is skipped
+// like a held one.
+type Headroom struct {
+	// Enabled turns it on (unset: on). Off, the headers are still read
+	// (metrics, the admin's view) but routing ignores them.
+	Enabled *bool `koanf:"enabled"`
+	// MaxWait is the longest a request waits for the earliest reset when
+	// no key can fit it (unset: DefaultHeadroomMaxWait; 0: never wait,
+	// answer 429 at once).
+	MaxWait *time.Duration `koanf:"max_wait"`
+}
+
+// On reports whether headroom routing is on.
+func (h Headroom) On() bool { return h.Enabled == nil || *h.Enabled }
+
+// Wait is max_wait with its default.
+func (h Headroom) Wait() time.Duration {
+	if h.MaxWait == nil {
+		return DefaultHeadroomMaxWait
+	}
+	return *h.MaxWait
+}
+
+// DefaultHeadroomMaxWait is routing.headroom.max_wait's default.
+const DefaultHeadroomMaxWait = 2 * time.Second
 
 // The routing strategies.
 const (
@@ -57,6 +88,11 @@ var Strategies = []string{StrategyPriority, StrategyWeighted, StrategyLeastLaten
 // SelectionLeastLatency orders a provider's keys of equal priority by
 // their observed latency.
 const SelectionLeastLatency = "least_latency"
+
+// SelectionHeadroom chooses among a provider's keys of equal priority at
+// random, weighted by the share of their rate-limit windows left, so that
+// load spreads before any key runs dry.
+const SelectionHeadroom = "headroom"
 
 // Key priority orders.
 const (
@@ -132,6 +168,9 @@ func (v *validator) routing() {
 	if e := r.Explore; e != nil && (*e < 0 || *e > 0.5) {
 		v.add("routing.explore", "must be from 0 to 0.5, got %g", *e)
 	}
+	if w := r.Headroom.Wait(); w < 0 {
+		v.add("routing.headroom.max_wait", "must not be negative, got %s", w)
+	}
 	if a := r.LatencyAlpha; a < 0 || a > 1 {
 		v.add("routing.latency_alpha", "must be above 0 and at most 1 (unset: %g), got %g", DefaultLatencyAlpha, a)
 	}
@@ -164,7 +203,7 @@ func (v *validator) routing() {
 // metadata.
 func (v *validator) providerRouting(at string, p Provider) {
 	if p.Selection != "" {
-		v.oneOf(at+".selection", p.Selection, SelectionRoundRobin, SelectionWeighted, SelectionLeastLatency)
+		v.oneOf(at+".selection", p.Selection, SelectionRoundRobin, SelectionWeighted, SelectionLeastLatency, SelectionHeadroom)
 	}
 	v.hashOn(at+".hash_on", p.HashOn)
 	if p.PriorityOrder != "" {

@@ -92,7 +92,7 @@ func TestValidationErrors(t *testing.T) {
     type: openai
     selection: random
     keys: [{id: k, secret: env:OPENAI_KEY}]
-    models: [{name: m}]`, nil, `providers[1].selection: unknown value "random" (want one of: round_robin, weighted, least_latency)`},
+    models: [{name: m}]`, nil, `providers[1].selection: unknown value "random" (want one of: round_robin, weighted, least_latency, headroom)`},
 		{"no models", `
   - name: two
     type: openai
@@ -190,6 +190,7 @@ func TestValidationErrors(t *testing.T) {
 		{"routing hash header", "\nrouting:\n  hash_on: 'header:X Session'", nil, `routing.hash_on: "header:X Session": want header:<Name> with a valid header name`},
 		{"routing explore", "\nrouting:\n  explore: 0.9", nil, `routing.explore: must be from 0 to 0.5, got 0.9`},
 		{"routing alpha", "\nrouting:\n  latency_alpha: 2", nil, `routing.latency_alpha: must be above 0 and at most 1`},
+		{"headroom wait", "\nrouting:\n  headroom: {max_wait: -1s}", nil, `routing.headroom.max_wait: must not be negative, got -1s`},
 		{"chain strategy", "\nchains:\n  c:\n    strategy: cheapest\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.strategy: unknown value "cheapest"`},
 		{"chain step weight", "\nchains:\n  c:\n    steps:\n      - {target: openai/gpt-4o-mini, weight: -2}", nil, `chains.c.steps[0].weight: must be >= 1 (unset: 1), got -2`},
 		{"chain region", "\nchains:\n  c:\n    region: EU West\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.region: "EU West" must match`},

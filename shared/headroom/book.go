@@ -1,0 +1,173 @@
+package headroom
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Book keeps a process's slots by provider, key and model, so that they
+// outlive a routing configuration (tables built from successive versions
+// share them), and tells waiters when a reading changes one.
+type Book struct {
+	mu    sync.Mutex
+	slots map[slotID]*Slot
+	// changed is closed (and replaced) when a reading changes a slot:
+	// requests waiting for headroom look again.
+	changed atomic.Pointer[chan struct{}]
+}
+
+type slotID struct{ provider, key, model string }
+
+// NewBook returns an empty book.
+func NewBook() *Book {
+	b := &Book{slots: map[slotID]*Slot{}}
+	ch := make(chan struct{})
+	b.changed.Store(&ch)
+	return b
+}
+
+// Key is the slot of a key's windows over all its models.
+func (b *Book) Key(provider, key string) *Slot { return b.slot(slotID{provider, key, ""}) }
+
+// Model is the slot of one model's windows on a key.
+func (b *Book) Model(provider, key, model string) *Slot {
+	return b.slot(slotID{provider, key, model})
+}
+
+func (b *Book) slot(id slotID) *Slot {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.slots[id]
+	if s == nil {
+		s = &Slot{}
+		b.slots[id] = s
+	}
+	return s
+}
+
+// Changed is closed when a reading next changes a slot.
+func (b *Book) Changed() <-chan struct{} { return *b.changed.Load() }
+
+func (b *Book) notify() {
+	ch := make(chan struct{})
+	if old := b.changed.Swap(&ch); old != nil {
+		close(*old)
+	}
+}
+
+// Observe folds a reading of this process's own answer into s (at: when
+// it arrived). It reports whether the slot changed.
+func (b *Book) Observe(s *Slot, r *Reading, at time.Time) bool {
+	if s == nil || !r.Known() {
+		return false
+	}
+	if !s.apply(r, at.UnixNano(), true) {
+		return false
+	}
+	b.notify()
+	return true
+}
+
+// Entry is one slot's windows, by provider, key and model ("": the key's
+// windows over all its models).
+type Entry struct {
+	Provider, Key, Model string
+	Windows              []Snapshot
+}
+
+// Entries lists every slot that holds a reading, sorted by provider, key
+// and model.
+func (b *Book) Entries() []Entry {
+	b.mu.Lock()
+	out := make([]Entry, 0, len(b.slots))
+	for id, s := range b.slots {
+		if s.Known() {
+			out = append(out, Entry{Provider: id.provider, Key: id.key, Model: id.model, Windows: s.Windows(nil)})
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, c := out[i], out[j]
+		if a.Provider != c.Provider {
+			return a.Provider < c.Provider
+		}
+		if a.Key != c.Key {
+			return a.Key < c.Key
+		}
+		return a.Model < c.Model
+	})
+	return out
+}
+
+// TakeReports builds one report per provider of the readings this
+// process's answers brought since the last call (nil: none), for the
+// fleet.
+func (b *Book) TakeReports(instance string, now time.Time) []Report {
+	b.mu.Lock()
+	byProvider := map[string]*Report{}
+	for id, s := range b.slots {
+		if !s.dirty.Swap(false) {
+			continue
+		}
+		rep := byProvider[id.provider]
+		if rep == nil {
+			rep = &Report{Version: ReportVersion, Provider: id.provider, Instance: instance, At: now.UTC()}
+			byProvider[id.provider] = rep
+		}
+		rs := ReportSlot{Key: id.key, Model: id.model}
+		for _, w := range s.Windows(nil) {
+			rs.Windows = append(rs.Windows, wireWindow(w))
+		}
+		rep.Slots = append(rep.Slots, rs)
+	}
+	b.mu.Unlock()
+	out := make([]Report, 0, len(byProvider))
+	for _, rep := range byProvider {
+		sort.Slice(rep.Slots, func(i, j int) bool {
+			if rep.Slots[i].Key != rep.Slots[j].Key {
+				return rep.Slots[i].Key < rep.Slots[j].Key
+			}
+			return rep.Slots[i].Model < rep.Slots[j].Model
+		})
+		out = append(out, *rep)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Provider < out[j].Provider })
+	return out
+}
+
+// Apply folds another process's report in. A report of this instance's
+// own (instance) is ignored. It reports how many slots changed.
+func (b *Book) Apply(rep *Report, instance string) int {
+	if rep.Version != ReportVersion || rep.Instance == instance {
+		return 0
+	}
+	n := 0
+	for _, rs := range rep.Slots {
+		var r Reading
+		var at int64
+		for _, w := range rs.Windows {
+			k, ok := ParseKind(w.Kind)
+			if !ok {
+				continue
+			}
+			r.Windows[k] = Window{Limit: w.Limit, Remaining: w.Remaining, Reset: w.Reset.UnixNano()}
+			r.Has |= 1 << k
+			at = max(at, w.At.UnixNano())
+		}
+		if r.Has == 0 {
+			continue
+		}
+		if b.slot(slotID{rep.Provider, rs.Key, rs.Model}).apply(&r, at, false) {
+			n++
+		}
+	}
+	if n > 0 {
+		b.notify()
+	}
+	return n
+}
