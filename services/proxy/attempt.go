@@ -158,6 +158,7 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	status := resp.StatusCode()
 	at.latency = time.Since(sent)
 	up.latency.Observe(at.latency.Seconds())
+	r.observeRoom(at, &resp.Header)
 	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
 		return r.startStream(at, resp, deadline)
 	}

@@ -111,6 +111,7 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 // endAttempt notes how an attempt ended: served, or failed and what the
 // proxy does next.
 func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
+	at.release() // a transport failure's: an answer's was given back as it came (observeRoom)
 	r.noteAttemptEnd(at, ae)
 	if at.trace < 0 {
 		return

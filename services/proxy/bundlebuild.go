@@ -133,11 +133,35 @@ func (r *request) routeTrace(engine *hold.Engine) *debug.Route {
 				}
 			}
 		}
-		if !tried && len(ds.Held) > 0 {
+		for _, rf := range r.sel.room.Refusals {
+			if rf.Provider == st.Provider && rf.Model == st.Model && !skippedFor(ds.Headroom, rf.Key.ID) {
+				hk := debug.HeadroomKey{KeyID: rf.Key.ID}
+				if rf.Reset != 0 {
+					hk.Reset = time.Unix(0, rf.Reset).UTC()
+				}
+				ds.Headroom = append(ds.Headroom, hk)
+			}
+		}
+		switch {
+		case tried:
+		case len(ds.Headroom) > 0:
+			ds.Reason = "headroom"
+		case len(ds.Held) > 0:
 			ds.Reason = "held"
 		}
 	}
 	return rt
+}
+
+// skippedFor reports whether a step's headroom refusals name key id
+// already (a request that waited for a reset walks again).
+func skippedFor(hs []debug.HeadroomKey, id string) bool {
+	for _, h := range hs {
+		if h.KeyID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // providerError is what a bundle keeps of an attempt's error: the

@@ -25,6 +25,8 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 		return outcome{err: sendError(c, r.ep.format, gwerror.Unsupported, p.unsupported.Error())}
 	case r.tally.attempts == 0 && r.expired():
 		return outcome{err: sendErrorStatus(c, r.ep.format, fiber.StatusGatewayTimeout, gwerror.ProviderError, "the request's deadline passed before any attempt")}
+	case r.tally.attempts == 0 && r.sel.room.Skipped > 0:
+		return outcome{err: r.noRoom(c)}
 	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
 		r.class = classRejected
 		return outcome{err: sendError(c, r.ep.format, gwerror.UnsupportedForKind,

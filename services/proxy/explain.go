@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"switchyard.dev/services/proxy/internal/gwerror"
-
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/bus"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/jsonfield"
 )
@@ -106,7 +106,7 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 		}
 	}
 	r.selection(mapHeaders(q.Headers), rte)
-	x := rte.Explain(model, &r.sel.req, func(st *route.Step) []route.KeyChoice { return s.keyChoices(st) })
+	x := rte.Explain(model, &r.sel.req, func(st *route.Step) []route.KeyChoice { return s.keyChoices(st, r.sel.req.Room) })
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return fail(http.StatusInternalServerError, "internal_error", "%v", err)
@@ -116,8 +116,9 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 }
 
 // keyChoices describes a step's keys as Pick would consider them, from
-// the hold engine's records (read-only: no probe is taken).
-func (s *Service) keyChoices(st *route.Step) []route.KeyChoice {
+// the hold engine's records (read-only: no probe is taken) and, with
+// headroom routing on (rm), what is left of their windows.
+func (s *Service) keyChoices(st *route.Step, rm *route.Room) []route.KeyChoice {
 	p := st.Provider
 	out := make([]route.KeyChoice, 0, len(p.Keys))
 	for _, k := range p.Keys {
@@ -136,7 +137,31 @@ func (s *Service) keyChoices(st *route.Step) []route.KeyChoice {
 			kc.Until = rec.Until.UTC().Format(time.RFC3339)
 			break
 		}
+		if rm != nil {
+			explainRoom(&kc, rm, k, st.ModelRoom(k))
+		}
 		out = append(out, kc)
 	}
 	return out
+}
+
+// explainRoom adds to kc the windows of key k (and of the step's model on
+// it) and, for a key neither held nor unhealthy, the headroom state when
+// they cannot fit the request.
+func explainRoom(kc *route.KeyChoice, rm *route.Room, k *route.Key, model *headroom.Slot) {
+	var wins []headroom.Snapshot
+	wins = model.Windows(k.Room.Windows(wins))
+	for _, w := range wins {
+		kc.Headroom = append(kc.Headroom, bus.ExplainWindow{Kind: w.Kind.String(), Limit: w.Limit,
+			Remaining: w.Remaining, InFlight: w.InFlight, Reset: time.Unix(0, w.Reset).UTC().Format(time.RFC3339Nano)})
+	}
+	if kc.State != route.KeyAvailable && kc.State != route.KeyRamping {
+		return
+	}
+	if ok, reset := rm.Fits(k, model); !ok {
+		kc.State = route.KeyNoHeadroom
+		if reset != 0 {
+			kc.Until = time.Unix(0, reset).UTC().Format(time.RFC3339)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/hold"
 )
 
@@ -79,6 +80,9 @@ type attempt struct {
 	latency  time.Duration // to the upstream's response headers (0: none yet)
 	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
 	begun    time.Time     // for its duration (switchyard_upstream_attempt_duration_seconds)
+	// tickets are its charges on the key's and the model's headroom,
+	// given back when its answer comes (release).
+	tickets [2]headroom.Ticket
 }
 
 // pass is the state of one walk over the steps.
@@ -147,7 +151,7 @@ steps:
 			if r.providerExpired(step.Provider) {
 				continue steps // its timeouts.request passed: the next step's turn
 			}
-			key, adm := step.Provider.Pick(step.Model, p.gate, tried, sel)
+			key, adm := step.Pick(p.gate, tried, sel)
 			if key == nil {
 				if len(step.Provider.Keys) > bits(tried) {
 					p.denied = true
@@ -175,6 +179,9 @@ steps:
 				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation(), begun: time.Now()}
 				at.trace = r.beginAttempt(step, key, probe, p.soft)
 				at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
+				if sel != nil {
+					at.charge(sel.Room)
+				}
 				res := r.sendTo(c, x, &at)
 				r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 				if res.done {

@@ -299,10 +299,19 @@ func (r *request) run(c *fiber.Ctx, rte *route.Route) outcome {
 	r.use.routed = true
 	r.use.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent))
 	p := pass{gate: r.s.engine}
-	if out, done := r.tryRoute(c, rte, &p); done {
-		return out
+	first := time.Now()
+	for {
+		if out, done := r.tryRoute(c, rte, &p); done {
+			return out
+		}
+		// No key's headroom could fit it: a reset (or a reading) soon
+		// brings one back, else the gateway answers 429 itself.
+		if r.tally.attempts > 0 || r.sel.room.Skipped == 0 || !r.waitRoom(first) {
+			break
+		}
+		p = pass{gate: r.s.engine}
 	}
-	if r.tally.attempts == 0 && p.denied && !r.expired() && r.s.trySoft(rte) {
+	if r.tally.attempts == 0 && p.denied && r.sel.room.Skipped == 0 && !r.expired() && r.s.trySoft(rte) {
 		p = pass{gate: softGate{engine: r.s.engine, deadline: r.deadline}, soft: true}
 		r.logger().Warn("every target is held; trying soft holds in declared order", "model", r.model)
 		if out, done := r.tryRoute(c, rte, &p); done {

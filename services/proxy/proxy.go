@@ -25,6 +25,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/metrics"
@@ -73,8 +74,9 @@ type Service struct {
 	bundles  *bundler
 	tracer   *telemetry.Tracer // nil: no trace export
 	// latency keeps the targets' and keys' latency averages across
-	// routing versions.
+	// routing versions; room what their rate-limit headers say is left.
 	latency *route.LatencyBook
+	room    *headroom.Book
 	started time.Time
 	baseCtx context.Context
 	stop    context.CancelFunc
@@ -146,6 +148,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.member, s.engine = m, m.Engine
 	s.passive.on = deps.NATS != nil && cfg.Proxy.PassiveReportInterval > 0
 	s.latency = route.NewLatencyBook()
+	s.room = headroom.NewBook()
 	if s.limits, err = newPlanLimits(cfg, m.Instance, deps.NATS, s.log, m.Emit); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -305,6 +308,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 			wg.Go(func() { s.runPassive(engineCtx) })
 		}
 		wg.Go(func() { s.runLatency(engineCtx) })
+		wg.Go(func() { s.runHeadroom(engineCtx) })
 		wg.Go(func() { s.runExplain(engineCtx) })
 		if s.meter.pub != nil {
 			wg.Go(func() { s.meter.pub.Run(engineCtx, s.member.Bound()) })

@@ -63,6 +63,7 @@ type selection struct {
 	route *route.Route
 	req   route.Request
 	cur   route.Cursor
+	room  route.Room // req.Room's (headroom routing on)
 }
 
 // tally counts the request's attempts and keeps its failures.

@@ -59,7 +59,7 @@ func Check(cfg *config.Config) error {
 // ones, as they do on the routing in use.
 func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*routing, error) {
 	prices := usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))
-	table, err := route.Build(cfg, route.Options{Latency: s.latency, Prices: prices})
+	table, err := route.Build(cfg, route.Options{Latency: s.latency, Prices: prices, Headroom: s.room})
 	if err != nil {
 		return nil, fmt.Errorf("build routes: %w", err)
 	}

@@ -47,6 +47,7 @@ func (r *request) selection(c headers, rte *route.Route) {
 	if r.rt.budgets != nil {
 		sel.Budget = r.rt.budgets.remaining
 	}
+	r.startRoom()
 }
 
 // imageTokens is what one inline image is taken to cost in prompt tokens

@@ -102,6 +102,10 @@ const (
 	KeyRamping   = "ramping"
 	KeyHeld      = "held"
 	KeyUnhealthy = "unhealthy"
+	// KeyNoHeadroom: what its provider last stated is left of one of its
+	// windows (less this proxy's requests in flight) cannot fit the
+	// request before the window resets (headroom routing).
+	KeyNoHeadroom = "headroom"
 )
 
 // ExplainKey is one key of a candidate's provider, in the order the
@@ -109,10 +113,23 @@ const (
 type ExplainKey struct {
 	ID string `json:"id"`
 	// State is available, ramping (back from a hold, taking a growing
-	// share), held or unhealthy (its own checks fail: tried after the
-	// others).
+	// share), held, unhealthy (its own checks fail: tried after the
+	// others) or headroom (a window cannot fit the request until Until).
 	State  string `json:"state"`
 	HoldID string `json:"hold_id,omitempty"`
 	Class  string `json:"class,omitempty"`
 	Until  string `json:"until,omitempty"`
+	// Headroom is what its provider last stated is left of the key's
+	// windows (for the step's model where the provider scopes them by
+	// model); absent when headroom routing is off or nothing was stated.
+	Headroom []ExplainWindow `json:"headroom,omitempty"`
+}
+
+// ExplainWindow is one rate-limit window of a key as the proxy knows it.
+type ExplainWindow struct {
+	Kind      string `json:"kind"` // requests, tokens, input_tokens, output_tokens
+	Limit     int64  `json:"limit,omitempty"`
+	Remaining int64  `json:"remaining"`
+	InFlight  int64  `json:"in_flight,omitempty"` // this proxy's requests sent since the reading
+	Reset     string `json:"reset"`               // RFC 3339
 }

@@ -147,11 +147,23 @@ type Step struct {
 	Tried int `json:"tried,omitempty"`
 	// Reason is why the step was not a candidate (inactive, unhealthy,
 	// lacks_capability, over_budget, ...; see the routing docs), or
-	// "held" when every key it had left was held.
+	// "held" when every key it had left was held, "headroom" when every
+	// key it had left was held or could not fit the request (headroom
+	// routing).
 	Reason string `json:"reason,omitempty"`
 	// Held are the step's keys the hold engine kept the request from, with
 	// the holds' ids.
 	Held []HeldKey `json:"held,omitempty"`
+	// Headroom are the step's keys skipped because what their provider
+	// stated is left of a window could not fit the request.
+	Headroom []HeadroomKey `json:"headroom,omitempty"`
+}
+
+// HeadroomKey is a key the request skipped for its headroom, until Reset
+// (when its provider stated one).
+type HeadroomKey struct {
+	KeyID string    `json:"key_id"`
+	Reset time.Time `json:"reset,omitzero"`
 }
 
 // HeldKey is a key the request skipped because it was held.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/provider"
 )
 
@@ -22,7 +23,7 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 	byProvider := map[string]*Provider{}
 	models := map[string]map[string]int{} // model index by provider and name
 	for i, pc := range cfg.Providers {
-		p, err := newProvider(i, pc, o.Latency)
+		p, err := newProvider(i, pc, o.Latency, o.Headroom)
 		if err != nil {
 			return nil, err
 		}
@@ -39,6 +40,12 @@ func Build(cfg *config.Config, o Options) (*Table, error) {
 			Caps: ParseCaps(m.Capabilities), capsKnown: m.Capabilities != nil,
 			ContextWindow: int64(m.ContextWindow), MaxOutput: int64(m.MaxOutput),
 			Latency: o.Latency.Model(p.Name, m.Name)}
+		if o.Headroom != nil {
+			st.Rooms = make([]*headroom.Slot, len(p.Keys))
+			for _, k := range p.Keys {
+				st.Rooms[k.index] = o.Headroom.Model(p.Name, k.ID, m.Name)
+			}
+		}
 		if o.Prices != nil {
 			st.price, st.priced = o.Prices.Lookup(p.Name, p.Adapter.Type(), st.Upstream)
 		}
@@ -201,7 +208,7 @@ func stepWheel(steps []Step) []uint8 {
 	return smoothWheel(w, 0)
 }
 
-func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, error) {
+func newProvider(index int, pc config.Provider, book *LatencyBook, room *headroom.Book) (*Provider, error) {
 	if len(pc.Keys) > MaxKeys {
 		return nil, fmt.Errorf("providers[%s].keys: %d keys, at most %d", pc.Name, len(pc.Keys), MaxKeys)
 	}
@@ -212,6 +219,7 @@ func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, e
 		Budgeted: pc.Budget != (config.Budget{}),
 		Unlisted: pc.AllowUnlistedModels,
 		Adapter:  provider.New(pc.Type, pc.BaseURL, pc.APIVersion, pc.Headers),
+		Dialect:  headroom.DialectFor(pc.Type),
 	}
 	keys := pc.Keys
 	if len(keys) == 0 { // keyless servers (vLLM, Ollama)
@@ -225,7 +233,7 @@ func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, e
 		if w < 1 {
 			w = 1
 		}
-		k := &Key{ID: kc.ID, Priority: kc.Priority, Weight: w, Latency: book.Key(pc.Name, kc.ID)}
+		k := &Key{ID: kc.ID, Priority: kc.Priority, Weight: w, Latency: book.Key(pc.Name, kc.ID), Room: room.Key(pc.Name, kc.ID)}
 		secret := kc.Value
 		k.secret.Store(&secret)
 		p.Keys = append(p.Keys, k)
@@ -243,6 +251,8 @@ func newProvider(index int, pc config.Provider, book *LatencyBook) (*Provider, e
 		p.selection = selectWeighted
 	case pc.Selection == config.SelectionLeastLatency:
 		p.selection = selectLeastLatency
+	case pc.Selection == config.SelectionHeadroom:
+		p.selection = selectHeadroom
 	}
 	for i := 0; i < len(p.Keys); {
 		j := i

@@ -12,10 +12,11 @@ type (
 
 // Key states of a KeyChoice.
 const (
-	KeyAvailable = bus.KeyAvailable
-	KeyRamping   = bus.KeyRamping
-	KeyHeld      = bus.KeyHeld
-	KeyUnhealthy = bus.KeyUnhealthy
+	KeyAvailable  = bus.KeyAvailable
+	KeyRamping    = bus.KeyRamping
+	KeyHeld       = bus.KeyHeld
+	KeyUnhealthy  = bus.KeyUnhealthy
+	KeyNoHeadroom = bus.KeyNoHeadroom
 )
 
 // Explain walks the route for req as a request whose every attempt fails

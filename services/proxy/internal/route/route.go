@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/usage"
 )
@@ -33,6 +34,8 @@ type Provider struct {
 	// HashOn is the attribute its weighted key selection hashes ("": smooth
 	// weighted round robin); Request.KeyHash carries the request's.
 	HashOn string
+	// Dialect is the family of rate-limit headers its answers carry.
+	Dialect headroom.Dialect
 	// Keys are ordered by priority (highest first, or lowest first with
 	// priority_order lowest_first).
 	Keys      []*Key
@@ -69,8 +72,11 @@ type Step struct {
 	MaxOutput     int64
 	// Latency is the model's observed latency on the provider.
 	Latency *Latency
-	price   usage.Price
-	priced  bool
+	// Rooms are the headroom of the model on each key, by key index (nil
+	// without a headroom book, and for an unlisted model's step).
+	Rooms  []*headroom.Slot
+	price  usage.Price
+	priced bool
 }
 
 // Route is what a model name resolves to: its steps and the policy that
@@ -124,6 +130,9 @@ type Options struct {
 	// Prices are the price table least_cost and budget_aware read (nil:
 	// no step is priced).
 	Prices *usage.Table
+	// Headroom keeps what the providers' rate-limit headers say across
+	// tables (nil: no headroom is known).
+	Headroom *headroom.Book
 }
 
 // ModelName is one id listed by GET /v1/models.

@@ -42,6 +42,8 @@ type Request struct {
 	RegionRequired bool
 	// Budget reads providers' budgets (nil: none is limited).
 	Budget BudgetFunc
+	// Room is the request's headroom routing (nil: off).
+	Room *Room
 }
 
 // Reason is why a step is not a candidate.
