@@ -120,7 +120,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	}, func() float64 { return float64(s.life.inFlight.Load()) })
 	m.reg.MustRegister(m.requests, m.attempts, m.duration, m.latency, m.ttft, m.propagation, passive, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(metrics.NewHoldCollector(s.engine))
+	m.reg.MustRegister(metrics.NewHoldCollector(s.engine), metrics.NewHeadroomCollector(s.room))
 	m.attempt = newAttemptMetrics(m.reg, latencyBuckets)
 	return m
 }
