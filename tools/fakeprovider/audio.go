@@ -95,7 +95,7 @@ func (s *Server) newSpeechStream(w http.ResponseWriter, req *request, chunks int
 }
 
 func (sp *speechStream) start() error {
-	setIDHeaders(sp.w.Header(), sp.req)
+	sp.s.setHeaders(sp.w.Header(), sp.req)
 	sp.w.Header().Set("Content-Type", sp.contentType)
 	sp.w.WriteHeader(http.StatusOK)
 	sp.rc = http.NewResponseController(sp.w)

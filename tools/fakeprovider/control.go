@@ -22,6 +22,8 @@ type callJSON struct {
 	FileSize       int64       `json:"file_size,omitempty"`
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
 	Rule           string      `json:"rule,omitempty"`
+	Status         int         `json:"status,omitempty"`
+	RateLimited    bool        `json:"rate_limited,omitempty"`
 }
 
 // controlRoutes serves the control endpoint under /_fake/.
@@ -66,7 +68,7 @@ func (s *Server) controlRoutes() http.Handler {
 			out[i] = callJSON{
 				At: c.At, Method: c.Method, Path: c.Path, Query: c.Query, Header: c.Header,
 				Key: c.Key, Model: c.Model, Stream: c.Stream, Body: string(c.Body), FileSize: c.FileSize,
-				IdempotencyKey: c.IdempotencyKey, Rule: c.Rule,
+				IdempotencyKey: c.IdempotencyKey, Rule: c.Rule, Status: c.Status, RateLimited: c.RateLimited,
 			}
 		}
 		writeControl(w, http.StatusOK, out)
@@ -74,6 +76,35 @@ func (s *Server) controlRoutes() http.Handler {
 	mux.HandleFunc("DELETE /_fake/calls", func(w http.ResponseWriter, r *http.Request) {
 		s.ResetCalls()
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /_fake/rate_limit", func(w http.ResponseWriter, r *http.Request) {
+		writeControl(w, http.StatusOK, s.RateLimit())
+	})
+	mux.HandleFunc("PUT /_fake/rate_limit", func(w http.ResponseWriter, r *http.Request) {
+		var l RateLimit
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&l); err != nil {
+			writeControl(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		if err := s.SetRateLimit(l); err != nil {
+			writeControl(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeControl(w, http.StatusOK, s.RateLimit())
+	})
+	mux.HandleFunc("DELETE /_fake/rate_limit", func(w http.ResponseWriter, r *http.Request) {
+		_ = s.SetRateLimit(RateLimit{})
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /_fake/rate_limit/stats", func(w http.ResponseWriter, r *http.Request) {
+		key, model := r.URL.Query().Get("key"), r.URL.Query().Get("model")
+		out := []RateLimitStat{}
+		for _, st := range s.RateLimitStats() {
+			if (key == "" || st.Key == key) && (model == "" || st.Model == model) {
+				out = append(out, st)
+			}
+		}
+		writeControl(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /_fake/errors", func(w http.ResponseWriter, r *http.Request) {
 		writeControl(w, http.StatusOK, ErrorNames())

@@ -12,8 +12,10 @@ import (
 // ErrorSpec is one entry of the error library: a provider's real error
 // response. Body and header values are templates; the placeholders
 // {{model}}, {{key}} (the call's key, unmasked), {{key_hint}}, {{retry_after}} (seconds), {{retry_after_ms}},
-// {{method}}, {{path}} and {{request_id}} are filled in per call (values in
-// Body are JSON-escaped).
+// {{method}}, {{path}} and {{request_id}} are filled in per call, and a
+// rate limit's {{limit}}, {{used}}, {{requested}} and {{reset_ms}} (epoch
+// milliseconds of the end of the wait) by the rate limiter (values in Body
+// are JSON-escaped).
 type ErrorSpec struct {
 	Name       string
 	Flavor     string // openai, azure, anthropic, gemini, openrouter
@@ -21,11 +23,16 @@ type ErrorSpec struct {
 	Header     map[string]string
 	Body       string
 	RetryAfter time.Duration // default for {{retry_after}}
+	// Limit is the default for {{limit}} and {{used}} ({{requested}}: 1)
+	// when no rate limit of the fake's own fills them in.
+	Limit int64
 }
 
 const (
-	openaiRateLimitMsg = "Rate limit reached for {{model}} in organization org-xxx on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in {{retry_after}}s. Visit https://platform.openai.com/account/rate-limits to learn more."
-	azureRateLimitMsg  = "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after {{retry_after}} seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit."
+	openaiRateLimitMsg       = "Rate limit reached for {{model}} in organization org-xxx on requests per min (RPM): Limit {{limit}}, Used {{used}}, Requested {{requested}}. Please try again in {{retry_after}}s. Visit https://platform.openai.com/account/rate-limits to learn more."
+	openaiTokensRateLimitMsg = "Rate limit reached for {{model}} in organization org-xxx on tokens per min (TPM): Limit {{limit}}, Used {{used}}, Requested {{requested}}. Please try again in {{retry_after}}s. Visit https://platform.openai.com/account/rate-limits to learn more."
+	anthropicRateLimitTail   = " For details, refer to: https://docs.anthropic.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase."
+	azureRateLimitMsg        = "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after {{retry_after}} seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit."
 )
 
 // errorLibrary holds the named errors. Gemini errors are listed in the
@@ -66,7 +73,7 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Body: "{\"error\":{\"message\":\"The model `{{model}}` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"model_not_found\"}}",
 	},
 	{
-		Name: "openai.rate_limit", Flavor: "openai", Status: 429, RetryAfter: 20 * time.Second,
+		Name: "openai.rate_limit", Flavor: "openai", Status: 429, RetryAfter: 20 * time.Second, Limit: 3,
 		Header: map[string]string{
 			"Retry-After":                    "{{retry_after}}",
 			"x-ratelimit-limit-requests":     "3",
@@ -77,6 +84,20 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 			"x-ratelimit-reset-tokens":       "75ms",
 		},
 		Body: `{"error":{"message":"` + openaiRateLimitMsg + `","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+	},
+	{
+		// The same on the tokens per minute limit.
+		Name: "openai.rate_limit_tokens", Flavor: "openai", Status: 429, RetryAfter: 2 * time.Second, Limit: 30000,
+		Header: map[string]string{
+			"Retry-After":                    "{{retry_after}}",
+			"x-ratelimit-limit-requests":     "500",
+			"x-ratelimit-remaining-requests": "499",
+			"x-ratelimit-reset-requests":     "120ms",
+			"x-ratelimit-limit-tokens":       "30000",
+			"x-ratelimit-remaining-tokens":   "0",
+			"x-ratelimit-reset-tokens":       "{{retry_after}}s",
+		},
+		Body: `{"error":{"message":"` + openaiTokensRateLimitMsg + `","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
 	},
 	{
 		// A rate limit that states no wait (no Retry-After, no reset
@@ -123,7 +144,7 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Body:   `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"{{request_id}}"}`,
 	},
 	{
-		Name: "anthropic.rate_limit", Flavor: "anthropic", Status: 429, RetryAfter: 30 * time.Second,
+		Name: "anthropic.rate_limit", Flavor: "anthropic", Status: 429, RetryAfter: 30 * time.Second, Limit: 50,
 		Header: map[string]string{
 			"retry-after":                             "{{retry_after}}",
 			"anthropic-ratelimit-requests-limit":      "50",
@@ -132,7 +153,18 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 			"anthropic-ratelimit-output-tokens-limit": "8000",
 			"x-should-retry":                          "true",
 		},
-		Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50 requests per minute. For details, refer to: https://docs.anthropic.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase."},"request_id":"{{request_id}}"}`,
+		Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of {{limit}} requests per minute.` + anthropicRateLimitTail + `"},"request_id":"{{request_id}}"}`,
+	},
+	{
+		// The same on the tokens limit.
+		Name: "anthropic.rate_limit_tokens", Flavor: "anthropic", Status: 429, RetryAfter: 30 * time.Second, Limit: 40000,
+		Header: map[string]string{
+			"retry-after":                          "{{retry_after}}",
+			"anthropic-ratelimit-tokens-limit":     "40000",
+			"anthropic-ratelimit-tokens-remaining": "0",
+			"x-should-retry":                       "true",
+		},
+		Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of {{limit}} input tokens per minute.` + anthropicRateLimitTail + `"},"request_id":"{{request_id}}"}`,
 	},
 	{
 		Name: "anthropic.invalid_api_key", Flavor: "anthropic", Status: 401,
@@ -219,6 +251,18 @@ var errorLibrary = buildLibrary([]ErrorSpec{
 		Header: map[string]string{"Retry-After": "{{retry_after}}"},
 		Body:   `{"error":{"code":429,"message":"Provider returned error","metadata":{"raw":"{{model}} is temporarily rate-limited upstream. Please retry shortly, or add your own key to accumulate your rate limits: https://openrouter.ai/settings/integrations","provider_name":"Google AI Studio"}},"user_id":"user_2fakeprovider"}`,
 	},
+	{
+		// OpenRouter's own limit on the key, its X-RateLimit-* headers
+		// repeated in the body's metadata.
+		Name: "openrouter.rate_limit_key", Flavor: "openrouter", Status: 429, RetryAfter: 10 * time.Second, Limit: 20,
+		Header: map[string]string{
+			"Retry-After":           "{{retry_after}}",
+			"X-RateLimit-Limit":     "{{limit}}",
+			"X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset":     "{{reset_ms}}",
+		},
+		Body: `{"error":{"message":"Rate limit exceeded: free-models-per-min. ","code":429,"metadata":{"headers":{"X-RateLimit-Limit":"{{limit}}","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"{{reset_ms}}"}}},"user_id":"user_2fakeprovider"}`,
+	},
 })
 
 func buildLibrary(specs []ErrorSpec) map[string]ErrorSpec {
@@ -260,6 +304,11 @@ func knownError(name string) bool {
 type errorParams struct {
 	Model, Key, Method, Path, RequestID string
 	RetryAfter                          time.Duration // 0 = the spec's default
+	// Limit, Used and Requested are a rate limit's numbers (Limit 0: the
+	// spec's defaults); Reset is when its window ends (zero: after the
+	// wait from now).
+	Limit, Used, Requested int64
+	Reset                  time.Time
 }
 
 // render fills in the spec's templates.
@@ -273,6 +322,14 @@ func (e ErrorSpec) render(p errorParams) (http.Header, []byte) {
 	if model == "" {
 		model = "unknown-model"
 	}
+	limit, used, requested := p.Limit, p.Used, p.Requested
+	if limit == 0 {
+		limit, used, requested = e.Limit, e.Limit, 1
+	}
+	reset := p.Reset
+	if reset.IsZero() {
+		reset = time.Now().Add(wait)
+	}
 	values := []string{
 		"{{model}}", model,
 		"{{key_hint}}", keyHint(p.Key),
@@ -282,6 +339,10 @@ func (e ErrorSpec) render(p errorParams) (http.Header, []byte) {
 		"{{method}}", p.Method,
 		"{{path}}", p.Path,
 		"{{request_id}}", p.RequestID,
+		"{{limit}}", strconv.FormatInt(limit, 10),
+		"{{used}}", strconv.FormatInt(used, 10),
+		"{{requested}}", strconv.FormatInt(requested, 10),
+		"{{reset_ms}}", strconv.FormatInt(epochMillis(reset), 10),
 	}
 	h := make(http.Header, len(e.Header)+1)
 	plain := strings.NewReplacer(values...)

@@ -121,6 +121,7 @@ type request struct {
 	call      Call
 	requestID string
 	form      map[string]string // the fields of a multipart/form-data body (transcriptions)
+	limit     *limitVerdict     // the rate limiter's verdict; nil when it did not count the call
 }
 
 func (s *Server) routes() http.Handler {
@@ -149,14 +150,19 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	authorized := len(s.opts.Keys) == 0 || slices.Contains(s.opts.Keys, req.call.Key)
 	var rule *Rule
 	if authorized {
-		rule = s.match(&req.call)
+		rule = s.admit(req)
 		if rule != nil {
 			req.call.Rule = rule.ID
 		}
 	}
-	s.record(req.call)
+	w = &statusWriter{ResponseWriter: w, s: s, call: s.record(req.call)}
 	s.log.Debug("call", "method", r.Method, "path", r.URL.Path, "model", req.call.Model,
-		"stream", req.call.Stream, "rule", req.call.Rule)
+		"stream", req.call.Stream, "rule", req.call.Rule, "rate_limited", req.call.RateLimited)
+	if req.call.RateLimited {
+		// The limiter answers at once, before any rule or latency.
+		s.writeError(w, req, limitError(req, req.limit), 0, limitWait(req, req.limit))
+		return
+	}
 
 	var rl Rule
 	if rule != nil {
@@ -392,10 +398,12 @@ func (s *Server) renderError(req *request, name string, retryAfter time.Duration
 		}
 		spec.Body = strings.ReplaceAll(spec.Body, "{{name}}", jsonEscape(name))
 	}
-	h, body := spec.render(errorParams{
+	p := errorParams{
 		Model: req.call.Model, Key: req.call.Key, Method: req.r.Method, Path: req.r.URL.Path,
 		RequestID: req.requestID, RetryAfter: retryAfter,
-	})
+	}
+	limitParams(&p, req.limit)
+	h, body := spec.render(p)
 	return spec, h, body
 }
 
@@ -426,12 +434,19 @@ func (s *Server) writeJSON(w http.ResponseWriter, req *request, v any) {
 }
 
 func (s *Server) writeBody(w http.ResponseWriter, req *request, status int, contentType string, body []byte) {
-	setIDHeaders(w.Header(), req)
+	s.setHeaders(w.Header(), req)
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	if _, err := w.Write(body); err != nil {
 		s.log.Debug("write response", "err", err)
 	}
+}
+
+// setHeaders sets the headers every answer of a call carries: the
+// request ids and, when the rate limiter counted the call, its limits.
+func (s *Server) setHeaders(h http.Header, req *request) {
+	setIDHeaders(h, req)
+	s.setLimitHeaders(h, req)
 }
 
 // setIDHeaders sets the request id headers the flavor's API sends.
@@ -464,6 +479,33 @@ func resetConn(w http.ResponseWriter) {
 	}
 	_ = conn.Close()
 }
+
+// statusWriter records the status of a call's answer in its log entry as
+// the headers are written, before the client can see them.
+type statusWriter struct {
+	http.ResponseWriter
+	s     *Server
+	call  *Call
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if !w.wrote && status >= 200 {
+		w.wrote = true
+		w.s.setStatus(w.call, status)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush and hijack the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // streamer writes one flavor's stream events.
 type streamer interface {
@@ -544,7 +586,7 @@ type sseWriter struct {
 }
 
 func (s *Server) startSSE(w http.ResponseWriter, req *request) *sseWriter {
-	setIDHeaders(w.Header(), req)
+	s.setHeaders(w.Header(), req)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Connection", "keep-alive")

@@ -61,12 +61,27 @@ type imagesResponse struct {
 // quality, 1024x1024).
 const imageOutputTokens = 272
 
-func (s *Server) serveImages(w http.ResponseWriter, req *request) {
-	n := req.body.N
-	if n <= 0 {
-		n = 1
+// imageCount is the images a generation answers: "n", 1 to maxImages.
+func imageCount(b reqBody) int {
+	if b.N <= 0 {
+		return 1
 	}
-	n = min(n, maxImages)
+	return min(b.N, maxImages)
+}
+
+// imagePromptTokens counts the words of the prompt, at least 1.
+func imagePromptTokens(b reqBody) int {
+	var prompt string
+	_ = json.Unmarshal(b.Prompt, &prompt)
+	return max(len(strings.Fields(prompt)), 1)
+}
+
+// imagesTokens is the usage of a generation: its prompt tokens and
+// imageOutputTokens per image.
+func imagesTokens(b reqBody) int { return imagePromptTokens(b) + imageCount(b)*imageOutputTokens }
+
+func (s *Server) serveImages(w http.ResponseWriter, req *request) {
+	n := imageCount(req.body)
 	dalle := strings.HasPrefix(req.call.Model, "dall-e")
 	// dall-e models answer URLs unless asked for b64_json; gpt-image models
 	// always answer b64_json.
@@ -87,7 +102,7 @@ func (s *Server) serveImages(w http.ResponseWriter, req *request) {
 			out.Data[i].RevisedPrompt = prompt
 		}
 	}
-	text := max(len(strings.Fields(prompt)), 1)
+	text := imagePromptTokens(req.body)
 	out.Usage.InputTokens = text
 	out.Usage.InputTokensDetails.TextTokens = text
 	out.Usage.OutputTokens = n * imageOutputTokens

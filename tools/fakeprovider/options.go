@@ -58,7 +58,10 @@ type Options struct {
 	Chunks       int           `json:"chunks,omitempty" yaml:"chunks,omitempty"`               // default chunk count (DefaultChunks when 0)
 	Rules        []Rule        `json:"rules,omitempty" yaml:"rules,omitempty"`                 // initial rules
 	MaxCalls     int           `json:"max_calls,omitempty" yaml:"max_calls,omitempty"`         // calls kept by the recorder (DefaultMaxCalls when 0); the oldest are dropped
+	RateLimit    RateLimit     `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`       // the rate limiter (off when it limits nothing)
 	Log          *slog.Logger  `json:"-" yaml:"-"`
+	// Clock is the rate limiter's time source (the wall clock when nil).
+	Clock Clock `json:"-" yaml:"-"`
 }
 
 // Validate reports the first bad setting, naming its key.
@@ -79,6 +82,9 @@ func (o Options) Validate() error {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("rules[%d].%w", i, err)
 		}
+	}
+	if err := o.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("rate_limit.%w", err)
 	}
 	return nil
 }
@@ -174,6 +180,12 @@ type Call struct {
 	FileSize       int64  // transcriptions: bytes of the uploaded "file" part
 	IdempotencyKey string
 	Rule           string // ID of the rule that matched, "" if none
+	// Status is the HTTP status answered, set as the answer's headers are
+	// written: 0 while the call waits for its first byte, and for a call
+	// that hangs or is reset.
+	Status int
+	// RateLimited reports that the rate limiter refused the call (429).
+	RateLimited bool
 }
 
 // Duration is a time.Duration written as a string ("250ms", "2s") in JSON.
@@ -260,27 +272,33 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 
 // optionsJSON is Options with durations as strings.
 type optionsJSON struct {
-	Name         string   `json:"name,omitempty"`
-	Addr         string   `json:"addr,omitempty"`
-	Keys         []string `json:"keys,omitempty"`
-	Models       []string `json:"models,omitempty"`
-	StrictModels bool     `json:"strict_models,omitempty"`
-	Latency      Duration `json:"latency,omitempty"`
-	ChunkDelay   Duration `json:"chunk_delay,omitempty"`
-	Chunks       int      `json:"chunks,omitempty"`
-	Rules        []Rule   `json:"rules,omitempty"`
-	MaxCalls     int      `json:"max_calls,omitempty"`
+	Name         string     `json:"name,omitempty"`
+	Addr         string     `json:"addr,omitempty"`
+	Keys         []string   `json:"keys,omitempty"`
+	Models       []string   `json:"models,omitempty"`
+	StrictModels bool       `json:"strict_models,omitempty"`
+	Latency      Duration   `json:"latency,omitempty"`
+	ChunkDelay   Duration   `json:"chunk_delay,omitempty"`
+	Chunks       int        `json:"chunks,omitempty"`
+	Rules        []Rule     `json:"rules,omitempty"`
+	MaxCalls     int        `json:"max_calls,omitempty"`
+	RateLimit    *RateLimit `json:"rate_limit,omitempty"`
 }
 
 // MarshalJSON writes the options with snake_case keys and string durations.
 func (o Options) MarshalJSON() ([]byte, error) {
-	return json.Marshal(optionsJSON{
+	j := optionsJSON{
 		Name: o.Name, Addr: o.Addr, Keys: o.Keys, Models: o.Models, StrictModels: o.StrictModels,
 		Latency: Duration(o.Latency), ChunkDelay: Duration(o.ChunkDelay), Chunks: o.Chunks, Rules: o.Rules, MaxCalls: o.MaxCalls,
-	})
+	}
+	if o.RateLimit != (RateLimit{}) {
+		j.RateLimit = &o.RateLimit
+	}
+	return json.Marshal(j)
 }
 
-// UnmarshalJSON reads options; unknown keys are an error. Log is kept.
+// UnmarshalJSON reads options; unknown keys are an error. Log and Clock
+// are kept.
 func (o *Options) UnmarshalJSON(b []byte) error {
 	var j optionsJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -291,7 +309,10 @@ func (o *Options) UnmarshalJSON(b []byte) error {
 	*o = Options{
 		Name: j.Name, Addr: j.Addr, Keys: j.Keys, Models: j.Models, StrictModels: j.StrictModels,
 		Latency: time.Duration(j.Latency), ChunkDelay: time.Duration(j.ChunkDelay), Chunks: j.Chunks,
-		Rules: j.Rules, MaxCalls: j.MaxCalls, Log: o.Log,
+		Rules: j.Rules, MaxCalls: j.MaxCalls, Log: o.Log, Clock: o.Clock,
+	}
+	if j.RateLimit != nil {
+		o.RateLimit = *j.RateLimit
 	}
 	return nil
 }

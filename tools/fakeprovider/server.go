@@ -23,11 +23,13 @@ type Server struct {
 	log     *slog.Logger
 	models  map[string]bool
 	handler http.Handler
+	clock   Clock
+	limiter *limiter
 
 	mu       sync.Mutex
 	rules    []*Rule // oldest first; matched newest first
 	ruleSeq  int
-	calls    []Call
+	calls    []*Call // shared with the calls' answers, which set their Status
 	closed   bool
 	inflight sync.WaitGroup
 
@@ -60,11 +62,16 @@ func New(opts Options) *Server {
 	if len(opts.Models) == 0 {
 		opts.Models = slices.Clone(DefaultModels)
 	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
 	s := &Server{
-		opts:   opts,
-		log:    opts.Log.With("fakeprovider", opts.Name),
-		models: make(map[string]bool, len(opts.Models)),
-		done:   make(chan struct{}),
+		opts:    opts,
+		log:     opts.Log.With("fakeprovider", opts.Name),
+		models:  make(map[string]bool, len(opts.Models)),
+		clock:   opts.Clock,
+		limiter: newLimiter(opts.Clock, opts.RateLimit),
+		done:    make(chan struct{}),
 	}
 	for _, m := range opts.Models {
 		s.models[m] = true
@@ -249,11 +256,45 @@ func (s *Server) Rules() []Rule {
 	return out
 }
 
-// match returns a copy of the newest rule matching the call and counts its
-// Times down; nil when no rule matches.
-func (s *Server) match(c *Call) *Rule {
+// admit finds the newest rule matching the call and, with a rate limit
+// set, has the limiter count the call (req.limit): a call the limiter
+// refuses is marked RateLimited and leaves the rules untouched. Otherwise
+// admit returns a copy of the rule and counts its Times down; nil when no
+// rule matches.
+func (s *Server) admit(req *request) *Rule {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	i := s.findRuleLocked(&req.call)
+	if req.endpoint.limited() {
+		chunks := s.opts.Chunks
+		if i >= 0 && s.rules[i].Chunks > 0 {
+			chunks = s.rules[i].Chunks
+		}
+		if v, ok := s.limiter.admit(req.call.Key, req.call.Model, callTokens(req, chunks)); ok {
+			req.limit = &v
+			if v.refused != notRefused {
+				req.call.RateLimited = true
+				return nil
+			}
+		}
+	}
+	if i < 0 {
+		return nil
+	}
+	r := s.rules[i]
+	matched := *r
+	if r.Times > 0 {
+		r.Times--
+		if r.Times == 0 {
+			s.rules = slices.Delete(s.rules, i, i+1)
+		}
+	}
+	return &matched
+}
+
+// findRuleLocked returns the index of the newest rule matching the call,
+// -1 when none does.
+func (s *Server) findRuleLocked(c *Call) int {
 	for i := len(s.rules) - 1; i >= 0; i-- {
 		r := s.rules[i]
 		if (r.Key != "" && r.Key != c.Key) ||
@@ -264,23 +305,20 @@ func (s *Server) match(c *Call) *Rule {
 		if r.Probability > 0 && rand.Float64() >= r.Probability {
 			continue
 		}
-		matched := *r
-		if r.Times > 0 {
-			r.Times--
-			if r.Times == 0 {
-				s.rules = slices.Delete(s.rules, i, i+1)
-			}
-		}
-		return &matched
+		return i
 	}
-	return nil
+	return -1
 }
 
 // Calls returns the recorded calls, oldest first.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
+	out := make([]Call, len(s.calls))
+	for i, c := range s.calls {
+		out[i] = *c
+	}
+	return out
 }
 
 // CallsFor returns the recorded calls that presented key.
@@ -294,8 +332,8 @@ func (s *Server) CallsMatching(match func(Call) bool) []Call {
 	defer s.mu.Unlock()
 	var out []Call
 	for _, c := range s.calls {
-		if match(c) {
-			out = append(out, c)
+		if match(*c) {
+			out = append(out, *c)
 		}
 	}
 	return out
@@ -311,7 +349,7 @@ func (s *Server) CountCalls(match func(Call) bool) int {
 	}
 	n := 0
 	for _, c := range s.calls {
-		if match(c) {
+		if match(*c) {
 			n++
 		}
 	}
@@ -325,15 +363,25 @@ func (s *Server) ResetCalls() {
 	s.calls = nil
 }
 
-func (s *Server) record(c Call) {
+// record adds the call to the log and returns the entry, whose Status
+// setStatus fills in.
+func (s *Server) record(c Call) *Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.calls) >= s.opts.MaxCalls {
 		// Drop the oldest half at once, into a new slice so memory is freed.
 		keep := s.opts.MaxCalls / 2
-		s.calls = append(make([]Call, 0, s.opts.MaxCalls), s.calls[len(s.calls)-keep:]...)
+		s.calls = append(make([]*Call, 0, s.opts.MaxCalls), s.calls[len(s.calls)-keep:]...)
 	}
-	s.calls = append(s.calls, c)
+	s.calls = append(s.calls, &c)
+	return &c
+}
+
+// setStatus records the status a call was answered with.
+func (s *Server) setStatus(c *Call, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Status = status
 }
 
 // wait blocks for d; false when the call or the server ended first.
