@@ -6,7 +6,10 @@
 // wire shape). End-to-end tests, the demo and the benchmark start it
 // in-process (Start or New + Handler) and script it with rules: per key, model
 // and path, answer with a named provider error, add latency, slow or cut a
-// stream, reset the connection or hang. Every call it receives is recorded.
+// stream, reset the connection or hang. A rate limiter (RateLimit) counts
+// each key's calls and tokens in fixed windows, states them in the
+// flavour's rate-limit headers and refuses with the flavour's 429. Every
+// call it receives is recorded.
 package fakeprovider
 
 import (

@@ -384,6 +384,33 @@ func (s *Server) setStatus(c *Call, status int) {
 	c.Status = status
 }
 
+// statusWriter records the status of a call's answer in its log entry as
+// the headers are written, before the client can see them.
+type statusWriter struct {
+	http.ResponseWriter
+	s     *Server
+	call  *Call
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if !w.wrote && status >= 200 {
+		w.wrote = true
+		w.s.setStatus(w.call, status)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush and hijack the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // wait blocks for d; false when the call or the server ended first.
 func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
