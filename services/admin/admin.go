@@ -26,6 +26,7 @@ import (
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 	"switchyard.dev/shared/fleet"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/planlimit"
@@ -112,6 +113,8 @@ type Service struct {
 
 	rotMu   sync.Mutex
 	rotated map[string]rotation // provider/key -> last rotation (no secret)
+	// room is the fleet's headroom readings (followHeadroom).
+	room *headroom.Book
 
 	stop     chan struct{} // closed when the service shuts down: ends event streams
 	stopOnce sync.Once
@@ -138,6 +141,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 		usage:          newUsageReader(deps.UsageMaxScan),
 		appliedCh:      make(chan struct{}),
 		followed:       routingdoc.NewTracker(),
+		room:           headroom.NewBook(),
 	}
 	if s.environ == nil {
 		s.environ = os.Environ()
@@ -222,6 +226,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { s.met.followEvents(bg, s.nc) })
 		wg.Go(func() { s.runLimits(bg) })
 		wg.Go(func() { s.followRouting(bg) })
+		wg.Go(func() { s.followHeadroom(bg) })
 		if s.rec != nil {
 			wg.Go(func() { s.rec.Run(bg) })
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/health"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/shared/usage"
@@ -76,6 +77,15 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 		recs = append(recs, rec(fmt.Sprintf("s%d", i), now.Add(-time.Duration(i+1)*time.Minute), func(r *usage.Record) { r.KeyID = "secondary" }))
 	}
 	e.publishUsage(recs...)
+	// a proxy's headroom report: the primary has 5 of 20 requests left
+	e.publishHeadroom(headroom.Report{Version: 1, Provider: "openai", Instance: "proxy-1", At: now, Slots: []headroom.ReportSlot{
+		{Key: "primary", Model: "gpt-4o", Windows: []headroom.ReportWindow{{Kind: "requests", Limit: 20, Remaining: 5, Reset: now.Add(time.Hour), At: now}}},
+	}}, func(r reply) error {
+		if !strings.Contains(string(r.raw), `"headroom"`) {
+			return fmt.Errorf("no headroom in the status yet")
+		}
+		return nil
+	})
 
 	// the prober says healthy (a record and its event) while the breaker
 	// trips on three transient failures
@@ -105,6 +115,10 @@ func TestFleetDashboardInBrowser(t *testing.T) {
 		t.Fatalf("fleet page: %v\npage:\n%s", err, b.dump())
 	}
 	b.waitText(`.provider[data-provider="openai"] .pill`, "Circuit Open")
+	b.waitText(`.provider[data-provider="openai"] tr.key-row[data-key="primary"] td.headroom .room`, "requests 5/20 (gpt-4o) · 25%")
+	if cd := b.text(`.provider[data-provider="openai"] tr.key-row[data-key="primary"] td.headroom .countdown`); !strings.HasPrefix(cd, "59m") && !strings.HasPrefix(cd, "1h") {
+		t.Errorf("headroom reset countdown %q, want about an hour", cd)
+	}
 	if v := b.text(verdict); !strings.Contains(v, "the breaker wins") || !strings.Contains(v, "said healthy") {
 		t.Errorf("verdict %q: want the breaker named the winner over the healthy check", v)
 	}

@@ -99,6 +99,7 @@ func (s *Service) status() []adminapi.ProviderStatus {
 	}
 	s.rotMu.Unlock()
 
+	room := s.headroomByKey(now)
 	rt := s.routing()
 	out := make([]adminapi.ProviderStatus, 0, len(rt.cfg.Providers))
 	for i := range rt.cfg.Providers {
@@ -130,7 +131,7 @@ func (s *Service) status() []adminapi.ProviderStatus {
 		keyIdx := map[string]int{}
 		for _, k := range p.Keys {
 			ks := adminapi.KeyStatus{ID: k.ID, Fingerprint: k.Value.Fingerprint(), Priority: k.Priority, Weight: k.Weight,
-				Enabled: k.IsEnabled(), Holds: []adminapi.Hold{}}
+				Enabled: k.IsEnabled(), Holds: []adminapi.Hold{}, Headroom: room[[2]string{p.Name, k.ID}]}
 			ks.Health, ks.HealthReason = healthOf(p.Name, k.ID)
 			if r, ok := rotated[p.Name+"/"+k.ID]; ok {
 				ks.Fingerprint = r.Fingerprint

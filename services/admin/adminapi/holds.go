@@ -82,6 +82,28 @@ type KeyStatus struct {
 	// HealthReason is the key's record's reason, if any.
 	HealthReason string `json:"health_reason,omitempty"`
 	Holds        []Hold `json:"holds"`
+	// Headroom is what the key's provider last stated is left of its
+	// rate-limit windows, as the proxies report it (headroom routing);
+	// absent when nothing was stated.
+	Headroom []Headroom `json:"headroom,omitempty"`
+}
+
+// Headroom is one rate-limit window of a key as its provider last stated
+// it in an answer to a proxy. A window whose reset has passed is shown
+// whole (remaining = limit, share 1), as the proxies count it.
+type Headroom struct {
+	// Model is set where the provider scopes windows by model (OpenAI,
+	// Anthropic): the window is the model's on the key.
+	Model string `json:"model,omitempty"`
+	// Kind is requests, tokens, input_tokens or output_tokens.
+	Kind      string `json:"kind"`
+	Limit     int64  `json:"limit,omitempty"`
+	Remaining int64  `json:"remaining"`
+	// Share is remaining over limit (absent: no limit stated).
+	Share *float64  `json:"share,omitempty"`
+	Reset time.Time `json:"reset"`
+	// At is when the answer that stated it arrived.
+	At time.Time `json:"at"`
 }
 
 // Resilience is the resilience settings in force for a provider.

@@ -142,24 +142,41 @@
     return (holds || "in rotation") + (health ? " · " + health : "");
   }
 
+  // headroomCell shows what a key's provider last stated is left of its
+  // tightest rate-limit window (all windows in the title), with a
+  // countdown to its reset; empty when nothing was stated
+  function headroomCell(k) {
+    const ws = k.headroom || [];
+    if (!ws.length) return el("td", { class: "headroom", text: "—" });
+    const share = (w) => (w.share === undefined ? 1 : w.share);
+    const tight = ws.reduce((a, w) => (share(w) < share(a) ? w : a));
+    const line = (w) => w.kind + " " + w.remaining + (w.limit ? "/" + w.limit : "") + (w.model ? " (" + w.model + ")" : "");
+    const left = new Date(tight.reset).getTime() - Date.now();
+    return el("td", { class: "headroom", "data-share": String(share(tight)), title: ws.map(line).join("\n") },
+      el("span", { class: "room", text: line(tight) + (tight.share === undefined ? "" : " · " + Math.round(100 * tight.share) + "%") }),
+      left > 0 ? el("small", {}, " · resets in ", el("span", { class: "countdown", "data-end": String(Date.now() + left), text: fmtLeft(left) })) : null);
+  }
+
   // trafficTable lists the provider (all keys together) and each of its
   // keys: its state and its traffic, error rate and latency over the last
   // minutes (fleet.js)
   function trafficTable(p) {
     const rows = [el("tr", { class: "provider-row" }, el("td", { class: "id" }, el("span", { class: "kid", text: "all keys" })),
-      el("td", { class: "state", text: labels[p.status] || p.status }), ...fleet.provider(p.name))];
+      el("td", { class: "state", text: labels[p.status] || p.status }), el("td", { class: "headroom" }), ...fleet.provider(p.name))];
     for (const k of p.keys) {
       rows.push(el("tr", { class: "key-row", "data-key": k.id, "data-health": k.health },
         el("td", { class: "id" }, el("span", { class: "kid", text: k.id }), el("small", { text: " fp " + k.fingerprint })),
         el("td", { class: "state", text: keyState(p, k) }),
+        headroomCell(k),
         ...fleet.key(p.name, k.id)));
     }
     return el("table", { class: "traffic-table", "data-provider": p.name },
-      el("thead", {}, el("tr", {}, ...["key", "state", ...fleet.header].map((t) => el("th", { text: t })))),
+      el("thead", {}, el("tr", {}, ...["key", "state", "headroom", ...fleet.header].map((t) => el("th", { text: t })))),
       el("tbody", {}, ...rows));
   }
 
   function render(data) {
+    lastStatus = data;
     const root = $("providers");
     const cards = data.providers.map((p) => {
       const rows = [];
@@ -195,6 +212,15 @@
     } catch (e) {
       if (token) $("error").textContent = "status: " + e.message;
     }
+  }
+
+  // refreshRoom redraws the status alone (not the traffic) while the
+  // fleet page shows a key's headroom: it moves with every answer
+  let lastStatus = null;
+  async function refreshRoom() {
+    if (!lastStatus || !$("tab-fleet").classList.contains("on")) return;
+    if (!lastStatus.providers.some((p) => p.keys.some((k) => k.headroom))) return;
+    try { render(await api("GET", "/admin/providers/status")); } catch (_) {}
   }
 
   function soon() {
@@ -318,6 +344,7 @@
     $("logout").addEventListener("click", () => logout(""));
     setInterval(tick, 1000);
     setInterval(() => { if (token) refresh(); }, 15000);
+    setInterval(() => { if (token) refreshRoom(); }, 2000);
     if (token) start(); else showLogin("");
   });
 })();
