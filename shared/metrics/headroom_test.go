@@ -27,7 +27,7 @@ func TestHeadroomCollector(t *testing.T) {
 		}},
 		{Provider: "openai", Key: "k2", Model: "gpt-4o", Windows: []headroom.Snapshot{
 			{Kind: headroom.Requests, Limit: 20, Remaining: 0, InFlight: 1, Reset: later}, // over-charged: 0, not negative
-			{Kind: headroom.Tokens, Remaining: 5, Reset: later},                            // no limit: no share
+			{Kind: headroom.Tokens, Remaining: 5, Reset: later},                           // no limit: no share
 		}},
 		{Provider: "anthropic", Key: "a", Windows: []headroom.Snapshot{
 			{Kind: headroom.OutputTokens, Limit: 8000, Remaining: 0, Reset: earlier}, // reset passed: whole
