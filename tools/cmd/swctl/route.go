@@ -139,7 +139,7 @@ func printExplanation(w io.Writer, res *adminapi.RouteExplanation, x *bus.Explan
 			}
 			keys := make([]string, 0, len(c.Keys))
 			for _, k := range c.Keys {
-				keys = append(keys, k.ID+":"+k.State)
+				keys = append(keys, keyText(k))
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", i+1, c.Step, c.Target, health,
 				number(c.LatencyMS, 0), number(c.EstimatedCostUSD, 6), dash(strings.Join(keys, ", ")))
@@ -159,6 +159,34 @@ func printExplanation(w io.Writer, res *adminapi.RouteExplanation, x *bus.Explan
 		fmt.Fprintf(tw, "step %d\t%s\t%s\t%s\n", r.Step, r.Target, dash(r.Reason), dash(r.Detail))
 	}
 	return tw.Flush()
+}
+
+// keyText is a key of an explanation: its id and state, and its
+// tightest rate-limit window when its provider stated any (headroom
+// routing), with the reset of a key skipped for headroom.
+func keyText(k bus.ExplainKey) string {
+	s := k.ID + ":" + k.State
+	if len(k.Headroom) == 0 {
+		return s
+	}
+	tight, share := k.Headroom[0], 2.0
+	for _, w := range k.Headroom {
+		sh := 1.0
+		if w.Limit > 0 {
+			sh = float64(w.Remaining-w.InFlight) / float64(w.Limit)
+		}
+		if sh < share {
+			tight, share = w, sh
+		}
+	}
+	s += fmt.Sprintf("[%s %d", tight.Kind, tight.Remaining-tight.InFlight)
+	if tight.Limit > 0 {
+		s += fmt.Sprintf("/%d", tight.Limit)
+	}
+	if k.State == bus.KeyNoHeadroom && k.Until != "" {
+		s += " until " + k.Until
+	}
+	return s + "]"
 }
 
 // number formats *v with prec decimals, "-" for nil.
