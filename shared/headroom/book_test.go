@@ -1,0 +1,430 @@
+package headroom
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBookSlots(t *testing.T) {
+	b := NewBook()
+	k := b.Key("openai", "k1")
+	if k == nil || b.Key("openai", "k1") != k {
+		t.Fatal("Key: not the same slot for the same ids")
+	}
+	m := b.Model("openai", "k1", "gpt-4o")
+	if m == nil || b.Model("openai", "k1", "gpt-4o") != m {
+		t.Fatal("Model: not the same slot for the same ids")
+	}
+	others := map[string]*Slot{
+		"other key":            b.Key("openai", "k2"),
+		"other provider":       b.Key("azure", "k1"),
+		"model of the key":     m,
+		"other model":          b.Model("openai", "k1", "gpt-4o-mini"),
+		"model on other key":   b.Model("openai", "k2", "gpt-4o"),
+		"model other provider": b.Model("azure", "k1", "gpt-4o"),
+	}
+	seen := map[*Slot]string{k: "key"}
+	for name, s := range others {
+		if s == nil {
+			t.Errorf("%s: nil slot", name)
+			continue
+		}
+		if prev, dup := seen[s]; dup {
+			t.Errorf("%s: the same slot as %s", name, prev)
+		}
+		seen[s] = name
+	}
+	if b.Model("openai", "k1", "") != k {
+		t.Error("Model with no model is not the key's slot")
+	}
+	var nb *Book
+	if nb.Key("openai", "k1") != nil || nb.Model("openai", "k1", "m") != nil {
+		t.Error("a nil book hands out slots")
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestChanged(t *testing.T) {
+	b := NewBook()
+	s := b.Key("openai", "k1")
+	reset := after(10 * time.Second)
+	ch := b.Changed()
+	if closed(ch) || b.Changed() != ch {
+		t.Fatal("a new book's Changed is closed or not stable")
+	}
+	if !b.Observe(s, reading(kw{Requests, win(100, 50, reset)}), testNow) {
+		t.Fatal("not changed")
+	}
+	if !closed(ch) {
+		t.Fatal("Changed not closed by a change")
+	}
+	ch2 := b.Changed()
+	if ch2 == ch || closed(ch2) {
+		t.Fatal("no new open channel after a change")
+	}
+	// A reading that changes nothing leaves it open.
+	b.Observe(s, reading(kw{Requests, win(100, 60, reset)}), testNow)
+	if closed(ch2) {
+		t.Fatal("closed by a reading that changed nothing")
+	}
+	if n := b.Apply(report("openai", "other", ReportSlot{Key: "k1", Windows: []ReportWindow{
+		{Kind: "requests", Limit: 100, Remaining: 70, Reset: time.Unix(0, reset), At: testNow}}}), "self"); n != 0 || closed(ch2) {
+		t.Fatalf("a report that changed nothing: Apply = %d, closed %v; want 0, false", n, closed(ch2))
+	}
+	if n := b.Apply(report("openai", "other", ReportSlot{Key: "k1", Windows: []ReportWindow{
+		{Kind: "requests", Limit: 100, Remaining: 40, Reset: time.Unix(0, reset), At: testNow}}}), "self"); n != 1 || !closed(ch2) {
+		t.Fatalf("a report that changed a slot: Apply = %d, closed %v; want 1, true", n, closed(ch2))
+	}
+	if closed(b.Changed()) {
+		t.Fatal("no new open channel after an applied report")
+	}
+}
+
+// fleetBook is a book with own readings on two providers: openai key k1
+// (its own windows and gpt-4o's) and anthropic key k2, plus a slot never
+// read and one known only from the fleet.
+func fleetBook(t *testing.T) *Book {
+	t.Helper()
+	b := NewBook()
+	r10, r20 := after(10*time.Second), after(20*time.Second)
+	b.Key("openai", "k0") // never read
+	for _, o := range []struct {
+		s  *Slot
+		ws []kw
+	}{
+		{b.Model("openai", "k1", "gpt-4o"), []kw{{Requests, win(500, 499, r10)}, {Tokens, win(30000, 29000, r20)}}},
+		{b.Key("openai", "k1"), []kw{{Requests, win(100, 90, r10)}}},
+		{b.Key("anthropic", "k2"), []kw{{InputTokens, win(400, 300, r20)}, {OutputTokens, win(80, 80, r20)}}},
+	} {
+		if !b.Observe(o.s, reading(o.ws...), testNow) {
+			t.Fatalf("reading %+v did not change its slot", o.ws)
+		}
+	}
+	if b.Apply(report("groq", "other", ReportSlot{Key: "k3", Windows: []ReportWindow{
+		{Kind: "requests", Limit: 10, Remaining: 1, Reset: time.Unix(0, r10), At: testNow}}}), "self") != 1 {
+		t.Fatal("fleet report not applied")
+	}
+	return b
+}
+
+func TestTakeReports(t *testing.T) {
+	b := fleetBook(t)
+	// In flight is this process's: never reported.
+	b.Key("openai", "k1").Charge(Need{Input: 5})
+	now := testNow.Add(time.Second).In(time.FixedZone("x", 3600))
+	reps := b.TakeReports("self", now)
+	r10, r20 := time.Unix(0, after(10*time.Second)).UTC(), time.Unix(0, after(20*time.Second)).UTC()
+	at := testNow.UTC()
+	want := []Report{
+		{Version: ReportVersion, Provider: "anthropic", Instance: "self", At: now.UTC(), Slots: []ReportSlot{
+			{Key: "k2", Windows: []ReportWindow{
+				{Kind: "input_tokens", Limit: 400, Remaining: 300, Reset: r20, At: at},
+				{Kind: "output_tokens", Limit: 80, Remaining: 80, Reset: r20, At: at}}}}},
+		{Version: ReportVersion, Provider: "openai", Instance: "self", At: now.UTC(), Slots: []ReportSlot{
+			{Key: "k1", Windows: []ReportWindow{{Kind: "requests", Limit: 100, Remaining: 90, Reset: r10, At: at}}},
+			{Key: "k1", Model: "gpt-4o", Windows: []ReportWindow{
+				{Kind: "requests", Limit: 500, Remaining: 499, Reset: r10, At: at},
+				{Kind: "tokens", Limit: 30000, Remaining: 29000, Reset: r20, At: at}}}}},
+	}
+	if !reflect.DeepEqual(reps, want) {
+		t.Fatalf("TakeReports =\n%+v\nwant\n%+v", reps, want)
+	}
+	if again := b.TakeReports("self", now); len(again) != 0 {
+		t.Fatalf("second TakeReports = %+v, want none", again)
+	}
+	// A new own reading is reported alone.
+	if !b.Observe(b.Key("openai", "k1"), reading(kw{Requests, win(100, 80, after(10*time.Second))}), testNow.Add(2*time.Second)) {
+		t.Fatal("not changed")
+	}
+	reps = b.TakeReports("self", now)
+	if len(reps) != 1 || reps[0].Provider != "openai" || len(reps[0].Slots) != 1 ||
+		reps[0].Slots[0].Model != "" || reps[0].Slots[0].Windows[0].Remaining != 80 {
+		t.Fatalf("after one more reading: %+v, want openai k1's alone with 80 left", reps)
+	}
+}
+
+func TestApplyReport(t *testing.T) {
+	src := fleetBook(t)
+	reps := src.TakeReports("a", testNow)
+	if len(reps) != 2 {
+		t.Fatalf("%d reports, want 2", len(reps))
+	}
+	dst := NewBook()
+	for _, rep := range reps {
+		if n := dst.Apply(&rep, "a"); n != 0 {
+			t.Errorf("own report applied: %d slots", n)
+		}
+	}
+	if e := dst.Entries(); len(e) != 0 {
+		t.Fatalf("own reports made entries %+v", e)
+	}
+	wantN := map[string]int{"anthropic": 1, "openai": 2}
+	for _, rep := range reps {
+		if n := dst.Apply(&rep, "b"); n != wantN[rep.Provider] {
+			t.Errorf("%s report: Apply = %d, want %d", rep.Provider, n, wantN[rep.Provider])
+		}
+	}
+	for _, rep := range reps {
+		if n := dst.Apply(&rep, "b"); n != 0 {
+			t.Errorf("%s report again: Apply = %d, want 0", rep.Provider, n)
+		}
+	}
+	srcE := src.Entries()
+	var want []Entry
+	for _, e := range srcE {
+		if e.Provider != "groq" { // src knew it from the fleet: not in its reports
+			want = append(want, e)
+		}
+	}
+	if got := dst.Entries(); !reflect.DeepEqual(got, want) {
+		t.Errorf("entries after the reports =\n%+v\nwant\n%+v", got, want)
+	}
+	if again := dst.TakeReports("b", testNow); len(again) != 0 {
+		t.Errorf("fleet readings reported on: %+v", again)
+	}
+	// Another version, unknown kinds and windowless slots change nothing.
+	bad := reps[1]
+	bad.Version = ReportVersion + 1
+	bad.Slots = []ReportSlot{{Key: "k9", Windows: []ReportWindow{{Kind: "requests", Remaining: 0, Reset: testNow.Add(time.Minute), At: testNow}}}}
+	if n := dst.Apply(&bad, "b"); n != 0 {
+		t.Errorf("report of version %d applied: %d", bad.Version, n)
+	}
+	bad.Version = ReportVersion
+	bad.Slots = []ReportSlot{{Key: "k9", Windows: []ReportWindow{{Kind: "bananas", Remaining: 0, Reset: testNow.Add(time.Minute), At: testNow}}},
+		{Key: "k10"}}
+	if n := dst.Apply(&bad, "b"); n != 0 {
+		t.Errorf("report of unknown kinds applied: %d", n)
+	}
+	if dst.Key("openai", "k9").Known() || dst.Key("openai", "k10").Known() {
+		t.Error("slot known from windows of no kind")
+	}
+}
+
+func TestEntries(t *testing.T) {
+	b := fleetBook(t)
+	e := b.Entries()
+	var ids []string
+	for _, x := range e {
+		ids = append(ids, x.Provider+"/"+x.Key+"/"+x.Model)
+		if len(x.Windows) == 0 {
+			t.Errorf("%s/%s/%s: no windows", x.Provider, x.Key, x.Model)
+		}
+	}
+	want := []string{"anthropic/k2/", "groq/k3/", "openai/k1/", "openai/k1/gpt-4o"}
+	if !reflect.DeepEqual(ids, want) {
+		t.Fatalf("entries %v, want %v (sorted, known slots only)", ids, want)
+	}
+	if !sort.SliceIsSorted(e[3].Windows, func(i, j int) bool { return e[3].Windows[i].Kind < e[3].Windows[j].Kind }) {
+		t.Errorf("windows not in kind order: %+v", e[3].Windows)
+	}
+	if w := e[3].Windows[1]; w.Kind != Tokens || w.Limit != 30000 || w.Remaining != 29000 || w.Reset != after(20*time.Second) || w.At != nowNs {
+		t.Errorf("gpt-4o tokens window %+v", w)
+	}
+	if len(NewBook().Entries()) != 0 {
+		t.Error("a new book has entries")
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	reps := fleetBook(t).TakeReports("proxy-1", testNow)
+	rep := reps[1] // openai: a key slot and a model slot
+	data, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(m map[string]any) []string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return ks
+	}
+	if got, want := keys(raw), []string{"at", "instance", "provider", "slots", "v"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("report fields %v, want %v", got, want)
+	}
+	if raw["v"] != float64(ReportVersion) || raw["provider"] != "openai" || raw["instance"] != "proxy-1" {
+		t.Errorf("report %s", data)
+	}
+	slots := raw["slots"].([]any)
+	if got, want := keys(slots[0].(map[string]any)), []string{"key", "windows"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("key slot fields %v, want %v (model omitted)", got, want)
+	}
+	ms := slots[1].(map[string]any)
+	if got, want := keys(ms), []string{"key", "model", "windows"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("model slot fields %v, want %v", got, want)
+	}
+	w := ms["windows"].([]any)[1].(map[string]any)
+	if got, want := keys(w), []string{"at", "kind", "limit", "remaining", "reset"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("window fields %v, want %v", got, want)
+	}
+	if w["kind"] != "tokens" || w["limit"] != float64(30000) || w["remaining"] != float64(29000) {
+		t.Errorf("window %v", w)
+	}
+	if reset, _ := time.Parse(time.RFC3339Nano, w["reset"].(string)); !reset.Equal(time.Unix(0, after(20*time.Second))) {
+		t.Errorf("window reset %v", w["reset"])
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, rep) {
+		t.Errorf("round trip:\n%+v\nwant\n%+v", back, rep)
+	}
+	// What a fleet member decodes applies as sent.
+	dst := NewBook()
+	if n := dst.Apply(&back, "proxy-2"); n != 2 {
+		t.Fatalf("decoded report: Apply = %d, want 2", n)
+	}
+	got, _ := window(dst.Model("openai", "k1", "gpt-4o"), Tokens)
+	if got != (Snapshot{Kind: Tokens, Limit: 30000, Remaining: 29000, Reset: after(20 * time.Second), At: nowNs}) {
+		t.Errorf("decoded window %+v", got)
+	}
+	// A window with no limit omits it and reads back as 0.
+	var rw ReportWindow
+	data, _ = json.Marshal(ReportWindow{Kind: "requests", Remaining: 3, Reset: testNow, At: testNow})
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, has := raw["limit"]; has {
+		t.Errorf("limit 0 not omitted: %s", data)
+	}
+	if err := json.Unmarshal(data, &rw); err != nil || rw.Limit != 0 || rw.Remaining != 3 {
+		t.Errorf("decoded %+v, %v", rw, err)
+	}
+}
+
+func TestSubject(t *testing.T) {
+	if got := Subject("openai"); got != "switchyard.headroom.openai" {
+		t.Errorf("Subject = %q", got)
+	}
+	if Prefix != "switchyard.headroom" {
+		t.Errorf("Prefix = %q", Prefix)
+	}
+}
+
+// TestBookConcurrent charges, releases, observes and applies on one book
+// from many goroutines (run it with -race): once every charge is
+// released, nothing is in flight.
+func TestBookConcurrent(t *testing.T) {
+	const (
+		workers  = 8
+		rounds   = 500  // at least, per worker
+		readings = 2000 // per side goroutine; the workers charge until they are done
+	)
+	reset := after(time.Hour)
+	b := NewBook()
+	key := b.Key("openai", "k1")
+	model := b.Model("openai", "k1", "gpt-4o")
+	b.Observe(model, reading(kw{Requests, win(1e9, 1e9, reset)}, kw{Tokens, win(1e12, 1e12, reset)}), testNow)
+	b.Observe(key, reading(kw{Requests, win(1e9, 1e9, reset)}), testNow)
+	// What each reading states left: less every time, so that each changes
+	// its slot.
+	keyLeft, modelLeft, fleetLeft := int64(1e9), int64(1e9), int64(1e12)
+
+	run := func(t *testing.T, ownOnModel bool) {
+		var sides, workersWG sync.WaitGroup
+		sidesDone, stop := make(chan struct{}), make(chan struct{})
+		sides.Go(func() { // own readings: of the key, and of the model when asked
+			for i := range readings {
+				s, left := key, &keyLeft
+				if ownOnModel && i%2 == 0 {
+					s, left = model, &modelLeft
+				}
+				*left--
+				if !b.Observe(s, reading(kw{Requests, win(1e9, *left, reset)}), testNow.Add(time.Duration(i))) {
+					t.Error("an own reading with less left changed nothing")
+				}
+			}
+		})
+		sides.Go(func() { // the fleet's readings of the model: no new epoch
+			for range readings {
+				fleetLeft--
+				if b.Apply(report("openai", "other", ReportSlot{Key: "k1", Model: "gpt-4o", Windows: []ReportWindow{
+					{Kind: "tokens", Limit: 1e12, Remaining: fleetLeft, Reset: time.Unix(0, reset), At: testNow}}}), "self") != 1 {
+					t.Error("a fleet reading with less left changed nothing")
+				}
+			}
+		})
+		go func() { sides.Wait(); close(sidesDone) }()
+		var reporter sync.WaitGroup
+		reporter.Go(func() { // the reporter, the metrics and the waiters
+			for {
+				select {
+				case <-stop:
+					return
+				case <-b.Changed():
+				}
+				b.TakeReports("self", testNow)
+				b.Entries()
+			}
+		})
+		for w := range workers {
+			workersWG.Go(func() {
+				need := Need{Input: int64(w + 1), Output: 3}
+				var held []Ticket
+				for i := 0; ; i++ {
+					if i >= rounds && closed(sidesDone) {
+						break
+					}
+					held = append(held, model.Charge(need), key.Charge(need))
+					model.Fits(need, nowNs)
+					key.Share(nowNs)
+					if i%3 == 2 {
+						for j := range held {
+							held[j].Release()
+							held[j].Release()
+						}
+						held = held[:0]
+					}
+				}
+				for j := range held {
+					held[j].Release()
+				}
+			})
+		}
+		workersWG.Wait()
+		close(stop)
+		reporter.Wait()
+		for _, s := range []*Slot{key, model} {
+			for _, w := range s.Windows(nil) {
+				if w.InFlight != 0 {
+					t.Errorf("all released: %s in flight %d, want 0", w.Kind, w.InFlight)
+				}
+			}
+		}
+	}
+	t.Run("one epoch on the charged model", func(t *testing.T) {
+		epoch := model.epoch.Load()
+		run(t, false)
+		if got := model.epoch.Load(); got != epoch {
+			t.Errorf("fleet readings started epochs: %d, want %d", got, epoch)
+		}
+	})
+	t.Run("own readings on the charged model", func(t *testing.T) {
+		epoch := model.epoch.Load()
+		run(t, true)
+		if got := model.epoch.Load(); got != epoch+readings/2 {
+			t.Errorf("model epoch %d, want %d (one per own reading)", got, epoch+readings/2)
+		}
+	})
+	if fits, _ := model.Fits(Need{Input: 1}, nowNs); !fits {
+		t.Error("the model does not fit a request after all was released")
+	}
+}
