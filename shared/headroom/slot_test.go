@@ -105,6 +105,9 @@ func TestFits(t *testing.T) {
 		{name: "output not needed: spent output window not checked",
 			windows: []kw{{OutputTokens, win(100, 0, tokReset)}},
 			need:    Need{Input: 50}, now: nowNs, fits: true},
+		{name: "output not needed: over-spent output window not checked",
+			windows: []kw{{OutputTokens, win(100, 10, tokReset)}}, charges: []Need{{Output: 20}},
+			need: Need{Input: 50}, now: nowNs, fits: true},
 		{name: "output needed: spent output window refuses",
 			windows: []kw{{OutputTokens, win(100, 0, tokReset)}},
 			need:    Need{Input: 50, Output: 1}, now: nowNs, wantReset: tokReset},
@@ -300,7 +303,7 @@ func TestShare(t *testing.T) {
 			for _, n := range tc.charges {
 				s.Charge(n)
 			}
-			if got := s.Share(tc.now); math.Abs(got-tc.want) > 1e-9 {
+			if got := s.Share(tc.now); !(math.Abs(got-tc.want) <= 1e-9) { // NaN fails
 				t.Errorf("Share = %v, want %v", got, tc.want)
 			}
 		})
