@@ -105,7 +105,7 @@ func (b *Book) Entries() []Entry {
 }
 
 // TakeReports builds one report per provider of the readings this
-// process's answers brought since the last call (nil: none), for the
+// process's answers brought since the last call (empty: none), for the
 // fleet.
 func (b *Book) TakeReports(instance string, now time.Time) []Report {
 	b.mu.Lock()

@@ -120,8 +120,13 @@ func (t *Ticket) Release() {
 	}
 	for k := Kind(0); k < NumKinds; k++ {
 		if v := t.need.of(k); v > 0 {
-			if s.since[k].Add(-v) < 0 {
-				s.since[k].Store(0)
+			// never below zero (an own reading may have cleared the
+			// count meanwhile), without losing a charge added beside it
+			for {
+				cur := s.since[k].Load()
+				if s.since[k].CompareAndSwap(cur, max(cur-v, 0)) {
+					break
+				}
 			}
 		}
 	}
