@@ -176,6 +176,7 @@ func (r *request) noRoom(c *fiber.Ctx) error {
 	r.class = classLimited
 	retry := r.roomRetryAfter()
 	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+	c.Set(headerAttempts, "0") // the gateway's own answer: the providers were not asked
 	r.logger().Info("no key has headroom", "model", r.model, "skipped", r.sel.room.Skipped, "retry_after", retry)
 	return sendError(c, r.ep.format, gwerror.RateLimited, fmt.Sprintf(
 		"the rate limits of every key of `%s` are spent until their windows reset (as their providers state); retry after %d s", r.model, retry))

@@ -66,6 +66,9 @@ func TestHeadroomSkipsSpentKeys(t *testing.T) {
 	if resp.StatusCode != 429 || errorCode(t, body) != gwerror.RateLimited {
 		t.Fatalf("seventh request: %d %s", resp.StatusCode, body)
 	}
+	if resp.Header.Get(headerAttempts) != "0" {
+		t.Errorf("%s %q, want 0: the gateway answered itself", headerAttempts, resp.Header.Get(headerAttempts))
+	}
 	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 50 || ra > 60 {
 		t.Errorf("Retry-After %q, want the window's reset (about 60 s)", resp.Header.Get("Retry-After"))
 	}
