@@ -16,6 +16,7 @@ type Book struct {
 	// changed is closed (and replaced) when a reading changes a slot:
 	// requests waiting for headroom look again.
 	changed atomic.Pointer[chan struct{}]
+	armed   atomic.Bool // Changed handed changed out since the last change
 }
 
 type slotID struct{ provider, key, model string }
@@ -51,13 +52,25 @@ func (b *Book) slot(id slotID) *Slot {
 }
 
 // Changed is closed when a reading next changes a slot.
-func (b *Book) Changed() <-chan struct{} { return *b.changed.Load() }
-
-func (b *Book) notify() {
-	ch := make(chan struct{})
-	if old := b.changed.Swap(&ch); old != nil {
-		close(*old)
+func (b *Book) Changed() <-chan struct{} {
+	for {
+		b.armed.Store(true)
+		ch := *b.changed.Load()
+		if b.armed.Load() {
+			return ch // a change from now on closes ch (or a later one)
+		}
 	}
+}
+
+// notify closes the channel Changed handed out, when it handed one out
+// since the last change: a book nobody waits on allocates nothing per
+// reading.
+func (b *Book) notify() {
+	if !b.armed.CompareAndSwap(true, false) {
+		return
+	}
+	ch := make(chan struct{})
+	close(*b.changed.Swap(&ch))
 }
 
 // Observe folds a reading of this process's own answer into s (at: when

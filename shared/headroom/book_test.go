@@ -442,3 +442,27 @@ func TestBookConcurrent(t *testing.T) {
 		t.Error("the model does not fit a request after all was released")
 	}
 }
+
+// TestObserveAllocatesNothingUnwatched: on the request path an answer's
+// reading is folded in without allocating while no request waits for a
+// change (Changed hands a channel out only to those that do).
+func TestObserveAllocatesNothingUnwatched(t *testing.T) {
+	b := NewBook()
+	s := b.Key("openai", "k1")
+	reset := after(10 * time.Second)
+	left := int64(1 << 30)
+	allocs := testing.AllocsPerRun(100, func() {
+		left--
+		if !b.Observe(s, reading(kw{Requests, win(1<<31, left, reset)}), testNow) {
+			t.Fatal("a reading with less left changed nothing")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Observe allocates %v times per reading with nobody waiting, want 0", allocs)
+	}
+	ch := b.Changed()
+	b.Observe(s, reading(kw{Requests, win(1<<31, left-1, reset)}), testNow)
+	if !closed(ch) {
+		t.Fatal("a waiter is not woken by the change after it asked")
+	}
+}

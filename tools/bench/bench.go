@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"switchyard.dev/shared/natsembed"
+	"switchyard.dev/tools/fakeprovider"
 )
 
 // Keys of the bench's setup. The upstream accepts only upstreamKeys; the
@@ -104,8 +105,12 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 			return nil, err
 		}
 		cfg := filepath.Join(dir, "fakeprovider.yaml")
-		body := fmt.Sprintf("name: bench-upstream\nlatency: %q\nchunks: %d\nmax_calls: 1024\nkeys: [%s, %s]\n",
-			o.Latency, o.Chunks, upstreamKeys[0], upstreamKeys[1])
+		// Its rate limiter states every answer's windows as a real
+		// provider does (x-ratelimit-*), far above anything the bench
+		// offers: the proxies read them on every answer.
+		body := fmt.Sprintf("name: bench-upstream\nlatency: %q\nchunks: %d\nmax_calls: 1024\nkeys: [%s, %s]\n"+
+			"rate_limit: {requests: %d, tokens: %d, window: 1m}\n",
+			o.Latency, o.Chunks, upstreamKeys[0], upstreamKeys[1], benchRateLimit.Requests, benchRateLimit.Tokens)
 		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 			return nil, fmt.Errorf("write upstream config: %w", err)
 		}
@@ -197,6 +202,13 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	if slices.Contains(o.Targets, "switchyard-metered") {
 		// Usage records published and the client on a plan.
 		if e.metered, err = variant("switchyard-metered", proxyFeatures{Metered: true}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(o.Targets, "switchyard-headroom-off") {
+		// The same proxy without headroom routing: it reads no
+		// rate-limit header and charges no window.
+		if _, err = variant("switchyard-headroom-off", proxyFeatures{NoHeadroom: true}, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -294,10 +306,17 @@ type proxyFeatures struct {
 	Metered bool // usage records and a plan
 	Debug   bool // a debug bundle for every request
 	OTel    bool // traces exported over OTLP (the endpoint comes from the environment)
-	// Legacy leaves out the debug and telemetry sections, for a baseline
-	// binary older than them.
+	// NoHeadroom turns headroom routing off (routing.headroom.enabled).
+	NoHeadroom bool
+	// Legacy leaves out the debug, telemetry and routing sections, for a
+	// baseline binary older than them.
 	Legacy bool
 }
+
+// benchRateLimit is the fake upstream's rate limit: far above anything the
+// bench offers, so that it refuses nothing and its answers carry the
+// x-ratelimit-* headers real providers send.
+var benchRateLimit = fakeprovider.RateLimit{Requests: 1 << 40, Tokens: 1 << 50, Window: time.Minute}
 
 // proxyConfig is Switchyard's configuration for the bench: one OpenAI
 // provider (the upstream) with two keys, a one-step chain, one gateway
@@ -340,6 +359,9 @@ prices:
 			metering += "telemetry:\n  traces: otlp\n"
 		} else {
 			metering += "telemetry:\n  traces: none\n"
+		}
+		if f.NoHeadroom {
+			metering += "routing:\n  headroom:\n    enabled: false\n"
 		}
 	}
 	return metering + proxyProcess(listen, natsURL, filepath.Join(dir, "nats-unused")) + fmt.Sprintf(`providers:
