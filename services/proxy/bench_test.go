@@ -29,13 +29,26 @@ var benchStream = func() []byte {
 
 // startBenchUpstream serves fixed OpenAI answers with fasthttp on loopback,
 // so the benchmark's allocations are the proxy's (and its client's).
-func startBenchUpstream(b *testing.B) string {
+func startBenchUpstream(b *testing.B) string { return startBenchUpstreamWith(b, false) }
+
+// startBenchUpstreamWith is startBenchUpstream, stating OpenAI's
+// x-ratelimit-* headers on every answer when rateHeaders is set.
+func startBenchUpstreamWith(b *testing.B, rateHeaders bool) string {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		if rateHeaders {
+			h := &c.Response.Header
+			h.Set("x-ratelimit-limit-requests", "10000")
+			h.Set("x-ratelimit-remaining-requests", "9999")
+			h.Set("x-ratelimit-reset-requests", "6ms")
+			h.Set("x-ratelimit-limit-tokens", "30000000")
+			h.Set("x-ratelimit-remaining-tokens", "29999980")
+			h.Set("x-ratelimit-reset-tokens", "0s")
+		}
 		if bytes.Contains(c.PostBody(), []byte(`"stream":true`)) {
 			c.SetContentType("text/event-stream")
 			c.SetBodyStreamWriter(func(w *bufio.Writer) {
@@ -84,6 +97,19 @@ func BenchmarkProxyChatDebug(b *testing.B) {
 	})
 }
 
+// BenchmarkProxyChatHeadroom is BenchmarkProxyChat against an upstream
+// that states OpenAI's x-ratelimit-* headers on every answer, with
+// headroom routing off, then on (the default): what reading the headers,
+// charging and asking the windows add to a request.
+func BenchmarkProxyChatHeadroom(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			benchProxyChatOn(b, false, true, func(c *config.Config) { c.Routing.Headroom.Enabled = bptr(on) })
+		})
+	}
+}
+
 func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 	benchProxyChatWith(b, withNATS, func(cfg *config.Config) {
 		if len(metered) > 0 && metered[0] {
@@ -97,6 +123,10 @@ func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 }
 
 func benchProxyChatWith(b *testing.B, withNATS bool, tweak func(*config.Config)) {
+	benchProxyChatOn(b, withNATS, false, tweak)
+}
+
+func benchProxyChatOn(b *testing.B, withNATS, rateHeaders bool, tweak func(*config.Config)) {
 	for _, bc := range []struct {
 		name string
 		body string
@@ -105,7 +135,7 @@ func benchProxyChatWith(b *testing.B, withNATS bool, tweak func(*config.Config))
 		{"stream", `{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			up := startBenchUpstream(b)
+			up := startBenchUpstreamWith(b, rateHeaders)
 			cfg := config.Defaults()
 			cfg.Log.Level = "warn"
 			cfg.Providers = []config.Provider{{

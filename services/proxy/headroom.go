@@ -79,8 +79,12 @@ func (r *request) observeRoom(at *attempt, h *fasthttp.ResponseHeader) {
 		return
 	}
 	slot := at.key.Room
-	if i := at.key.Index(); perModel(p.Dialect) && i < len(at.step.Rooms) {
-		slot = at.step.Rooms[i]
+	if perModel(p.Dialect) {
+		// the model's windows; a step without them (an unlisted model, a
+		// passthrough call) says nothing of the key's other models
+		if slot = at.step.ModelRoom(at.key); slot == nil {
+			return
+		}
 	}
 	r.s.room.Observe(slot, &rd, now)
 }
