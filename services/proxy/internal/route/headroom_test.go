@@ -67,7 +67,9 @@ func TestPickSkipsKeysWithoutHeadroom(t *testing.T) {
 	left(t, book, st, 0, 0, 20, soon)
 	left(t, book, st, 1, 0, 20, later)
 	left(t, book, st, 2, 5, 20, later)
-	newReq := func() *Request { return &Request{Room: &Room{Need: headroom.Need{Input: 10}, Now: time.Now().UnixNano()}} }
+	newReq := func() *Request {
+		return &Request{Room: &Room{Need: headroom.Need{Input: 10}, Now: time.Now().UnixNano()}}
+	}
 
 	for range 4 {
 		req := newReq()
