@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/natsembed/natstest"
 	"switchyard.dev/tools/fakeprovider"
 )
@@ -72,15 +70,7 @@ func runHeadroomLoad(t *testing.T, n int, perKey int64, window time.Duration, on
 	}
 	yaml := strings.NewReplacer("ENABLED", strconv.FormatBool(on), "SELECTION", selection).Replace(headroomYAML)
 	cfg := loadGateway(t, yaml, ns.ClientURL(), oa, an)
-	quiet := slog.New(slog.DiscardHandler)
-	var proxies []string
-	for range 3 {
-		px, err := proxy.New(cfg, proxy.Deps{Log: quiet, NATS: connect(t, ns)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxies = append(proxies, serve(t, px.Serve))
-	}
+	proxies := serveProxies(t, cfg, ns, 3)
 	client := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	// warm each proxy's connections (models lists go nowhere near the limit)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -56,6 +57,22 @@ func connect(t *testing.T, ns *server.Server) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// serveProxies serves n proxies of cfg, each on its own NATS connection
+// to ns and a loopback listener, quiet, until the test ends; it returns
+// their base URLs.
+func serveProxies(t *testing.T, cfg *config.Config, ns *server.Server, n int) []string {
+	t.Helper()
+	var urls []string
+	for range n {
+		px, err := proxy.New(cfg, proxy.Deps{Log: slog.New(slog.DiscardHandler), NATS: connect(t, ns)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, serve(t, px.Serve))
+	}
+	return urls
 }
 
 // serve runs a service on a loopback listener until the test ends.

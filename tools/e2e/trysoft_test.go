@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"switchyard.dev/services/proxy"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/natsembed/natstest"
@@ -55,15 +53,7 @@ func TestTrySoftRespectsOpenBreakers(t *testing.T) {
 	oa.AddRule(fakeprovider.Rule{Error: "openai.server_error", Status: 503})
 	an.AddRule(fakeprovider.Rule{Error: "anthropic.overloaded"})
 	cfg := loadGateway(t, trySoftYAML, ns.ClientURL(), oa, an)
-	quiet := slog.New(slog.DiscardHandler)
-	var proxies []string
-	for range 3 {
-		px, err := proxy.New(cfg, proxy.Deps{Log: quiet, NATS: connect(t, ns)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxies = append(proxies, serve(t, px.Serve))
-	}
+	proxies := serveProxies(t, cfg, ns, 3)
 	client := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	chat := func(url string) (int, string) {
