@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -75,7 +76,7 @@ func (r *request) observeRoom(at *attempt, h *fasthttp.ResponseHeader) {
 	}
 	var rd headroom.Reading
 	now := time.Now()
-	if !headroom.Parse(p.Dialect, h, now, &rd) {
+	if !parseRoom(p.Dialect, h, now, &rd) {
 		return
 	}
 	slot := at.key.Room
@@ -88,6 +89,23 @@ func (r *request) observeRoom(at *attempt, h *fasthttp.ResponseHeader) {
 	}
 	r.s.room.Observe(slot, &rd, now)
 }
+
+// parseRoom is headroom.Parse over an answer's headers gathered in one
+// pass (fasthttp's Peek would walk them once per name asked).
+func parseRoom(d headroom.Dialect, h *fasthttp.ResponseHeader, now time.Time, rd *headroom.Reading) bool {
+	hs := collectedPool.Get().(*headroom.Collected)
+	for k, v := range h.All() {
+		hs.Add(k, v)
+	}
+	ok := headroom.Parse(d, hs, now, rd)
+	hs.Reset()
+	collectedPool.Put(hs)
+	return ok
+}
+
+// collectedPool keeps the header sets parseRoom gathers into (one per
+// answer being read: Parse's interface would move a local one to the heap).
+var collectedPool = sync.Pool{New: func() any { return new(headroom.Collected) }}
 
 // waitRoom waits, after a walk that sent nothing because no key's
 // headroom could fit the request, for the earliest reset among the

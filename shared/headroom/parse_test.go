@@ -1,6 +1,7 @@
 package headroom
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,6 +33,18 @@ func (h *testHeader) Peek(key string) []byte {
 		}
 	}
 	return nil
+}
+
+// collected is the same pairs gathered into a Collected, with unrelated
+// headers around them (Add drops those).
+func collected(pairs ...string) *Collected {
+	c := &Collected{}
+	c.Add([]byte("Content-Type"), []byte("application/json"))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c.Add([]byte(pairs[i]), []byte(pairs[i+1]))
+	}
+	c.Add([]byte("X-Request-Id"), []byte("req_1"))
+	return c
 }
 
 // netHeader is the same pairs as a net/http header (names canonicalized
@@ -179,7 +192,7 @@ func TestParse(t *testing.T) {
 		for _, via := range []struct {
 			name string
 			h    Header
-		}{{"peek", newTestHeader(c.headers...)}, {"net/http", netHeader(c.headers...)}} {
+		}{{"peek", newTestHeader(c.headers...)}, {"net/http", netHeader(c.headers...)}, {"collected", collected(c.headers...)}} {
 			t.Run(c.name+"/"+via.name, func(t *testing.T) {
 				r := Reading{Has: 0xff, RetryAfter: time.Hour, Windows: [NumKinds]Window{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {1, 1, 1}}}
 				known := Parse(c.d, via.h, testNow, &r)
@@ -299,7 +312,7 @@ func TestParseAllocs(t *testing.T) {
 		DialectOpenRouter: append([]string{"Retry-After", "10"}, openRouterReal...),
 	}
 	for d, pairs := range full {
-		for _, h := range []Header{newTestHeader(pairs...), netHeader(pairs...)} {
+		for _, h := range []Header{newTestHeader(pairs...), netHeader(pairs...), collected(pairs...)} {
 			var r Reading
 			if !Parse(d, h, testNow, &r) {
 				t.Fatalf("dialect %d (%T): nothing read", d, h)
@@ -325,7 +338,7 @@ func BenchmarkParse(b *testing.B) {
 		for _, via := range []struct {
 			name string
 			h    Header
-		}{{"peek", newTestHeader(c.pairs...)}, {"net-http", netHeader(c.pairs...)}} {
+		}{{"peek", newTestHeader(c.pairs...)}, {"net-http", netHeader(c.pairs...)}, {"collected", collected(c.pairs...)}} {
 			b.Run(c.name+"/"+via.name, func(b *testing.B) {
 				b.ReportAllocs()
 				var r Reading
@@ -432,5 +445,26 @@ func checkAgainstStd(t *testing.T, reset, wait string) {
 		if err != nil || std.Unix() != sec {
 			t.Fatalf("parseHTTPDate(%q) = %d; time.Parse %v, %v", wait, sec, std, err)
 		}
+	}
+}
+
+// TestCollectedKeepsOnlyWhatParseReads: unrelated headers are dropped,
+// the first of a name wins, and more than fit are dropped, not overwritten.
+func TestCollectedKeepsOnlyWhatParseReads(t *testing.T) {
+	var c Collected
+	c.Add([]byte("Content-Type"), []byte("text/plain"))
+	c.Add([]byte("Retry-After"), []byte("5"))
+	c.Add([]byte("retry-after"), []byte("9"))
+	c.Add([]byte("X-RATELIMIT-REMAINING-REQUESTS"), []byte("3"))
+	c.Add([]byte("X-Ratelimi"), []byte("x"))
+	if c.n != 3 || c.Peek("Content-Type") != nil || string(c.Peek("Retry-After")) != "5" ||
+		string(c.Peek("X-Ratelimit-Remaining-Requests")) != "3" {
+		t.Fatalf("collected %d: %q %q %q", c.n, c.Peek("Content-Type"), c.Peek("Retry-After"), c.Peek("X-Ratelimit-Remaining-Requests"))
+	}
+	for i := range 2 * maxCollected {
+		c.Add([]byte(fmt.Sprintf("X-Ratelimit-Extra-%d", i)), []byte("1"))
+	}
+	if c.n != maxCollected || string(c.Peek("Retry-After")) != "5" {
+		t.Errorf("overfull: %d kept, Retry-After %q", c.n, c.Peek("Retry-After"))
 	}
 }
