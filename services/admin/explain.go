@@ -29,22 +29,13 @@ const (
 	codeTooLarge = "request_entity_too_large"
 )
 
-// explainBody is the body of POST /admin/route/explain.
-type explainBody struct {
-	Model    string            `json:"model"`
-	Endpoint string            `json:"endpoint"`
-	Client   string            `json:"client"`
-	Body     json.RawMessage   `json:"body"`
-	Headers  map[string]string `json:"headers"`
-}
-
 // explainRoute: POST /admin/route/explain (role read): asks one proxy of
 // the fleet (bus.ExplainSubject, answered in the proxies' queue group) how
 // it would route a request now, and answers its explanation, or its error
 // with its status. Nothing is sent upstream; the request's body is neither
 // logged nor stored.
 func (s *Service) explainRoute(c *fiber.Ctx) error {
-	var in explainBody
+	var in adminapi.RouteExplainRequest
 	if err := decodeBody(c.Request().Body(), &in); err != nil {
 		return apiError(c, fiber.StatusBadRequest, codeBadRequest, err.Error())
 	}

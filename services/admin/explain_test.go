@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"switchyard.dev/services/admin/adminapi"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/testkit"
 )
@@ -134,7 +135,8 @@ func TestRouteExplain(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSchema(t, "ExplainAnswer", r.body)
-		checkSchema(t, "ExplainRequest", explainBody{})
+		checkSchema(t, "ExplainRequest", adminapi.RouteExplainRequest{Model: "m", Endpoint: "messages", Client: "c",
+			Body: json.RawMessage(`{}`), Headers: map[string]string{"X-Session": "s"}})
 		n, q, raw := x.received()
 		if n != 1 || q.V != bus.ExplainVersion || q.Model != "gpt-4o" || q.Endpoint != "messages" || q.Client != "app" ||
 			q.Headers["X-Switchyard-Region"] != "eu" || q.Headers["X-Session"] != "s-1" || len(q.Headers) != 2 {

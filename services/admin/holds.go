@@ -87,7 +87,7 @@ const queuedMessage = "NATS JetStream did not take the write yet (no answer with
 
 // queuedAnswer answers 202 for a change that was queued.
 func queuedAnswer(c *fiber.Ctx, body fiber.Map) error {
-	body["status"] = "queued"
+	body["status"] = adminapi.StatusQueued
 	body["message"] = queuedMessage
 	return c.Status(fiber.StatusAccepted).JSON(body)
 }

@@ -19,6 +19,18 @@ type Hold struct {
 	RemainingMS int64 `json:"remaining_ms"`
 }
 
+// StatusQueued is Queued.Status of a 202 answer.
+const StatusQueued = "queued"
+
+// Queued is what a 202 answer of a write says (a release, a pin, a
+// provider reset, a budget reset): applied by the admin service, written
+// to NATS once JetStream answers; Message says what that means. The
+// answer also names what was written and queued (ids).
+type Queued struct {
+	Status  string `json:"status"` // StatusQueued
+	Message string `json:"message"`
+}
+
 // HoldList is GET /admin/holds: the holds that match the filters, and
 // whether the admin service reaches NATS (false: the list may be stale).
 type HoldList struct {

@@ -273,11 +273,8 @@ func holdsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// 204 released, or 202 {"status":"queued",...}: applied by the admin
 	// service and written to NATS once JetStream answers
-	var q struct {
-		Status  string `json:"status"`
-		Message string `json:"message"`
-	}
-	if len(b) > 0 && json.Unmarshal(b, &q) == nil && q.Status == "queued" {
+	var q adminapi.Queued
+	if len(b) > 0 && json.Unmarshal(b, &q) == nil && q.Status == adminapi.StatusQueued {
 		if a.json {
 			return json.NewEncoder(stdout).Encode(map[string]string{"queued": pos[0], "message": q.Message})
 		}

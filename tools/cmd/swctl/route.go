@@ -51,13 +51,7 @@ func runRoute(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fs.Usage()
 		return fmt.Errorf("route explain: unexpected argument %q", pos[1])
 	}
-	req := struct {
-		Model    string            `json:"model,omitempty"`
-		Endpoint string            `json:"endpoint,omitempty"`
-		Client   string            `json:"client,omitempty"`
-		Body     json.RawMessage   `json:"body,omitempty"`
-		Headers  map[string]string `json:"headers,omitempty"`
-	}{Endpoint: *endpoint, Client: *client}
+	req := adminapi.RouteExplainRequest{Endpoint: *endpoint, Client: *client}
 	if len(pos) == 1 {
 		req.Model = pos[0]
 	}
