@@ -149,7 +149,8 @@ func (r *request) roomRetryAfter() int {
 }
 
 // runHeadroom shares this proxy's readings with the fleet every
-// headroomReportInterval (when it has new ones) and applies the other
+// headroomReportInterval (when it has new ones), and at once when one
+// leaves a window nearly spent (Book.Low), and applies the other
 // proxies' as they come, until ctx ends. Serve runs it beside the fleet
 // member when the proxy has a NATS connection.
 func (s *Service) runHeadroom(ctx context.Context) {
@@ -174,6 +175,8 @@ func (s *Service) runHeadroom(ctx context.Context) {
 			return
 		case <-t.C:
 			s.publishRoom(nc)
+		case <-s.room.Low():
+			s.publishRoom(nc) // a window nearly spent: the fleet must know before it spends it twice
 		}
 	}
 }

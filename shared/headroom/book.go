@@ -17,13 +17,18 @@ type Book struct {
 	// requests waiting for headroom look again.
 	changed atomic.Pointer[chan struct{}]
 	armed   atomic.Bool // Changed handed changed out since the last change
+	// low is signalled when an own reading leaves a window nearly spent
+	// (Low): the reporter sends it to the fleet at once rather than at
+	// its next tick, since another proxy acting on the reading before
+	// would spend the last requests twice.
+	low chan struct{}
 }
 
 type slotID struct{ provider, key, model string }
 
 // NewBook returns an empty book.
 func NewBook() *Book {
-	b := &Book{slots: map[slotID]*Slot{}}
+	b := &Book{slots: map[slotID]*Slot{}, low: make(chan struct{}, 1)}
 	ch := make(chan struct{})
 	b.changed.Store(&ch)
 	return b
@@ -83,8 +88,20 @@ func (b *Book) Observe(s *Slot, r *Reading, at time.Time) bool {
 		return false
 	}
 	b.notify()
+	if s.nearlySpent() {
+		select {
+		case b.low <- struct{}{}:
+		default: // already signalled
+		}
+	}
 	return true
 }
+
+// Low is signalled (once per wait: a buffer of one) when a reading of this
+// process's own answers leaves a window nearly spent: at most a tenth of
+// its limit left (two requests or tokens when it states no limit). The
+// reporter reports at once then.
+func (b *Book) Low() <-chan struct{} { return b.low }
 
 // Entry is one slot's windows, by provider, key and model ("": the key's
 // windows over all its models).

@@ -466,3 +466,35 @@ func TestObserveAllocatesNothingUnwatched(t *testing.T) {
 		t.Fatal("a waiter is not woken by the change after it asked")
 	}
 }
+
+// TestLow: an own reading that leaves a window nearly spent signals Low
+// (once, however many come before the reporter takes it); a roomy one,
+// or a fleet report, does not.
+func TestLow(t *testing.T) {
+	b := NewBook()
+	s := b.Key("openai", "k1")
+	reset := after(10 * time.Second)
+	signalled := func() bool {
+		select {
+		case <-b.Low():
+			return true
+		default:
+			return false
+		}
+	}
+	b.Observe(s, reading(kw{Requests, win(100, 50, reset)}), testNow)
+	if signalled() {
+		t.Fatal("half a window left signals Low")
+	}
+	b.Observe(s, reading(kw{Requests, win(100, 10, reset)}), testNow)
+	b.Observe(s, reading(kw{Requests, win(100, 9, reset)}), testNow)
+	if !signalled() || signalled() {
+		t.Fatal("a tenth left: want Low signalled once")
+	}
+	o := b.Key("openai", "k2")
+	b.Apply(report("openai", "other", ReportSlot{Key: "k2", Windows: []ReportWindow{
+		{Kind: "requests", Limit: 100, Remaining: 1, Reset: time.Unix(0, reset), At: testNow}}}), "self")
+	if signalled() || !o.Known() {
+		t.Fatal("a fleet report signals Low (or was not applied)")
+	}
+}

@@ -193,6 +193,22 @@ func (s *Slot) Share(now int64) float64 {
 	return share
 }
 
+// nearlySpent reports whether a window of the slot has at most a tenth of
+// its limit left (at most 2 without a limit), as last stated.
+func (s *Slot) nearlySpent() bool {
+	has := s.has.Load()
+	for k := Kind(0); k < NumKinds; k++ {
+		if has&(1<<k) == 0 {
+			continue
+		}
+		w := &s.win[k]
+		if w.remaining.Load() <= max(w.limit.Load()/10, 2) {
+			return true
+		}
+	}
+	return false
+}
+
 // apply folds a reading taken at (unix nanoseconds) in, window by window:
 // a window replaces the slot's when the slot's has reset by then, when it
 // is of a later window (a reset later by over a second), or when it is of
