@@ -18,13 +18,11 @@ import (
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/translate"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
 )
-
-// maxResponseBytes bounds a non-stream upstream response held in memory.
-const maxResponseBytes = 64 << 20
 
 // target is what one attempt is sent to.
 type target struct {
@@ -138,28 +136,28 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 			}
 		}
 	}
-	setAuth(req, up.authFor(a, t.key))
+	up.SetAuth(req, a, t.key.Index(), t.key.Secret())
 	req.SetBodyRaw(at.body) // the caller's body outlives the exchange
 
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = r.stream || r.ep.op == provider.OpSpeech
-	r.caller.sending.Store(int64(sendingNow()))
+	r.caller.sending.Store(int64(upstream.SendingNow()))
 	sent := time.Now()
 	at.sent = sent
-	err := up.client.DoDeadline(req, resp, deadline)
+	err := up.Do(req, resp, deadline)
 	if !resp.StreamBody {
 		r.caller.sending.Store(0) // the answer is read: the connection is back in the pool
 	}
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
-		return r.fail(t, &attemptError{err: transportError(err, timeout, callerDeadline)})
+		return r.fail(t, &attemptError{err: upstream.TransportError(err, timeout, callerDeadline)})
 	}
 	status := resp.StatusCode()
 	at.latency = time.Since(sent)
-	up.latency.Observe(at.latency.Seconds())
+	up.Latency().Observe(at.latency.Seconds())
 	r.observeRoom(at, &resp.Header)
-	if r.stream && status == http.StatusOK && isEventStream(resp.Header.ContentType()) {
+	if r.stream && status == http.StatusOK && upstream.IsEventStream(resp.Header.ContentType()) {
 		return r.startStream(at, resp, deadline)
 	}
 	if r.ep.op == provider.OpSpeech && status == http.StatusOK && !bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
@@ -167,12 +165,12 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	}
 	if r.stream || r.ep.op == provider.OpSpeech {
 		// Error responses to a stream request come as a plain body.
-		b, err := readStreamBody(resp)
+		b, err := upstream.ReadStreamBody(resp)
 		if err != nil {
 			fasthttp.ReleaseResponse(resp)
-			return r.fail(t, &attemptError{err: fmt.Errorf("read response: %w", transportError(err, timeout, callerDeadline))})
+			return r.fail(t, &attemptError{err: fmt.Errorf("read response: %w", upstream.TransportError(err, timeout, callerDeadline))})
 		}
-		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: b}
+		ae := &attemptError{status: status, header: upstream.HeaderOf(&resp.Header), body: b}
 		if status == http.StatusOK {
 			// Asked for a stream, got a plain 200 body: not what was asked.
 			ae.status = http.StatusBadGateway
@@ -187,13 +185,13 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	defer fasthttp.ReleaseResponse(resp)
 	respBody := resp.Body()
 	if status != http.StatusOK {
-		return r.fail(t, &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
+		return r.fail(t, &attemptError{status: status, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
 	// One walk of the answer's fields (and one validation) for every check.
 	upOp := r.upstreamOp(a)
 	ans := provider.CheckAnswer(a.Format(), upOp, r.upFormat(a), respBody)
 	if ans.ErrorStatus != 0 {
-		return r.fail(t, &attemptError{status: ans.ErrorStatus, header: headerOf(&resp.Header), body: bytes.Clone(respBody)})
+		return r.fail(t, &attemptError{status: ans.ErrorStatus, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
 	if r.ep.op == provider.OpTranscriptions {
 		// A transcript is JSON or text, as the caller's response_format asked.
@@ -202,10 +200,10 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	if ans.Invalid != nil {
 		// A 200 that is not an answer (an HTML page, text, cut JSON) is a
 		// failure of the target, like a 5xx.
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), err: ans.Invalid})
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: upstream.HeaderOf(&resp.Header), err: ans.Invalid})
 	}
 	if ans.NoChoices {
-		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: headerOf(&resp.Header), body: bytes.Clone(respBody),
+		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}
 	out, err := translateResponse(r.ep.format, r.upFormat(a), r.ep.op, respBody, r.model)
@@ -235,9 +233,9 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 // attempt timeout, or at the caller's deadline when that is sooner
 // (callerDeadline). A probe ends at its lease's end (probeEnd) when that is sooner
 // (a timeout of the attempt: the target answered too slowly for it).
-func (r *request) attemptDeadline(up *upstream, probeEnd time.Time) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
+func (r *request) attemptDeadline(up *upstream.Client, probeEnd time.Time) (timeout time.Duration, deadline time.Time, callerDeadline bool) {
 	now := time.Now()
-	timeout = up.attemptTimeout
+	timeout = up.AttemptTimeout()
 	deadline = now.Add(timeout)
 	if !probeEnd.IsZero() && probeEnd.Before(deadline) {
 		deadline, timeout = probeEnd, max(probeEnd.Sub(now), 0).Round(time.Millisecond)
@@ -245,7 +243,7 @@ func (r *request) attemptDeadline(up *upstream, probeEnd time.Time) (timeout tim
 	if !r.deadline.IsZero() && r.deadline.Before(deadline) {
 		deadline, callerDeadline = r.deadline, true
 	}
-	if pd := up.requestDeadline(r.started); !pd.IsZero() && pd.Before(deadline) {
+	if pd := up.RequestDeadline(r.started); !pd.IsZero() && pd.Before(deadline) {
 		deadline, callerDeadline = pd, true
 	}
 	return timeout, deadline, callerDeadline
@@ -265,15 +263,6 @@ func (r *request) probeDeadline(provider, keyID, model string, probe bool) time.
 		return time.Time{}
 	}
 	return time.Now().Add(left)
-}
-
-// requestDeadline is when a request started at start must be done with
-// the provider (its timeouts.request); zero: no limit of its own.
-func (u *upstream) requestDeadline(start time.Time) time.Time {
-	if u.requestTimeout <= 0 {
-		return time.Time{}
-	}
-	return start.Add(u.requestTimeout)
 }
 
 // fail classifies a failed attempt.
@@ -298,8 +287,8 @@ func (r *request) fail(t target, ae *attemptError) attemptResult {
 	}
 	if errors.Is(ae.err, fasthttp.ErrBodyTooLarge) {
 		// The target answered; the answer is too large for the gateway to
-		// hold (maxResponseBytes). Another target would answer as much:
-		// the caller gets it at once, and the target is not blamed.
+		// hold (upstream.MaxResponseBytes). Another target would answer as
+		// much: the caller gets it at once, and the target is not blamed.
 		ae.result = failure.Result{Class: failure.RequestRejected, Code: codeResponseTooLarge, Reason: "answer larger than the gateway holds"}
 	}
 	return attemptResult{failure: ae}

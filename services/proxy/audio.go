@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+
+	"switchyard.dev/services/proxy/internal/upstream"
 )
 
 // Audio: POST /v1/audio/speech takes JSON and answers binary audio, relayed
@@ -128,22 +130,22 @@ type binaryRelay struct {
 // first byte is a failed attempt (nothing has reached the caller, so
 // another target can serve); otherwise the answer is committed to the
 // caller and relayed as it arrives.
-func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream) attemptResult {
+func (r *request) startAudio(t target, resp *fasthttp.Response, up *upstream.Client) attemptResult {
 	body := resp.BodyStream()
 	first := make([]byte, 32<<10)
 	n, err := io.ReadAtLeast(body, first, 1)
 	if n == 0 {
-		closeBodyStream(resp, false)
+		upstream.CloseBodyStream(resp, false)
 		fasthttp.ReleaseResponse(resp)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			err = errors.New("audio answer ended before its first byte")
 		}
-		return r.fail(t, &attemptError{err: transportError(err, up.attemptTimeout, false)})
+		return r.fail(t, &attemptError{err: upstream.TransportError(err, up.AttemptTimeout(), false)})
 	}
 	r.boundRelay(up) // speech as streams: the provider's timeouts.request
 	r.use.ttft = time.Since(r.started)
 	br := &binaryRelay{r: r, t: t, resp: resp, body: body, first: first[:n], eof: errors.Is(err, io.EOF),
-		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
+		idle: idleArm{conn: upstream.ConnOf(resp.LocalAddr()), idleFor: up.StreamIdle()}}
 	r.caller.relayUp.Store(br.idle.conn) // a caller that leaves from now on cuts the relay's read
 	return attemptResult{done: true, outcome: outcome{binary: br}}
 }
@@ -232,7 +234,7 @@ func (br *binaryRelay) Close() error {
 	if !br.atEOF && r.class != classStreamIncomplete {
 		r.use.cancelled, r.class = true, classCallerGone
 	}
-	closeBodyStream(br.resp, br.atEOF)
+	upstream.CloseBodyStream(br.resp, br.atEOF)
 	fasthttp.ReleaseResponse(br.resp)
 	br.r.finish(http.StatusOK)
 	return nil

@@ -13,7 +13,7 @@ import (
 )
 
 // codeResponseTooLarge is the failure.Result code of an answer larger
-// than the gateway holds (maxResponseBytes): the reason of a 502
+// than the gateway holds (upstream.MaxResponseBytes): the reason of a 502
 // provider_error, not a code of its own.
 const codeResponseTooLarge = "response_too_large"
 

@@ -316,7 +316,7 @@ func (r *request) unsent(provider string, key *route.Key, model string, probe bo
 // providerExpired reports whether the provider's own timeouts.request
 // has passed for the request: an attempt on it would have no time at all.
 func (r *request) providerExpired(p *route.Provider) bool {
-	pd := r.rt.upstreams[p.Index].requestDeadline(r.started)
+	pd := r.rt.upstreams[p.Index].RequestDeadline(r.started)
 	return !pd.IsZero() && !time.Now().Before(pd)
 }
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"math"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/usage"
@@ -22,7 +22,7 @@ import (
 
 // Response headers naming what served a request.
 const (
-	headerRequestID = "X-Request-Id"
+	headerRequestID = upstream.RequestIDHeader // the header upstream connections are tracked by
 	headerProvider  = "X-Switchyard-Provider"
 	headerKeyID     = "X-Switchyard-Key-Id"
 	headerModel     = "X-Switchyard-Model"
@@ -182,7 +182,7 @@ func (r *request) callerGone() {
 		close(r.caller.goneCh)
 	}
 	if c := r.caller.relayUp.Load(); c != nil {
-		c.cut()
+		c.Cut()
 	}
 }
 
@@ -200,14 +200,14 @@ func (r *request) cutAttempt() {
 	if since == 0 || r.caller.idChosen {
 		return // between attempts, or an id that may not be this request's alone
 	}
-	h := maphash.String(idSeed, r.id)
-	var buf [2]*trackedConn
+	h := upstream.IDHash(r.id)
+	var buf [2]*upstream.Conn
 	found := buf[:0]
 	for _, u := range r.rt.upstreams {
-		found = u.conns.carrying(found, h, since)
+		found = u.Carrying(found, h, since)
 	}
 	if len(found) == 1 {
-		found[0].interrupt(h, since)
+		found[0].Interrupt(h, since)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
 	"switchyard.dev/shared/redact"
@@ -271,26 +272,26 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 	})
 	req.Header.Set(headerRequestID, r.id)
 	r.setTraceHeaders(&req.Header)
-	setAuth(req, up.authFor(p.Adapter, t.key))
+	up.SetAuth(req, p.Adapter, t.key.Index(), t.key.Secret())
 	req.SetBodyRaw(r.body)
 
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	r.caller.sending.Store(int64(sendingNow()))
+	r.caller.sending.Store(int64(upstream.SendingNow()))
 	sent := time.Now()
 	at.sent = sent
-	err := up.client.DoDeadline(req, resp, deadline)
+	err := up.Do(req, resp, deadline)
 	r.caller.sending.Store(0)
 	if err != nil {
-		ae := &attemptError{err: transportError(err, timeout, callerDeadline)}
+		ae := &attemptError{err: upstream.TransportError(err, timeout, callerDeadline)}
 		r.fail(t, ae)
 		return ae
 	}
 	status := resp.StatusCode()
 	at.latency = time.Since(sent)
-	up.latency.Observe(at.latency.Seconds())
+	up.Latency().Observe(at.latency.Seconds())
 	if status >= 400 {
-		ae := &attemptError{status: status, header: headerOf(&resp.Header), body: bytes.Clone(resp.Body())}
+		ae := &attemptError{status: status, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(resp.Body())}
 		r.fail(t, ae)
 		return ae
 	}

@@ -12,6 +12,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/servicetest"
 
@@ -175,7 +176,7 @@ func TestPassthroughFailuresOfTheCallersOwn(t *testing.T) {
 			w.WriteHeader(401)
 			_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-stub. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 		case "/v1/files/big/content":
-			w.Header().Set("Content-Length", strconv.Itoa(maxResponseBytes+1))
+			w.Header().Set("Content-Length", strconv.Itoa(upstream.MaxResponseBytes+1))
 			w.WriteHeader(200)
 		default:
 			_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)

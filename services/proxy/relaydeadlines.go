@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"switchyard.dev/services/proxy/internal/upstream"
 )
 
 // idleArm bounds the reads of a relayed answer by the streaming idle
@@ -19,7 +21,7 @@ import (
 // was set, so a stall fails after between 15/16 of idleFor and idleFor,
 // and a burst of reads costs one timer update instead of one each.
 type idleArm struct {
-	conn    *trackedConn // nil: not found, reads unbounded by it
+	conn    *upstream.Conn // nil: not found, reads unbounded by it
 	idleFor time.Duration
 	armed   time.Time // when the deadline was last set
 }

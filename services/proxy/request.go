@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/usage"
 )
@@ -118,7 +119,7 @@ type callerLink struct {
 	// its answer from, set before the relay starts (nil: none): a caller
 	// that goes away cuts its read (callerGone). The relay leaves the
 	// caller watch before it lets the connection go.
-	relayUp atomic.Pointer[trackedConn]
+	relayUp atomic.Pointer[upstream.Conn]
 	// idChosen: the caller gave the request id (X-Request-Id), which
 	// another request may carry too.
 	idChosen bool

@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/health"
@@ -27,7 +29,7 @@ type routing struct {
 	table   *route.Table
 	// clients are swapped whole when a reload (SIGHUP) changes them.
 	clients    atomic.Pointer[clientKeys]
-	upstreams  []*upstream // by provider index
+	upstreams  []*upstream.Client // by provider index
 	classifier *failure.Classifier
 	passive    *passiveCounters // nil: passive reports off
 	modelsBody [2][]byte        // by provider.Format of the caller
@@ -53,6 +55,10 @@ func Check(cfg *config.Config) error {
 	return nil
 }
 
+// upstreamRootCAs are the CAs provider certificates are verified against
+// (nil: the system's); tests set their own.
+var upstreamRootCAs *x509.CertPool
+
 // newRouting builds the routing of cfg. Connection pools of prev (the
 // routing in use) are kept for providers whose connection settings did not
 // change; secrets rotated through the admin API replace the configured
@@ -74,14 +80,9 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		rt.plans[name] = planlimit.LimitsOf(name, p)
 	}
 	for _, p := range cfg.Providers {
-		var u *upstream
-		if old := prev.upstreamOf(p.Name); old != nil && old.conf == upstreamConf(s.cfg, p) {
-			u = old.reuse(s.cfg, p)
-		} else {
-			u = newUpstream(s.cfg, p)
-		}
-		u.latency, u.ttft = s.metrics.providerSeries(p.Name)
-		rt.upstreams = append(rt.upstreams, u)
+		o := upstream.Options{UserAgent: userAgent, RootCAs: upstreamRootCAs}
+		o.Latency, o.TTFT = s.metrics.providerSeries(p.Name)
+		rt.upstreams = append(rt.upstreams, upstream.Reuse(prev.upstreamOf(p.Name), s.cfg, p, o))
 	}
 	s.secrets.rotated.Range(func(k, v any) bool {
 		id := k.(rotatedKey)
@@ -100,8 +101,8 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	return rt, nil
 }
 
-// upstreamOf is the connection pool of the provider named name, or nil.
-func (rt *routing) upstreamOf(name string) *upstream {
+// upstreamOf is the upstream client of the provider named name, or nil.
+func (rt *routing) upstreamOf(name string) *upstream.Client {
 	if rt == nil {
 		return nil
 	}
@@ -173,7 +174,7 @@ func (s *Service) retire(old *routing) {
 // release lets go of the routing's connection pools.
 func (rt *routing) release() {
 	for _, u := range rt.upstreams {
-		u.pool.release()
+		u.Release()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/internal/translate"
+	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
@@ -85,11 +86,11 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 	}()
 	rd := sse.Get(resp.BodyStream())
 	rl := &relay{r: r, t: t, sent: sent, latency: at.latency, resp: resp, rd: rd, upFormat: pf,
-		idle: idleArm{conn: connOf(resp.LocalAddr()), idleFor: up.streamIdle}}
+		idle: idleArm{conn: upstream.ConnOf(resp.LocalAddr()), idleFor: up.StreamIdle()}}
 	rl.dropUsage = pf == provider.FormatOpenAI && pf == r.ep.format && !r.use.callerUsage && t.step.Provider.Adapter.StreamUsageOption()
 	abort := func(atEOF bool) {
 		sse.Put(rd)
-		closeBodyStream(resp, atEOF)
+		upstream.CloseBodyStream(resp, atEOF)
 		fasthttp.ReleaseResponse(resp)
 	}
 	if pf != r.ep.format {
@@ -106,9 +107,9 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 				err = errors.New("stream ended before its first content event")
 			case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline):
-				err = fmt.Errorf("stream timed out: no event for %s before its first content (streaming idle timeout): %w", up.streamIdle, err)
+				err = fmt.Errorf("stream timed out: no event for %s before its first content (streaming idle timeout): %w", up.StreamIdle(), err)
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				err = fmt.Errorf("attempt timed out after %s waiting for the stream's first content: %w", up.attemptTimeout, err)
+				err = fmt.Errorf("attempt timed out after %s waiting for the stream's first content: %w", up.AttemptTimeout(), err)
 			}
 			return r.fail(t, &attemptError{err: err})
 		}
@@ -118,7 +119,7 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 		kind := provider.InspectEvent(pf, ev.Name, ev.Data)
 		if kind == provider.EventError {
 			data := append([]byte(nil), ev.Data...)
-			header := headerOf(&resp.Header)
+			header := upstream.HeaderOf(&resp.Header)
 			abort(false)
 			// Classified from the event's own code and type, like a
 			// status error (no transport error: the exchange worked).
@@ -142,15 +143,15 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 	r.boundRelay(up)
 	rl.idle.armed = time.Time{}          // the relay's first read is bounded by the relay's deadline, not the attempt's
 	r.caller.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
-	up.ttft.Observe(time.Since(sent).Seconds())
+	up.TTFT().Observe(time.Since(sent).Seconds())
 	r.use.ttft = time.Since(r.started)
 	return attemptResult{done: true, outcome: outcome{relay: rl}}
 }
 
 // boundRelay lowers the relay's deadline to the provider's
 // timeouts.request: it bounds what the provider relays (a stream, speech).
-func (r *request) boundRelay(up *upstream) {
-	if pd := up.requestDeadline(r.started); !pd.IsZero() && (r.relayDeadline.IsZero() || pd.Before(r.relayDeadline)) {
+func (r *request) boundRelay(up *upstream.Client) {
+	if pd := up.RequestDeadline(r.started); !pd.IsZero() && (r.relayDeadline.IsZero() || pd.Before(r.relayDeadline)) {
 		r.relayDeadline = pd
 	}
 }
@@ -173,7 +174,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	r := rl.r
 	defer func() {
 		sse.Put(rl.rd)
-		closeBodyStream(rl.resp, rl.atEOF)
+		upstream.CloseBodyStream(rl.resp, rl.atEOF)
 		fasthttp.ReleaseResponse(rl.resp)
 		r.finish(http.StatusOK) // the caller got a 200 and the events
 	}()

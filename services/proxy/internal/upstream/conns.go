@@ -1,14 +1,13 @@
-package proxy
+package upstream
 
-// An upstream's open connections: the table that tracks them, the dial
-// (TLS completed below the tracking), and trackedConn, which notes the
+// A provider's open connections: the table that tracks them, the dial
+// (TLS completed below the tracking), and Conn, which notes the
 // request id it carries so that a leaving caller's exchange can be cut.
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"hash/maphash"
 	"net"
 	"sync"
@@ -20,12 +19,8 @@ import (
 // whose caller went away can interrupt its exchange, and shutdown can
 // interrupt reads in progress.
 type connTable struct {
-	m sync.Map // *trackedConn -> struct{}
+	m sync.Map // *Conn -> struct{}
 }
-
-// upstreamRootCAs are the CAs upstream certificates are verified against
-// (nil: the system's); tests set their own.
-var upstreamRootCAs *x509.CertPool
 
 // dial connects to addr and, for an https provider (tlsConf), completes
 // the TLS handshake, so that the tracked connection sits above TLS: it
@@ -53,7 +48,7 @@ func (t *connTable) dial(d *net.Dialer, addr string, tlsConf *tls.Config) (net.C
 		}
 		c = tc
 	}
-	tc := &trackedConn{Conn: c, table: t}
+	tc := &Conn{raw: c, table: t}
 	tc.local = connAddr{Addr: c.LocalAddr(), conn: tc}
 	t.m.Store(tc, struct{}{})
 	return tc, nil
@@ -65,12 +60,12 @@ func (t *connTable) dial(d *net.Dialer, addr string, tlsConf *tls.Config) (net.C
 // connection, to bound each read with a deadline, without a lookup.
 type connAddr struct {
 	net.Addr
-	conn *trackedConn
+	conn *Conn
 }
 
-// connOf is the connection a response was read from (nil: not one of
-// ours).
-func connOf(local net.Addr) *trackedConn {
+// ConnOf is the connection a response was read from, given the response's
+// LocalAddr (nil: not one of a Client's).
+func ConnOf(local net.Addr) *Conn {
 	if a, ok := local.(*connAddr); ok {
 		return a.conn
 	}
@@ -78,11 +73,11 @@ func connOf(local net.Addr) *trackedConn {
 }
 
 // carrying returns the connections whose last request carried the id
-// hashed h (idHash) and was written at or after since (monotonic,
-// clockSince), appended to dst.
-func (t *connTable) carrying(dst []*trackedConn, h uint64, since time.Duration) []*trackedConn {
+// hashed h (IDHash) and was written at or after since (monotonic,
+// SendingNow), appended to dst.
+func (t *connTable) carrying(dst []*Conn, h uint64, since time.Duration) []*Conn {
 	t.m.Range(func(k, _ any) bool {
-		c := k.(*trackedConn)
+		c := k.(*Conn)
 		if at := time.Duration(c.writtenAt.Load()); at >= since && c.idHash.Load() == h {
 			dst = append(dst, c)
 		}
@@ -91,15 +86,15 @@ func (t *connTable) carrying(dst []*trackedConn, h uint64, since time.Duration) 
 	return dst
 }
 
-// interrupt ends the exchange in flight that carries the request id
+// Interrupt ends the exchange in flight that carries the request id
 // hashed h, written at or after since (its caller went away): its pending
 // read fails at once, and so does any later one, whatever deadline the
 // client sets next. The connection is not reused (the pool drops a
 // connection whose read failed). It does nothing when another request
-// started on the connection since carrying found it: the check and the
+// started on the connection since Carrying found it: the check and the
 // cut are one step against a request starting (Write).
 // A request without an id (h 0) is never cut.
-func (c *trackedConn) interrupt(h uint64, since time.Duration) {
+func (c *Conn) Interrupt(h uint64, since time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h == 0 || c.idHash.Load() != h || time.Duration(c.writtenAt.Load()) < since {
@@ -108,10 +103,10 @@ func (c *trackedConn) interrupt(h uint64, since time.Duration) {
 	c.cutLocked(h)
 }
 
-// cut ends the exchange in flight on the connection, whatever request it
-// carries: its caller's relay still holds the connection, so it cannot
-// be another's (callerGone).
-func (c *trackedConn) cut() {
+// Cut ends the exchange in flight on the connection, whatever request it
+// carries: for a relay whose caller went away, while the relay still
+// holds the connection (so the exchange cannot be another request's).
+func (c *Conn) Cut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cutLocked(max(c.idHash.Load(), 1)) // 1: a request without an id
@@ -119,41 +114,46 @@ func (c *trackedConn) cut() {
 
 // cutLocked fails the pending read and every later one of the exchange
 // carrying the id hashed h. Under mu.
-func (c *trackedConn) cutLocked(h uint64) {
+func (c *Conn) cutLocked(h uint64) {
 	c.cutID = h
-	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+	_ = c.raw.SetDeadline(time.Unix(1, 0))
 }
 
 // cutDeadline keeps an interrupted connection's deadline in the past.
 // Under mu.
-func (c *trackedConn) cutDeadline(t time.Time) time.Time {
+func (c *Conn) cutDeadline(t time.Time) time.Time {
 	if c.cutID != 0 {
 		return time.Unix(1, 0)
 	}
 	return t
 }
 
-// The deadline setters take mu, so that an interrupt cannot fall between
-// their check of the cut and their setting (a later deadline would undo
-// the cut).
-func (c *trackedConn) SetDeadline(t time.Time) error {
+// SetDeadline sets the connection's deadlines (kept in the past while it
+// is cut). The deadline setters take mu, so that an interrupt cannot fall
+// between their check of the cut and their setting (a later deadline
+// would undo the cut).
+func (c *Conn) SetDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.wantWrite = t
-	return c.Conn.SetDeadline(c.cutDeadline(t))
+	return c.raw.SetDeadline(c.cutDeadline(t))
 }
 
-func (c *trackedConn) SetReadDeadline(t time.Time) error {
+// SetReadDeadline sets the read deadline (kept in the past while the
+// connection is cut).
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.Conn.SetReadDeadline(c.cutDeadline(t))
+	return c.raw.SetReadDeadline(c.cutDeadline(t))
 }
 
-func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+// SetWriteDeadline sets the write deadline (kept in the past while the
+// connection is cut).
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.wantWrite = t
-	return c.Conn.SetWriteDeadline(c.cutDeadline(t))
+	return c.raw.SetWriteDeadline(c.cutDeadline(t))
 }
 
 // uncut lifts a cut that reached the connection after its exchange ended
@@ -162,28 +162,28 @@ func (c *trackedConn) SetWriteDeadline(t time.Time) error {
 // cut while in flight fails its read, and the pool never reuses such a
 // connection, so a cut still set when a request starts is always stale.
 // Under mu.
-func (c *trackedConn) uncut() {
+func (c *Conn) uncut() {
 	c.cutID = 0
-	_ = c.Conn.SetWriteDeadline(c.wantWrite) // the one the client asked for before this write
-	_ = c.Conn.SetReadDeadline(time.Time{})
+	_ = c.raw.SetWriteDeadline(c.wantWrite) // the one the client asked for before this write
+	_ = c.raw.SetReadDeadline(time.Time{})
 }
 
 func (t *connTable) closeAll() {
 	t.m.Range(func(k, _ any) bool {
-		_ = k.(*trackedConn).Close()
+		_ = k.(*Conn).Close()
 		return true
 	})
 }
 
-// trackedConn is a pooled upstream connection that leaves the table when
-// it closes. It notes the X-Request-Id of the request last written on it
-// (a hash: nothing allocated per request), and when, so that a request
+// Conn is a pooled connection of a Client, which leaves the Client's
+// table when it closes. It notes the X-Request-Id of the request last
+// written on it (a hash: nothing allocated per request), and when, so that a request
 // whose caller went away can find and interrupt it. The two are stored
 // apart, the id first and read last: a reader racing a write sees a time
 // no later than the id's own write, so a connection another request just
 // took is never taken for the leaving one's.
-type trackedConn struct {
-	net.Conn
+type Conn struct {
+	raw    net.Conn // TCP, or TLS above it
 	table  *connTable
 	local  connAddr
 	closed atomic.Bool
@@ -198,31 +198,40 @@ type trackedConn struct {
 	writtenAt atomic.Int64 // clockSince
 }
 
-// idSeed seeds the request id hashes of trackedConn.
+// idSeed seeds the request id hashes of Conn.
 var idSeed = maphash.MakeSeed()
 
 // clockStart anchors clockSince.
 var clockStart = time.Now()
 
-// sendingNow is a request's sending as its attempt is about to be
-// written: clockSince, never 0 (0: not sending). A write in the same clock
+// SendingNow is a request's sending as its attempt is about to be
+// written, for Carrying and Interrupt: the monotonic time since the
+// process started, never 0 (0: not sending). A write in the same clock
 // tick (a coarse clock) still counts as at or after it.
-func sendingNow() time.Duration { return max(clockSince(), 1) }
+func SendingNow() time.Duration { return max(clockSince(), 1) }
+
+// IDHash is the hash of request id id that Carrying and Interrupt name an
+// exchange by.
+func IDHash(id string) uint64 { return maphash.String(idSeed, id) }
 
 // clockSince is the monotonic time since the process started, an integer
 // a request and a connection compare across goroutines.
 func clockSince() time.Duration { return time.Since(clockStart) }
 
-var requestIDHeader = []byte("\r\n" + headerRequestID + ": ")
+// RequestIDHeader is the request header that names the request a
+// connection carries (its value is hashed with IDHash).
+const RequestIDHeader = "X-Request-Id"
 
-// Write notes the request id when p starts a request (its header block):
+var requestIDHeader = []byte("\r\n" + RequestIDHeader + ": ")
+
+// Write writes p on the connection. It notes the request id when p starts a request (its header block):
 // the connection now carries that request (no id: none that a cut can
 // name), and a cut still set is stale (uncut), unless it names this very
 // id. The writes after a header block carry its body (Content-Length
 // bytes): a body that holds something like a request line is not taken
 // for one. The client writes one request at a time, so only Write
 // touches bodyLeft.
-func (c *trackedConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	if c.bodyLeft > 0 {
 		c.bodyLeft -= min(int64(len(p)), c.bodyLeft)
 	} else if head, ok := requestHead(p); ok {
@@ -244,7 +253,7 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		c.writtenAt.Store(int64(clockSince()))
 		c.mu.Unlock()
 	}
-	return c.Conn.Write(p)
+	return c.raw.Write(p)
 }
 
 var contentLengthHeader = []byte("\r\nContent-Length: ")
@@ -267,16 +276,16 @@ func contentLength(head []byte) int64 {
 }
 
 // Handshake is the TLS connection's (done by dial); nil for plain TCP.
-func (c *trackedConn) Handshake() error {
-	if tc, ok := c.Conn.(*tls.Conn); ok {
+func (c *Conn) Handshake() error {
+	if tc, ok := c.raw.(*tls.Conn); ok {
 		return tc.Handshake()
 	}
 	return nil
 }
 
 // LocalAddr is the connection's local address, leading back to it
-// (connOf).
-func (c *trackedConn) LocalAddr() net.Addr { return &c.local }
+// (ConnOf).
+func (c *Conn) LocalAddr() net.Addr { return &c.local }
 
 // requestHead is the header block p starts with, up to the first CRLF of
 // the blank line that ends it (all of p when it does not end in p), when
@@ -311,9 +320,18 @@ func startsMethod(p []byte) bool {
 	return false
 }
 
-func (c *trackedConn) Close() error {
+// Read reads from the connection.
+func (c *Conn) Read(p []byte) (int, error) { return c.raw.Read(p) }
+
+// RemoteAddr is the provider's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
+
+// Close closes the connection and takes it out of its table.
+func (c *Conn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.table.m.Delete(c)
 	}
-	return c.Conn.Close()
+	return c.raw.Close()
 }
+
+var _ net.Conn = (*Conn)(nil)
