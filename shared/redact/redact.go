@@ -30,9 +30,19 @@ const minSecret = 4
 // or resource paths are not secrets. Neither matches a quote or a
 // backslash, so masking the inside of a JSON string keeps the JSON valid.
 var (
-	prefixRE = regexp.MustCompile(`(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}|\bBearer\s+[^\s"\\]+`)
+	prefixRE = regexp.MustCompile(KeyShape + `|\bBearer\s+[^\s"\\]+`)
 	runRE    = regexp.MustCompile(`[A-Za-z0-9_\-+/]{32,}={0,2}`)
 )
+
+// KeyShape is the RE2 expression (case-insensitive) of provider keys known
+// by their form: a well-known prefix (sk- for OpenAI and sk-ant- for
+// Anthropic, pk/rk for publishable and restricted keys, gsk_ for Groq,
+// xai- for xAI, sess- for session keys) joined by - or _ to at least 8
+// characters of key material, or a Google API key (AIza...). Masked keys
+// ("sk-abc1****xyz9") match too. Package guardrail reuses it for its
+// provider_key built-in; its prefilter assumes that every prefix is a word
+// of at most 4 letters followed by - or _, or AIza.
+const KeyShape = `(?i)\b(?:sk|pk|rk|gsk|xai|sess)[-_][A-Za-z0-9_\-*.]{8,}|\bAIza[A-Za-z0-9_\-]{20,}`
 
 // randomRun reports whether a long run of key characters looks like key
 // material: a piece between separators (_ - / . =) of at least 20
