@@ -32,6 +32,8 @@ type Config struct {
 	Aliases   map[string]string   `koanf:"aliases"`
 	Chains    map[string]Chain    `koanf:"chains"`
 	Clients   []ClientKey         `koanf:"clients"`
+	// Guardrails are the checks routes, plans and clients attach by name.
+	Guardrails []Guardrail `koanf:"guardrails"`
 	// Credentials configures secrets rotated through the admin API.
 	Credentials Credentials `koanf:"credentials"`
 	// Metering configures usage records; Plans the limits client keys
@@ -285,6 +287,9 @@ type Model struct {
 	// ContextWindow and MaxOutput are in tokens (0: unknown).
 	ContextWindow int `koanf:"context_window"`
 	MaxOutput     int `koanf:"max_output"`
+	// Guardrails the requests routed to the model (by its name, an alias
+	// or provider/model) run (see Effective).
+	Guardrails []string `koanf:"guardrails"`
 }
 
 // Resilience is the failure handling: the hold ladder, stated waits,
@@ -412,6 +417,8 @@ type Chain struct {
 	// FailClosed rejects steps of unknown health or missing metadata
 	// (routing.fail_closed when unset).
 	FailClosed *bool `koanf:"fail_closed"`
+	// Guardrails the chain's requests run (see Effective).
+	Guardrails []string `koanf:"guardrails"`
 }
 
 // ChainStep is one step of a chain, a provider/model target. An inactive
@@ -447,6 +454,9 @@ type ClientKey struct {
 	// RegionRequired, must be served in) when they name none.
 	Region         string `koanf:"region"`
 	RegionRequired bool   `koanf:"region_required"`
+	// Guardrails the key's requests run, over its route's and plan's
+	// (see Effective).
+	Guardrails []string `koanf:"guardrails"`
 
 	// Value is the resolved secret, filled in by Load.
 	Value Secret `koanf:"-"`

@@ -21,7 +21,7 @@ import (
 // The rest (listeners, NATS, logging, limits, timeouts, retries, the
 // admin's tokens, credentials, metering) is the process's own and stays
 // in the file.
-var RoutableKeys = []string{"providers", "aliases", "chains", "clients", "plans", "prices", "trip_on", "resilience", "routing"}
+var RoutableKeys = []string{"providers", "aliases", "chains", "clients", "plans", "guardrails", "prices", "trip_on", "resilience", "routing"}
 
 // Routable reports whether a key path belongs to the routing
 // configuration.

@@ -89,6 +89,9 @@ type Plan struct {
 	// Budget caps spend per calendar period (UTC), in the price table's
 	// currency (USD).
 	Budget Budget `koanf:"budget"`
+	// Guardrails the plan's requests run, over their route's (see
+	// Effective).
+	Guardrails []string `koanf:"guardrails"`
 }
 
 // Budget is spend per period; 0: no cap for that period.

@@ -100,6 +100,7 @@ func (c *Config) Validate() error {
 	v.routing()
 	v.clients()
 	v.plans()
+	v.guardrails()
 	v.prices()
 	v.metering()
 	v.debug()

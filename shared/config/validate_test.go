@@ -190,6 +190,16 @@ func TestValidationErrors(t *testing.T) {
 		{"routing hash header", "\nrouting:\n  hash_on: 'header:X Session'", nil, `routing.hash_on: "header:X Session": want header:<Name> with a valid header name`},
 		{"routing explore", "\nrouting:\n  explore: 0.9", nil, `routing.explore: must be from 0 to 0.5, got 0.9`},
 		{"routing alpha", "\nrouting:\n  latency_alpha: 2", nil, `routing.latency_alpha: must be above 0 and at most 1`},
+		{"guardrail builtin", "\nguardrails:\n  - {name: g, patterns: [emial]}", nil, `guardrails[0].patterns[0]: unknown built-in "emial" (known: email, phone, card_number, iban, provider_key, jwt)`},
+		{"guardrail regex", "\nguardrails:\n  - {name: g, regex: ['ok', '(unclosed']}", nil, `guardrails[0].regex[1]: error parsing regexp: missing closing ): ` + "`(unclosed`"},
+		{"guardrail empty", "\nguardrails:\n  - {name: g}", nil, `guardrails[0]: guardrail "g" checks nothing`},
+		{"guardrail twice", "\nguardrails:\n  - {name: g, deny: [x]}\n  - {name: g, deny: [y]}", nil, `guardrails[1].name: "g" is defined twice`},
+		{"guardrail action", "\nguardrails:\n  - {name: g, deny: [x], action: drop}", nil, `guardrails[0].action: unknown value "drop"`},
+		{"guardrail redact without patterns", "\nguardrails:\n  - {name: g, action: redact, limits: {messages: 3}}", nil, `guardrails[0].action: redact needs patterns, regex or deny to replace`},
+		{"guardrail limit", "\nguardrails:\n  - {name: g, limits: {messages: -1}}", nil, `guardrails[0].limits.messages: must be >= 0 (0: no bound), got -1`},
+		{"guardrail unknown", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], guardrails: [nope]}", nil, `clients[0].guardrails[0]: no guardrail named "nope" (guardrails[].name)`},
+		{"guardrail attach action", "\nguardrails:\n  - {name: g, limits: {messages: 3}}\nplans:\n  p: {guardrails: ['g:redact']}", nil, `plans.p.guardrails[0]: redact needs patterns, and guardrail "g" has none`},
+		{"guardrail attach bad", "\nguardrails:\n  - {name: g, deny: [x]}\nchains:\n  c:\n    guardrails: ['g:drop']\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.guardrails[0]: "g:drop": unknown action "drop" (want block, redact or warn)`},
 		{"headroom wait", "\nrouting:\n  headroom: {max_wait: -1s}", nil, `routing.headroom.max_wait: must not be negative, got -1s`},
 		{"chain strategy", "\nchains:\n  c:\n    strategy: cheapest\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.strategy: unknown value "cheapest"`},
 		{"chain step weight", "\nchains:\n  c:\n    steps:\n      - {target: openai/gpt-4o-mini, weight: -2}", nil, `chains.c.steps[0].weight: must be >= 1 (unset: 1), got -2`},
@@ -422,5 +432,19 @@ func TestMeteringStore(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("the error quotes the password: %v", err)
 		}
+	}
+}
+
+// TestEffectiveGuardrails: the most specific level wins: a later list
+// changes an attached guardrail's action or detaches it, and keeps the
+// order of first attachment.
+func TestEffectiveGuardrails(t *testing.T) {
+	got := Effective([]string{"a", "b"}, []string{"b:warn", "c"}, []string{"!a", "d:redact", "c:block"})
+	want := []Attachment{{Name: "b", Action: "warn"}, {Name: "c", Action: "block"}, {Name: "d", Action: "redact"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Effective = %+v, want %+v", got, want)
+	}
+	if got := Effective(nil, nil, []string{"!x"}); len(got) != 0 {
+		t.Errorf("detaching what nothing attached: %+v", got)
 	}
 }

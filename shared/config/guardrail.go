@@ -1,0 +1,230 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Guardrail is one check of what a request sends upstream, by name
+// (guardrails[]), attached to routes (chains.<name>.guardrails,
+// providers[].models[].guardrails), plans and clients. Its checks are
+// patterns (built-ins, regular expressions, deny words), limits and
+// tools; Action says what a match does.
+type Guardrail struct {
+	Name string `koanf:"name"`
+	// Action is block (default), redact (patterns only) or warn.
+	Action string `koanf:"action"`
+	// Patterns are named built-ins: email, phone, card_number, iban,
+	// provider_key, jwt.
+	Patterns []string `koanf:"patterns"`
+	// Regex are RE2 regular expressions (Go's regexp syntax).
+	Regex []string `koanf:"regex"`
+	// Deny are words or phrases, matched case-insensitively on word
+	// boundaries.
+	Deny []string `koanf:"deny"`
+	// Replacement replaces a redacted match; "{pattern}" names what
+	// matched. Default "[REDACTED:{pattern}]".
+	Replacement string `koanf:"replacement"`
+	// Limits bound the request (input stage).
+	Limits GuardrailLimits `koanf:"limits"`
+	// Tools bound the tools a request may offer (input stage).
+	Tools GuardrailTools `koanf:"tools"`
+}
+
+// GuardrailLimits bound a request's size (0: no bound).
+type GuardrailLimits struct {
+	InputTokens     int `koanf:"input_tokens"`
+	Messages        int `koanf:"messages"`
+	Attachments     int `koanf:"attachments"`
+	AttachmentBytes int `koanf:"attachment_bytes"`
+}
+
+// GuardrailTools bound a request's tools: Allow lists the tool names it
+// may offer (empty: any), DenyParams the request parameters it may not
+// set (logit_bias, say).
+type GuardrailTools struct {
+	Allow      []string `koanf:"allow"`
+	DenyParams []string `koanf:"deny_params"`
+}
+
+// Guardrail actions.
+const (
+	ActionBlock  = "block"
+	ActionRedact = "redact"
+	ActionWarn   = "warn"
+)
+
+// GuardrailBuiltins are the built-in patterns' names.
+var GuardrailBuiltins = []string{"email", "phone", "card_number", "iban", "provider_key", "jwt"}
+
+// ActionOf is the guardrail's action, block when unset.
+func (g *Guardrail) ActionOf() string {
+	if g.Action == "" {
+		return ActionBlock
+	}
+	return g.Action
+}
+
+// HasPatterns reports whether the guardrail checks patterns.
+func (g *Guardrail) HasPatterns() bool {
+	return len(g.Patterns)+len(g.Regex)+len(g.Deny) > 0
+}
+
+// Attachment is one entry of a guardrails list of a route, plan or client:
+// "name" attaches the guardrail, "name:action" attaches it with another
+// action, "!name" detaches one a less specific level attached.
+type Attachment struct {
+	Name   string
+	Action string // "": the guardrail's own
+	Off    bool
+}
+
+// ParseAttachment reads one entry of a guardrails list.
+func ParseAttachment(s string) (Attachment, error) {
+	if name, ok := strings.CutPrefix(s, "!"); ok {
+		if name == "" {
+			return Attachment{}, fmt.Errorf("%q names no guardrail", s)
+		}
+		return Attachment{Name: name, Off: true}, nil
+	}
+	name, action, _ := strings.Cut(s, ":")
+	if name == "" {
+		return Attachment{}, fmt.Errorf("%q names no guardrail", s)
+	}
+	switch action {
+	case "", ActionBlock, ActionRedact, ActionWarn:
+	default:
+		return Attachment{}, fmt.Errorf("%q: unknown action %q (want block, redact or warn)", s, action)
+	}
+	return Attachment{Name: name, Action: action}, nil
+}
+
+// Effective is the guardrails a request runs, in order, by name with the
+// action in force: the route's list, then the plan's and then the
+// client's applied over it (the most specific wins: a later level may
+// change an attached guardrail's action or detach it with "!name").
+// Entries are assumed valid (Validate).
+func Effective(levels ...[]string) []Attachment {
+	var out []Attachment
+	for _, list := range levels {
+		for _, s := range list {
+			a, err := ParseAttachment(s)
+			if err != nil {
+				continue
+			}
+			i := 0
+			for i < len(out) && out[i].Name != a.Name {
+				i++
+			}
+			switch {
+			case a.Off && i < len(out):
+				out = append(out[:i], out[i+1:]...)
+			case a.Off:
+			case i < len(out):
+				out[i].Action = a.Action
+			default:
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// Guardrail returns the guardrail named name (nil: none).
+func (c *Config) Guardrail(name string) *Guardrail {
+	for i := range c.Guardrails {
+		if c.Guardrails[i].Name == name {
+			return &c.Guardrails[i]
+		}
+	}
+	return nil
+}
+
+func (v *validator) guardrails() {
+	names := map[string]bool{}
+	for i := range v.cfg.Guardrails {
+		g := &v.cfg.Guardrails[i]
+		at := fmt.Sprintf("guardrails[%d]", i)
+		switch {
+		case g.Name == "":
+			v.add(at+".name", "must be set")
+		case !idRE.MatchString(g.Name):
+			v.add(at+".name", "%q must match %s", g.Name, idRE)
+		case names[g.Name]:
+			v.add(at+".name", "%q is defined twice", g.Name)
+		}
+		names[g.Name] = true
+		v.oneOf(at+".action", g.ActionOf(), ActionBlock, ActionRedact, ActionWarn)
+		v.guardrailChecks(at, g)
+	}
+	attach := func(path string, list []string) {
+		for j, s := range list {
+			a, err := ParseAttachment(s)
+			switch {
+			case err != nil:
+				v.add(fmt.Sprintf("%s[%d]", path, j), "%v", err)
+			case !names[a.Name]:
+				v.add(fmt.Sprintf("%s[%d]", path, j), "no guardrail named %q (guardrails[].name)", a.Name)
+			case a.Action == ActionRedact && !v.cfg.Guardrail(a.Name).HasPatterns():
+				v.add(fmt.Sprintf("%s[%d]", path, j), "redact needs patterns, and guardrail %q has none", a.Name)
+			}
+		}
+	}
+	for name, ch := range v.cfg.Chains {
+		attach("chains."+name+".guardrails", ch.Guardrails)
+	}
+	for i, p := range v.cfg.Providers {
+		for j, m := range p.Models {
+			attach(fmt.Sprintf("providers[%d].models[%d].guardrails", i, j), m.Guardrails)
+		}
+	}
+	for name, p := range v.cfg.Plans {
+		attach("plans."+name+".guardrails", p.Guardrails)
+	}
+	for i, cl := range v.cfg.Clients {
+		attach(fmt.Sprintf("clients[%d].guardrails", i), cl.Guardrails)
+	}
+}
+
+// guardrailChecks validates what a guardrail checks.
+func (v *validator) guardrailChecks(at string, g *Guardrail) {
+	for j, p := range g.Patterns {
+		if !contains(GuardrailBuiltins, p) {
+			v.add(fmt.Sprintf("%s.patterns[%d]", at, j), "unknown built-in %q (known: %s)", p, strings.Join(GuardrailBuiltins, ", "))
+		}
+	}
+	for j, re := range g.Regex {
+		if _, err := regexp.Compile(re); err != nil {
+			v.add(fmt.Sprintf("%s.regex[%d]", at, j), "%v", err)
+		}
+	}
+	for j, w := range g.Deny {
+		if strings.TrimSpace(w) == "" {
+			v.add(fmt.Sprintf("%s.deny[%d]", at, j), "must not be empty")
+		}
+	}
+	l := g.Limits
+	for key, n := range map[string]int{"input_tokens": l.InputTokens, "messages": l.Messages,
+		"attachments": l.Attachments, "attachment_bytes": l.AttachmentBytes} {
+		if n < 0 {
+			v.add(at+".limits."+key, "must be >= 0 (0: no bound), got %d", n)
+		}
+	}
+	checks := g.HasPatterns() || l != (GuardrailLimits{}) || len(g.Tools.Allow)+len(g.Tools.DenyParams) > 0
+	switch {
+	case !checks:
+		v.add(at, "guardrail %q checks nothing: set patterns, regex, deny, limits or tools", g.Name)
+	case g.ActionOf() == ActionRedact && !g.HasPatterns():
+		v.add(at+".action", "redact needs patterns, regex or deny to replace")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
