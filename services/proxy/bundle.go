@@ -69,6 +69,7 @@ type bundleTrace struct {
 	respOK    bool
 	errCode   string
 	limits    *debug.LimitDecision
+	guards    []debug.GuardrailDecision // the guardrails' decisions (guardrails.go)
 	access    string
 	log       []attemptRec
 	// The request's final status and duration, and its usage record.

@@ -22,6 +22,9 @@ type clientKey struct {
 	own            modelSet
 	// planModels is nil when the plan does not restrict models.
 	planModels *modelSet
+	// guardrails and planGuardrails are the key's and its plan's
+	// guardrails lists (clients[].guardrails, plans.<name>.guardrails).
+	guardrails, planGuardrails []string
 }
 
 // modelSet is a models list: names, aliases, "chain:<name>",
@@ -64,10 +67,14 @@ func newClientKeys(cfg *config.Config, table *route.Table) *clientKeys {
 	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}}
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), region: c.Region, regionRequired: c.RegionRequired}
-		if p := cfg.Plan(c.Plan); p != nil && len(p.Models) > 0 {
-			ms := newModelSet(p.Models, table.ChainTwin)
-			k.planModels = &ms
+		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), region: c.Region, regionRequired: c.RegionRequired,
+			guardrails: c.Guardrails}
+		if p := cfg.Plan(c.Plan); p != nil {
+			k.planGuardrails = p.Guardrails
+			if len(p.Models) > 0 {
+				ms := newModelSet(p.Models, table.ChainTwin)
+				k.planModels = &ms
+			}
 		}
 		ck.byHash[sha256.Sum256([]byte(c.Value.Reveal()))] = k
 		ck.byID[c.ID] = k

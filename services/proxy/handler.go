@@ -152,6 +152,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	r.takeIdempotencyKey(c)
 	r.estimateInput()
+	if ok, err := r.checkGuardrails(c, rte); !ok {
+		return outcome{err: err}
+	}
 	if ok, err := r.admit(c, steps); !ok {
 		return outcome{err: err}
 	}

@@ -41,6 +41,7 @@ const (
 // (never the global default), so several proxies can live in one process.
 type proxyMetrics struct {
 	reg      *prometheus.Registry
+	guards   *prometheus.CounterVec // guardrail decisions
 	requests *prometheus.CounterVec
 	attempts prometheus.Histogram
 	duration *prometheus.HistogramVec // by endpoint
@@ -109,6 +110,11 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Help:    "Time from a hold record written by another instance (its recorded_at) to this proxy applying it from the KV watch.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1},
 	})
+	m.guards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "guardrail_decisions_total",
+		Help: "Guardrail decisions on requests, by guardrail, stage (input) and action taken (pass, block, redact, warn).",
+	}, []string{"guardrail", "stage", "action"})
+	m.reg.MustRegister(m.guards)
 	passive := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "passive_reports_total",
 		Help: "Passive reports (attempt outcomes per target, for the prober's health records) published on switchyard.passive.<provider>, or dropped while NATS was down.",
@@ -181,4 +187,10 @@ func (s *Service) holdApplied(rec hold.Record) {
 		return
 	}
 	s.metrics.propagation.Observe(max(0, time.Since(rec.RecordedAt).Seconds()))
+}
+
+// guardrail counts one guardrail decision (guardrail names are the
+// configuration's: a bounded set).
+func (m *proxyMetrics) guardrail(name, verdict string) {
+	m.guards.WithLabelValues(name, "input", verdict).Inc()
 }

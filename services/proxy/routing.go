@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard.dev/services/proxy/internal/guard"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
@@ -38,6 +39,8 @@ type routing struct {
 	// budgets are the providers' budgets (nil: no provider has one).
 	budgets      *providerBudgets
 	latencyAlpha float64
+	// guards are the routing's guardrails, compiled.
+	guards *guard.Set
 
 	// active counts the requests that started on this routing and have
 	// not finished; a retired routing closes its own connection pools
@@ -73,6 +76,9 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		classifier: cfg.Classifier(), plans: map[string]*planlimit.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
 	rt.clients.Store(newClientKeys(cfg, table))
+	if rt.guards, err = guard.Compile(cfg, table); err != nil {
+		return nil, fmt.Errorf("guardrails: %w", err)
+	}
 	if rt.latencyAlpha == 0 {
 		rt.latencyAlpha = config.DefaultLatencyAlpha
 	}

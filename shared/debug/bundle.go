@@ -89,6 +89,9 @@ type Bundle struct {
 	// Limits is the plan's decision (admitted, refused, none) and what it
 	// refused.
 	Limits *LimitDecision `json:"limits,omitempty"`
+	// Guardrails are the decisions of the request's guardrails, in the
+	// order they ran: never the text they matched.
+	Guardrails []GuardrailDecision `json:"guardrails,omitempty"`
 
 	Model string `json:"model"` // as asked
 	Route *Route `json:"route,omitempty"`
@@ -122,6 +125,18 @@ type LimitDecision struct {
 	Decision string `json:"decision"` // admitted or refused
 	Code     string `json:"code,omitempty"`
 	Limit    string `json:"limit,omitempty"`
+}
+
+// GuardrailDecision is what one guardrail decided on the request: its
+// action as attached (block, redact, warn), its verdict (pass, or the
+// action taken), what it found (a pattern's name, limits.messages,
+// tools.allow ...; never the matched text) and how long it took.
+type GuardrailDecision struct {
+	Guardrail string  `json:"guardrail"`
+	Action    string  `json:"action"`
+	Verdict   string  `json:"verdict"`
+	Check     string  `json:"check,omitempty"`
+	TookUS    float64 `json:"took_us"`
 }
 
 // Route is how the model resolved and the selection trace.

@@ -26,6 +26,7 @@ const (
 	UnsupportedForKind  = "unsupported_operation"
 	Unsupported         = "unsupported_translation"
 	NoMatchingTarget    = "no_matching_target"
+	GuardrailBlocked    = "guardrail_blocked"
 	InvalidAPIKey       = "invalid_api_key"
 	ModelNotAllowed     = "model_not_allowed"
 	ModelNotFound       = "model_not_found"
@@ -75,6 +76,7 @@ var catalogue = []Entry{
 	{Code: Unsupported, Status: 400},
 	{Code: UnsupportedForKind, Status: 400},
 	{Code: NoMatchingTarget, Status: 400},
+	{Code: GuardrailBlocked, Status: 400},
 	{Code: DuplicateKey, Status: 400},
 	{Code: InvalidAPIKey, Status: 401},
 	{Code: ModelNotAllowed, Status: 403},

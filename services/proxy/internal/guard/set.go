@@ -1,0 +1,268 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/guardrail"
+)
+
+// Set is the guardrails of one routing version, compiled once: their
+// patterns in one matcher, their limits and tool rules, and the lists each
+// route attaches.
+type Set struct {
+	defs    []*config.Guardrail
+	index   map[string]int // by name
+	matcher *guardrail.Matcher
+	// routes are the guardrails each route attaches, by route name
+	// (chain:<name> from chains.<name>.guardrails; a model route from
+	// its models' providers[].models[].guardrails).
+	routes map[string][]string
+}
+
+// Compile builds the Set of cfg (validated: every name an attachment
+// uses exists) for the routes of table: a chain's guardrails are
+// chains.<name>.guardrails, a model route's those of the models it
+// serves (providers[].models[].guardrails).
+func Compile(cfg *config.Config, table *route.Table) (*Set, error) {
+	s := &Set{index: map[string]int{}, routes: map[string][]string{}}
+	defs := make([]guardrail.Def, len(cfg.Guardrails))
+	for i := range cfg.Guardrails {
+		g := &cfg.Guardrails[i]
+		s.defs = append(s.defs, g)
+		s.index[g.Name] = i
+		defs[i] = guardrail.Def{Name: g.Name, Builtins: g.Patterns, Regex: g.Regex, Deny: g.Deny}
+	}
+	if len(defs) == 0 {
+		return s, nil
+	}
+	m, err := guardrail.Compile(defs)
+	if err != nil {
+		return nil, err
+	}
+	s.matcher = m
+	for _, n := range table.Names {
+		rte, ok := table.Resolve(n.ID)
+		if !ok || s.routes[rte.Name] != nil {
+			continue
+		}
+		var list []string
+		if chain, ok := strings.CutPrefix(rte.Name, "chain:"); ok {
+			list = cfg.Chains[chain].Guardrails
+		} else {
+			for _, st := range rte.Steps {
+				if st.Provider != nil {
+					list = append(list, modelGuardrails(cfg, st.Provider.Name, st.Model)...)
+				}
+			}
+		}
+		if len(list) > 0 {
+			s.routes[rte.Name] = list
+		}
+	}
+	return s, nil
+}
+
+// modelGuardrails is providers[].models[].guardrails of provider's model.
+func modelGuardrails(cfg *config.Config, provider, model string) []string {
+	if p := cfg.Provider(provider); p != nil {
+		for _, mc := range p.Models {
+			if mc.Name == model {
+				return mc.Guardrails
+			}
+		}
+	}
+	return nil
+}
+
+// Decision is what one guardrail decided on one request, for the debug
+// bundle and the metrics: never the matched text.
+type Decision struct {
+	Guardrail string        `json:"guardrail"`
+	Action    string        `json:"action"`          // block, redact or warn, as attached
+	Verdict   string        `json:"verdict"`         // pass, or the action taken
+	Check     string        `json:"check,omitempty"` // what matched: a pattern's name, limits.messages, tools.allow ...
+	Took      time.Duration `json:"took_ns"`
+}
+
+// Verdicts of a Decision.
+const (
+	VerdictPass = "pass"
+)
+
+// Result is what a request's guardrails decided: the decisions in order,
+// the guardrail that blocked it (nil: none), and the body to send when
+// one redacted it (nil: the body as it came).
+type Result struct {
+	Decisions []Decision
+	Blocked   *Decision
+	Body      []byte
+}
+
+// Request is what the guardrails read of one request.
+type Request struct {
+	RouteName    string   // the route's attachments (from the Set)
+	Plan, Client []string // the plan's and the client key's guardrails lists
+	Body         []byte
+	Format       Format
+	InputTokens  int64 // the gateway's estimate
+	Texts        *Texts
+}
+
+// Active reports whether any guardrail applies to the request: none runs
+// (and nothing is read) on a route, plan and client without guardrails.
+func (s *Set) Active(q *Request) bool {
+	return s != nil && s.matcher != nil && (len(q.Plan)+len(q.Client) > 0 || len(s.routes[q.RouteName]) > 0)
+}
+
+// Check runs the request's guardrails in order (route, then plan, then
+// client: see config.Effective). The first that blocks ends the check;
+// redactions apply in turn to the text the next guardrails read.
+func (s *Set) Check(q *Request) Result {
+	var res Result
+	atts := config.Effective(s.routes[q.RouteName], q.Plan, q.Client)
+	body := q.Body
+	for _, a := range atts {
+		i, ok := s.index[a.Name]
+		if !ok {
+			continue
+		}
+		g := s.defs[i]
+		action := a.Action
+		if action == "" {
+			action = g.ActionOf()
+		}
+		start := time.Now()
+		d := Decision{Guardrail: g.Name, Action: action, Verdict: VerdictPass}
+		check, redacted := s.checkOne(i, g, action, body, q)
+		switch {
+		case redacted != nil:
+			d.Verdict, d.Check, body = config.ActionRedact, check, redacted
+			res.Body = redacted
+		case check != "":
+			d.Verdict, d.Check = action, check
+		}
+		d.Took = time.Since(start)
+		res.Decisions = append(res.Decisions, d)
+		if d.Verdict == config.ActionBlock {
+			res.Blocked = &res.Decisions[len(res.Decisions)-1]
+			return res
+		}
+	}
+	return res
+}
+
+// checkOne runs guardrail i on body: what it found ("" nothing) and, when
+// it redacts and found a pattern, the body rewritten.
+func (s *Set) checkOne(i int, g *config.Guardrail, action string, body []byte, q *Request) (string, []byte) {
+	if check := s.shapeCheck(g, body, q); check != "" {
+		return check, nil
+	}
+	if !g.HasPatterns() {
+		return "", nil
+	}
+	tx := q.Texts
+	tx.Reset(body, q.Format)
+	found := ""
+	var ms []guardrail.Match
+	for j := range tx.Len() {
+		ms = s.matcher.Scan(tx.Text(j), ms[:0])
+		for _, m := range ms {
+			if m.Guardrail == i {
+				found = m.Pattern
+				break
+			}
+		}
+		if found != "" {
+			break
+		}
+	}
+	if found == "" && tx.Cut() {
+		found = "texts.too_many"
+	}
+	if found == "" || action != config.ActionRedact || found == "texts.too_many" {
+		return found, nil
+	}
+	return found, s.redact(i, g, tx)
+}
+
+// redact rewrites the request's text with guardrail i's matches replaced.
+func (s *Set) redact(i int, g *config.Guardrail, tx *Texts) []byte {
+	var ms []guardrail.Match
+	var buf []byte
+	return tx.Rewrite(nil, func(_ int, text []byte) ([]byte, bool) {
+		ms = s.matcher.Scan(text, ms[:0])
+		own := ms[:0]
+		for _, m := range ms {
+			if m.Guardrail == i {
+				own = append(own, m)
+			}
+		}
+		if len(own) == 0 {
+			return nil, false
+		}
+		buf = s.matcher.Replace(buf[:0], text, own, func(m guardrail.Match) []byte { return replacement(g, m, s.matcher) })
+		return buf, true
+	})
+}
+
+// replacement is what replaces a match of g.
+func replacement(g *config.Guardrail, m guardrail.Match, mt *guardrail.Matcher) []byte {
+	if g.Replacement == "" {
+		return mt.Label(m)
+	}
+	return []byte(strings.ReplaceAll(g.Replacement, "{pattern}", m.Pattern))
+}
+
+// shapeCheck checks g's limits and tool rules: the first broken ("" none).
+func (s *Set) shapeCheck(g *config.Guardrail, body []byte, q *Request) string {
+	l, tl := g.Limits, g.Tools
+	if l == (config.GuardrailLimits{}) && len(tl.Allow)+len(tl.DenyParams) == 0 {
+		return ""
+	}
+	if l.InputTokens > 0 && q.InputTokens > int64(l.InputTokens) {
+		return "limits.input_tokens"
+	}
+	sh := ShapeOf(body, q.Format)
+	switch {
+	case l.Messages > 0 && sh.Messages > l.Messages:
+		return "limits.messages"
+	case l.Attachments > 0 && sh.Attachments > l.Attachments:
+		return "limits.attachments"
+	case l.AttachmentBytes > 0 && sh.LargestAttachment > l.AttachmentBytes:
+		return "limits.attachment_bytes"
+	}
+	for _, p := range tl.DenyParams {
+		if sh.Sets(p) {
+			return "tools.deny_params." + p
+		}
+	}
+	if len(tl.Allow) > 0 {
+		bad := ""
+		sh.Tools(func(name []byte) {
+			if bad == "" && !allowed(tl.Allow, name) {
+				bad = "tools.allow"
+			}
+		})
+		return bad
+	}
+	return ""
+}
+
+func allowed(list []string, name []byte) bool {
+	for _, a := range list {
+		if string(name) == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Message is the error message of a block: the guardrail and what it
+// checked, never the text that matched.
+func (d *Decision) Message() string {
+	return fmt.Sprintf("the request was blocked by guardrail `%s` (%s); nothing was sent upstream", d.Guardrail, d.Check)
+}
