@@ -52,7 +52,7 @@ func Get(url string) (Answer, error) {
 // Want checks the status and the string fields of the body.
 func (a Answer) Want(status int, body map[string]string) error {
 	if a.Status != status {
-		return fmt.Errorf("status %d, want %d", a.Status, status)
+		return fmt.Errorf("status %d, want %d (body %v)", a.Status, status, a.Body)
 	}
 	for k, v := range body {
 		if got, _ := a.Body[k].(string); got != v {
@@ -106,7 +106,9 @@ const readyzWithin = time.Second
 // within readyzWithin.
 func readyz(t *testing.T, base string, status int, body map[string]string) {
 	t.Helper()
-	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	// 30 s: JetStream's first answers on a fresh server can take long on
+	// a loaded machine (a .ci/run saw 10 s pass); a passing run polls once
+	testkit.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		start := time.Now()
 		a, err := Get(base + "/readyz")
 		if took := time.Since(start); took > readyzWithin {
