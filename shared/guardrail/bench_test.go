@@ -93,3 +93,52 @@ func BenchmarkWindow(b *testing.B) {
 		_, dst = w.Flush(dst[:0])
 	}
 }
+
+// BenchmarkScanHostile runs 64 KB bodies made to be slow: each repeats what
+// starts a candidate of some built-in or entry. Cost stays linear.
+func BenchmarkScanHostile(b *testing.B) {
+	m := mustCompile(b, fuzzDefs...)
+	for _, unit := range []string{"a@", "eyJhbGciOiJIUzI1NiJ9.", "sk-", "aaaa-", "1-", "+1 ", "DE89", "she ", "123-45-", "zz"} {
+		body := bytes.Repeat([]byte(unit), 65536/len(unit))
+		dst := make([]Match, 0, 32768)
+		b.Run(unit, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				dst = m.Scan(body, dst[:0])
+			}
+		})
+	}
+}
+
+// BenchmarkPattern runs Any with one pattern at a time over the no-match
+// body, so each built-in's and each kind of entry's share shows.
+func BenchmarkPattern(b *testing.B) {
+	body := benchBody(false)
+	for _, bc := range []struct {
+		name string
+		def  Def
+	}{
+		{"email", Def{Builtins: []string{"email"}}},
+		{"phone", Def{Builtins: []string{"phone"}}},
+		{"card_number", Def{Builtins: []string{"card_number"}}},
+		{"iban", Def{Builtins: []string{"iban"}}},
+		{"provider_key", Def{Builtins: []string{"provider_key"}}},
+		{"jwt", Def{Builtins: []string{"jwt"}}},
+		{"deny", Def{Deny: benchDefs[3].Deny}},
+		{"regex_literal", Def{Regex: benchDefs[2].Regex}},
+		{"regex_seeded", Def{Regex: []string{`\d{3}-\d{2}-\d{4}`}}},
+		{"regex_search", Def{Regex: []string{`\w+@\w+`, `[a-z]+\d+[a-z]+`}}},
+	} {
+		m := mustCompile(b, bc.def)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if m.Any(body) {
+					b.Fatal("match")
+				}
+			}
+		})
+	}
+}

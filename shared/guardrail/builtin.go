@@ -251,14 +251,16 @@ var keyRE = regexp.MustCompile(`^(?:` + redact.KeyShape + `)`)
 const maxKey = windowCap
 
 // findKey finds provider keys: a candidate is a word of 2 to 4 letters
-// followed by - or _, or AIza (the shapes of redact.KeyShape), confirmed by
-// keyRE and by keyMaterial.
+// followed by - or _, or AIza (the shapes of redact.KeyShape), followed in
+// its run of key characters by key material (keyMaterial), confirmed by
+// keyRE.
 func findKey(text []byte, from int) (int, int) {
 	const marks = "-_zZ"
 	var next [len(marks)]int
 	for k := range next {
 		next[k] = from - 1
 	}
+	ks := keyScan{text: text, runEnd: -1}
 	for i := from; i < len(text); {
 		pos := len(text)
 		for k := range next {
@@ -287,7 +289,7 @@ func findKey(text []byte, from int) (int, int) {
 			(text[pos-1]|0x20) == 'i' && (text[pos+1]|0x20) == 'a' && !wordBefore(text, pos-2) {
 			start = pos - 2
 		}
-		if start >= 0 {
+		if start >= 0 && ks.material(start) {
 			if e := keyAt(text, start); e > 0 {
 				return start, e
 			}
@@ -297,7 +299,65 @@ func findKey(text []byte, from int) (int, int) {
 	return -1, -1
 }
 
-// keyAt returns the end of the key starting at text[start], or 0.
+func isKeyChar(c byte) bool { return isB64URL(c) || c == '*' || c == '.' }
+
+func isKeySep(c byte) bool { return c == '-' || c == '_' || c == '.' || c == '*' }
+
+// keyScan walks the runs of key characters of a text once, so that each
+// candidate learns in constant time (amortised) whether key material
+// follows it: "sk-sk-sk-..." costs a pass, not a pass per candidate.
+type keyScan struct {
+	text       []byte
+	runEnd     int // end of the run of the last candidate
+	scanned    int // pieces before it are judged
+	pieceStart int // the first qualifying piece at or after scanned, or runEnd
+}
+
+// material reports whether a qualifying piece (see keyMaterial) starts in
+// the window a key starting at s may have.
+func (k *keyScan) material(s int) bool {
+	if s >= k.runEnd {
+		e := s
+		for e < len(k.text) && isKeyChar(k.text[e]) {
+			e++
+		}
+		k.runEnd, k.scanned, k.pieceStart = e, s, -1
+	}
+	if k.pieceStart < s {
+		k.pieceStart = k.runEnd
+		piece, classes := 0, 0
+		for i := max(k.scanned, s); i <= k.runEnd; i++ {
+			if i == k.runEnd || isKeySep(k.text[i]) {
+				if piece >= 16 && classes&1+classes>>1&1+classes>>2&1 >= 2 {
+					k.pieceStart, k.scanned = i-piece, i
+					break
+				}
+				piece, classes = 0, 0
+				k.scanned = i
+				continue
+			}
+			piece++
+			classes |= charClass(k.text[i])
+		}
+	}
+	return k.pieceStart < k.runEnd && k.pieceStart <= s+maxKey-16
+}
+
+// charClass is 1 for lower case, 2 for upper case, 4 for a digit.
+func charClass(c byte) int {
+	switch {
+	case c >= 'a' && c <= 'z':
+		return 1
+	case c >= 'A' && c <= 'Z':
+		return 2
+	case isDigit(c):
+		return 4
+	}
+	return 0
+}
+
+// keyAt returns the end of the key starting at text[start], or 0: keyRE's
+// match, without a full stop after it, carrying key material.
 func keyAt(text []byte, start int) int {
 	loc := keyRE.FindIndex(text[start:min(len(text), start+maxKey)])
 	if loc == nil {
@@ -320,7 +380,7 @@ func keyAt(text []byte, start int) int {
 func keyMaterial(k []byte) bool {
 	piece, classes := 0, 0
 	for i := 0; i <= len(k); i++ {
-		if i == len(k) || k[i] == '-' || k[i] == '_' || k[i] == '.' || k[i] == '*' {
+		if i == len(k) || isKeySep(k[i]) {
 			if piece >= 16 && (classes&1+classes>>1&1+classes>>2&1) >= 2 {
 				return true
 			}
@@ -328,14 +388,7 @@ func keyMaterial(k []byte) bool {
 			continue
 		}
 		piece++
-		switch c := k[i]; {
-		case c >= 'a' && c <= 'z':
-			classes |= 1
-		case c >= 'A' && c <= 'Z':
-			classes |= 2
-		case isDigit(c):
-			classes |= 4
-		}
+		classes |= charClass(k[i])
 	}
 	return false
 }
@@ -348,14 +401,15 @@ const maxJWTHeader = 1024
 
 func isB64URL(c byte) bool { return isAlnum(c) || c == '-' || c == '_' }
 
+// findJWT looks for the J of "eyJ" (rarer in text than its e).
 func findJWT(text []byte, from int) (int, int) {
-	for i := from; i < len(text); {
-		j := bytes.Index(text[i:], []byte("eyJ"))
+	for i := from + 2; i < len(text); {
+		j := bytes.IndexByte(text[i:], 'J')
 		if j < 0 {
 			break
 		}
-		s := i + j
-		if s == 0 || !(isB64URL(text[s-1]) || text[s-1] == '.') {
+		s := i + j - 2
+		if text[s] == 'e' && text[s+1] == 'y' && (s == 0 || !(isB64URL(text[s-1]) || text[s-1] == '.')) {
 			if e := jwtAt(text, s); e > 0 {
 				return s, e
 			}

@@ -1,6 +1,7 @@
 package guardrail
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 )
@@ -69,17 +70,22 @@ func isSpace(c byte) bool {
 
 // denySet finds all deny entries in one pass: an Aho-Corasick automaton
 // over byte classes (ASCII letters folded, bytes no entry uses in one
-// class), as a full transition table.
+// class), as a full transition table. In the root state it skips to the
+// next byte that can start an entry: with bytes.IndexByte when few bytes
+// can, with a table otherwise.
 type denySet struct {
 	words  []denyWord
 	class  [256]uint8
 	nclass int
-	next   []int32 // state*nclass+class -> state
-	out    []int32 // word ending at the state, or -1
-	link   []int32 // nearest proper suffix state with a word, or -1
-	emits  []bool  // out or link set
-	spaces bool    // some entry has a space: runs of white space count as one
-	space  uint8   // the class of white space
+	// rows[r+class] is the row (state*nclass) of the next state, or its
+	// complement when an entry ends there.
+	rows   []int32
+	out    []int32 // by state: the word ending there, or -1
+	link   []int32 // by state: nearest proper suffix state with a word, or -1
+	first  [256]bool
+	firsts []byte // the bytes that can start an entry, when at most 4
+	spaces bool   // some entry has a space: runs of white space count as one
+	space  uint8  // the class of white space
 }
 
 func (c *denyCompiler) build() *denySet {
@@ -109,9 +115,10 @@ func (c *denyCompiler) build() *denySet {
 	}
 	n := int(k)
 	d.nclass = n
+	var next []int32 // state*n+class -> state, -1 before the links are set
 	newState := func() int32 {
 		for range n {
-			d.next = append(d.next, -1)
+			next = append(next, -1)
 		}
 		d.out = append(d.out, -1)
 		return int32(len(d.out) - 1)
@@ -121,11 +128,11 @@ func (c *denyCompiler) build() *denySet {
 		st := int32(0)
 		for _, b := range []byte(w.w) {
 			at := int(st)*n + int(d.class[b])
-			if d.next[at] < 0 {
+			if next[at] < 0 {
 				s := newState()
-				d.next[at] = s
+				next[at] = s
 			}
-			st = d.next[at]
+			st = next[at]
 		}
 		d.out[st] = int32(wi)
 	}
@@ -135,8 +142,8 @@ func (c *denyCompiler) build() *denySet {
 	d.link[0] = -1
 	var queue []int32
 	for cl := range n {
-		if v := d.next[cl]; v < 0 {
-			d.next[cl] = 0
+		if v := next[cl]; v < 0 {
+			next[cl] = 0
 		} else {
 			queue = append(queue, v)
 		}
@@ -152,28 +159,70 @@ func (c *denyCompiler) build() *denySet {
 		}
 		for cl := range n {
 			at := int(u)*n + cl
-			if v := d.next[at]; v < 0 {
-				d.next[at] = d.next[int(f)*n+cl]
+			if v := next[at]; v < 0 {
+				next[at] = next[int(f)*n+cl]
 			} else {
-				fail[v] = d.next[int(f)*n+cl]
+				fail[v] = next[int(f)*n+cl]
 				queue = append(queue, v)
 			}
 		}
 	}
-	d.emits = make([]bool, len(d.out))
-	for st := range d.out {
-		d.emits[st] = d.out[st] >= 0 || d.link[st] >= 0
+	d.rows = make([]int32, len(next))
+	for at, st := range next {
+		d.rows[at] = st * int32(n)
+		if d.out[st] >= 0 || d.link[st] >= 0 {
+			d.rows[at] = ^d.rows[at]
+		}
+	}
+	for b := range 256 {
+		if d.rows[d.class[b]] != 0 {
+			d.first[b] = true
+			d.firsts = append(d.firsts, byte(b))
+		}
+	}
+	if len(d.firsts) > 4 {
+		d.firsts = nil
 	}
 	return d
+}
+
+// skip returns the first index at or after i of a byte that can start an
+// entry, or len(text); pos caches the next index of each of d.firsts.
+func (d *denySet) skip(text []byte, i int, pos *[4]int) int {
+	if d.firsts == nil {
+		for i < len(text) && !d.first[text[i]] {
+			i++
+		}
+		return i
+	}
+	best := len(text)
+	for k, b := range d.firsts {
+		if pos[k] < i {
+			if j := bytes.IndexByte(text[i:], b); j < 0 {
+				pos[k] = len(text)
+			} else {
+				pos[k] = i + j
+			}
+		}
+		best = min(best, pos[k])
+	}
+	return best
 }
 
 // scan reports every occurrence of every entry in s.text that stands on
 // word boundaries.
 func (d *denySet) scan(s *scan) {
 	text, n := s.text, d.nclass
-	st := int32(0)
+	pos := [4]int{-1, -1, -1, -1}
+	r := int32(0) // the current state's row
 	prevSpace := false
 	for i := 0; i < len(text); i++ {
+		if r == 0 {
+			if i = d.skip(text, i, &pos); i == len(text) {
+				return
+			}
+			prevSpace = false
+		}
 		c := d.class[text[i]]
 		if d.spaces {
 			if c == d.space {
@@ -185,9 +234,9 @@ func (d *denySet) scan(s *scan) {
 				prevSpace = false
 			}
 		}
-		st = d.next[int(st)*n+int(c)]
-		if d.emits[st] {
-			d.report(s, i+1, st)
+		if r = d.rows[int(r)+int(c)]; r < 0 {
+			r = ^r
+			d.report(s, i+1, r/int32(n))
 			if s.hit {
 				return
 			}

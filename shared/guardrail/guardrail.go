@@ -85,14 +85,15 @@ func Compile(defs []Def) (*Matcher, error) {
 			if err != nil {
 				return nil, fmt.Errorf("guardrail %q: regex[%d]: %w", d.Name, i, err)
 			}
-			m.patterns[len(m.patterns)-1].Reach = reach
+			m.patterns[p].Reach = reach
 		}
 		for i, w := range d.Deny {
-			reach, err := dc.add(w, m.add(Pattern{Name: "deny[" + strconv.Itoa(i) + "]", Guardrail: g}))
+			p := m.add(Pattern{Name: "deny[" + strconv.Itoa(i) + "]", Guardrail: g})
+			reach, err := dc.add(w, p)
 			if err != nil {
 				return nil, fmt.Errorf("guardrail %q: deny[%d]: %w", d.Name, i, err)
 			}
-			m.patterns[len(m.patterns)-1].Reach = reach
+			m.patterns[p].Reach = reach
 		}
 	}
 	m.regex = rc.build()
@@ -136,7 +137,8 @@ func (m *Matcher) Patterns() []Pattern { return m.patterns }
 
 // Label returns the default replacement of a match: [REDACTED:<built-in>]
 // for built-ins and [REDACTED:<guardrail name>] for regex and deny entries
-// (or a shorter label when that one would itself match).
+// (or a shorter label when that one would itself match). The slice must not
+// be modified.
 func (m *Matcher) Label(x Match) []byte {
 	if int(x.pat) < len(m.labels) && m.patterns[x.pat].Name == x.Pattern {
 		return m.labels[x.pat]
@@ -167,16 +169,31 @@ func (m *Matcher) Scan(text []byte, dst []Match) []Match {
 	return s.dst[:base+len(kept)]
 }
 
+// redactPasses bounds how often Redact redacts its own result.
+const redactPasses = 4
+
 // Redact appends text to dst with every match replaced by repl(match), or
 // by m.Label(match) when repl is nil, and returns dst. Overlapping matches
 // (of different guardrails) are replaced together by one replacement, that
 // of the leftmost-longest, so no byte of any match survives. A replacement
-// must not itself match, or redacting the result again would find it.
+// can make a match where there was none (a pattern that wants a word
+// boundary finds one at the replacement's bracket): Redact then redacts its
+// result again, up to 4 passes in all. A replacement must not itself match.
 func (m *Matcher) Redact(dst, text []byte, repl func(Match) []byte) []byte {
 	if !m.Any(text) {
 		return append(dst, text...)
 	}
-	return m.Replace(dst, text, m.Scan(text, nil), repl)
+	base := len(dst)
+	dst = m.Replace(dst, text, m.Scan(text, nil), repl)
+	for range redactPasses - 1 {
+		out := dst[base:]
+		if !m.Any(out) {
+			break
+		}
+		again := m.Replace(nil, out, m.Scan(out, nil), repl)
+		dst = append(dst[:base], again...)
+	}
+	return dst
 }
 
 // Replace appends text to dst with the given matches replaced as Redact

@@ -6,8 +6,20 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+)
+
+// minLit is the shortest required literal worth searching for: a shorter
+// one (a dash, an @) is in most texts.
+const minLit = 2
+
+// Seeding: a regex of bounded length whose first bytes are selective
+// (seedRate below maxSeedRate) is run anchored, only where those bytes
+// occur, instead of being searched for over the whole text (Go's regexp
+// has no DFA: an unanchored search costs some 20 ns a byte).
+const (
+	maxSeedRate = 0.05
+	maxSeedLen  = 1024
 )
 
 // userRegex is one distinct regex entry.
@@ -16,13 +28,21 @@ type userRegex struct {
 	lit  []byte // a literal every match contains (lower case when fold), or nil
 	fold bool   // lit is matched ASCII-case-insensitively
 	pats []int32
+
+	// When seeded: the sets of a match's first bytes, the longest match,
+	// and re anchored at the start of the text (at0) or after one rune of
+	// context (atRune), so assertions such as \b see what precedes.
+	seed   []byteSet
+	maxLen int
+	at0    *regexp.Regexp
+	atRune *regexp.Regexp
 }
 
 // regexSet holds the regex entries of all guardrails.
 type regexSet struct {
-	withLit []*userRegex // tried when their literal is in the text
-	bare    []*userRegex // no literal: tried when combo matches
-	combo   *regexp.Regexp
+	alone []*userRegex // with a literal to search for first, or seeded
+	bare  []*userRegex // neither: combo is run first
+	combo *regexp.Regexp
 }
 
 type regexCompiler struct {
@@ -45,12 +65,23 @@ func (c *regexCompiler) add(src string, pat int32) (int, error) {
 		return 0, err
 	}
 	tree = tree.Simplify()
-	if lo, _ := lenBounds(tree); lo == 0 {
+	lo, hi := lenBounds(tree)
+	if lo == 0 {
 		return 0, errors.New("can match the empty string")
 	}
 	r := &userRegex{re: re, pats: []int32{pat}}
-	if lit, fold := requiredLiteral(tree); lit != "" {
+	if lit, fold := requiredLiteral(tree); len(lit) >= minLit {
 		r.lit, r.fold = []byte(lit), fold
+	}
+	if seq, _ := seedSeq(tree, nil); len(seq) > 0 && hi >= 0 && hi <= maxSeedLen && seedRate(seq) <= maxSeedRate {
+		r.at0, err = regexp.Compile(`^(?:` + src + `)`)
+		if err == nil {
+			r.atRune, err = regexp.Compile(`^(?s:.)(?:` + src + `)`)
+		}
+		if err != nil {
+			return 0, err
+		}
+		r.seed, r.maxLen = seq, hi
 	}
 	if c.index == nil {
 		c.index = map[string]*userRegex{}
@@ -74,14 +105,15 @@ func reachOf(src string) int {
 }
 
 // build sorts the entries: those with a required literal run alone behind
-// a search for it; the others are combined into one alternation that is
-// run first, so a text none of them matches costs one pass.
+// a search for it, seeded ones run alone where they may start; the others
+// are combined into one alternation that is run first, so a text none of
+// them matches costs one pass.
 func (c *regexCompiler) build() regexSet {
 	var s regexSet
 	var alts []string
 	for _, r := range c.all {
-		if r.lit != nil {
-			s.withLit = append(s.withLit, r)
+		if r.lit != nil || r.seed != nil {
+			s.alone = append(s.alone, r)
 			continue
 		}
 		s.bare = append(s.bare, r)
@@ -94,11 +126,15 @@ func (c *regexCompiler) build() regexSet {
 }
 
 func (rs *regexSet) scan(s *scan) {
-	for _, r := range rs.withLit {
-		if !containsLit(s.text, r.lit, r.fold) {
+	for _, r := range rs.alone {
+		if r.lit != nil && !containsLit(s.text, r.lit, r.fold) {
 			continue
 		}
-		rs.run(s, r)
+		if r.seed != nil {
+			r.seeded(s, rs)
+		} else {
+			rs.run(s, r)
+		}
 		if s.hit {
 			return
 		}
@@ -114,16 +150,78 @@ func (rs *regexSet) scan(s *scan) {
 	}
 }
 
-func (rs *regexSet) run(s *scan, r *userRegex) {
+func (rs *regexSet) run(s *scan, r *userRegex) { rs.runFrom(s, r, 0) }
+
+// runFrom emits r's matches in s.text that start at or after from.
+func (rs *regexSet) runFrom(s *scan, r *userRegex, from int) {
 	if s.any {
 		s.hit = r.re.Match(s.text)
 		return
 	}
 	for _, loc := range r.re.FindAllIndex(s.text, -1) {
-		if loc[0] < loc[1] {
+		if loc[0] >= from && loc[0] < loc[1] {
 			s.emit(r.pats, loc[0], loc[1])
 		}
 	}
+}
+
+// seeded finds the matches of r as FindAllIndex would (leftmost-first,
+// left to right, not overlapping), trying r anchored at each position
+// where its first bytes are. When the seed proves common in this text (an
+// anchored run costs some 25 times a byte of search), it searches the rest
+// as Go's regexp does: the matches it found are those of the search that
+// start before where it stopped.
+func (r *userRegex) seeded(s *scan, rs *regexSet) {
+	text, first := s.text, &r.seed[0]
+	tries := 0
+	for i := 0; i < len(text); i++ {
+		for i < len(text) && !first.has(text[i]) {
+			i++
+		}
+		if i+len(r.seed) > len(text) {
+			return
+		}
+		k := 1
+		for k < len(r.seed) && r.seed[k].has(text[i+k]) {
+			k++
+		}
+		if k < len(r.seed) {
+			continue
+		}
+		if tries++; tries > 8+len(text)/32 {
+			rs.runFrom(s, r, i)
+			return
+		}
+		if end := r.matchAt(text, i, s.any); end > i {
+			if s.emit(r.pats, i, end); s.hit {
+				return
+			}
+			i = end - 1
+		}
+	}
+}
+
+// matchAt returns the end of r's match starting at text[i], or -1. It reads
+// up to one rune past the longest match, so assertions at its end see what
+// follows. With any it only reports a match (returning len(text)).
+func (r *userRegex) matchAt(text []byte, i int, any bool) int {
+	re, from := r.at0, i
+	if i > 0 {
+		_, w := utf8.DecodeLastRune(text[:i])
+		re, from = r.atRune, i-w
+	}
+	window := text[from:min(len(text), i+r.maxLen+utf8.UTFMax)]
+	if any {
+		if re.Match(window) {
+			return len(text)
+		}
+		return -1
+	}
+	loc := re.FindIndex(window)
+	if loc == nil {
+		return -1
+	}
+	return from + loc[1]
 }
 
 // containsLit reports whether text contains lit, ASCII-case-insensitively
@@ -186,131 +284,4 @@ func equalFold(text, lit []byte) bool {
 		}
 	}
 	return true
-}
-
-// requiredLiteral returns the longest literal that every match of re
-// contains, as bytes to search for, and whether to fold ASCII case. A
-// case-folded literal stops at a rune that folds outside ASCII (k folds to
-// the Kelvin sign), so the search never misses a match.
-func requiredLiteral(re *syntax.Regexp) (string, bool) {
-	switch re.Op {
-	case syntax.OpLiteral:
-		fold := re.Flags&syntax.FoldCase != 0
-		best, cur := "", []byte(nil)
-		for _, r := range append(re.Rune, -1) {
-			if r >= 0 && (!fold || asciiFold(r)) {
-				if fold {
-					r = unicode.ToLower(r)
-				}
-				cur = utf8.AppendRune(cur, r)
-				continue
-			}
-			if len(cur) > len(best) {
-				best = string(cur)
-			}
-			cur = cur[:0]
-		}
-		return best, fold
-	case syntax.OpCapture, syntax.OpPlus:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return requiredLiteral(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		best, bestFold := "", false
-		for _, sub := range re.Sub {
-			if l, f := requiredLiteral(sub); len(l) > len(best) {
-				best, bestFold = l, f
-			}
-		}
-		return best, bestFold
-	}
-	return "", false
-}
-
-// asciiFold reports whether r and every rune it folds to are ASCII.
-func asciiFold(r rune) bool {
-	if r >= utf8.RuneSelf {
-		return false
-	}
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		if f >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-// lenBounds returns the shortest and longest match of re in bytes (-1:
-// unbounded).
-func lenBounds(re *syntax.Regexp) (lo, hi int) {
-	const huge = 1 << 20
-	sat := func(v int) int { return min(v, huge) }
-	switch re.Op {
-	case syntax.OpLiteral:
-		for _, r := range re.Rune {
-			lo++
-			hi += 4
-			if re.Flags&syntax.FoldCase == 0 {
-				hi += utf8.RuneLen(r) - 4
-			}
-		}
-		return lo, hi
-	case syntax.OpCharClass:
-		if len(re.Rune) == 0 {
-			return 0, 0
-		}
-		return 1, max(1, utf8.RuneLen(min(re.Rune[len(re.Rune)-1], unicode.MaxRune)))
-	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
-		return 1, 4
-	case syntax.OpCapture:
-		return lenBounds(re.Sub[0])
-	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
-		l, h := lenBounds(re.Sub[0])
-		mn, mx := 0, 1
-		switch re.Op {
-		case syntax.OpStar:
-			mx = -1
-		case syntax.OpPlus:
-			mn, mx = 1, -1
-		case syntax.OpRepeat:
-			mn, mx = re.Min, re.Max
-		}
-		lo = sat(mn * l)
-		switch {
-		case h == 0:
-			hi = 0
-		case mx < 0 || h < 0:
-			hi = -1
-		default:
-			hi = sat(mx * h)
-		}
-		return lo, hi
-	case syntax.OpConcat:
-		for _, sub := range re.Sub {
-			l, h := lenBounds(sub)
-			lo = sat(lo + l)
-			if hi >= 0 {
-				hi = sat(hi + h)
-			}
-			if h < 0 {
-				hi = -1
-			}
-		}
-		return lo, hi
-	case syntax.OpAlternate:
-		lo = huge
-		for _, sub := range re.Sub {
-			l, h := lenBounds(sub)
-			lo = min(lo, l)
-			if hi >= 0 && h >= 0 {
-				hi = max(hi, h)
-			} else {
-				hi = -1
-			}
-		}
-		return lo, hi
-	}
-	return 0, 0 // empty-width assertions, empty match, no match
 }

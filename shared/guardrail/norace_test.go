@@ -1,0 +1,5 @@
+//go:build !race
+
+package guardrail
+
+const raceEnabled = false
