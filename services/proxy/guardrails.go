@@ -13,6 +13,7 @@ import (
 	"switchyard.dev/services/proxy/internal/guard"
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/provider"
 )
@@ -66,7 +67,7 @@ func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) 
 		}
 	}
 	for _, d := range res.Decisions {
-		if d.Verdict == "warn" {
+		if d.Verdict == config.ActionWarn {
 			r.logger().Warn("guardrail warns", "guardrail", d.Guardrail, "check", d.Check)
 		}
 	}
