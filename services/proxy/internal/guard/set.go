@@ -120,11 +120,14 @@ func (s *Set) Active(q *Request) bool {
 
 // Check runs the request's guardrails in order (route, then plan, then
 // client: see config.Effective). The first that blocks ends the check;
-// redactions apply in turn to the text the next guardrails read.
+// redactions apply in turn to the text the next guardrails read. The
+// text is scanned once for every guardrail's patterns, and again only
+// after a redaction changed it.
 func (s *Set) Check(q *Request) Result {
 	var res Result
 	atts := config.Effective(s.routes[q.RouteName], q.Plan, q.Client)
 	body := q.Body
+	var found []string // per guardrail: the first pattern found in body ("": none)
 	for _, a := range atts {
 		i, ok := s.index[a.Name]
 		if !ok {
@@ -137,12 +140,23 @@ func (s *Set) Check(q *Request) Result {
 		}
 		start := time.Now()
 		d := Decision{Guardrail: g.Name, Action: action, Verdict: VerdictPass}
-		check, redacted := s.checkOne(i, g, action, body, q)
+		check := s.shapeCheck(g, body, q)
+		if check == "" && g.HasPatterns() {
+			if found == nil {
+				found = s.scan(body, q)
+			}
+			check = found[i]
+		}
 		switch {
-		case redacted != nil:
-			d.Verdict, d.Check, body = config.ActionRedact, check, redacted
-			res.Body = redacted
-		case check != "":
+		case check == "":
+		case check == textsTooMany:
+			d.Verdict, d.Check = config.ActionBlock, check // unread text is not let through, whatever the action
+		case action == config.ActionRedact && !isShapeCheck(check):
+			q.Texts.Reset(body, q.Format)
+			body = s.redact(i, g, q.Texts)
+			res.Body, found = body, nil // the text changed: scanned again for the next guardrail
+			d.Verdict, d.Check = config.ActionRedact, check
+		default:
 			d.Verdict, d.Check = action, check
 		}
 		d.Took = time.Since(start)
@@ -155,38 +169,40 @@ func (s *Set) Check(q *Request) Result {
 	return res
 }
 
-// checkOne runs guardrail i on body: what it found ("" nothing) and, when
-// it redacts and found a pattern, the body rewritten.
-func (s *Set) checkOne(i int, g *config.Guardrail, action string, body []byte, q *Request) (string, []byte) {
-	if check := s.shapeCheck(g, body, q); check != "" {
-		return check, nil
-	}
-	if !g.HasPatterns() {
-		return "", nil
-	}
+// textsTooMany is the check of a body with more text values than are
+// read: a pattern guardrail does not let it through unchecked.
+const textsTooMany = "texts.too_many"
+
+// isShapeCheck reports whether check is one of shapeCheck's (limits,
+// tools): those block or warn, there is nothing to redact.
+func isShapeCheck(check string) bool {
+	return strings.HasPrefix(check, "limits.") || strings.HasPrefix(check, "tools.")
+}
+
+// scan reads body's text once for every guardrail's patterns: per
+// guardrail, the first pattern found ("" none; textsTooMany when nothing
+// was found in a body whose text was cut).
+func (s *Set) scan(body []byte, q *Request) []string {
+	found := make([]string, len(s.defs))
 	tx := q.Texts
 	tx.Reset(body, q.Format)
-	found := ""
 	var ms []guardrail.Match
 	for j := range tx.Len() {
 		ms = s.matcher.Scan(tx.Text(j), ms[:0])
 		for _, m := range ms {
-			if m.Guardrail == i {
-				found = m.Pattern
-				break
+			if found[m.Guardrail] == "" {
+				found[m.Guardrail] = m.Pattern
 			}
 		}
-		if found != "" {
-			break
+	}
+	if tx.Cut() {
+		for i := range found {
+			if found[i] == "" {
+				found[i] = textsTooMany
+			}
 		}
 	}
-	if found == "" && tx.Cut() {
-		found = "texts.too_many"
-	}
-	if found == "" || action != config.ActionRedact || found == "texts.too_many" {
-		return found, nil
-	}
-	return found, s.redact(i, g, tx)
+	return found
 }
 
 // redact rewrites the request's text with guardrail i's matches replaced.
