@@ -38,13 +38,9 @@ func (s *Service) headroomByKey(now time.Time) map[[2]string][]adminapi.Headroom
 	for _, e := range s.room.Entries() {
 		id := [2]string{e.Provider, e.Key}
 		for _, w := range e.Windows {
-			h := adminapi.Headroom{Model: e.Model, Kind: w.Kind.String(), Limit: w.Limit, Remaining: w.Remaining,
+			h := adminapi.Headroom{Model: e.Model, Kind: w.Kind.String(), Limit: w.Limit, Remaining: w.Left(t),
 				Reset: time.Unix(0, w.Reset).UTC(), At: time.Unix(0, w.At).UTC()}
-			if w.Reset != 0 && t >= w.Reset && w.Limit > 0 {
-				h.Remaining = w.Limit // the window is whole again
-			}
-			if w.Limit > 0 {
-				share := min(max(float64(h.Remaining)/float64(w.Limit), 0), 1)
+			if share, ok := w.Ratio(t); ok {
 				h.Share = &share
 			}
 			out[id] = append(out[id], h)

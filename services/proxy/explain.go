@@ -152,8 +152,12 @@ func explainRoom(kc *route.KeyChoice, rm *route.Room, k *route.Key, model *headr
 	var wins []headroom.Snapshot
 	wins = model.Windows(k.Room.Windows(wins))
 	for _, w := range wins {
-		kc.Headroom = append(kc.Headroom, bus.ExplainWindow{Kind: w.Kind.String(), Limit: w.Limit,
-			Remaining: w.Remaining, InFlight: w.InFlight, Reset: time.Unix(0, w.Reset).UTC().Format(time.RFC3339Nano)})
+		ew := bus.ExplainWindow{Kind: w.Kind.String(), Limit: w.Limit,
+			Remaining: w.Remaining, InFlight: w.InFlight, Reset: time.Unix(0, w.Reset).UTC().Format(time.RFC3339Nano)}
+		if w.Own != w.Remaining {
+			ew.Own = &w.Own
+		}
+		kc.Headroom = append(kc.Headroom, ew)
 	}
 	if kc.State != route.KeyAvailable && kc.State != route.KeyRamping {
 		return

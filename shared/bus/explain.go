@@ -130,6 +130,10 @@ type ExplainWindow struct {
 	Kind      string `json:"kind"` // requests, tokens, input_tokens, output_tokens
 	Limit     int64  `json:"limit,omitempty"`
 	Remaining int64  `json:"remaining"`
-	InFlight  int64  `json:"in_flight,omitempty"` // this proxy's requests sent since the reading
-	Reset     string `json:"reset"`               // RFC 3339
+	// Own is this proxy's part of Remaining when other proxies spend the
+	// key too (requests windows: the last requests are split among them so
+	// that two never send the same one); absent: the whole count.
+	Own      *int64 `json:"own,omitempty"`
+	InFlight int64  `json:"in_flight,omitempty"` // this proxy's requests sent since the reading
+	Reset    string `json:"reset"`               // RFC 3339
 }

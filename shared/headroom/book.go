@@ -22,13 +22,19 @@ type Book struct {
 	// its next tick, since another proxy acting on the reading before
 	// would spend the last requests twice.
 	low chan struct{}
+
+	// who else spends each provider's keys (fleet.go)
+	self   string
+	fleets map[string]*fleet
+	seen   map[string]map[string]time.Time // provider -> instance -> last report
 }
 
 type slotID struct{ provider, key, model string }
 
 // NewBook returns an empty book.
 func NewBook() *Book {
-	b := &Book{slots: map[slotID]*Slot{}, low: make(chan struct{}, 1)}
+	b := &Book{slots: map[slotID]*Slot{}, low: make(chan struct{}, 1),
+		fleets: map[string]*fleet{}, seen: map[string]map[string]time.Time{}}
 	ch := make(chan struct{})
 	b.changed.Store(&ch)
 	return b
@@ -50,7 +56,7 @@ func (b *Book) slot(id slotID) *Slot {
 	defer b.mu.Unlock()
 	s := b.slots[id]
 	if s == nil {
-		s = &Slot{}
+		s = &Slot{fleet: b.fleetOf(id.provider), spread: spreadOf(id)}
 		b.slots[id] = s
 	}
 	return s
@@ -139,6 +145,8 @@ func (b *Book) Entries() []Entry {
 // fleet.
 func (b *Book) TakeReports(instance string, now time.Time) []Report {
 	b.mu.Lock()
+	b.setSelf(instance)
+	b.forget(now)
 	byProvider := map[string]*Report{}
 	for id, s := range b.slots {
 		if !s.dirty.Swap(false) {
@@ -171,11 +179,16 @@ func (b *Book) TakeReports(instance string, now time.Time) []Report {
 }
 
 // Apply folds another process's report in. A report of this instance's
-// own (instance) is ignored. It reports how many slots changed.
+// own (instance) is ignored. It reports how many slots changed. The
+// reporter counts as spending the provider's keys for FleetMemory.
 func (b *Book) Apply(rep *Report, instance string) int {
 	if rep.Version != ReportVersion || rep.Instance == instance {
 		return 0
 	}
+	b.mu.Lock()
+	b.setSelf(instance)
+	b.saw(rep.Provider, rep.Instance, time.Now())
+	b.mu.Unlock()
 	n := 0
 	for _, rs := range rep.Slots {
 		var r Reading

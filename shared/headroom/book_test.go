@@ -191,7 +191,8 @@ func TestApplyReport(t *testing.T) {
 			want = append(want, e)
 		}
 	}
-	if got := dst.Entries(); !reflect.DeepEqual(got, want) {
+	// (the parts of requests windows differ: dst spends them beside a)
+	if got := dst.Entries(); !reflect.DeepEqual(withoutParts(got), withoutParts(want)) {
 		t.Errorf("entries after the reports =\n%+v\nwant\n%+v", got, want)
 	}
 	if again := dst.TakeReports("b", testNow); len(again) != 0 {
@@ -217,6 +218,19 @@ func TestApplyReport(t *testing.T) {
 	if k9 || k10 {
 		t.Error("a report's slot of no known window made a slot")
 	}
+}
+
+// withoutParts is es with every window's Own set to its Remaining.
+func withoutParts(es []Entry) []Entry {
+	out := make([]Entry, len(es))
+	for i, e := range es {
+		out[i] = e
+		out[i].Windows = append([]Snapshot(nil), e.Windows...)
+		for j := range out[i].Windows {
+			out[i].Windows[j].Own = out[i].Windows[j].Remaining
+		}
+	}
+	return out
 }
 
 func TestEntries(t *testing.T) {
@@ -303,7 +317,7 @@ func TestReportJSON(t *testing.T) {
 		t.Fatalf("decoded report: Apply = %d, want 2", n)
 	}
 	got, _ := window(dst.Model("openai", "k1", "gpt-4o"), Tokens)
-	if got != (Snapshot{Kind: Tokens, Limit: 30000, Remaining: 29000, Reset: after(20 * time.Second), At: nowNs}) {
+	if got != (Snapshot{Kind: Tokens, Limit: 30000, Remaining: 29000, Own: 29000, Reset: after(20 * time.Second), At: nowNs}) {
 		t.Errorf("decoded window %+v", got)
 	}
 	// A window with no limit omits it and reads back as 0.
@@ -331,11 +345,8 @@ func TestSubject(t *testing.T) {
 
 // TestBookConcurrent charges, releases, observes and applies on one book
 // from many goroutines (run it with -race): once every charge is
-// released, nothing is in flight, also when own readings start epochs on
-// the charged slot meanwhile. That holds because Charge adds before it
-// reads the epoch and Release floors at zero: a Charge that read the epoch
-// first would leave a charge no Release gives back (the test catches it
-// in some runs), one without the floor would leave a negative count.
+// released, nothing is in flight, whatever readings of the charged slots
+// came meanwhile, own or the fleet's.
 func TestBookConcurrent(t *testing.T) {
 	const (
 		workers  = 8
@@ -367,7 +378,7 @@ func TestBookConcurrent(t *testing.T) {
 				}
 			}
 		})
-		sides.Go(func() { // the fleet's readings of the model: no new epoch
+		sides.Go(func() { // the fleet's readings of the model
 			for range readings {
 				fleetLeft--
 				if b.Apply(report("openai", "other", ReportSlot{Key: "k1", Model: "gpt-4o", Windows: []ReportWindow{
@@ -424,20 +435,8 @@ func TestBookConcurrent(t *testing.T) {
 			}
 		}
 	}
-	t.Run("one epoch on the charged model", func(t *testing.T) {
-		epoch := model.epoch.Load()
-		run(t, false)
-		if got := model.epoch.Load(); got != epoch {
-			t.Errorf("fleet readings started epochs: %d, want %d", got, epoch)
-		}
-	})
-	t.Run("own readings on the charged model", func(t *testing.T) {
-		epoch := model.epoch.Load()
-		run(t, true)
-		if got := model.epoch.Load(); got != epoch+readings/2 {
-			t.Errorf("model epoch %d, want %d (one per own reading)", got, epoch+readings/2)
-		}
-	})
+	t.Run("fleet readings of the charged model", func(t *testing.T) { run(t, false) })
+	t.Run("own readings of the charged model", func(t *testing.T) { run(t, true) })
 	if fits, _ := model.Fits(Need{Input: 1}, nowNs); !fits {
 		t.Error("the model does not fit a request after all was released")
 	}

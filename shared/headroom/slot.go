@@ -35,18 +35,25 @@ func (n Need) of(k Kind) int64 {
 }
 
 // Slot is what is known of one key's windows (or one model's on a key):
-// the latest reading, and what this process sent since it. Reads are
-// atomic loads (the request path); writes take the slot's lock.
+// the latest reading, and what this process's requests in flight will
+// take. Reads are atomic loads (the request path); writes take the slot's
+// lock.
 type Slot struct {
 	mu  sync.Mutex
 	win [NumKinds]slotWindow
 	has atomic.Uint32 // bit 1<<Kind per window stated
-	// epoch counts the readings of this process's own answers: a request
-	// charged in an earlier epoch was counted by the provider in the
-	// reading that ended it.
-	epoch atomic.Uint64
-	since [NumKinds]atomic.Int64 // taken by this process's requests sent in the current epoch
-	dirty atomic.Bool            // a reading of this process's not yet reported to the fleet
+	// since is what this process's requests in flight take: charged when
+	// one is sent, given back when its answer comes, whatever readings
+	// came meanwhile. A reading may have counted a request still in
+	// flight (one sent before the answer that brought it): it is then
+	// taken twice until its own answer, which only errs towards room
+	// left unused, never towards a request the provider refuses.
+	since [NumKinds]atomic.Int64
+	dirty atomic.Bool // a reading of this process's not yet reported to the fleet
+	// fleet and spread split a requests window's last units among the
+	// processes spending the key (fleet.own); nil: alone.
+	fleet  *fleet
+	spread uint32
 }
 
 type slotWindow struct {
@@ -59,9 +66,29 @@ type Snapshot struct {
 	Kind      Kind
 	Limit     int64
 	Remaining int64 // as stated, before what is in flight
-	InFlight  int64 // taken by this process's requests sent since
+	Own       int64 // of Remaining, this process's part (requests windows of a key several processes spend; else Remaining)
+	InFlight  int64 // taken by this process's requests in flight
 	Reset     int64 // unix nanoseconds
 	At        int64 // unix nanoseconds of the reading
+}
+
+// Left is what the window has left at now (unix nanoseconds): its whole
+// limit once its reset has passed, else what was stated less what is in
+// flight (at most 0 below: a negative count says only that it is spent).
+func (w Snapshot) Left(now int64) int64 {
+	if w.Reset != 0 && now >= w.Reset && w.Limit > 0 {
+		return w.Limit
+	}
+	return max(w.Remaining-w.InFlight, 0)
+}
+
+// Ratio is Left over the limit, within [0, 1]; false when the window
+// states no limit.
+func (w Snapshot) Ratio(now int64) (float64, bool) {
+	if w.Limit <= 0 {
+		return 0, false
+	}
+	return min(float64(w.Left(now))/float64(w.Limit), 1), true
 }
 
 // Known reports whether the slot holds any reading.
@@ -78,7 +105,8 @@ func (s *Slot) Windows(dst []Snapshot) []Snapshot {
 			continue
 		}
 		w := &s.win[k]
-		dst = append(dst, Snapshot{Kind: k, Limit: w.limit.Load(), Remaining: w.remaining.Load(),
+		rem := w.remaining.Load()
+		dst = append(dst, Snapshot{Kind: k, Limit: w.limit.Load(), Remaining: rem, Own: s.own(k, rem),
 			InFlight: s.since[k].Load(), Reset: w.reset.Load(), At: w.at.Load()})
 	}
 	return dst
@@ -87,9 +115,8 @@ func (s *Slot) Windows(dst []Snapshot) []Snapshot {
 // Ticket is what a request charged to a slot (Charge), given back when its
 // answer comes (Release).
 type Ticket struct {
-	slot  *Slot
-	epoch uint64
-	need  Need
+	slot *Slot
+	need Need
 }
 
 // Charge notes a request sent on the slot: until its answer, the slot's
@@ -104,30 +131,21 @@ func (s *Slot) Charge(n Need) Ticket {
 			s.since[k].Add(v)
 		}
 	}
-	return Ticket{slot: s, epoch: s.epoch.Load(), need: n}
+	return Ticket{slot: s, need: n}
 }
 
-// Release gives back a charge, unless a reading of this process's own came
-// since: that reading counted it already.
+// Release gives back a charge (once: a second call does nothing). The
+// answer's reading, if it states one, is observed after it: it counts the
+// request.
 func (t *Ticket) Release() {
 	s := t.slot
 	if s == nil {
 		return
 	}
 	t.slot = nil
-	if s.epoch.Load() != t.epoch {
-		return
-	}
 	for k := Kind(0); k < NumKinds; k++ {
 		if v := t.need.of(k); v > 0 {
-			// never below zero (an own reading may have cleared the
-			// count meanwhile), without losing a charge added beside it
-			for {
-				cur := s.since[k].Load()
-				if s.since[k].CompareAndSwap(cur, max(cur-v, 0)) {
-					break
-				}
-			}
+			s.since[k].Add(-v)
 		}
 	}
 }
@@ -136,7 +154,11 @@ func (t *Ticket) Release() {
 // (unix nanoseconds) without exceeding a window, and if not, when the
 // window that refuses it resets (0: not known). A window whose reset has
 // passed is whole again; a request larger than a whole window fits (the
-// provider's to refuse: waiting would not help).
+// provider's to refuse: waiting would not help). Of a requests window, a
+// process counts only its own part when others spend the key too
+// (fleet.own: they cannot see its requests in flight, nor it theirs);
+// token windows are not split (a part would refuse large requests a
+// window could take).
 func (s *Slot) Fits(n Need, now int64) (bool, int64) {
 	if s == nil {
 		return true, 0
@@ -161,12 +183,20 @@ func (s *Slot) Fits(n Need, now int64) (bool, int64) {
 		if lim := w.limit.Load(); lim > 0 && need > lim {
 			continue
 		}
-		left := w.remaining.Load() - s.since[k].Load()
+		left := s.own(k, w.remaining.Load()) - s.since[k].Load()
 		if left < need {
 			return false, reset
 		}
 	}
 	return true, 0
+}
+
+// own is the part of a window's remaining count this process may spend.
+func (s *Slot) own(k Kind, remaining int64) int64 {
+	if k != Requests {
+		return remaining
+	}
+	return s.fleet.own(remaining, s.spread)
 }
 
 // Share is the smallest share of a window left (remaining less in flight,
@@ -214,8 +244,8 @@ func (s *Slot) nearlySpent() bool {
 // is of a later window (a reset later by over a second), or when it is of
 // the same window with less left (answers of one window arrive out of
 // order; the least left is the latest). It reports whether any window
-// changed. own says the reading is of this process's own answer: it
-// starts a new epoch (the provider counted what this process had sent).
+// changed. own says the reading is of this process's own answer: the
+// fleet is to hear of it.
 func (s *Slot) apply(r *Reading, at int64, own bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -258,10 +288,6 @@ func (s *Slot) apply(r *Reading, at int64, own bool) bool {
 		}
 	}
 	if changed && own {
-		s.epoch.Add(1)
-		for k := range s.since {
-			s.since[k].Store(0)
-		}
 		s.dirty.Store(true)
 	}
 	return changed

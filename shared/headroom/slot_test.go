@@ -193,32 +193,35 @@ func TestChargeRelease(t *testing.T) {
 	}
 }
 
-func TestReleaseAfterOwnReading(t *testing.T) {
+// TestOwnReadingKeepsOtherCharges: an own answer's reading does not give
+// back what the other requests in flight take: the provider may not have
+// counted them yet (sent before the answer, received after it), so they
+// stay charged until their own answers.
+func TestOwnReadingKeepsOtherCharges(t *testing.T) {
 	reset := after(10 * time.Second)
 	b, s := observed(t, kw{Requests, win(100, 50, reset)}, kw{Tokens, win(1000, 900, reset)})
 	need := Need{Input: 10, Output: 5}
-	old := s.Charge(need)
-	old2 := s.Charge(need)
-	// An own answer of the same window with less left: the provider counted
-	// what was sent before it.
-	if !b.Observe(s, reading(kw{Requests, win(100, 48, reset)}, kw{Tokens, win(1000, 870, reset)}), testNow.Add(time.Second)) {
+	first := s.Charge(need)
+	second := s.Charge(need)
+	// the first's answer: its charge goes, then its reading comes
+	first.Release()
+	if !b.Observe(s, reading(kw{Requests, win(100, 49, reset)}, kw{Tokens, win(1000, 885, reset)}), testNow.Add(time.Second)) {
 		t.Fatal("own reading with less left did not change the slot")
 	}
-	if got := inFlight(t, s, Tokens); got != 0 {
-		t.Errorf("after an own reading: tokens in flight %d, want 0", got)
-	}
-	cur := s.Charge(need)
-	old.Release()
 	if got := inFlight(t, s, Tokens); got != 15 {
-		t.Errorf("a charge of the earlier epoch released: tokens in flight %d, want 15 (the current one's)", got)
+		t.Errorf("after the first's reading: tokens in flight %d, want 15 (the second's)", got)
 	}
-	if got := inFlight(t, s, Requests); got != 1 {
-		t.Errorf("a charge of the earlier epoch released: requests in flight %d, want 1", got)
+	if ok, _ := s.Fits(Need{}, nowNs); !ok {
+		t.Error("48 requests left refused")
 	}
-	cur.Release()
-	old2.Release()
+	w, _ := window(s, Requests)
+	if w.Left(nowNs) != 48 {
+		t.Errorf("left %d, want 49 stated less 1 in flight", w.Left(nowNs))
+	}
+	second.Release()
+	second.Release()
 	if got := inFlight(t, s, Tokens); got != 0 {
-		t.Errorf("all released: tokens in flight %d, want 0", got)
+		t.Errorf("all released (one twice): tokens in flight %d, want 0", got)
 	}
 }
 
@@ -470,17 +473,14 @@ func TestRetryAfterSpendsRequestsLeft(t *testing.T) {
 	// A 429 stating a tokens window and a wait, but no requests window.
 	r := reading(kw{Tokens, win(1000, 0, after(20*time.Second))})
 	r.RetryAfter = 2 * time.Second
+	tk.Release() // the answer's charge goes first
 	if !b.Observe(s, r, testNow) {
 		t.Fatal("not changed")
 	}
 	w, _ := window(s, Requests)
-	if w.Remaining != 0 || w.Reset != after(2*time.Second) {
-		t.Errorf("requests %+v, want 0 left until +2s", w)
+	if w.Remaining != 0 || w.Reset != after(2*time.Second) || w.InFlight != 0 {
+		t.Errorf("requests %+v, want 0 left until +2s, nothing in flight", w)
 	}
-	if w.InFlight != 0 {
-		t.Errorf("in flight %d after an own reading, want 0", w.InFlight)
-	}
-	tk.Release()
 	// A wait beside a stated requests window: the window is as stated.
 	b2, s2 := observed(t)
 	r2 := reading(kw{Requests, win(100, 7, reset)})

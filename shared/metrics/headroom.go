@@ -61,12 +61,9 @@ func (c *HeadroomCollector) Collect(ch chan<- prometheus.Metric) {
 	least := map[series]float64{}
 	for _, e := range c.src.Entries() {
 		for _, w := range e.Windows {
-			if w.Limit <= 0 {
+			ratio, ok := w.Ratio(now)
+			if !ok {
 				continue
-			}
-			ratio := 1.0
-			if w.Reset == 0 || now < w.Reset {
-				ratio = min(max(float64(w.Remaining-w.InFlight)/float64(w.Limit), 0), 1)
 			}
 			s := series{e.Provider, e.Key, w.Kind}
 			if old, ok := least[s]; !ok || ratio < old {

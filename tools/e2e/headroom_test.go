@@ -142,8 +142,8 @@ func runHeadroomLoad(t *testing.T, n int, perKey int64, window time.Duration, on
 
 // TestHeadroomRoutingAcrossTheFleet: three proxies, three keys of 20
 // requests a window each. 55 requests in bursts over the window are all
-// served, nearly always without an upstream 429 and never more than one
-// per key (with headroom routing off, a heavier load is refused upstream); 80 requests (more than the keys allow) see at
+// served without an upstream 429 (with headroom routing off, a heavier
+// load is refused upstream); 80 requests (more than the keys allow) see at
 // most one upstream 429 per key, the excess answered 429 by the gateway
 // itself with a Retry-After no earlier than the provider's reset. The
 // window is scaled down from a minute (SWITCHYARD_LONG_TESTS=1: the
@@ -162,18 +162,15 @@ func TestHeadroomRoutingAcrossTheFleet(t *testing.T) {
 			if r.statuses[200] != 55 {
 				t.Errorf("statuses %v, want 55 served", r.statuses)
 			}
-			// Mostly none; the proxies share readings, not requests in
-			// flight, so two proxies may spend a key's last request in the
-			// same millisecond (a .ci/run saw one such 429 in one run):
-			// at most one per key.
+			// none: the proxies share readings, and split each key's
+			// last requests among them so that two never send the same
 			total := 0
-			for key, n := range r.limited {
+			for _, n := range r.limited {
 				total += n
-				if n > 1 {
-					t.Errorf("key %s: %d upstream 429s, want at most 1", key, n)
-				}
 			}
-			t.Logf("upstream 429s: %d (by key %v)", total, r.limited)
+			if total != 0 {
+				t.Errorf("upstream 429s by key %v, want none", r.limited)
+			}
 		})
 	}
 	t.Run("80 requests, headroom off", func(t *testing.T) {
@@ -190,13 +187,17 @@ func TestHeadroomRoutingAcrossTheFleet(t *testing.T) {
 	t.Run("80 requests", func(t *testing.T) {
 		r := runHeadroomLoad(t, 80, 20, window, true, "headroom")
 		t.Logf("statuses %v, upstream 429s by key %v", r.statuses, r.limited)
+		upstream := 0
 		for key, n := range r.limited {
+			upstream += n
 			if n > 1 {
 				t.Errorf("key %s: %d upstream 429s, want at most 1", key, n)
 			}
 		}
-		if r.statuses[200] < 57 || r.statuses[200]+r.statuses[429] != 80 || r.gateway < 80-60 {
-			t.Errorf("statuses %v: want the keys' 60 served (less at most one per key refused upstream), the rest 429, at least 20 the gateway's own (%d)", r.statuses, r.gateway)
+		// (the target allows one upstream 429 per key and window; those
+		// are relayed, the rest the gateway answers itself)
+		if r.statuses[200] < 57 || r.statuses[200]+r.statuses[429] != 80 || r.gateway < 80-60-upstream {
+			t.Errorf("statuses %v: want the keys' 60 served (less at most one per key refused upstream), the rest 429, all but those refused upstream the gateway's own (%d)", r.statuses, r.gateway)
 		}
 		for _, e := range r.earlyWait {
 			t.Errorf("a gateway 429 says to come back before the window resets: %s", e)

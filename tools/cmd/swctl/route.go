@@ -177,6 +177,9 @@ func keyText(k bus.ExplainKey) string {
 	if tight.Limit > 0 {
 		s += fmt.Sprintf("/%d", tight.Limit)
 	}
+	if tight.Own != nil {
+		s += fmt.Sprintf(" own %d", *tight.Own-tight.InFlight)
+	}
 	if k.State == bus.KeyNoHeadroom && k.Until != "" {
 		s += " until " + k.Until
 	}

@@ -25,7 +25,7 @@ var cannedRoute = bus.Explanation{
 		{Step: 0, Target: "openai/gpt-4o", Provider: "openai", Model: "gpt-4o", Region: "eu", Health: "healthy",
 			LatencyMS: ptr(412.4), EstimatedCostUSD: ptr(0.00035), Capabilities: []string{"tools", "vision"},
 			Keys: []bus.ExplainKey{{ID: "primary", State: bus.KeyAvailable, Headroom: []bus.ExplainWindow{
-				{Kind: "requests", Limit: 20, Remaining: 12, InFlight: 2, Reset: "2026-11-30T12:00:30Z"}, {Kind: "tokens", Limit: 1000, Remaining: 900, Reset: "2026-11-30T12:00:30Z"}}},
+				{Kind: "requests", Limit: 20, Remaining: 12, Own: new(int64(4)), InFlight: 2, Reset: "2026-11-30T12:00:30Z"}, {Kind: "tokens", Limit: 1000, Remaining: 900, Reset: "2026-11-30T12:00:30Z"}}},
 				{ID: "secondary", State: bus.KeyHeld, HoldID: "openai.secondary", Class: "rate_limit", Until: "2026-11-30T12:00:00Z"},
 				{ID: "third", State: bus.KeyNoHeadroom, Until: "2026-11-30T12:00:30Z", Headroom: []bus.ExplainWindow{
 					{Kind: "requests", Limit: 20, Remaining: 0, Reset: "2026-11-30T12:00:30Z"}}}}},
@@ -122,7 +122,7 @@ func TestRouteExplain(t *testing.T) {
 		"answered by proxy-a1 (routing version 3); estimated input tokens 42, max output 512\n" +
 		"\n" +
 		"#  STEP  TARGET         HEALTH              LATENCY MS  EST. COST USD  KEYS\n" +
-		"1  0     openai/gpt-4o  healthy             412         0.000350       primary:available[requests 10/20], secondary:held, third:headroom[requests 0/20 until 2026-11-30T12:00:30Z]\n" +
+		"1  0     openai/gpt-4o  healthy             412         0.000350       primary:available[requests 10/20 own 2], secondary:held, third:headroom[requests 0/20 until 2026-11-30T12:00:30Z]\n" +
 		"2  2     azure/gpt-4o   offline (fallback)  -           -              k1:ramping\n" +
 		"\n" +
 		"REJECTED  TARGET       REASON            DETAIL\n" +
