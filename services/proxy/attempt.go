@@ -211,6 +211,13 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}
 	r.use.tokens, r.use.tokensOK = ans.Tokens, ans.TokensOK
+	out, blocked := r.checkAnswer(out)
+	if blocked != nil {
+		// The target answered well; what it answered may not be relayed.
+		r.setServedBy(c, t)
+		r.class = classRejected
+		return attemptResult{done: true, outcome: outcome{err: sendError(c, r.ep.format, gwerror.GuardrailBlocked, blocked.AnswerMessage())}}
+	}
 	return r.served(c, t, out, fiber.MIMEApplicationJSON)
 }
 

@@ -110,6 +110,25 @@ func BenchmarkProxyChatHeadroom(b *testing.B) {
 	}
 }
 
+// BenchmarkProxyChatGuardrails is BenchmarkProxyChat with no guardrail,
+// then with one on both stages that redacts five built-ins (nothing in
+// the bench's request or answer matches): what checking a request and
+// its answer (whole, or each delta through the window) adds.
+func BenchmarkProxyChatGuardrails(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			benchProxyChatWith(b, false, func(c *config.Config) {
+				if on {
+					c.Guardrails = []config.Guardrail{{Name: "pii", Stage: config.StageBoth, Action: config.ActionRedact,
+						Patterns: []string{"card_number", "email", "phone", "iban", "jwt"}}}
+					c.Clients[0].Guardrails = []string{"pii"}
+				}
+			})
+		})
+	}
+}
+
 func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 	benchProxyChatWith(b, withNATS, func(cfg *config.Config) {
 		if len(metered) > 0 && metered[0] {

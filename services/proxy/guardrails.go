@@ -40,37 +40,33 @@ func guardFormat(ep *endpoint) (guard.Format, bool) {
 // textsPool keeps the buffers guardrails read a request's text with.
 var textsPool = sync.Pool{New: func() any { return new(guard.Texts) }}
 
-// checkGuardrails runs the request's guardrails. It reports whether the
-// request goes on; when not, the caller got the block.
-func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) {
-	set := r.rt.guards
+// guardRequest is what the guardrails read of the request on route
+// routeName, at the input stage or, with output, of its answer (false:
+// guardrails do not read this endpoint's requests or answers).
+func (r *request) guardRequest(routeName string, output bool) (guard.Request, bool) {
 	f, ok := guardFormat(r.ep)
-	if !ok || set == nil {
-		return true, nil
+	if ok && output {
+		f, ok = guard.AnswerOf(f)
+		ok = ok && r.ep.op != provider.OpImages // its answer is images
 	}
-	q := guard.Request{RouteName: rte.Name, Body: r.body, Format: f, InputTokens: r.use.estIn}
+	if !ok || r.rt.guards == nil {
+		return guard.Request{}, false
+	}
+	q := guard.Request{RouteName: routeName, Body: r.body, Format: f, InputTokens: r.use.estIn, Output: output}
 	if r.client != nil {
 		q.Client, q.Plan = r.client.guardrails, r.client.planGuardrails
 	}
-	if !set.Active(&q) {
+	return q, r.rt.guards.Active(&q)
+}
+
+// checkGuardrails runs the request's input guardrails. It reports whether
+// the request goes on; when not, the caller got the block.
+func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) {
+	q, ok := r.guardRequest(rte.Name, false)
+	if !ok {
 		return true, nil
 	}
-	tx := textsPool.Get().(*guard.Texts)
-	q.Texts = tx
-	res := set.Check(&q)
-	textsPool.Put(tx)
-	for _, d := range res.Decisions {
-		r.s.metrics.guardrail(d.Guardrail, d.Verdict)
-		if r.trace.on {
-			r.trace.guards = append(r.trace.guards, debug.GuardrailDecision{Guardrail: d.Guardrail, Action: d.Action,
-				Verdict: d.Verdict, Check: d.Check, TookUS: float64(d.Took.Nanoseconds()) / 1e3})
-		}
-	}
-	for _, d := range res.Decisions {
-		if d.Verdict == config.ActionWarn {
-			r.logger().Warn("guardrail warns", "guardrail", d.Guardrail, "check", d.Check)
-		}
-	}
+	res := r.runGuardrails(&q)
 	if res.Blocked != nil {
 		r.class = classRejected
 		r.logger().Info("guardrail blocked the request", "guardrail", res.Blocked.Guardrail, "check", res.Blocked.Check)
@@ -80,4 +76,52 @@ func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) 
 		r.body = res.Body
 	}
 	return true, nil
+}
+
+// checkAnswer runs the output guardrails on a plain answer in the
+// caller's format: it returns the answer to relay (redacted), and false
+// when a guardrail blocked it.
+func (r *request) checkAnswer(out []byte) ([]byte, *guard.Decision) {
+	q, ok := r.guardRequest(r.sel.route.Name, true)
+	if !ok {
+		return out, nil
+	}
+	q.Body = out
+	res := r.runGuardrails(&q)
+	if res.Blocked != nil {
+		r.logger().Info("guardrail blocked the answer", "guardrail", res.Blocked.Guardrail, "check", res.Blocked.Check)
+		return nil, res.Blocked
+	}
+	if res.Body != nil {
+		return res.Body, nil
+	}
+	return out, nil
+}
+
+// runGuardrails checks q and records the decisions.
+func (r *request) runGuardrails(q *guard.Request) guard.Result {
+	tx := textsPool.Get().(*guard.Texts)
+	q.Texts = tx
+	res := r.rt.guards.Check(q)
+	textsPool.Put(tx)
+	r.recordGuardrails(res.Decisions, q.Output)
+	return res
+}
+
+// recordGuardrails counts, traces and logs (warnings) guardrail decisions.
+func (r *request) recordGuardrails(ds []guard.Decision, output bool) {
+	stage := config.StageInput
+	if output {
+		stage = config.StageOutput
+	}
+	for _, d := range ds {
+		r.s.metrics.guardrail(d.Guardrail, stage, d.Verdict)
+		if r.trace.on {
+			r.trace.guards = append(r.trace.guards, debug.GuardrailDecision{Guardrail: d.Guardrail, Stage: stage, Action: d.Action,
+				Verdict: d.Verdict, Check: d.Check, TookUS: float64(d.Took.Nanoseconds()) / 1e3})
+		}
+		if d.Verdict == config.ActionWarn {
+			r.logger().Warn("guardrail warns", "guardrail", d.Guardrail, "stage", stage, "check", d.Check)
+		}
+	}
 }

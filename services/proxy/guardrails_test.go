@@ -148,8 +148,8 @@ func TestGuardrailBundle(t *testing.T) {
 		t.Fatalf("status %d", st)
 	}
 	b := bundleOf(t, debugStream(t, ff.ns.ClientURL()), "req-guarded")
-	want := []debug.GuardrailDecision{{Guardrail: "no-cards", Action: "redact", Verdict: "redact", Check: "card_number"},
-		{Guardrail: "no-test-word", Action: "block", Verdict: "pass"}}
+	want := []debug.GuardrailDecision{{Guardrail: "no-cards", Stage: "input", Action: "redact", Verdict: "redact", Check: "card_number"},
+		{Guardrail: "no-test-word", Stage: "input", Action: "block", Verdict: "pass"}}
 	if len(b.Guardrails) != 2 {
 		t.Fatalf("bundle guardrails %+v", b.Guardrails)
 	}

@@ -112,7 +112,7 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 	})
 	m.guards = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "guardrail_decisions_total",
-		Help: "Guardrail decisions on requests, by guardrail, stage (input) and action taken (pass, block, redact, warn).",
+		Help: "Guardrail decisions on requests, by guardrail, stage (input, output) and action taken (pass, block, redact, warn).",
 	}, []string{"guardrail", "stage", "action"})
 	m.reg.MustRegister(m.guards)
 	passive := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -191,6 +191,6 @@ func (s *Service) holdApplied(rec hold.Record) {
 
 // guardrail counts one guardrail decision (guardrail names are the
 // configuration's: a bounded set).
-func (m *proxyMetrics) guardrail(name, verdict string) {
-	m.guards.WithLabelValues(name, "input", verdict).Inc()
+func (m *proxyMetrics) guardrail(name, stage, verdict string) {
+	m.guards.WithLabelValues(name, stage, verdict).Inc()
 }

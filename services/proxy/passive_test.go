@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -243,7 +244,7 @@ func TestPassiveCountsStreamEnds(t *testing.T) {
 			// Reports on (they need NATS), flushed only after the test.
 			ff := newFleet(t, 1, func(c *config.Config) { c.Proxy.PassiveReportInterval = time.Hour })
 			f := &fixture{openai: ff.openai, url: ff.urls[0], svc: ff.proxies[0]}
-			if tt.rule != (fakeprovider.Rule{}) {
+			if !reflect.DeepEqual(tt.rule, fakeprovider.Rule{}) {
 				f.openai.AddRule(tt.rule)
 			}
 			resp, _ := f.stream(t, "/v1/chat/completions", `{"model":"fake-openai/demo-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)

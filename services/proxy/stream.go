@@ -51,9 +51,10 @@ type relay struct {
 	// (stream_options.include_usage) and the caller did not: the usage
 	// chunk is read, not relayed.
 	dropUsage bool
-	upErr     bool // the upstream reported an error in the stream
-	passed    int  // upstream events relayed as they came (no converter)
-	atEOF     bool // the upstream body was read to its end
+	upErr     bool         // the upstream reported an error in the stream
+	passed    int          // upstream events relayed as they came (no converter)
+	atEOF     bool         // the upstream body was read to its end
+	og        *streamGuard // the output guardrails (nil: none apply)
 	// convErr is why an upstream event could not be translated into the
 	// caller's format: the stream is abandoned (an event dropped would
 	// leave the caller an answer that looks whole and is not).
@@ -140,6 +141,9 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 			break
 		}
 	}
+	if rl.convErr == nil {
+		rl.og = r.outputGuard()
+	}
 	r.boundRelay(up)
 	rl.idle.armed = time.Time{}          // the relay's first read is bounded by the relay's deadline, not the attempt's
 	r.caller.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
@@ -207,7 +211,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		return true
 	}
 	var readErr error
-	if write(rl.first) && flush(false) {
+	if write(rl.guarded(rl.first)) && flush(false) && !rl.og.stopped() {
 		// gone is read before each upstream read: a caller that left
 		// before relayUp was set is seen here (callerGone).
 		for rl.convErr == nil && !r.caller.gone.Load() {
@@ -236,7 +240,7 @@ func (rl *relay) run(w *bufio.Writer) {
 			events++
 			kind := provider.InspectEvent(rl.upFormat, ev.Name, ev.Data)
 			last := kind == provider.EventTerminal && provider.EndsStream(rl.upFormat, ev.Data)
-			if !write(rl.convertKind(ev, kind)) || !flush(last) {
+			if !write(rl.guarded(rl.convertKind(ev, kind))) || !flush(last) || rl.og.stopped() {
 				break
 			}
 			if last {
@@ -256,10 +260,21 @@ func (rl *relay) run(w *bufio.Writer) {
 	status := http.StatusOK
 	r.use.estOut = int64(events) // about a token per content event
 	r.use.streamDone = rl.done && !rl.upErr
+	if rl.og != nil {
+		r.recordGuardrails(rl.og.st.Decisions, true)
+	}
 	switch {
 	case clientGone:
 		r.use.cancelled, r.class = true, classCallerGone
 		r.logInfo("stream ended by the caller", rl.t, slog.Int("events", events))
+	case rl.og.stopped():
+		// Not the target's failure: it answered what may not be relayed.
+		flush(true)
+		r.class = classRejected
+		b := rl.og.st.Blocked
+		r.logger().Info("guardrail blocked the stream", "guardrail", b.Guardrail, "check", b.Check,
+			"provider", rl.t.step.Provider.Name, "key_id", rl.t.key.ID, "events", events)
+		rl.settle(hold.Outcome{OK: true}, rl.latency)
 	case rl.convErr != nil:
 		// Not the target's failure: the gateway cannot say what the
 		// upstream sent in the caller's format.
@@ -301,6 +316,8 @@ func (rl *relay) run(w *bufio.Writer) {
 	if status != http.StatusOK {
 		r.class = classStreamIncomplete
 	}
+	rl.og.release()
+	rl.og = nil
 }
 
 // endGrace is how long a relay that has relayed its stream's last event

@@ -15,6 +15,9 @@ type Guardrail struct {
 	Name string `koanf:"name"`
 	// Action is block (default), redact (patterns only) or warn.
 	Action string `koanf:"action"`
+	// Stage is what it checks: input (default: what a request sends
+	// upstream), output (what an answer brings back) or both.
+	Stage string `koanf:"stage"`
 	// Patterns are named built-ins: email, phone, card_number, iban,
 	// provider_key, jwt.
 	Patterns []string `koanf:"patterns"`
@@ -54,6 +57,25 @@ const (
 	ActionRedact = "redact"
 	ActionWarn   = "warn"
 )
+
+// Guardrail stages.
+const (
+	StageInput  = "input"
+	StageOutput = "output"
+	StageBoth   = "both"
+)
+
+// Checks reports whether the guardrail runs at stage (StageInput or
+// StageOutput).
+func (g *Guardrail) Checks(stage string) bool {
+	switch g.Stage {
+	case "", StageInput:
+		return stage == StageInput
+	case StageBoth:
+		return true
+	}
+	return g.Stage == stage
+}
 
 // GuardrailBuiltins are the built-in patterns' names.
 var GuardrailBuiltins = []string{"email", "phone", "card_number", "iban", "provider_key", "jwt"}
@@ -105,8 +127,11 @@ func ParseAttachment(s string) (Attachment, error) {
 // client's applied over it (the most specific wins: a later level may
 // change an attached guardrail's action or detach it with "!name").
 // Entries are assumed valid (Validate).
-func Effective(levels ...[]string) []Attachment {
-	var out []Attachment
+func Effective(levels ...[]string) []Attachment { return AppendEffective(nil, levels...) }
+
+// AppendEffective is Effective appended to dst[:0] (its array reused).
+func AppendEffective(dst []Attachment, levels ...[]string) []Attachment {
+	out := dst[:0]
 	for _, list := range levels {
 		for _, s := range list {
 			a, err := ParseAttachment(s)
@@ -156,6 +181,12 @@ func (v *validator) guardrails() {
 		}
 		names[g.Name] = true
 		v.oneOf(at+".action", g.ActionOf(), ActionBlock, ActionRedact, ActionWarn)
+		if g.Stage != "" {
+			v.oneOf(at+".stage", g.Stage, StageInput, StageOutput, StageBoth)
+		}
+		if g.Stage == StageOutput && (g.Limits != (GuardrailLimits{}) || len(g.Tools.Allow)+len(g.Tools.DenyParams) > 0) {
+			v.add(at+".stage", "limits and tools bound requests: they check the input stage, not output")
+		}
 		v.guardrailChecks(at, g)
 	}
 	attach := func(path string, list []string) {

@@ -196,6 +196,8 @@ func TestValidationErrors(t *testing.T) {
 		{"guardrail twice", "\nguardrails:\n  - {name: g, deny: [x]}\n  - {name: g, deny: [y]}", nil, `guardrails[1].name: "g" is defined twice`},
 		{"guardrail action", "\nguardrails:\n  - {name: g, deny: [x], action: drop}", nil, `guardrails[0].action: unknown value "drop"`},
 		{"guardrail redact without patterns", "\nguardrails:\n  - {name: g, action: redact, limits: {messages: 3}}", nil, `guardrails[0].action: redact needs patterns, regex or deny to replace`},
+		{"guardrail stage", "\nguardrails:\n  - {name: g, deny: [x], stage: after}", nil, `guardrails[0].stage: unknown value "after"`},
+		{"guardrail output limits", "\nguardrails:\n  - {name: g, stage: output, limits: {messages: 3}}", nil, `guardrails[0].stage: limits and tools bound requests: they check the input stage, not output`},
 		{"guardrail limit", "\nguardrails:\n  - {name: g, limits: {messages: -1}}", nil, `guardrails[0].limits.messages: must be >= 0 (0: no bound), got -1`},
 		{"guardrail unknown", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], guardrails: [nope]}", nil, `clients[0].guardrails[0]: no guardrail named "nope" (guardrails[].name)`},
 		{"guardrail attach action", "\nguardrails:\n  - {name: g, limits: {messages: 3}}\nplans:\n  p: {guardrails: ['g:redact']}", nil, `plans.p.guardrails[0]: redact needs patterns, and guardrail "g" has none`},

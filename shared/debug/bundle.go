@@ -133,6 +133,7 @@ type LimitDecision struct {
 // tools.allow ...; never the matched text) and how long it took.
 type GuardrailDecision struct {
 	Guardrail string  `json:"guardrail"`
+	Stage     string  `json:"stage"` // input or output
 	Action    string  `json:"action"`
 	Verdict   string  `json:"verdict"`
 	Check     string  `json:"check,omitempty"`

@@ -77,6 +77,13 @@ func (w *Window) Flush(dst []Match) (released []byte, matches []Match) {
 	return w.release(true, dst)
 }
 
+// Use empties the window for a new stream scanned by m (its buffers
+// kept).
+func (w *Window) Use(m *Matcher) {
+	w.m = m
+	w.Reset()
+}
+
 // Reset empties the window for a new stream.
 func (w *Window) Reset() {
 	w.buf, w.rel = w.buf[:0], 0

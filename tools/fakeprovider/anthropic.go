@@ -30,7 +30,7 @@ func (s *Server) serveMessage(w http.ResponseWriter, req *request, chunks int) {
 	stop := "end_turn"
 	s.writeJSON(w, req, anthropicMessage{
 		ID: s.newID("msg_"), Type: "message", Role: "assistant", Model: req.call.Model,
-		Content:    []textBlock{{Type: "text", Text: completionText(chunks)}},
+		Content:    []textBlock{{Type: "text", Text: req.answerText(chunks)}},
 		StopReason: &stop,
 		Usage:      anthropicUsage{InputTokens: promptTokens(req.body), OutputTokens: 2 * chunks},
 	})

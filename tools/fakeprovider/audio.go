@@ -204,7 +204,7 @@ type transcriptionSegment struct {
 // srt, vtt or verbose_json; "stream": "true" (gpt-4o transcribe models)
 // gets transcript.text.delta events and a transcript.text.done.
 func (s *Server) serveTranscription(w http.ResponseWriter, req *request, chunks int) {
-	text := completionText(chunks)
+	text := req.answerText(chunks)
 	secs := audioSeconds(req.call.FileSize)
 	switch req.form["response_format"] {
 	case "text":

@@ -54,7 +54,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, req *request, chunks int
 	s.writeJSON(w, req, textCompletion{
 		ID: s.newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: req.call.Model,
 		SystemFingerprint: fingerprint,
-		Choices:           []completionChoice{{Text: completionText(chunks), Logprobs: jsonNull, FinishReason: &stop}},
+		Choices:           []completionChoice{{Text: req.answerText(chunks), Logprobs: jsonNull, FinishReason: &stop}},
 		Usage:             u,
 	})
 }

@@ -120,6 +120,23 @@ type request struct {
 	requestID string
 	form      map[string]string // the fields of a multipart/form-data body (transcriptions)
 	limit     *limitVerdict     // the rate limiter's verdict; nil when it did not count the call
+	text      []string          // the rule's content chunks (Rule.Text); nil: chunkText's
+}
+
+// chunk is the i-th content delta of the answer.
+func (req *request) chunk(i int) string {
+	if req.text != nil {
+		return req.text[i]
+	}
+	return chunkText(i)
+}
+
+// answerText is the text of a whole answer of n chunks.
+func (req *request) answerText(n int) string {
+	if req.text != nil {
+		return strings.Join(req.text, "")
+	}
+	return completionText(n)
 }
 
 func (s *Server) routes() http.Handler {
@@ -214,6 +231,9 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	chunks := s.opts.Chunks
 	if rl.Chunks > 0 {
 		chunks = rl.Chunks
+	}
+	if len(rl.Text) > 0 {
+		chunks, req.text = len(rl.Text), rl.Text
 	}
 	delay := s.opts.ChunkDelay
 	if rl.ChunkDelay > 0 {

@@ -80,7 +80,7 @@ func (s *Server) serveChat(w http.ResponseWriter, req *request, chunks int) {
 		Created: time.Now().Unix(),
 		Model:   req.call.Model,
 		Choices: []chatChoice{{
-			Message:      chatMessage{Role: "assistant", Content: completionText(chunks)},
+			Message:      chatMessage{Role: "assistant", Content: req.answerText(chunks)},
 			Logprobs:     jsonNull,
 			FinishReason: "stop",
 		}},

@@ -140,6 +140,10 @@ type Rule struct {
 	// SSE error event after ErrorAfterChunks content chunks of a stream.
 	ErrorInStream    bool `json:"error_in_stream,omitempty" yaml:"error_in_stream,omitempty"`
 	ErrorAfterChunks int  `json:"error_after_chunks,omitempty" yaml:"error_after_chunks,omitempty"`
+	// Text is the answer's content, chunk by chunk: a stream sends each
+	// as one content delta, a whole answer their concatenation (it
+	// overrides Chunks). None: "chunk 0 chunk 1 ...".
+	Text []string `json:"text,omitempty" yaml:"text,omitempty"`
 }
 
 // Validate reports the first bad field of the rule, naming its key.
@@ -238,6 +242,7 @@ type ruleJSON struct {
 	Hang             bool     `json:"hang,omitempty"`
 	ErrorInStream    bool     `json:"error_in_stream,omitempty"`
 	ErrorAfterChunks int      `json:"error_after_chunks,omitempty"`
+	Text             []string `json:"text,omitempty"`
 }
 
 // MarshalJSON writes the rule with snake_case keys and string durations.
@@ -249,7 +254,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 		FirstByteLatency: Duration(r.FirstByteLatency), ChunkDelay: Duration(r.ChunkDelay),
 		Chunks: r.Chunks, CutAfter: r.CutAfter, CutAtStart: r.CutAtStart,
 		Reset: r.Reset, Hang: r.Hang,
-		ErrorInStream: r.ErrorInStream, ErrorAfterChunks: r.ErrorAfterChunks,
+		ErrorInStream: r.ErrorInStream, ErrorAfterChunks: r.ErrorAfterChunks, Text: r.Text,
 	})
 }
 
@@ -268,7 +273,7 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 		FirstByteLatency: time.Duration(j.FirstByteLatency), ChunkDelay: time.Duration(j.ChunkDelay),
 		Chunks: j.Chunks, CutAfter: j.CutAfter, CutAtStart: j.CutAtStart,
 		Reset: j.Reset, Hang: j.Hang,
-		ErrorInStream: j.ErrorInStream, ErrorAfterChunks: j.ErrorAfterChunks,
+		ErrorInStream: j.ErrorInStream, ErrorAfterChunks: j.ErrorAfterChunks, Text: j.Text,
 	}
 	return nil
 }

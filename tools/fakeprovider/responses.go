@@ -120,7 +120,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, req *request, chunks int) 
 	r := s.newResponseObject(req, s.newID("resp_"), "completed")
 	r.Output = []outputMessage{{
 		Type: "message", ID: s.newID("msg_"), Status: "completed", Role: "assistant",
-		Content: []outputText{newOutputText(completionText(chunks))},
+		Content: []outputText{newOutputText(req.answerText(chunks))},
 	}}
 	r.Usage = newResponseUsage(responseInputTokens(req.body), 2*chunks)
 	s.writeJSON(w, req, r)

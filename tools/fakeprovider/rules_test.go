@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -625,7 +626,7 @@ func TestControlEndpoint(t *testing.T) {
 	var rules []Rule
 	decode(t, readAll(t, call(t, c, "GET", s.URL()+"/_fake/rules", "", nil)), &rules)
 	want := Rule{ID: created.ID, Key: "k1", Error: "openai.rate_limit", RetryAfter: 3 * time.Second, FirstByteLatency: 10 * time.Millisecond, Times: 2}
-	if len(rules) != 1 || rules[0] != want {
+	if len(rules) != 1 || !reflect.DeepEqual(rules[0], want) {
 		t.Fatalf("rules %+v, want %+v", rules, want)
 	}
 
@@ -676,17 +677,18 @@ func TestControlEndpoint(t *testing.T) {
 }
 
 func TestRuleJSON(t *testing.T) {
-	r := Rule{ID: "a", Model: "m", Error: "anthropic.overloaded", ChunkDelay: 250 * time.Millisecond, Probability: 0.25, Reset: false, CutAfter: 3}
+	r := Rule{ID: "a", Model: "m", Error: "anthropic.overloaded", ChunkDelay: 250 * time.Millisecond, Probability: 0.25, Reset: false, CutAfter: 3,
+		Text: []string{"a", "b"}}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"id":"a","model":"m","error":"anthropic.overloaded","probability":0.25,"chunk_delay":"250ms","cut_after":3}`; string(b) != want {
+	if want := `{"id":"a","model":"m","error":"anthropic.overloaded","probability":0.25,"chunk_delay":"250ms","cut_after":3,"text":["a","b"]}`; string(b) != want {
 		t.Errorf("marshal %s, want %s", b, want)
 	}
 	var back Rule
 	decode(t, b, &back)
-	if back != r {
+	if !reflect.DeepEqual(back, r) {
 		t.Errorf("round trip %+v, want %+v", back, r)
 	}
 	var cut Rule

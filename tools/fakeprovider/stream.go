@@ -59,7 +59,7 @@ func (s *Server) runStream(ctx context.Context, w http.ResponseWriter, req *requ
 		if i > 0 && !s.wait(ctx, delay) {
 			return
 		}
-		if st.content(i, chunkText(i)) != nil {
+		if st.content(i, req.chunk(i)) != nil {
 			return
 		}
 	}

@@ -21,6 +21,9 @@ type Set struct {
 	// (chain:<name> from chains.<name>.guardrails; a model route from
 	// its models' providers[].models[].guardrails).
 	routes map[string][]string
+	// output: some guardrail checks the output stage; input: some the
+	// input stage
+	output, input bool
 }
 
 // Compile builds the Set of cfg (validated: every name an attachment
@@ -35,6 +38,8 @@ func Compile(cfg *config.Config, table *route.Table) (*Set, error) {
 		s.defs = append(s.defs, g)
 		s.index[g.Name] = i
 		defs[i] = guardrail.Def{Name: g.Name, Builtins: g.Patterns, Regex: g.Regex, Deny: g.Deny}
+		s.output = s.output || g.Checks(config.StageOutput)
+		s.input = s.input || g.Checks(config.StageInput)
 	}
 	if len(defs) == 0 {
 		return s, nil
@@ -110,37 +115,69 @@ type Request struct {
 	Format       Format
 	InputTokens  int64 // the gateway's estimate
 	Texts        *Texts
+	// Output: the body is an answer (Format one of the answer formats)
+	// and the output stage's guardrails check it.
+	Output bool
+}
+
+// stage is the request's stage's name.
+func (q *Request) stage() string {
+	if q.Output {
+		return config.StageOutput
+	}
+	return config.StageInput
 }
 
 // Active reports whether any guardrail applies to the request: none runs
 // (and nothing is read) on a route, plan and client without guardrails.
 func (s *Set) Active(q *Request) bool {
-	return s != nil && s.matcher != nil && (len(q.Plan)+len(q.Client) > 0 || len(s.routes[q.RouteName]) > 0)
+	if s == nil || s.matcher == nil || (q.Output && !s.output) || (!q.Output && !s.input) {
+		return false
+	}
+	return len(q.Plan)+len(q.Client) > 0 || len(s.routes[q.RouteName]) > 0
+}
+
+// attached is the guardrails the request runs at its stage, in order,
+// with their index and the action in force; *eff is the buffer their
+// list is made in.
+func (s *Set) attached(q *Request, eff *[]config.Attachment, fn func(i int, g *config.Guardrail, action string)) {
+	stage := q.stage()
+	*eff = config.AppendEffective(*eff, s.routes[q.RouteName], q.Plan, q.Client)
+	for _, a := range *eff {
+		i, ok := s.index[a.Name]
+		if !ok || !s.defs[i].Checks(stage) {
+			continue
+		}
+		action := a.Action
+		if action == "" {
+			action = s.defs[i].ActionOf()
+		}
+		fn(i, s.defs[i], action)
+	}
 }
 
 // Check runs the request's guardrails in order (route, then plan, then
 // client: see config.Effective). The first that blocks ends the check;
 // redactions apply in turn to the text the next guardrails read. The
 // text is scanned once for every guardrail's patterns, and again only
-// after a redaction changed it.
+// after a redaction changed it. The result's decisions live in q.Texts:
+// they are valid until its next use.
 func (s *Set) Check(q *Request) Result {
-	var res Result
-	atts := config.Effective(s.routes[q.RouteName], q.Plan, q.Client)
+	tx := q.Texts
+	res := Result{Decisions: tx.decisions[:0]}
 	body := q.Body
 	var found []string // per guardrail: the first pattern found in body ("": none)
-	for _, a := range atts {
-		i, ok := s.index[a.Name]
-		if !ok {
-			continue
-		}
-		g := s.defs[i]
-		action := a.Action
-		if action == "" {
-			action = g.ActionOf()
+	done := false
+	s.attached(q, &tx.eff, func(i int, g *config.Guardrail, action string) {
+		if done {
+			return
 		}
 		start := time.Now()
 		d := Decision{Guardrail: g.Name, Action: action, Verdict: VerdictPass}
-		check := s.shapeCheck(g, body, q)
+		check := ""
+		if !q.Output {
+			check = s.shapeCheck(g, body, q)
+		}
 		if check == "" && g.HasPatterns() {
 			if found == nil {
 				found = s.scan(body, q)
@@ -163,9 +200,10 @@ func (s *Set) Check(q *Request) Result {
 		res.Decisions = append(res.Decisions, d)
 		if d.Verdict == config.ActionBlock {
 			res.Blocked = &res.Decisions[len(res.Decisions)-1]
-			return res
+			done = true
 		}
-	}
+	})
+	tx.decisions = res.Decisions
 	return res
 }
 
@@ -183,13 +221,13 @@ func isShapeCheck(check string) bool {
 // guardrail, the first pattern found ("" none; textsTooMany when nothing
 // was found in a body whose text was cut).
 func (s *Set) scan(body []byte, q *Request) []string {
-	found := make([]string, len(s.defs))
 	tx := q.Texts
+	found := append(tx.found[:0], make([]string, len(s.defs))...)
+	tx.found = found
 	tx.Reset(body, q.Format)
-	var ms []guardrail.Match
 	for j := range tx.Len() {
-		ms = s.matcher.Scan(tx.Text(j), ms[:0])
-		for _, m := range ms {
+		tx.ms = s.matcher.Scan(tx.Text(j), tx.ms[:0])
+		for _, m := range tx.ms {
 			if found[m.Guardrail] == "" {
 				found[m.Guardrail] = m.Pattern
 			}
@@ -281,4 +319,9 @@ func allowed(list []string, name []byte) bool {
 // checked, never the text that matched.
 func (d *Decision) Message() string {
 	return fmt.Sprintf("the request was blocked by guardrail `%s` (%s); nothing was sent upstream", d.Guardrail, d.Check)
+}
+
+// AnswerMessage is the error message of a block of an answer.
+func (d *Decision) AnswerMessage() string {
+	return fmt.Sprintf("the answer was blocked by guardrail `%s` (%s); it was not relayed", d.Guardrail, d.Check)
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/guardrail"
 )
@@ -26,21 +25,9 @@ func TestBuiltinsAgree(t *testing.T) {
 // scan (a redaction rescans for the next), and a body with more text
 // values than are read is blocked even by a redacting guardrail.
 func TestCheckScansOnceAndBlocksUnreadText(t *testing.T) {
-	cfg := config.Defaults()
-	cfg.Providers = []config.Provider{{Name: "p", Type: "openai", Models: []config.Model{{Name: "m"}},
-		Keys: []config.Key{{ID: "k", Value: config.NewSecret("s")}}}}
-	cfg.Guardrails = []config.Guardrail{
-		{Name: "cards", Action: config.ActionRedact, Patterns: []string{"card_number"}},
-		{Name: "mail", Action: config.ActionWarn, Patterns: []string{"email"}},
-	}
-	table, err := route.Build(cfg, route.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := Compile(cfg, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := compileSet(t,
+		config.Guardrail{Name: "cards", Action: config.ActionRedact, Patterns: []string{"card_number"}},
+		config.Guardrail{Name: "mail", Action: config.ActionWarn, Patterns: []string{"email"}})
 	q := &Request{Client: []string{"cards", "mail"}, Format: Embeddings, Texts: &Texts{},
 		Body: []byte(`{"input":["4111 1111 1111 1111","a@example.com"]}`)}
 	res := set.Check(q)

@@ -7,7 +7,11 @@
 // else (model, parameters, keys).
 package guard
 
-import "switchyard.dev/shared/jsonfield"
+import (
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/guardrail"
+	"switchyard.dev/shared/jsonfield"
+)
 
 // Format is the API format of a request body.
 type Format uint8
@@ -19,7 +23,34 @@ const (
 	Responses                 // OpenAI Responses API
 	Completions               // OpenAI legacy completions
 	Embeddings                // OpenAI embeddings
+
+	// Answers (the output stage): what an answer in the caller's format
+	// brings back.
+	ChatAnswer        // a chat completion: choices[].message content and tool call arguments
+	MessagesAnswer    // an Anthropic message: content[] text
+	ResponsesAnswer   // a Responses API response: output[] content text and call arguments
+	CompletionsAnswer // a legacy completion: choices[].text
+	// ResponsesEvent is a Responses API stream event that repeats text
+	// whole (output_text.done, content_part.done, output_item.done,
+	// completed): its text, part, item or response.
+	ResponsesEvent
 )
+
+// AnswerOf is the format of the answers to requests of format f (false:
+// its answers carry no text guardrails read: embeddings).
+func AnswerOf(f Format) (Format, bool) {
+	switch f {
+	case Chat:
+		return ChatAnswer, true
+	case Messages:
+		return MessagesAnswer, true
+	case Responses:
+		return ResponsesAnswer, true
+	case Completions:
+		return CompletionsAnswer, true
+	}
+	return 0, false
+}
 
 // span is a string value of the body: body[start:end] is its raw JSON
 // (with its quotes).
@@ -90,24 +121,45 @@ func (w *walker) content(v []byte) {
 	w.str(v)
 }
 
+// chatMessage notes a chat message's content and its tool calls'
+// arguments.
+func (w *walker) chatMessage(m []byte) {
+	field(m, func(name string, x []byte) {
+		switch name {
+		case "content":
+			w.content(x)
+		case "tool_calls":
+			jsonfield.Each(x, func(tc []byte) {
+				field(tc, func(_ string, fn []byte) { field(fn, func(_ string, a []byte) { w.str(a) }, "arguments") }, "function")
+			})
+		}
+	}, "content", "tool_calls")
+}
+
+// responseOutput notes the text of a Responses API response's output.
+func (w *walker) responseOutput(resp []byte) {
+	field(resp, func(_ string, out []byte) { jsonfield.Each(out, w.outputItem) }, "output")
+}
+
+// outputItem notes the text of one Responses API output item: a
+// message's content parts, a function call's arguments.
+func (w *walker) outputItem(item []byte) {
+	field(item, func(name string, x []byte) {
+		if name == "content" {
+			w.content(x)
+		} else {
+			w.str(x)
+		}
+	}, "content", "arguments")
+}
+
 // walk collects the text of body in format f.
 func (w *walker) walk(f Format) {
 	b := w.body
 	switch f {
 	case Chat:
 		field(b, func(_ string, msgs []byte) {
-			jsonfield.Each(msgs, func(m []byte) {
-				field(m, func(name string, x []byte) {
-					switch name {
-					case "content":
-						w.content(x)
-					case "tool_calls":
-						jsonfield.Each(x, func(tc []byte) {
-							field(tc, func(_ string, fn []byte) { field(fn, func(_ string, a []byte) { w.str(a) }, "arguments") }, "function")
-						})
-					}
-				}, "content", "tool_calls")
-			})
+			jsonfield.Each(msgs, w.chatMessage)
 		}, "messages")
 	case Messages:
 		field(b, func(name string, x []byte) {
@@ -138,6 +190,33 @@ func (w *walker) walk(f Format) {
 				w.str(x)
 			}
 		}, "instructions", "input")
+	case ChatAnswer:
+		field(b, func(_ string, cs []byte) {
+			jsonfield.Each(cs, func(c []byte) {
+				field(c, func(_ string, m []byte) { w.chatMessage(m) }, "message")
+			})
+		}, "choices")
+	case MessagesAnswer:
+		field(b, func(_ string, c []byte) { w.content(c) }, "content")
+	case ResponsesAnswer:
+		w.responseOutput(b)
+	case CompletionsAnswer:
+		field(b, func(_ string, cs []byte) {
+			jsonfield.Each(cs, func(c []byte) { field(c, func(_ string, x []byte) { w.str(x) }, "text") })
+		}, "choices")
+	case ResponsesEvent:
+		field(b, func(name string, x []byte) {
+			switch name {
+			case "text":
+				w.str(x)
+			case "part":
+				field(x, func(_ string, t []byte) { w.str(t) }, "text")
+			case "item":
+				w.outputItem(x)
+			case "response":
+				w.responseOutput(x)
+			}
+		}, "text", "part", "item", "response")
 	case Completions:
 		field(b, func(_ string, x []byte) { w.strs(x) }, "prompt")
 	case Embeddings:
@@ -150,6 +229,11 @@ func (w *walker) walk(f Format) {
 type Texts struct {
 	w       walker
 	scratch []byte
+	// a check's buffers, kept with the texts' between requests
+	eff       []config.Attachment
+	found     []string
+	ms        []guardrail.Match
+	decisions []Decision
 }
 
 // Reset reads body (format f) anew; Texts keeps its buffers between
