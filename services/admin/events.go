@@ -21,7 +21,7 @@ import (
 var eventKinds = []string{
 	string(hold.EventHold), string(hold.EventRelease), string(hold.EventTrip),
 	string(hold.EventProbe), string(hold.EventHealth), string(hold.EventCredential),
-	string(hold.EventBudget), routingdoc.EventKind,
+	string(hold.EventBudget), string(hold.EventGuardrail), routingdoc.EventKind,
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -122,6 +122,7 @@ func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
 			r.LatencyMS, r.Tokens.Input = float64(10+i%900), int64(i)
 			if i%11 == 0 {
 				r.CostUSD, r.Status, r.Class = nil, 429, "rate_limit"
+				r.Guardrail, r.GuardrailName, r.GuardrailStage = "warn", "no-cards", "output"
 			}
 			if i%5 == 0 {
 				r.Stream, r.StreamCompleted, r.TTFTMS = true, i%10 != 0, float64(1+i%50)

@@ -175,7 +175,8 @@ func TestRequestsDashboardInBrowser(t *testing.T) {
 	p = b.requestsPage(`view.dataset.state === "ready" && view.dataset.id === "req-1"`)
 	b.screenshot("DASHBOARD_REQUESTS_SCREENSHOT")
 	if p.Hash != "#requests/req-1" || p.Title != "Request req-1" || !strings.Contains(p.Head, "502 failed · upstream_error · transient") ||
-		!strings.Contains(p.Head, "smart → chain:smart (chain, priority)") {
+		!strings.Contains(p.Head, "smart → chain:smart (chain, priority)") ||
+		!strings.Contains(p.Head, "no-cards redact (input, card_number) · no-word pass (input)") {
 		t.Errorf("bundle header: %+v", p)
 	}
 	if len(p.Bars) != 2 {

@@ -32,7 +32,7 @@ func decodeRecord(data []byte, r *usage.Record) error {
 var recordFields = []string{"v", "request_id", "at", "client_id", "plan", "client_type", "endpoint",
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"tokens", "tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed",
-	"cancelled", "failed_attempts", "input", "output", "cached_input", "cache_write", "reasoning"}
+	"cancelled", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage", "input", "output", "cached_input", "cache_write", "reasoning"}
 
 // lexer reads JSON in the narrow form decodeRecordFast accepts; every
 // method reports false for anything else.
@@ -413,6 +413,12 @@ func decodeRecordFast(data []byte, r *usage.Record) bool {
 			return l.boolField(&r.Cancelled)
 		case "failed_attempts":
 			return l.failedAttempts(r)
+		case "guardrail":
+			return l.stringField(&r.Guardrail)
+		case "guardrail_name":
+			return l.stringField(&r.GuardrailName)
+		case "guardrail_stage":
+			return l.stringField(&r.GuardrailStage)
 		}
 		return l.other(name)
 	})

@@ -68,6 +68,12 @@ var usageMigrations = []string{
 	// 2: the record's failed attempts (usage.Record.FailedAttempts as
 	// JSON; NULL when none failed, and in the rows before)
 	`ALTER TABLE switchyard_usage_records ADD COLUMN failed_attempts jsonb`,
+	// 3: what the request's guardrails did (usage.Record.Guardrail,
+	// GuardrailName, GuardrailStage; empty when none acted, and in the
+	// rows before)
+	`ALTER TABLE switchyard_usage_records ADD COLUMN guardrail text NOT NULL DEFAULT '',
+		ADD COLUMN guardrail_name text NOT NULL DEFAULT '',
+		ADD COLUMN guardrail_stage text NOT NULL DEFAULT ''`,
 }
 
 // usageColumns are the table's columns in the order usageRows gives them.
@@ -75,7 +81,7 @@ var usageColumns = []string{"request_id", "at", "client_id", "plan", "client_typ
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "reasoning_tokens",
 	"tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed", "cancelled",
-	"stream_seq", "failed_attempts"}
+	"stream_seq", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage"}
 
 // usageStore is the usage sink of metering.store. Open connects lazily;
 // a Flush that finds PostgreSQL down fails and keeps what it holds, so
@@ -238,7 +244,7 @@ func migrateUsage(ctx context.Context, pool *pgxpool.Pool) error {
 type usageRows struct {
 	rows []usageRow
 	i    int
-	vals [28]any
+	vals [31]any
 }
 
 func (r *usageRows) Next() bool { r.i++; return r.i < len(r.rows) }
@@ -269,6 +275,6 @@ func (r *usageRows) Values() ([]any, error) {
 		x.ModelRequested, x.Provider, x.ProviderType, x.Model, x.KeyID, int32(x.Attempts), int32(x.Status), x.Class,
 		x.Tokens.Input, x.Tokens.Output, x.Tokens.CachedInput, x.Tokens.CacheWrite, x.Tokens.Reasoning,
 		x.TokensEstimated, cost, x.LatencyMS, x.TTFTMS, x.Stream, x.StreamCompleted, x.Cancelled,
-		int64(row.seq), failed}
+		int64(row.seq), failed, x.Guardrail, x.GuardrailName, x.GuardrailStage}
 	return r.vals[:], nil
 }

@@ -115,14 +115,15 @@ func TestUsageStoreExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	conn := pgConn(t, pg)
-	want := first[55] // failed, streamed, no cost, failed attempts
+	want := first[55] // failed, streamed, no cost, failed attempts, a guardrail's warning
 	var got usage.Record
 	var seq int64
 	if err := conn.QueryRow(ctx, `SELECT `+strings.Join(usageColumns, ", ")+` FROM `+usageTable+` WHERE request_id = $1`, want.RequestID).Scan(
 		&got.RequestID, &got.At, &got.ClientID, &got.Plan, &got.ClientType, &got.Endpoint, &got.ModelRequested,
 		&got.Provider, &got.ProviderType, &got.Model, &got.KeyID, &got.Attempts, &got.Status, &got.Class,
 		&got.Tokens.Input, &got.Tokens.Output, &got.Tokens.CachedInput, &got.Tokens.CacheWrite, &got.Tokens.Reasoning,
-		&got.TokensEstimated, &got.CostUSD, &got.LatencyMS, &got.TTFTMS, &got.Stream, &got.StreamCompleted, &got.Cancelled, &seq, &got.FailedAttempts); err != nil {
+		&got.TokensEstimated, &got.CostUSD, &got.LatencyMS, &got.TTFTMS, &got.Stream, &got.StreamCompleted, &got.Cancelled, &seq, &got.FailedAttempts,
+		&got.Guardrail, &got.GuardrailName, &got.GuardrailStage); err != nil {
 		t.Fatal(err)
 	}
 	got.V = want.V

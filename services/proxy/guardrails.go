@@ -15,6 +15,7 @@ import (
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/debug"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
 )
 
@@ -69,7 +70,7 @@ func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) 
 	res := r.runGuardrails(&q)
 	if res.Blocked != nil {
 		r.class = classRejected
-		r.logger().Info("guardrail blocked the request", "guardrail", res.Blocked.Guardrail, "check", res.Blocked.Check)
+		r.guardrailBlocked(res.Blocked, rte.Name, config.StageInput, "guardrail blocked the request")
 		return false, sendError(c, r.ep.format, gwerror.GuardrailBlocked, res.Blocked.Message())
 	}
 	if res.Body != nil {
@@ -89,7 +90,7 @@ func (r *request) checkAnswer(out []byte) ([]byte, *guard.Decision) {
 	q.Body = out
 	res := r.runGuardrails(&q)
 	if res.Blocked != nil {
-		r.logger().Info("guardrail blocked the answer", "guardrail", res.Blocked.Guardrail, "check", res.Blocked.Check)
+		r.guardrailBlocked(res.Blocked, q.RouteName, config.StageOutput, "guardrail blocked the answer")
 		return nil, res.Blocked
 	}
 	if res.Body != nil {
@@ -98,15 +99,40 @@ func (r *request) checkAnswer(out []byte) ([]byte, *guard.Decision) {
 	return out, nil
 }
 
-// runGuardrails checks q and records the decisions.
+// runGuardrails checks q and records the decisions. The result's
+// decisions are not kept (their buffer goes back to the pool): only its
+// body and its block, copied.
 func (r *request) runGuardrails(q *guard.Request) guard.Result {
 	tx := textsPool.Get().(*guard.Texts)
 	q.Texts = tx
 	res := r.rt.guards.Check(q)
-	textsPool.Put(tx)
 	r.recordGuardrails(res.Decisions, q.Output)
+	res.Decisions = nil
+	if res.Blocked != nil {
+		b := *res.Blocked
+		res.Blocked = &b
+	}
+	textsPool.Put(tx)
 	return res
 }
+
+// guardrailBlocked logs a block and publishes its event
+// (switchyard.events.guardrail.<client id>): which guardrail, at which
+// stage, what it found, never the text.
+func (r *request) guardrailBlocked(d *guard.Decision, routeName, stage, msg string) {
+	r.logger().Info(msg, "guardrail", d.Guardrail, "stage", stage, "check", d.Check, "route", routeName)
+	ev := hold.Event{Kind: hold.EventGuardrail, Outcome: "blocked", Source: hold.SourceProxy, RequestID: r.id,
+		Guardrail: d.Guardrail, Stage: stage, Check: d.Check, Route: routeName,
+		Reason: "blocked by guardrail " + d.Guardrail + " (" + d.Check + ")"}
+	if r.client != nil {
+		ev.Client, ev.Plan = r.client.id, r.client.plan
+	}
+	r.s.member.Emit(ev)
+}
+
+// verdictRank orders the verdicts a usage record keeps: the strongest
+// wins.
+var verdictRank = map[string]int{config.ActionWarn: 1, config.ActionRedact: 2, config.ActionBlock: 3}
 
 // recordGuardrails counts, traces and logs (warnings) guardrail decisions.
 func (r *request) recordGuardrails(ds []guard.Decision, output bool) {
@@ -116,6 +142,9 @@ func (r *request) recordGuardrails(ds []guard.Decision, output bool) {
 	}
 	for _, d := range ds {
 		r.s.metrics.guardrail(d.Guardrail, stage, d.Verdict)
+		if verdictRank[d.Verdict] > verdictRank[r.use.guard] {
+			r.use.guard, r.use.guardBy, r.use.guardStage = d.Verdict, d.Guardrail, stage
+		}
 		if r.trace.on {
 			r.trace.guards = append(r.trace.guards, debug.GuardrailDecision{Guardrail: d.Guardrail, Stage: stage, Action: d.Action,
 				Verdict: d.Verdict, Check: d.Check, TookUS: float64(d.Took.Nanoseconds()) / 1e3})

@@ -65,6 +65,7 @@ func (r *request) usageRecord(status int) usage.Record {
 		LatencyMS: float64(time.Since(r.started).Microseconds()) / 1000, TTFTMS: float64(r.use.ttft.Microseconds()) / 1000,
 		Stream: r.stream, StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
 		Tokens: r.use.tokens, FailedAttempts: r.tally.failed,
+		Guardrail: r.use.guard, GuardrailName: r.use.guardBy, GuardrailStage: r.use.guardStage,
 	}
 	if r.client != nil {
 		rec.ClientID, rec.Plan = r.client.id, r.client.plan

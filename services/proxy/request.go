@@ -101,6 +101,9 @@ type usageNote struct {
 	ttft        time.Duration
 	streamDone  bool // the stream reached its terminal event
 	cancelled   bool // the caller hung up
+	// guard is the strongest verdict the request's guardrails reached
+	// (block, redact, warn; "" none acted), by which and at which stage.
+	guard, guardBy, guardStage string
 }
 
 // callerLink is the request's link to its caller's connection (the caller

@@ -18,6 +18,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/services/proxy/internal/upstream"
+	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
@@ -271,9 +272,7 @@ func (rl *relay) run(w *bufio.Writer) {
 		// Not the target's failure: it answered what may not be relayed.
 		flush(true)
 		r.class = classRejected
-		b := rl.og.st.Blocked
-		r.logger().Info("guardrail blocked the stream", "guardrail", b.Guardrail, "check", b.Check,
-			"provider", rl.t.step.Provider.Name, "key_id", rl.t.key.ID, "events", events)
+		r.guardrailBlocked(rl.og.st.Blocked, r.sel.route.Name, config.StageOutput, "guardrail blocked the stream")
 		rl.settle(hold.Outcome{OK: true}, rl.latency)
 	case rl.convErr != nil:
 		// Not the target's failure: the gateway cannot say what the

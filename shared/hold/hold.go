@@ -395,6 +395,10 @@ const (
 	// recorded once fleet-wide) or reset by an operator ("reset"). Its
 	// subject is switchyard.events.budget.<client id>.
 	EventBudget EventKind = "budget"
+	// EventGuardrail: a guardrail blocked a request or its answer
+	// (outcome "blocked"), published by the proxy that blocked it, on
+	// switchyard.events.guardrail.<client id>.
+	EventGuardrail EventKind = "guardrail"
 )
 
 // EventSchemaVersion is the version of the Event JSON.
@@ -438,6 +442,14 @@ type Event struct {
 	PeriodID  string  `json:"period_id,omitempty"`
 	SpendUSD  float64 `json:"spend_usd,omitempty"`
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
+
+	// Guardrail events (and Client, Plan, RequestID): the guardrail that
+	// blocked, its stage (input or output) and what it found (a pattern's
+	// name, a limit: never the matched text), and the route.
+	Guardrail string `json:"guardrail,omitempty"`
+	Stage     string `json:"stage,omitempty"`
+	Check     string `json:"check,omitempty"`
+	Route     string `json:"route,omitempty"`
 }
 
 // Emitter publishes events. Emit must not block the caller (publishers

@@ -94,7 +94,7 @@ func (e *Emitter) Emit(ev hold.Event) {
 	if ev.At.IsZero() {
 		ev.At = e.now().UTC()
 	}
-	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential && ev.Kind != hold.EventBudget {
+	if ev.HoldID == "" && ev.Scope.Provider != "" && ev.Kind != hold.EventHealth && ev.Kind != hold.EventCredential && ev.Kind != hold.EventBudget && ev.Kind != hold.EventGuardrail {
 		ev.HoldID = ev.Scope.ID() // hold, release, trip and probe events concern a hold
 	}
 	e.enqueue(message{ev: ev})
@@ -168,7 +168,7 @@ func (e *Emitter) publish(ev hold.Event) {
 		return
 	}
 	subject := bus.EventSubject(string(ev.Kind), ev.Scope.Provider, ev.Scope.Key)
-	if ev.Kind == hold.EventBudget {
+	if ev.Kind == hold.EventBudget || ev.Kind == hold.EventGuardrail {
 		subject = bus.EventSubject(string(ev.Kind), ev.Client, "")
 	}
 	e.send(subject, data)

@@ -83,6 +83,14 @@ type Record struct {
 	// Attempts less their number is the attempts that were answered (0 or
 	// 1). null when none failed, and in records written before the field.
 	FailedAttempts []FailedAttempt `json:"failed_attempts"`
+	// Guardrail is the strongest verdict the request's guardrails reached
+	// on what it sent or on its answer: block, redact or warn (omitted
+	// when none acted: every guardrail passed, or none ran);
+	// GuardrailName names the guardrail that reached it and
+	// GuardrailStage its stage (input or output). Never the matched text.
+	Guardrail      string `json:"guardrail,omitempty"`
+	GuardrailName  string `json:"guardrail_name,omitempty"`
+	GuardrailStage string `json:"guardrail_stage,omitempty"`
 }
 
 // FailedAttempt is one failed upstream attempt of a request.
@@ -216,6 +224,15 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
+	}
+	if r.Guardrail != "" {
+		dst = appendStringField(dst, "guardrail", r.Guardrail)
+	}
+	if r.GuardrailName != "" {
+		dst = appendStringField(dst, "guardrail_name", r.GuardrailName)
+	}
+	if r.GuardrailStage != "" {
+		dst = appendStringField(dst, "guardrail_stage", r.GuardrailStage)
 	}
 	return append(dst, '}')
 }

@@ -129,6 +129,7 @@ window.SwitchyardRequests = function (deps) {
       field("latency", ms(b.latency_ms) + (b.ttft_ms ? " · first token " + ms(b.ttft_ms) : "") + (b.cancelled ? " · cancelled" : "")),
       field("client", client + (b.access && b.access !== "allowed" ? " · refused " + b.access : "") + (limits ? " · limits " + limits : "")),
       field("tokens / cost", [tokens, cost].filter(Boolean).join(" · ")),
+      field("guardrails", (b.guardrails || []).map((g) => g.guardrail + " " + g.verdict + " (" + [g.stage, g.check].filter(Boolean).join(", ") + ")").join(" · ")),
       field("arrived", when(b.at) + " · " + (b.instance || "—")),
       field("endpoint", (b.endpoint || "—") + (b.stream ? " · stream" + (b.stream_completed ? " completed" : " not completed") : "") + " · kept: " + (b.sampled || "—")));
   }

@@ -98,6 +98,13 @@ func printBundle(w io.Writer, b *debug.Bundle) error {
 		limits = "limits " + strings.Join(nonEmpty(l.Decision, l.Code, l.Limit), " ")
 	}
 	line("client", client, "access "+dash(b.Access), limits)
+	if len(b.Guardrails) > 0 {
+		var gs []string
+		for _, g := range b.Guardrails {
+			gs = append(gs, g.Guardrail+" "+g.Verdict+" ("+strings.Join(nonEmpty(g.Stage, g.Check), ", ")+")")
+		}
+		line("guards", gs...) // the guardrails' decisions
+	}
 	status := "-"
 	if b.Status != 0 {
 		status = strconv.Itoa(b.Status)
