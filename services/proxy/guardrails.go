@@ -106,6 +106,19 @@ func (r *request) runGuardrails(q *guard.Request) guard.Result {
 	tx := textsPool.Get().(*guard.Texts)
 	q.Texts = tx
 	res := r.rt.guards.Check(q)
+	if len(res.Remote) > 0 && res.Blocked == nil {
+		body := q.Body
+		if res.Body != nil {
+			body = res.Body // the redacted text: a check never sees what was redacted
+		}
+		res.Decisions = r.remoteChecks(q, body, res.Remote, res.Decisions)
+		for i := range res.Decisions {
+			if res.Decisions[i].Verdict == config.ActionBlock {
+				res.Blocked = &res.Decisions[i]
+				break
+			}
+		}
+	}
 	r.recordGuardrails(res.Decisions, q.Output)
 	res.Decisions = nil
 	if res.Blocked != nil {

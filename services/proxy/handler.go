@@ -96,7 +96,14 @@ func (s *Service) useRouting() *routing {
 // serve authenticates, parses and resolves the request, then tries targets.
 func (r *request) serve(c *fiber.Ctx) outcome {
 	s, ep := r.s, r.ep
-	client, ok := r.rt.clients.Load().authenticate(c)
+	ic := internalOf(c) // the gateway's own request (a moderation check): its caller's client, checked already
+	var client *clientKey
+	ok := true
+	if ic != nil {
+		client = ic.client
+	} else {
+		client, ok = r.rt.clients.Load().authenticate(c)
+	}
 	r.client = client
 	if !ok {
 		r.class = classRejected
@@ -144,7 +151,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		return outcome{err: sendError(c, ep.format, gwerror.UnsupportedForKind,
 			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))}
 	}
-	if client != nil && !client.allows(model, steps) {
+	if client != nil && ic == nil && !client.allows(model, steps) {
 		r.class = classRejected
 		r.trace.access = gwerror.ModelNotAllowed
 		return outcome{err: sendError(c, ep.format, gwerror.ModelNotAllowed,
@@ -152,11 +159,15 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	r.takeIdempotencyKey(c)
 	r.estimateInput()
-	if ok, err := r.checkGuardrails(c, rte); !ok {
-		return outcome{err: err}
-	}
-	if ok, err := r.admit(c, steps); !ok {
-		return outcome{err: err}
+	if ic == nil {
+		// A check the gateway makes is neither checked again nor
+		// counted against the plan the request it checks was admitted by.
+		if ok, err := r.checkGuardrails(c, rte); !ok {
+			return outcome{err: err}
+		}
+		if ok, err := r.admit(c, steps); !ok {
+			return outcome{err: err}
+		}
 	}
 	r.deadline = s.deadline(c, r.started)
 	if s.cfg.Timeouts.Request > 0 {

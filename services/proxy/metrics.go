@@ -42,6 +42,7 @@ const (
 type proxyMetrics struct {
 	reg      *prometheus.Registry
 	guards   *prometheus.CounterVec // guardrail decisions
+	guardErr *prometheus.CounterVec // guardrail checks that failed (moderation, webhook)
 	requests *prometheus.CounterVec
 	attempts prometheus.Histogram
 	duration *prometheus.HistogramVec // by endpoint
@@ -114,7 +115,11 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Namespace: metricNamespace, Name: "guardrail_decisions_total",
 		Help: "Guardrail decisions on requests, by guardrail, stage (input, output) and action taken (pass, block, redact, warn).",
 	}, []string{"guardrail", "stage", "action"})
-	m.reg.MustRegister(m.guards)
+	m.guardErr = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "guardrail_check_errors_total",
+		Help: "Guardrail checks that call out (check: moderation, webhook) and failed or answered late: the guardrail's on_error decided.",
+	}, []string{"guardrail", "check"})
+	m.reg.MustRegister(m.guards, m.guardErr)
 	passive := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "passive_reports_total",
 		Help: "Passive reports (attempt outcomes per target, for the prober's health records) published on switchyard.passive.<provider>, or dropped while NATS was down.",
@@ -193,4 +198,9 @@ func (s *Service) holdApplied(rec hold.Record) {
 // configuration's: a bounded set).
 func (m *proxyMetrics) guardrail(name, stage, verdict string) {
 	m.guards.WithLabelValues(name, stage, verdict).Inc()
+}
+
+// guardrailCheckError counts a failed remote check of a guardrail.
+func (m *proxyMetrics) guardrailCheckError(name, check string) {
+	m.guardErr.WithLabelValues(name, check).Inc()
 }

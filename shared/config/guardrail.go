@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Guardrail is one check of what a request sends upstream, by name
@@ -33,7 +35,73 @@ type Guardrail struct {
 	Limits GuardrailLimits `koanf:"limits"`
 	// Tools bound the tools a request may offer (input stage).
 	Tools GuardrailTools `koanf:"tools"`
+	// Moderation asks a moderation model, through the gateway's own
+	// pipeline, whether the text is flagged.
+	Moderation GuardrailModeration `koanf:"moderation"`
+	// Webhook asks an endpoint of the operator's.
+	Webhook GuardrailWebhook `koanf:"webhook"`
 }
+
+// GuardrailModeration is a guardrail's moderation check: the text goes to
+// Model (a model of kind moderation the gateway routes: provider/model or
+// an alias of one) as a moderations request, served like any other (keys,
+// holds, failover, metering, under the caller's client key); a flagged
+// answer is a match.
+type GuardrailModeration struct {
+	Model string `koanf:"model"`
+	// Categories are the categories that count (empty: any the model
+	// flags).
+	Categories []string `koanf:"categories"`
+	// Threshold, when set, counts a category whose score is at least it,
+	// flagged or not (0: the model's flags).
+	Threshold float64 `koanf:"threshold"`
+	// Timeout bounds the call (default 2s).
+	Timeout time.Duration `koanf:"timeout"`
+	// OnError is what a failed or late call does: allow (default) or
+	// block.
+	OnError string `koanf:"on_error"`
+}
+
+// GuardrailWebhook is a guardrail's webhook check: the text goes to URL
+// (POST, JSON, signed with Secret), whose answer says pass or fail.
+type GuardrailWebhook struct {
+	URL string `koanf:"url"`
+	// Secret signs each call (HMAC-SHA256, X-Switchyard-Signature);
+	// env:NAME or file:PATH.
+	Secret SecretRef `koanf:"secret"`
+	// Value is the resolved secret, filled in by Load.
+	Value Secret `koanf:"-"`
+	// Timeout bounds the call (default 2s).
+	Timeout time.Duration `koanf:"timeout"`
+	// OnError is what a failed or late call, or an answer that is not
+	// one, does: allow (default) or block.
+	OnError string `koanf:"on_error"`
+}
+
+// On reports whether the guardrail has a moderation check.
+func (m *GuardrailModeration) On() bool { return m.Model != "" }
+
+// On reports whether the guardrail has a webhook check.
+func (w *GuardrailWebhook) On() bool { return w.URL != "" }
+
+// Remote-check defaults and on_error values.
+const (
+	DefaultCheckTimeout = 2 * time.Second
+	OnErrorAllow        = "allow"
+	OnErrorBlock        = "block"
+)
+
+// CheckTimeout is t, or DefaultCheckTimeout when unset.
+func CheckTimeout(t time.Duration) time.Duration {
+	if t <= 0 {
+		return DefaultCheckTimeout
+	}
+	return t
+}
+
+// HasRemote reports whether the guardrail calls out (moderation or
+// webhook).
+func (g *Guardrail) HasRemote() bool { return g.Moderation.On() || g.Webhook.On() }
 
 // GuardrailLimits bound a request's size (0: no bound).
 type GuardrailLimits struct {
@@ -199,6 +267,8 @@ func (v *validator) guardrails() {
 				v.add(fmt.Sprintf("%s[%d]", path, j), "no guardrail named %q (guardrails[].name)", a.Name)
 			case a.Action == ActionRedact && !v.cfg.Guardrail(a.Name).HasPatterns():
 				v.add(fmt.Sprintf("%s[%d]", path, j), "redact needs patterns, and guardrail %q has none", a.Name)
+			case a.Action == ActionRedact && v.cfg.Guardrail(a.Name).HasRemote():
+				v.add(fmt.Sprintf("%s[%d]", path, j), "guardrail %q: %s", a.Name, redactRemote)
 			}
 		}
 	}
@@ -242,13 +312,98 @@ func (v *validator) guardrailChecks(at string, g *Guardrail) {
 			v.add(at+".limits."+key, "must be >= 0 (0: no bound), got %d", n)
 		}
 	}
-	checks := g.HasPatterns() || l != (GuardrailLimits{}) || len(g.Tools.Allow)+len(g.Tools.DenyParams) > 0
+	v.moderation(at+".moderation", &g.Moderation)
+	v.webhook(at+".webhook", &g.Webhook)
+	checks := g.HasPatterns() || l != (GuardrailLimits{}) || len(g.Tools.Allow)+len(g.Tools.DenyParams) > 0 || g.HasRemote()
 	switch {
 	case !checks:
-		v.add(at, "guardrail %q checks nothing: set patterns, regex, deny, limits or tools", g.Name)
+		v.add(at, "guardrail %q checks nothing: set patterns, regex, deny, limits, tools, moderation or webhook", g.Name)
 	case g.ActionOf() == ActionRedact && !g.HasPatterns():
 		v.add(at+".action", "redact needs patterns, regex or deny to replace")
+	case g.ActionOf() == ActionRedact && g.HasRemote():
+		v.add(at+".action", "%s", redactRemote)
 	}
+}
+
+// redactRemote is why a guardrail that calls out does not redact.
+const redactRemote = "redact replaces what patterns match; a moderation or webhook check finds no span to replace: it blocks or warns (give the patterns a guardrail of their own)"
+
+// moderation validates a guardrail's moderation check.
+func (v *validator) moderation(at string, m *GuardrailModeration) {
+	if !m.On() {
+		if m.Timeout != 0 || m.OnError != "" || len(m.Categories) > 0 || m.Threshold != 0 {
+			v.add(at+".model", "must be set (a model of kind moderation: provider/model or an alias of one)")
+		}
+		return
+	}
+	target := m.Model
+	if t, ok := v.cfg.Aliases[target]; ok {
+		target = t
+	}
+	p, name, ok := SplitTarget(target)
+	switch {
+	case !ok:
+		v.add(at+".model", "%q is neither provider/model nor an alias of one", m.Model)
+	case !v.models[p][name]:
+		v.target(at+".model", target)
+	default:
+		if k := v.cfg.modelKind(p, name); k != KindModeration {
+			v.add(at+".model", "%q is a model of kind %q; a moderation check needs kind %q", m.Model, k, KindModeration)
+		}
+	}
+	for j, c := range m.Categories {
+		if strings.TrimSpace(c) == "" {
+			v.add(fmt.Sprintf("%s.categories[%d]", at, j), "must not be empty")
+		}
+	}
+	if m.Threshold < 0 || m.Threshold > 1 {
+		v.add(at+".threshold", "must be between 0 and 1 (a category score), got %v", m.Threshold)
+	}
+	v.remoteCheck(at, m.Timeout, m.OnError)
+}
+
+// webhook validates a guardrail's webhook check.
+func (v *validator) webhook(at string, w *GuardrailWebhook) {
+	if !w.On() {
+		if w.Secret != "" || w.Timeout != 0 || w.OnError != "" {
+			v.add(at+".url", "must be set (http:// or https://)")
+		}
+		return
+	}
+	if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(at+".url", "%q: want an absolute http:// or https:// URL", w.URL)
+	} else if u.User != nil {
+		v.add(at+".url", "must not carry credentials (the calls are signed with secret)")
+	}
+	v.secretRef(at+".secret", w.Secret, true)
+	v.remoteCheck(at, w.Timeout, w.OnError)
+}
+
+func (v *validator) remoteCheck(at string, timeout time.Duration, onError string) {
+	if timeout < 0 {
+		v.add(at+".timeout", "must be >= 0 (0: %s), got %s", DefaultCheckTimeout, timeout)
+	}
+	if onError != "" {
+		v.oneOf(at+".on_error", onError, OnErrorAllow, OnErrorBlock)
+	}
+}
+
+// modelKind is the kind of provider p's model m ("" when unknown).
+func (c *Config) modelKind(p, m string) string {
+	for i := range c.Providers {
+		if c.Providers[i].Name != p {
+			continue
+		}
+		for _, x := range c.Providers[i].Models {
+			if x.Name == m {
+				if x.Kind == "" {
+					return DefaultModelKind
+				}
+				return x.Kind
+			}
+		}
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

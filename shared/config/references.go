@@ -101,6 +101,11 @@ func routingRefs(k *koanf.Koanf) map[SecretRef]bool {
 	for _, c := range listOfMaps(k.Get("clients")) {
 		add(c)
 	}
+	for _, g := range listOfMaps(k.Get("guardrails")) {
+		if w, ok := g["webhook"].(map[string]any); ok {
+			add(w)
+		}
+	}
 	return out
 }
 

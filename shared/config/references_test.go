@@ -151,6 +151,20 @@ metering:
 			t.Fatalf("err = %v", err)
 		}
 	})
+	t.Run("guardrail webhooks are bounded too", func(t *testing.T) {
+		hook := func(ref string) []byte {
+			return fmt.Appendf(nil, "guardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: %q}}\n", ref)
+		}
+		_, err := LoadOverlay(base, env, hook("env:AWS_SECRET_ACCESS_KEY"), "config version 10")
+		if err == nil || !strings.Contains(err.Error(), "config version 10: guardrails[0].webhook.secret: env:AWS_SECRET_ACCESS_KEY: not allowed") ||
+			strings.Contains(err.Error(), "host-aws-secret") {
+			t.Fatalf("err = %v", err)
+		}
+		cfg, err := LoadOverlay(base, env, hook("env:SWITCHYARD_SECRET_EU"), "config version 11")
+		if err != nil || cfg.Guardrails[0].Webhook.Value.Reveal() != "sk-eu-allowed" {
+			t.Fatalf("an allowed reference: %v", err)
+		}
+	})
 	t.Run("an explicit empty allowlist leaves the file's own references", func(t *testing.T) {
 		p := writeConfig(t, strings.Replace(file, "env_prefixes: [SWITCHYARD_SECRET_, OPENAI_API_KEY]", "env_prefixes: []", 1))
 		b, err := Load(p, env)

@@ -104,7 +104,8 @@ func unresolvedReason(err error) string {
 	return strings.TrimPrefix(err.Error(), errUnresolved.Error()+": ")
 }
 
-// resolveSecrets fills in Key.Value, ClientKey.Value and the NATS secrets.
+// resolveSecrets fills in Key.Value, ClientKey.Value, the guardrails'
+// webhook secrets and the NATS secrets.
 // Keys' secrets, client keys and admin tokens must pass CheckSecret
 // (resolveToken); the NATS password and token go into the NATS CONNECT
 // message, not a header, and are taken as given.
@@ -172,6 +173,18 @@ func (c *Config) resolveSecrets(env map[string]string) error {
 				break
 			}
 		}
+	}
+	for i := range c.Guardrails {
+		w := &c.Guardrails[i].Webhook
+		if w.Secret == "" {
+			continue
+		}
+		v, err := resolveRouting(w.Secret)
+		if err != nil {
+			fail(fmt.Sprintf("guardrails[%d].webhook.secret", i), err)
+			continue
+		}
+		w.Value = v
 	}
 	for _, s := range []struct {
 		path string

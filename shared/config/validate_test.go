@@ -235,6 +235,19 @@ func TestValidationErrors(t *testing.T) {
     type: openai
     keys: [{id: k, secret: env:OPENAI_KEY}]
     models: [{name: m, context_window: -5}]`, nil, `providers[1].models[0].context_window: must be >= 0, got -5`},
+		{"moderation model kind", "\nguardrails:\n  - {name: g, moderation: {model: openai/gpt-4o-mini}}", nil, `guardrails[0].moderation.model: "openai/gpt-4o-mini" is a model of kind "chat"; a moderation check needs kind "moderation"`},
+		{"moderation model unknown", "\nguardrails:\n  - {name: g, moderation: {model: nobody/m}}", nil, `guardrails[0].moderation.model: "nobody/m": no provider named "nobody"`},
+		{"moderation model not a target", "\nguardrails:\n  - {name: g, moderation: {model: omni}}", nil, `guardrails[0].moderation.model: "omni" is neither provider/model nor an alias of one`},
+		{"moderation without model", "\nguardrails:\n  - {name: g, deny: [x], moderation: {on_error: block}}", nil, `guardrails[0].moderation.model: must be set`},
+		{"moderation threshold", "\nguardrails:\n  - {name: g, moderation: {model: openai/gpt-4o-mini, threshold: 2}}", nil, `guardrails[0].moderation.threshold: must be between 0 and 1`},
+		{"moderation on_error", "\nguardrails:\n  - {name: g, moderation: {model: openai/gpt-4o-mini, on_error: ignore}}", nil, `guardrails[0].moderation.on_error: unknown value "ignore" (want one of: allow, block)`},
+		{"webhook url", "\nguardrails:\n  - {name: g, webhook: {url: 'ftp://h/p', secret: env:OPENAI_KEY}}", nil, `guardrails[0].webhook.url: "ftp://h/p": want an absolute http:// or https:// URL`},
+		{"webhook url credentials", "\nguardrails:\n  - {name: g, webhook: {url: 'https://u:p@h/p', secret: env:OPENAI_KEY}}", nil, `guardrails[0].webhook.url: must not carry credentials`},
+		{"webhook without secret", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p'}}", nil, `guardrails[0].webhook.secret: must be set (env:NAME or file:PATH)`},
+		{"webhook inline secret", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: whsec-inline-1}}", nil, `guardrails[0].webhook.secret: secrets are referenced, not inline`},
+		{"webhook secret unset", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: env:SWITCHYARD_SECRET_NOT_SET}}", nil, `guardrails[0].webhook.secret: SWITCHYARD_SECRET_NOT_SET is not set`},
+		{"webhook timeout", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: env:OPENAI_KEY, timeout: -1s}}", nil, `guardrails[0].webhook.timeout: must be >= 0 (0: 2s), got -1s`},
+		{"webhook redact", "\nguardrails:\n  - {name: g, action: redact, deny: [x], webhook: {url: 'https://h/p', secret: env:OPENAI_KEY}}", nil, `guardrails[0].action: redact replaces what patterns match; a moderation or webhook check finds no span to replace`},
 		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},
 	}
 	for _, tt := range tests {

@@ -105,6 +105,33 @@ type Result struct {
 	Decisions []Decision
 	Blocked   *Decision
 	Body      []byte
+	// Remote are the guardrails whose moderation or webhook check is
+	// still to run (their local checks found nothing), in order: the
+	// caller runs them on Body (or the request's body) and decides
+	// (Remote.Decide).
+	Remote []Remote
+}
+
+// Remote is a guardrail's check that calls out (moderation, webhook),
+// with the action in force.
+type Remote struct {
+	Guardrail *config.Guardrail
+	Action    string
+}
+
+// Decide is the decision of a remote check that found check ("": it
+// passed) in took; failed says the call failed (check then names the
+// failure, the guardrail's on_error decides).
+func (rm *Remote) Decide(check string, failed bool, onError string, took time.Duration) Decision {
+	d := Decision{Guardrail: rm.Guardrail.Name, Action: rm.Action, Verdict: VerdictPass, Check: check, Took: took}
+	switch {
+	case failed && onError == config.OnErrorBlock:
+		d.Verdict = config.ActionBlock
+	case failed:
+	case check != "":
+		d.Verdict = rm.Action
+	}
+	return d
 }
 
 // Request is what the guardrails read of one request.
@@ -183,6 +210,10 @@ func (s *Set) Check(q *Request) Result {
 				found = s.scan(body, q)
 			}
 			check = found[i]
+		}
+		if check == "" && g.HasRemote() {
+			res.Remote = append(res.Remote, Remote{Guardrail: g, Action: action})
+			return // decided once the call answers
 		}
 		switch {
 		case check == "":
