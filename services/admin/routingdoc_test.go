@@ -849,3 +849,44 @@ func TestActivationSaysWhoApplied(t *testing.T) {
 	}
 	check("instances", g.body, g.raw)
 }
+
+// TestConfigRefusesBadGuardrails: a routing version whose guardrails a
+// proxy could not compile (a regex that matches the empty string, a
+// moderation model that is not one, a webhook secret given inline, an
+// attachment to no guardrail) is refused by preview and activation with
+// each key named, and nothing is written.
+func TestConfigRefusesBadGuardrails(t *testing.T) {
+	e := startConfigEnv(t)
+	before := e.bucketKeys()
+	doc := docV2 + `guardrails:
+  - {name: loose, regex: ['x?']}
+  - {name: mod, moderation: {model: openai/gpt-4o}}
+  - {name: hook, webhook: {url: 'https://guard.example/check', secret: whsec-inline-value}}
+`
+	doc = strings.Replace(doc, `models: ["*"]}`, `models: ["*"], guardrails: [loose, nope]}`, 1)
+	wants := []string{
+		`candidate: guardrails[0].regex[0]: can match the empty string`,
+		`candidate: guardrails[1].moderation.model: "openai/gpt-4o" is a model of kind "chat"`,
+		`candidate: guardrails[2].webhook.secret: secrets are referenced, not inline`,
+		`candidate: clients[0].guardrails[1]: no guardrail named "nope"`,
+	}
+	r := e.doRaw("POST", "/admin/config/preview", opToken, "application/yaml", doc)
+	r.expect(t, 200, "")
+	errs := fmt.Sprint(list(r.body["errors"]))
+	for _, w := range wants {
+		if r.body["valid"] != false || !strings.Contains(errs, w) {
+			t.Errorf("preview lacks %q: %s", w, r.raw)
+		}
+	}
+	if strings.Contains(string(r.raw), "whsec-inline-value") {
+		t.Errorf("the preview quotes the inline secret: %s", r.raw)
+	}
+	r = e.do("POST", "/admin/config/activate", opToken, map[string]any{"document": doc})
+	r.expect(t, 400, codeInvalidConfig)
+	if msg := fmt.Sprint(obj(r.body["error"])["errors"]); !strings.Contains(msg, "guardrails[0].regex[0]") || strings.Contains(string(r.raw), "whsec-inline-value") {
+		t.Errorf("activate: %s", r.raw)
+	}
+	if after := e.bucketKeys(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the bucket changed: %v -> %v", before, after)
+	}
+}

@@ -52,8 +52,12 @@ type routing struct {
 // build), starting nothing: the proxy's part of a -check.
 func Check(cfg *config.Config) error {
 	prices := usage.NewTable(usage.Defaults(), priceEntries(cfg.Prices))
-	if _, err := route.Build(cfg, route.Options{Prices: prices}); err != nil {
+	table, err := route.Build(cfg, route.Options{Prices: prices})
+	if err != nil {
 		return fmt.Errorf("proxy: build routes: %w", err)
+	}
+	if _, err := guard.Compile(cfg, table); err != nil {
+		return fmt.Errorf("proxy: guardrails: %w", err)
 	}
 	return nil
 }

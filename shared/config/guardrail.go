@@ -3,9 +3,10 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
+
+	"switchyard.dev/shared/guardrail"
 )
 
 // Guardrail is one check of what a request sends upstream, by name
@@ -296,7 +297,7 @@ func (v *validator) guardrailChecks(at string, g *Guardrail) {
 		}
 	}
 	for j, re := range g.Regex {
-		if _, err := regexp.Compile(re); err != nil {
+		if err := guardrail.CheckRegex(re); err != nil {
 			v.add(fmt.Sprintf("%s.regex[%d]", at, j), "%v", err)
 		}
 	}

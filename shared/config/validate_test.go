@@ -192,6 +192,7 @@ func TestValidationErrors(t *testing.T) {
 		{"routing alpha", "\nrouting:\n  latency_alpha: 2", nil, `routing.latency_alpha: must be above 0 and at most 1`},
 		{"guardrail builtin", "\nguardrails:\n  - {name: g, patterns: [emial]}", nil, `guardrails[0].patterns[0]: unknown built-in "emial" (known: email, phone, card_number, iban, provider_key, jwt)`},
 		{"guardrail regex", "\nguardrails:\n  - {name: g, regex: ['ok', '(unclosed']}", nil, `guardrails[0].regex[1]: error parsing regexp: missing closing ): ` + "`(unclosed`"},
+		{"guardrail regex empty match", "\nguardrails:\n  - {name: g, regex: ['x', 'a*']}", nil, `guardrails[0].regex[1]: can match the empty string`},
 		{"guardrail empty", "\nguardrails:\n  - {name: g}", nil, `guardrails[0]: guardrail "g" checks nothing`},
 		{"guardrail twice", "\nguardrails:\n  - {name: g, deny: [x]}\n  - {name: g, deny: [y]}", nil, `guardrails[1].name: "g" is defined twice`},
 		{"guardrail action", "\nguardrails:\n  - {name: g, deny: [x], action: drop}", nil, `guardrails[0].action: unknown value "drop"`},

@@ -45,6 +45,26 @@ type regexSet struct {
 	combo *regexp.Regexp
 }
 
+// CheckRegex reports why src cannot be a guardrail's regex entry (nil: it
+// can): it does not compile (RE2, Go's syntax), or it can match the empty
+// string. Configuration validation calls it, so that a file or a routing
+// version is refused before any process compiles it.
+func CheckRegex(src string) error {
+	if _, err := regexp.Compile(src); err != nil {
+		return err
+	}
+	tree, err := syntax.Parse(src, syntax.Perl)
+	if err != nil {
+		return err
+	}
+	if lo, _ := lenBounds(tree.Simplify()); lo == 0 {
+		return errEmptyMatch
+	}
+	return nil
+}
+
+var errEmptyMatch = errors.New("can match the empty string")
+
 type regexCompiler struct {
 	index map[string]*userRegex
 	all   []*userRegex
@@ -67,7 +87,7 @@ func (c *regexCompiler) add(src string, pat int32) (int, error) {
 	tree = tree.Simplify()
 	lo, hi := lenBounds(tree)
 	if lo == 0 {
-		return 0, errors.New("can match the empty string")
+		return 0, errEmptyMatch
 	}
 	r := &userRegex{re: re, pats: []int32{pat}}
 	if lit, fold := requiredLiteral(tree); len(lit) >= minLit {
