@@ -176,7 +176,8 @@ func TestRequestsDashboardInBrowser(t *testing.T) {
 	b.screenshot("DASHBOARD_REQUESTS_SCREENSHOT")
 	if p.Hash != "#requests/req-1" || p.Title != "Request req-1" || !strings.Contains(p.Head, "502 failed · upstream_error · transient") ||
 		!strings.Contains(p.Head, "smart → chain:smart (chain, priority)") ||
-		!strings.Contains(p.Head, "no-cards redact (input, card_number) · no-word pass (input)") {
+		!strings.Contains(p.Head, "no-cards redact (input, card_number) · no-word pass (input)") ||
+		!strings.Contains(p.Head, "plan pro: requests_per_minute 60 passed · no-cards:redact from route") {
 		t.Errorf("bundle header: %+v", p)
 	}
 	if len(p.Bars) != 2 {

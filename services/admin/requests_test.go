@@ -47,6 +47,8 @@ func failedBundle(id string, at time.Time) debug.Bundle {
 	cost := 0.0
 	return debug.Bundle{V: debug.SchemaVersion, RequestID: id, At: at, Instance: "proxy-a", Endpoint: "/v1/chat/completions", Stream: true,
 		Client: "app", Plan: "pro", ClientType: "sdk", Access: "allowed", Limits: &debug.LimitDecision{Decision: "admitted"},
+		Policy: &debug.Policy{Plan: "pro", Rules: []debug.PolicyRule{{Rule: "requests_per_minute", Limit: 60, Verdict: "passed"}},
+			Guardrails: []debug.PolicyGuardrail{{Guardrail: "no-cards", Action: "redact", From: "route"}}},
 		Guardrails: []debug.GuardrailDecision{{Guardrail: "no-cards", Stage: "input", Action: "redact", Verdict: "redact", Check: "card_number", TookUS: 12},
 			{Guardrail: "no-word", Stage: "input", Action: "block", Verdict: "pass", TookUS: 3}},
 		Model: "smart",

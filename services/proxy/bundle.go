@@ -69,6 +69,7 @@ type bundleTrace struct {
 	respOK    bool
 	errCode   string
 	limits    *debug.LimitDecision
+	policy    *debug.Policy             // the plan's rules and the guardrails attached (policy.go)
 	guards    []debug.GuardrailDecision // the guardrails' decisions (guardrails.go)
 	access    string
 	log       []attemptRec

@@ -29,7 +29,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 	bd := &debug.Bundle{
 		ModelLabel: label,
 		V:          debug.SchemaVersion, RequestID: r.id, At: r.started.UTC(), Instance: instance, Endpoint: r.ep.path,
-		Stream: r.stream, ClientType: r.use.clientType, Access: t.access, Limits: t.limits, Guardrails: t.guards, Model: r.model,
+		Stream: r.stream, ClientType: r.use.clientType, Access: t.access, Limits: t.limits, Policy: t.policy, Guardrails: t.guards, Model: r.model,
 		Attempts: make([]debug.Attempt, 0, len(t.log)), Status: status, ErrorCode: t.errCode,
 		LatencyMS: ms(r.trace.ended), TTFTMS: ms(r.use.ttft), StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
 		Request: digest(t.reqLen, t.reqSum, t.reqPrefix),

@@ -64,6 +64,9 @@ func (r *request) guardRequest(routeName string, output bool) (guard.Request, bo
 // the request goes on; when not, the caller got the block.
 func (r *request) checkGuardrails(c *fiber.Ctx, rte *route.Route) (bool, error) {
 	q, ok := r.guardRequest(rte.Name, false)
+	if r.trace.on && q.RouteName != "" {
+		r.traceAttachments(&q)
+	}
 	if !ok {
 		return true, nil
 	}

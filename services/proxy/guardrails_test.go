@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -159,6 +160,11 @@ func TestGuardrailBundle(t *testing.T) {
 			t.Errorf("decision %d: %+v, want %+v", i, d, want[i])
 		}
 	}
+	// the policy trace: what the route attached, from where
+	if p := b.Policy; p == nil || len(p.Guardrails) != 2 || p.Guardrails[0] != (debug.PolicyGuardrail{Guardrail: "no-cards", Action: "redact", From: "route"}) ||
+		p.Guardrails[1] != (debug.PolicyGuardrail{Guardrail: "no-test-word", Action: "block", From: "route"}) {
+		t.Errorf("policy %+v", b.Policy)
+	}
 	raw, _ := json.Marshal(b)
 	if bytes.Contains(raw, []byte("4111")) {
 		t.Errorf("the bundle carries the card number: %s", raw)
@@ -174,4 +180,42 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestPolicyTrace: a bundle's policy names the plan's rules in the order
+// they were checked, with their verdicts (passed up to the refused one,
+// not checked after it), and the guardrails attached with the level that
+// set each one's action (the client key's warn over the route's redact).
+func TestPolicyTrace(t *testing.T) {
+	ff := newFleet(t, 1, func(c *config.Config) {
+		c.Guardrails = []config.Guardrail{{Name: "no-cards", Action: config.ActionRedact, Patterns: []string{"card_number"}},
+			{Name: "short", Limits: config.GuardrailLimits{Messages: 5}}}
+		ch := c.Chains["demo-chat"]
+		ch.Guardrails = []string{"no-cards"}
+		c.Chains["demo-chat"] = ch
+		c.Plans = map[string]config.Plan{"tiny": {RequestsPerMinute: 1, ConcurrentRequests: 5,
+			Budget: config.Budget{Day: 100}, Guardrails: []string{"short"}}}
+		c.Clients[0].Plan = "tiny"
+		c.Clients[0].Guardrails = []string{"no-cards:warn"}
+	})
+	s := debugStream(t, ff.ns.ClientURL())
+	for _, id := range []string{"req-admitted", "req-refused"} {
+		post(t, ff.urls[0], id, cardBody, "X-Switchyard-Debug", "true")
+	}
+	wantGuards := []debug.PolicyGuardrail{{Guardrail: "no-cards", Action: "warn", From: "client"}, {Guardrail: "short", Action: "block", From: "plan"}}
+	for id, verdicts := range map[string][]string{
+		"req-admitted": {"passed", "passed", "passed"},
+		"req-refused":  {"passed", "refused", "not_checked"},
+	} {
+		p := bundleOf(t, s, id).Policy
+		if p == nil || p.Plan != "tiny" || len(p.Rules) != 3 || !reflect.DeepEqual(p.Guardrails, wantGuards) {
+			t.Fatalf("%s: policy %+v", id, p)
+		}
+		for i, want := range []debug.PolicyRule{{Rule: "budget.day", Limit: 100}, {Rule: "requests_per_minute", Limit: 1}, {Rule: "concurrent_requests", Limit: 5}} {
+			want.Verdict = verdicts[i]
+			if p.Rules[i] != want {
+				t.Errorf("%s: rule %d %+v, want %+v", id, i, p.Rules[i], want)
+			}
+		}
+	}
 }

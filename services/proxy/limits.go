@@ -96,6 +96,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 			r.trace.limits = &debug.LimitDecision{Decision: "refused", Code: string(ref.Code), Limit: ref.Limit}
 			r.trace.access = string(ref.Code)
 		}
+		r.tracePlanRules(lim, ref)
 	}
 	if ref != nil {
 		r.class = classLimited

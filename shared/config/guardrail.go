@@ -169,6 +169,9 @@ type Attachment struct {
 	Name   string
 	Action string // "": the guardrail's own
 	Off    bool
+	// Level is, in Effective's result, the index of the level (the list)
+	// that last named it: 0 the route, 1 the plan, 2 the client key.
+	Level int
 }
 
 // ParseAttachment reads one entry of a guardrails list.
@@ -201,7 +204,7 @@ func Effective(levels ...[]string) []Attachment { return AppendEffective(nil, le
 // AppendEffective is Effective appended to dst[:0] (its array reused).
 func AppendEffective(dst []Attachment, levels ...[]string) []Attachment {
 	out := dst[:0]
-	for _, list := range levels {
+	for level, list := range levels {
 		for _, s := range list {
 			a, err := ParseAttachment(s)
 			if err != nil {
@@ -211,12 +214,13 @@ func AppendEffective(dst []Attachment, levels ...[]string) []Attachment {
 			for i < len(out) && out[i].Name != a.Name {
 				i++
 			}
+			a.Level = level
 			switch {
 			case a.Off && i < len(out):
 				out = append(out[:i], out[i+1:]...)
 			case a.Off:
 			case i < len(out):
-				out[i].Action = a.Action
+				out[i].Action, out[i].Level = a.Action, level
 			default:
 				out = append(out, a)
 			}

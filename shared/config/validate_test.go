@@ -453,10 +453,10 @@ func TestMeteringStore(t *testing.T) {
 
 // TestEffectiveGuardrails: the most specific level wins: a later list
 // changes an attached guardrail's action or detaches it, and keeps the
-// order of first attachment.
+// order of first attachment; each names the level that last named it.
 func TestEffectiveGuardrails(t *testing.T) {
 	got := Effective([]string{"a", "b"}, []string{"b:warn", "c"}, []string{"!a", "d:redact", "c:block"})
-	want := []Attachment{{Name: "b", Action: "warn"}, {Name: "c", Action: "block"}, {Name: "d", Action: "redact"}}
+	want := []Attachment{{Name: "b", Action: "warn", Level: 1}, {Name: "c", Action: "block", Level: 2}, {Name: "d", Action: "redact", Level: 2}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Effective = %+v, want %+v", got, want)
 	}

@@ -89,6 +89,11 @@ type Bundle struct {
 	// Limits is the plan's decision (admitted, refused, none) and what it
 	// refused.
 	Limits *LimitDecision `json:"limits,omitempty"`
+	// Policy is the policy trace: the plan's rules the request was
+	// checked against and what each decided, and the guardrails the
+	// route, plan and client key attached, each with the level that set
+	// its action.
+	Policy *Policy `json:"policy,omitempty"`
 	// Guardrails are the decisions of the request's guardrails, in the
 	// order they ran: never the text they matched.
 	Guardrails []GuardrailDecision `json:"guardrails,omitempty"`
@@ -121,6 +126,32 @@ type Bundle struct {
 }
 
 // LimitDecision is a plan's decision on the request.
+// Policy is a request's policy trace.
+type Policy struct {
+	// Plan is the client key's plan ("": none, no rule applies).
+	Plan string `json:"plan,omitempty"`
+	// Rules are the plan's limits in the order they were checked.
+	Rules []PolicyRule `json:"rules,omitempty"`
+	// Guardrails are the guardrails attached, in the order they run.
+	Guardrails []PolicyGuardrail `json:"guardrails,omitempty"`
+}
+
+// PolicyRule is one of a plan's limits and its verdict on the request.
+type PolicyRule struct {
+	Rule    string  `json:"rule"`    // requests_per_minute, tokens_per_minute, concurrent_requests, budget.day ...
+	Limit   float64 `json:"limit"`   // the plan's value
+	Verdict string  `json:"verdict"` // passed, refused, not_checked (after the one that refused)
+}
+
+// PolicyGuardrail is one attached guardrail: its name, the action in
+// force and the level that set it (route, plan or client: the most
+// specific that named it).
+type PolicyGuardrail struct {
+	Guardrail string `json:"guardrail"`
+	Action    string `json:"action"`
+	From      string `json:"from"`
+}
+
 type LimitDecision struct {
 	Decision string `json:"decision"` // admitted or refused
 	Code     string `json:"code,omitempty"`

@@ -33,6 +33,32 @@ func LimitsOf(name string, p config.Plan) *Limits {
 	}
 }
 
+// Rule is one limit a plan sets: its name, as Refusal.Limit names it
+// (requests_per_minute, budget.day ...), and its value.
+type Rule struct {
+	Name  string
+	Limit float64
+}
+
+// Rules appends the limits l sets to dst, in the order Admit checks them
+// (the budgets by period, requests and tokens per minute, concurrent
+// requests): a refusal names the first that refused, and those after it
+// were not checked.
+func (l *Limits) Rules(dst []Rule) []Rule {
+	for i := range 3 {
+		if b := l.budget(i); b > 0 {
+			dst = append(dst, Rule{"budget." + periodNames[i], b})
+		}
+	}
+	for _, r := range [...]Rule{{"requests_per_minute", float64(l.RequestsPerMinute)},
+		{"tokens_per_minute", float64(l.TokensPerMinute)}, {"concurrent_requests", float64(l.ConcurrentRequests)}} {
+		if r.Limit > 0 {
+			dst = append(dst, r)
+		}
+	}
+	return dst
+}
+
 // budget is the budget of period i (0 day, 1 week, 2 month).
 func (l *Limits) budget(i int) float64 {
 	switch i {

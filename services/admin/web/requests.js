@@ -130,6 +130,8 @@ window.SwitchyardRequests = function (deps) {
       field("client", client + (b.access && b.access !== "allowed" ? " · refused " + b.access : "") + (limits ? " · limits " + limits : "")),
       field("tokens / cost", [tokens, cost].filter(Boolean).join(" · ")),
       field("guardrails", (b.guardrails || []).map((g) => g.guardrail + " " + g.verdict + " (" + [g.stage, g.check].filter(Boolean).join(", ") + ")").join(" · ")),
+      field("policy", b.policy ? [b.policy.plan ? "plan " + b.policy.plan + ": " + ((b.policy.rules || []).map((x) => x.rule + " " + x.limit + " " + x.verdict).join(", ") || "no limits") : "",
+        (b.policy.guardrails || []).map((g) => g.guardrail + ":" + g.action + " from " + g.from).join(", ")].filter(Boolean).join(" · ") : ""),
       field("arrived", when(b.at) + " · " + (b.instance || "—")),
       field("endpoint", (b.endpoint || "—") + (b.stream ? " · stream" + (b.stream_completed ? " completed" : " not completed") : "") + " · kept: " + (b.sampled || "—")));
   }

@@ -98,6 +98,20 @@ func printBundle(w io.Writer, b *debug.Bundle) error {
 		limits = "limits " + strings.Join(nonEmpty(l.Decision, l.Code, l.Limit), " ")
 	}
 	line("client", client, "access "+dash(b.Access), limits)
+	if p := b.Policy; p != nil {
+		var parts []string
+		if p.Plan != "" {
+			var rules []string
+			for _, r := range p.Rules {
+				rules = append(rules, fmt.Sprintf("%s %g %s", r.Rule, r.Limit, r.Verdict))
+			}
+			parts = append(parts, "plan "+p.Plan+": "+strings.Join(rules, ", "))
+		}
+		for _, g := range p.Guardrails {
+			parts = append(parts, g.Guardrail+":"+g.Action+" from "+g.From)
+		}
+		line("policy", parts...)
+	}
 	if len(b.Guardrails) > 0 {
 		var gs []string
 		for _, g := range b.Guardrails {

@@ -19,6 +19,8 @@ func testBundle(id string, at time.Time) debug.Bundle {
 	cost := 0.0
 	return debug.Bundle{V: debug.SchemaVersion, RequestID: id, At: at, Instance: "proxy-a", Endpoint: "/v1/chat/completions", Stream: true,
 		Client: "app", Plan: "pro", ClientType: "sdk", Access: "allowed", Limits: &debug.LimitDecision{Decision: "admitted"},
+		Policy: &debug.Policy{Plan: "pro", Rules: []debug.PolicyRule{{Rule: "requests_per_minute", Limit: 60, Verdict: "passed"}},
+			Guardrails: []debug.PolicyGuardrail{{Guardrail: "no-cards", Action: "redact", From: "route"}}},
 		Guardrails: []debug.GuardrailDecision{{Guardrail: "no-cards", Stage: "input", Action: "redact", Verdict: "redact", Check: "card_number"},
 			{Guardrail: "no-word", Stage: "output", Action: "block", Verdict: "pass"}},
 		Model: "smart",
@@ -52,6 +54,7 @@ func TestPrintBundle(t *testing.T) {
 		"at       2026-05-01 10:00:00.123Z  instance proxy-a  /v1/chat/completions  (stream)\n" +
 		"model    smart → chain:smart (chain, priority)  needs tools\n" +
 		"client   app plan pro type sdk  access allowed  limits admitted\n" +
+		"policy   plan pro: requests_per_minute 60 passed  no-cards:redact from route\n" +
 		"guards   no-cards redact (input, card_number)  no-word pass (output)\n" +
 		"result   529 failed  error upstream_error  class transient  latency 1.48s  stream not completed\n" +
 		"served   anthropic/claude-x  key b1\n" +

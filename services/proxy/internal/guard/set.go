@@ -183,6 +183,23 @@ func (s *Set) attached(q *Request, eff *[]config.Attachment, fn func(i int, g *c
 	}
 }
 
+// Attachments are the guardrails q's route, plan and client attach, at
+// either stage, in the order they run, each with the action in force
+// (the guardrail's own when the lists set none) and the level that set
+// it (config.Attachment.Level). For the policy trace: it allocates.
+func (s *Set) Attachments(q *Request) []config.Attachment {
+	if s == nil {
+		return nil
+	}
+	out := config.Effective(s.routes[q.RouteName], q.Plan, q.Client)
+	for i := range out {
+		if j, ok := s.index[out[i].Name]; ok && out[i].Action == "" {
+			out[i].Action = s.defs[j].ActionOf()
+		}
+	}
+	return out
+}
+
 // Check runs the request's guardrails in order (route, then plan, then
 // client: see config.Effective). The first that blocks ends the check;
 // redactions apply in turn to the text the next guardrails read. The
