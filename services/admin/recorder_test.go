@@ -123,6 +123,7 @@ func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
 			if i%11 == 0 {
 				r.CostUSD, r.Status, r.Class = nil, 429, "rate_limit"
 				r.Guardrail, r.GuardrailName, r.GuardrailStage = "warn", "no-cards", "output"
+				r.Cache = "miss"
 			}
 			if i%5 == 0 {
 				r.Stream, r.StreamCompleted, r.TTFTMS = true, i%10 != 0, float64(1+i%50)

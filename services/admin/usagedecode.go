@@ -32,7 +32,7 @@ func decodeRecord(data []byte, r *usage.Record) error {
 var recordFields = []string{"v", "request_id", "at", "client_id", "plan", "client_type", "endpoint",
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"tokens", "tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed",
-	"cancelled", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage", "input", "output", "cached_input", "cache_write", "reasoning"}
+	"cancelled", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage", "cache", "cache_saved_usd", "input", "output", "cached_input", "cache_write", "reasoning"}
 
 // lexer reads JSON in the narrow form decodeRecordFast accepts; every
 // method reports false for anything else.
@@ -302,16 +302,19 @@ func (l *lexer) at(r *usage.Record) bool {
 	return r.At.UnmarshalJSON(l.b[start:l.i]) == nil
 }
 
-func (l *lexer) cost(r *usage.Record) bool {
+func (l *lexer) cost(r *usage.Record) bool { return l.optFloat(&r.CostUSD) }
+
+// optFloat reads a number or null into *dst (nil for null).
+func (l *lexer) optFloat(dst **float64) bool {
 	if l.null() {
-		r.CostUSD = nil
+		*dst = nil
 		return true
 	}
 	var f float64
 	if !l.floatField(&f) {
 		return false
 	}
-	r.CostUSD = &f
+	*dst = &f
 	return true
 }
 
@@ -419,6 +422,10 @@ func decodeRecordFast(data []byte, r *usage.Record) bool {
 			return l.stringField(&r.GuardrailName)
 		case "guardrail_stage":
 			return l.stringField(&r.GuardrailStage)
+		case "cache":
+			return l.stringField(&r.Cache)
+		case "cache_saved_usd":
+			return l.optFloat(&r.CacheSavedUSD)
 		}
 		return l.other(name)
 	})

@@ -19,6 +19,7 @@ func decodeSeeds() [][]byte {
 		r.FailedAttempts = []usage.FailedAttempt{{Provider: "p1", Model: "m", KeyID: "k1", Class: "transient"},
 			{Provider: "p2", Model: "m2", KeyID: "k2", Class: "rate_limit", Cancelled: true}}
 		r.Guardrail, r.GuardrailName, r.GuardrailStage = "redact", "no-cards", "input"
+		r.Cache, r.CacheSavedUSD = "hit", cost(0.25)
 	}))
 	unknownCost, _ := json.Marshal(rec("s2", time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), func(r *usage.Record) { r.CostUSD = nil }))
 	seeds := [][]byte{full, unknownCost}
@@ -40,7 +41,7 @@ func decodeSeeds() [][]byte {
 		`{"v":1,"failed_attempts":[]}`, `{"v":1,"failed_attempts":[null,{"provider":"p","cancelled":true,"x":1}]}`,
 		`{"v":1,"failed_attempts":[{"provider":"a"}],"failed_attempts":null}`, `{"v":1,"failed_attempts":{}}`,
 		`{"v":1,"failed_attempts":[{"Provider":"a"}]}`, `{"v":1,"failed_attempts":[{"provider":"a"},]}`,
-		`{"v":1,"guardrail":"block","guardrail_name":"g","guardrail_stage":"output"}`, `{"v":1,"guardrail":null}`, `{"v":1,"Guardrail":"x"}`,
+		`{"v":1,"guardrail":"block","guardrail_name":"g","guardrail_stage":"output"}`, `{"v":1,"guardrail":null}`, `{"v":1,"cache":"hit","cache_saved_usd":null}`, `{"v":1,"cache_saved_usd":"x"}`, `{"v":1,"Guardrail":"x"}`,
 		`{"v":1,"client_id":5}`, `{"v":1 "status":1}`, `{"v":1,"status":200`, ``, `{`, `"v"`,
 	} {
 		seeds = append(seeds, []byte(s))

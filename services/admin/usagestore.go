@@ -74,6 +74,10 @@ var usageMigrations = []string{
 	`ALTER TABLE switchyard_usage_records ADD COLUMN guardrail text NOT NULL DEFAULT '',
 		ADD COLUMN guardrail_name text NOT NULL DEFAULT '',
 		ADD COLUMN guardrail_stage text NOT NULL DEFAULT ''`,
+	// 4: what the response cache did (usage.Record.Cache, CacheSavedUSD;
+	// '' and NULL without a cache policy, and in the rows before)
+	`ALTER TABLE switchyard_usage_records ADD COLUMN cache text NOT NULL DEFAULT '',
+		ADD COLUMN cache_saved_usd double precision`,
 }
 
 // usageColumns are the table's columns in the order usageRows gives them.
@@ -81,7 +85,7 @@ var usageColumns = []string{"request_id", "at", "client_id", "plan", "client_typ
 	"model_requested", "provider", "provider_type", "model", "key_id", "attempts", "status", "class",
 	"input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "reasoning_tokens",
 	"tokens_estimated", "cost_usd", "latency_ms", "ttft_ms", "stream", "stream_completed", "cancelled",
-	"stream_seq", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage"}
+	"stream_seq", "failed_attempts", "guardrail", "guardrail_name", "guardrail_stage", "cache", "cache_saved_usd"}
 
 // usageStore is the usage sink of metering.store. Open connects lazily;
 // a Flush that finds PostgreSQL down fails and keeps what it holds, so
@@ -244,7 +248,7 @@ func migrateUsage(ctx context.Context, pool *pgxpool.Pool) error {
 type usageRows struct {
 	rows []usageRow
 	i    int
-	vals [31]any
+	vals [33]any
 }
 
 func (r *usageRows) Next() bool { r.i++; return r.i < len(r.rows) }
@@ -259,9 +263,12 @@ func (r *usageRows) Values() ([]any, error) {
 		// stream, the same on a replay
 		id = "seq:" + strconv.FormatUint(row.seq, 10) + ":" + strconv.Itoa(row.i)
 	}
-	var cost, failed any
+	var cost, failed, saved any
 	if x.CostUSD != nil {
 		cost = *x.CostUSD
+	}
+	if x.CacheSavedUSD != nil {
+		saved = *x.CacheSavedUSD
 	}
 	if x.FailedAttempts != nil {
 		b, err := json.Marshal(x.FailedAttempts)
@@ -275,6 +282,6 @@ func (r *usageRows) Values() ([]any, error) {
 		x.ModelRequested, x.Provider, x.ProviderType, x.Model, x.KeyID, int32(x.Attempts), int32(x.Status), x.Class,
 		x.Tokens.Input, x.Tokens.Output, x.Tokens.CachedInput, x.Tokens.CacheWrite, x.Tokens.Reasoning,
 		x.TokensEstimated, cost, x.LatencyMS, x.TTFTMS, x.Stream, x.StreamCompleted, x.Cancelled,
-		int64(row.seq), failed, x.Guardrail, x.GuardrailName, x.GuardrailStage}
+		int64(row.seq), failed, x.Guardrail, x.GuardrailName, x.GuardrailStage, x.Cache, saved}
 	return r.vals[:], nil
 }

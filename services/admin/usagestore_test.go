@@ -123,7 +123,7 @@ func TestUsageStoreExactlyOnce(t *testing.T) {
 		&got.Provider, &got.ProviderType, &got.Model, &got.KeyID, &got.Attempts, &got.Status, &got.Class,
 		&got.Tokens.Input, &got.Tokens.Output, &got.Tokens.CachedInput, &got.Tokens.CacheWrite, &got.Tokens.Reasoning,
 		&got.TokensEstimated, &got.CostUSD, &got.LatencyMS, &got.TTFTMS, &got.Stream, &got.StreamCompleted, &got.Cancelled, &seq, &got.FailedAttempts,
-		&got.Guardrail, &got.GuardrailName, &got.GuardrailStage); err != nil {
+		&got.Guardrail, &got.GuardrailName, &got.GuardrailStage, &got.Cache, &got.CacheSavedUSD); err != nil {
 		t.Fatal(err)
 	}
 	got.V = want.V

@@ -232,6 +232,9 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 		c.Set(fiber.HeaderContentType, contentType) // the upstream's (a transcript): line breaks stripped
 	}
 	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
+	if contentType == fiber.MIMEApplicationJSON {
+		r.cacheStore(t, out, string(acceptJSON))
+	}
 	r.logInfo("request served", t)
 	return attemptResult{done: true}
 }

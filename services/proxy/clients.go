@@ -25,6 +25,8 @@ type clientKey struct {
 	// guardrails and planGuardrails are the key's and its plan's
 	// guardrails lists (clients[].guardrails, plans.<name>.guardrails).
 	guardrails, planGuardrails []string
+	// cache and planCache are the key's and its plan's cache policies.
+	cache, planCache config.CachePolicy
 }
 
 // modelSet is a models list: names, aliases, "chain:<name>",
@@ -68,9 +70,9 @@ func newClientKeys(cfg *config.Config, table *route.Table) *clientKeys {
 	ck.required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
 		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), region: c.Region, regionRequired: c.RegionRequired,
-			guardrails: c.Guardrails}
+			guardrails: c.Guardrails, cache: c.Cache}
 		if p := cfg.Plan(c.Plan); p != nil {
-			k.planGuardrails = p.Guardrails
+			k.planGuardrails, k.planCache = p.Guardrails, p.Cache
 			if len(p.Models) > 0 {
 				ms := newModelSet(p.Models, table.ChainTwin)
 				k.planModels = &ms

@@ -173,6 +173,9 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	if s.cfg.Timeouts.Request > 0 {
 		r.relayDeadline = r.started.Add(s.cfg.Timeouts.Request)
 	}
+	if r.cacheFront(c, rte) {
+		return outcome{}
+	}
 	r.selection(c, rte)
 	return r.run(c, rte)
 }

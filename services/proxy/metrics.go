@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard.dev/services/proxy/internal/cache"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/metrics"
@@ -43,11 +44,13 @@ type proxyMetrics struct {
 	reg      *prometheus.Registry
 	guards   *prometheus.CounterVec // guardrail decisions
 	guardErr *prometheus.CounterVec // guardrail checks that failed (moderation, webhook)
-	requests *prometheus.CounterVec
-	attempts prometheus.Histogram
-	duration *prometheus.HistogramVec // by endpoint
-	latency  *prometheus.HistogramVec
-	ttft     *prometheus.HistogramVec
+	// the response cache: requests by result, answers by what became of them
+	cacheReqs, cacheStores *prometheus.CounterVec
+	requests               *prometheus.CounterVec
+	attempts               prometheus.Histogram
+	duration               *prometheus.HistogramVec // by endpoint
+	latency                *prometheus.HistogramVec
+	ttft                   *prometheus.HistogramVec
 	// propagation: from a hold's recorded_at (by another instance) to
 	// this proxy applying it.
 	propagation prometheus.Histogram
@@ -119,7 +122,15 @@ func newProxyMetrics(s *Service) *proxyMetrics {
 		Namespace: metricNamespace, Name: "guardrail_check_errors_total",
 		Help: "Guardrail checks that call out (check: moderation, webhook) and failed or answered late: the guardrail's on_error decided.",
 	}, []string{"guardrail", "check"})
-	m.reg.MustRegister(m.guards, m.guardErr)
+	m.cacheReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "cache_requests_total",
+		Help: "Requests of routes with a cache policy, by result: hit (answered from the cache), miss (sent upstream), bypass (the caller's no-store, a stream, the bucket unreadable).",
+	}, []string{"result"})
+	m.cacheStores = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Name: "cache_stores_total",
+		Help: "Answers of requests that missed the cache, by what became of them: stored, memory_only (the bucket's queue was full), too_large (over cache.max_entry_bytes), tool_calls (not kept).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.guards, m.guardErr, m.cacheReqs, m.cacheStores)
 	passive := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Name: "passive_reports_total",
 		Help: "Passive reports (attempt outcomes per target, for the prober's health records) published on switchyard.passive.<provider>, or dropped while NATS was down.",
@@ -198,6 +209,26 @@ func (s *Service) holdApplied(rec hold.Record) {
 // configuration's: a bounded set).
 func (m *proxyMetrics) guardrail(name, stage, verdict string) {
 	m.guards.WithLabelValues(name, stage, verdict).Inc()
+}
+
+// cacheResult counts what the cache did for a request (hit, miss,
+// bypass).
+func (m *proxyMetrics) cacheResult(result string) {
+	m.cacheReqs.WithLabelValues(result).Inc()
+}
+
+// cacheStored counts what became of an answer that missed: stored,
+// memory_only (the bucket's queue was full), too_large, tool_calls.
+func (m *proxyMetrics) cacheStored(result string) {
+	m.cacheStores.WithLabelValues(result).Inc()
+}
+
+// cacheMemory exports the bytes of the cache's memory.
+func (m *proxyMetrics) cacheMemory(mem *cache.Memory) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricNamespace, Name: "cache_memory_bytes",
+		Help: "Bytes of cached answers this proxy keeps in memory, in front of the switchyard_cache bucket.",
+	}, func() float64 { return float64(mem.Bytes()) }))
 }
 
 // guardrailCheckError counts a failed remote check of a guardrail.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard.dev/services/proxy/internal/cache"
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/telemetry"
 
@@ -81,6 +82,7 @@ type Service struct {
 	baseCtx context.Context
 	stop    context.CancelFunc
 	app     *fiber.App
+	cache   *cache.Store // the response cache's memory and bucket (cache.go)
 }
 
 // secretBook is what the proxy keeps of its keys' secrets across routings.
@@ -170,6 +172,9 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 	s.environ = deps.Environ
 	s.versions.store = routingdoc.NewUnbound(deps.NATS, s.log.With("component", "routing"))
 	s.meter = newMeter(cfg, s.metrics.reg, deps.NATS, s.log)
+	cc := config.CacheOf(cfg.Cache)
+	s.cache = cache.NewStore(cc.MemoryBytes, cc.MaxEntryBytes, cc.LookupTimeout, s.log.With("component", "cache"))
+	s.metrics.cacheMemory(s.cache.Memory())
 	if s.tracer, err = telemetry.New(cfg.Telemetry, deps.Environ, m.Instance, s.log.With("component", "otel")); err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)
 	}
@@ -313,6 +318,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		if s.meter.pub != nil {
 			wg.Go(func() { s.meter.pub.Run(engineCtx, s.member.Bound()) })
 		}
+		wg.Go(func() { s.runCache(engineCtx) })
 	}
 	s.awaitFleet(ctx)
 	errc := make(chan error, 1)

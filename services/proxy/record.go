@@ -29,6 +29,7 @@ func (r *request) finish(status int) {
 // record too, with its status and no provider, so Usage counts refusals;
 // then it queues its debug bundle.
 func (r *request) record(status int) {
+	r.cacheLand()
 	r.s.metrics.request(r, status)
 	if !r.use.routed && r.rt != nil && status >= 400 && status < 500 && status != fiber.StatusUnauthorized && status != fiber.StatusTooManyRequests {
 		rec := r.usageRecord(status)
@@ -69,6 +70,12 @@ func (r *request) usageRecord(status int) usage.Record {
 	}
 	if r.client != nil {
 		rec.ClientID, rec.Plan = r.client.id, r.client.plan
+	}
+	if n := r.sel.cache; n != nil {
+		rec.Cache = n.result
+		if n.result == cacheHit {
+			rec.CacheSavedUSD = n.entry.CostUSD
+		}
 	}
 	switch {
 	case r.by.provider != "":

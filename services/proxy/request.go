@@ -65,6 +65,7 @@ type selection struct {
 	req   route.Request
 	cur   route.Cursor
 	room  route.Room // req.Room's (headroom routing on)
+	cache *cacheNote // the cache's part (cache.go); nil: no policy applies
 }
 
 // tally counts the request's attempts and keeps its failures.

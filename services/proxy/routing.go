@@ -41,6 +41,10 @@ type routing struct {
 	latencyAlpha float64
 	// guards are the routing's guardrails, compiled.
 	guards *guard.Set
+	// caches are the routes' cache policies (cache.go); anyCache: some
+	// route, plan or client key sets one.
+	caches   map[string]config.CachePolicy
+	anyCache bool
 
 	// active counts the requests that started on this routing and have
 	// not finished; a retired routing closes its own connection pools
@@ -83,6 +87,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	if rt.guards, err = guard.Compile(cfg, table); err != nil {
 		return nil, fmt.Errorf("guardrails: %w", err)
 	}
+	rt.caches, rt.anyCache = routeCaches(cfg, table)
 	if rt.latencyAlpha == 0 {
 		rt.latencyAlpha = config.DefaultLatencyAlpha
 	}

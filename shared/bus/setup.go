@@ -37,6 +37,10 @@ const (
 	// resolution, time bucket, provider and part, each with a per-key TTL
 	// (its resolution's retention), and the recorder's checkpoint.
 	BucketUsageRollups = "switchyard_usage_rollups"
+	// BucketCache keeps the fleet's cached answers: key
+	// <route>.<scope>.<sha256 of the request>, per-key TTL (the policy's),
+	// bounded by cache.max_bytes (the oldest go first).
+	BucketCache = "switchyard_cache"
 
 	// StreamUsage keeps one usage record per request, published under
 	// UsageSubjects.
@@ -111,6 +115,10 @@ type SetupOptions struct {
 	// (debug.retention, debug.max_bytes); 0 means the defaults.
 	DebugMaxAge   time.Duration
 	DebugMaxBytes int64
+	// CacheMaxBytes and CacheMaxEntryBytes bound the cache bucket
+	// (cache.max_bytes, cache.max_entry_bytes); 0 means the defaults.
+	CacheMaxBytes      int64
+	CacheMaxEntryBytes int
 }
 
 // SetupOptionsFrom takes Replicas and Storage from the nats config section
@@ -118,7 +126,8 @@ type SetupOptions struct {
 func SetupOptionsFrom(cfg *config.Config) SetupOptions {
 	return SetupOptions{Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
 		UsageMaxAge: cfg.Metering.Retention, UsageMaxBytes: cfg.Metering.MaxBytes,
-		DebugMaxAge: cfg.Debug.Retention, DebugMaxBytes: cfg.Debug.MaxBytes}
+		DebugMaxAge: cfg.Debug.Retention, DebugMaxBytes: cfg.Debug.MaxBytes,
+		CacheMaxBytes: cfg.Cache.MaxBytes, CacheMaxEntryBytes: cfg.Cache.MaxEntryBytes}
 }
 
 // Resources are the buckets and stream returned by Setup.
@@ -131,9 +140,11 @@ type Resources struct {
 	Config      jetstream.KeyValue
 	// UsageRollups is BucketUsageRollups.
 	UsageRollups jetstream.KeyValue
-	Events       jetstream.Stream
-	Usage        jetstream.Stream
-	Debug        jetstream.Stream
+	// Cache is BucketCache.
+	Cache  jetstream.KeyValue
+	Events jetstream.Stream
+	Usage  jetstream.Stream
+	Debug  jetstream.Stream
 }
 
 // Setup creates the Switchyard buckets and events stream, or binds to them
@@ -162,6 +173,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, opts SetupOptions) (*Res
 		BucketLimits:       &res.Limits,
 		BucketConfig:       &res.Config,
 		BucketUsageRollups: &res.UsageRollups,
+		BucketCache:        &res.Cache,
 	}
 	for _, cfg := range kvs {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
@@ -237,6 +249,7 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		ttlBucket(BucketLeases, "Switchyard prober check leases (per-key TTL)"),
 		ttlBucket(BucketLimits, "Switchyard plan consumption: key <client>.<counter>.<window>.<instance>, per-key TTL"),
 		ttlBucket(BucketUsageRollups, "Switchyard usage rollups: key <minute|hour|day>.<start>.<provider>.<part>, per-key TTL; recorder.checkpoint"),
+		cacheBucket(ttlBucket(BucketCache, "Switchyard cached answers: key <route>.<scope>.<request sha256>, per-key TTL"), opts),
 		{
 			Bucket:      BucketCredentials,
 			Description: "Switchyard rotated secrets, encrypted",
@@ -287,6 +300,24 @@ func Configs(opts SetupOptions) ([]jetstream.KeyValueConfig, []jetstream.StreamC
 		Replicas:    replicas,
 	}}
 	return kvs, streams, nil
+}
+
+// CacheEnvelope is what a cache entry adds to the answer it keeps (its
+// metadata), as MaxValueSize allows for.
+const CacheEnvelope = 4 << 10
+
+// cacheBucket bounds the cache bucket: its bytes (the oldest entries go
+// first) and its values (an answer and its envelope).
+func cacheBucket(c jetstream.KeyValueConfig, opts SetupOptions) jetstream.KeyValueConfig {
+	c.MaxBytes, c.MaxValueSize = opts.CacheMaxBytes, int32(opts.CacheMaxEntryBytes)
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = config.DefaultCacheMaxBytes
+	}
+	if c.MaxValueSize <= 0 {
+		c.MaxValueSize = config.DefaultCacheMaxEntryBytes
+	}
+	c.MaxValueSize += CacheEnvelope
+	return c
 }
 
 // EventSubject is the subject of an event:

@@ -230,7 +230,7 @@ func TestFullUsageStreamDropsOldRecords(t *testing.T) {
 	_, js := testkit.ConnectNATS(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Setup(ctx, js, SetupOptions{UsageMaxBytes: 2 << 20, DebugMaxBytes: 1 << 20, EventsMaxBytes: 1 << 20})
+	res, err := Setup(ctx, js, SetupOptions{UsageMaxBytes: 2 << 20, DebugMaxBytes: 1 << 20, EventsMaxBytes: 1 << 20, CacheMaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

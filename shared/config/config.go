@@ -49,6 +49,9 @@ type Config struct {
 	Debug Debug `koanf:"debug"`
 	// Telemetry configures OpenTelemetry trace export.
 	Telemetry Telemetry `koanf:"telemetry"`
+	// Cache bounds the fleet's response cache (which requests are cached
+	// is the routes', plans' and client keys' cache policies).
+	Cache Cache `koanf:"cache"`
 
 	// File is the path the configuration was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -290,6 +293,9 @@ type Model struct {
 	// Guardrails the requests routed to the model (by its name, an alias
 	// or provider/model) run (see Effective).
 	Guardrails []string `koanf:"guardrails"`
+	// Cache keeps the answers of requests routed to the model (see
+	// EffectiveCache).
+	Cache CachePolicy `koanf:"cache"`
 }
 
 // Resilience is the failure handling: the hold ladder, stated waits,
@@ -419,6 +425,8 @@ type Chain struct {
 	FailClosed *bool `koanf:"fail_closed"`
 	// Guardrails the chain's requests run (see Effective).
 	Guardrails []string `koanf:"guardrails"`
+	// Cache keeps the chain's answers (see EffectiveCache).
+	Cache CachePolicy `koanf:"cache"`
 }
 
 // ChainStep is one step of a chain, a provider/model target. An inactive
@@ -457,6 +465,9 @@ type ClientKey struct {
 	// Guardrails the key's requests run, over its route's and plan's
 	// (see Effective).
 	Guardrails []string `koanf:"guardrails"`
+	// Cache is the key's cache policy, over its route's and plan's (see
+	// EffectiveCache).
+	Cache CachePolicy `koanf:"cache"`
 
 	// Value is the resolved secret, filled in by Load.
 	Value Secret `koanf:"-"`

@@ -92,6 +92,9 @@ type Plan struct {
 	// Guardrails the plan's requests run, over their route's (see
 	// Effective).
 	Guardrails []string `koanf:"guardrails"`
+	// Cache is the plan's cache policy, over its keys' routes' (see
+	// EffectiveCache).
+	Cache CachePolicy `koanf:"cache"`
 }
 
 // Budget is spend per period; 0: no cap for that period.

@@ -101,6 +101,7 @@ func (c *Config) Validate() error {
 	v.clients()
 	v.plans()
 	v.guardrails()
+	v.cache()
 	v.prices()
 	v.metering()
 	v.debug()

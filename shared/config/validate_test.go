@@ -249,6 +249,10 @@ func TestValidationErrors(t *testing.T) {
 		{"webhook secret unset", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: env:SWITCHYARD_SECRET_NOT_SET}}", nil, `guardrails[0].webhook.secret: SWITCHYARD_SECRET_NOT_SET is not set`},
 		{"webhook timeout", "\nguardrails:\n  - {name: g, webhook: {url: 'https://h/p', secret: env:OPENAI_KEY, timeout: -1s}}", nil, `guardrails[0].webhook.timeout: must be >= 0 (0: 2s), got -1s`},
 		{"webhook redact", "\nguardrails:\n  - {name: g, action: redact, deny: [x], webhook: {url: 'https://h/p', secret: env:OPENAI_KEY}}", nil, `guardrails[0].action: redact replaces what patterns match; a moderation or webhook check finds no span to replace`},
+		{"cache ttl fraction", "\nchains:\n  c:\n    cache: {ttl: 1500ms}\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.cache.ttl: must be whole seconds, at least 1s, got 1.5s`},
+		{"cache shared on a plan", "\nplans:\n  p: {cache: {ttl: 1h, shared: true}}", nil, `plans.p.cache.shared: is a route's choice`},
+		{"cache max bytes", "\ncache:\n  max_bytes: -1", nil, `cache.max_bytes: must be >= 0`},
+		{"cache client ttl", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], cache: {ttl: -1s}}", nil, `clients[0].cache.ttl: must be >= 0, got -1s`},
 		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},
 	}
 	for _, tt := range tests {

@@ -91,6 +91,13 @@ type Record struct {
 	Guardrail      string `json:"guardrail,omitempty"`
 	GuardrailName  string `json:"guardrail_name,omitempty"`
 	GuardrailStage string `json:"guardrail_stage,omitempty"`
+	// Cache is what the response cache did for a request of a route with
+	// a cache policy: hit (answered from the cache, no upstream call),
+	// miss (answered upstream, stored) or bypass (omitted without a
+	// policy). CacheSavedUSD is what a hit saved: the cost of the answer
+	// it replayed (omitted when unknown or not a hit).
+	Cache         string   `json:"cache,omitempty"`
+	CacheSavedUSD *float64 `json:"cache_saved_usd,omitempty"`
 }
 
 // FailedAttempt is one failed upstream attempt of a request.
@@ -233,6 +240,13 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	}
 	if r.GuardrailStage != "" {
 		dst = appendStringField(dst, "guardrail_stage", r.GuardrailStage)
+	}
+	if r.Cache != "" {
+		dst = appendStringField(dst, "cache", r.Cache)
+	}
+	if r.CacheSavedUSD != nil {
+		dst = append(dst, `,"cache_saved_usd":`...)
+		dst = appendFloat(dst, *r.CacheSavedUSD)
 	}
 	return append(dst, '}')
 }

@@ -134,8 +134,8 @@ func TestRecordCostNull(t *testing.T) {
 }
 
 // TestRecordFieldsAllPresent checks that the zero Record still writes every
-// field in snake_case, but the guardrail ones (written when a guardrail
-// acted: most requests have none).
+// field in snake_case, but the guardrail and cache ones (written when a
+// guardrail acted, when a cache policy applied: most requests have none).
 func TestRecordFieldsAllPresent(t *testing.T) {
 	b, err := json.Marshal(Record{})
 	if err != nil {
@@ -249,6 +249,7 @@ func TestAppendJSON(t *testing.T) {
 		{V: 1, RequestID: "caller's \"id\" <x> & \\ \u2028 é \x01", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)),
 			ModelRequested: "openrouter/auto:free\xff", Class: "credential_rejected", Status: 401, CostUSD: &tiny, LatencyMS: 1e22, Cancelled: true},
 		{V: 1, Status: 400, Class: "rejected", Guardrail: "block", GuardrailName: "no-word", GuardrailStage: "output"},
+		{V: 1, Status: 200, Cache: "hit", CacheSavedUSD: &c},
 	}
 	for i, r := range recs {
 		want, err := json.Marshal(&r)

@@ -1,0 +1,266 @@
+package proxy
+
+// The response cache on the request path: a request of a route, plan or
+// client key with a cache policy is looked up (the proxy's memory, then
+// the switchyard_cache bucket) after it was admitted; a hit is answered
+// from the entry, without an upstream call; a miss leads a flight that
+// identical requests on this proxy wait for, and its answer, when whole
+// and successful, is stored for the fleet (internal/cache).
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"switchyard.dev/services/proxy/internal/cache"
+	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/provider"
+)
+
+// Cache headers: what the cache did for a request, and a hit's age.
+const (
+	headerCache    = "X-Switchyard-Cache"
+	headerCacheAge = "X-Switchyard-Cache-Age"
+	headerCacheTTL = "X-Switchyard-Cache-Ttl" // the caller's TTL for what its request stores
+)
+
+// Cache results, as the header, the metric and the usage record say them.
+const (
+	cacheHit    = "hit"
+	cacheMiss   = "miss"
+	cacheBypass = "bypass"
+)
+
+// cacheNote is what a request of a cached route keeps (request.sel.cache).
+type cacheNote struct {
+	key    string // "": not looked up (bypass)
+	ttl    time.Duration
+	pol    config.CachePolicy
+	result string
+	store  bool          // the answer may be stored
+	flight *cache.Flight // the flight this request leads (nil: none)
+	entry  *cache.Entry  // the hit's, or what this request stored
+}
+
+// runCache binds the cache to the fleet's bucket once it exists, then
+// writes and follows it until ctx ends.
+func (s *Service) runCache(ctx context.Context) {
+	select {
+	case <-s.member.Bound():
+		s.cache.Bind(s.member.Resources().Cache, s.member.Conn())
+	case <-ctx.Done():
+		return
+	}
+	s.cache.Run(ctx)
+}
+
+// cacheable reports whether answers of ep may be cached.
+func cacheable(ep *endpoint) bool {
+	switch ep.op {
+	case provider.OpChat, provider.OpCompletions, provider.OpResponses, provider.OpEmbeddings:
+		return true
+	}
+	return false
+}
+
+// routeCaches are the cache policies of a routing's routes, by route name
+// (chains.<name>.cache; a model route's providers[].models[].cache), and
+// whether any level of the configuration sets one.
+func routeCaches(cfg *config.Config, table *route.Table) (map[string]config.CachePolicy, bool) {
+	out := map[string]config.CachePolicy{}
+	any := false
+	for _, n := range table.Names {
+		rte, ok := table.Resolve(n.ID)
+		if !ok {
+			continue
+		}
+		if _, done := out[rte.Name]; done {
+			continue
+		}
+		var p config.CachePolicy
+		if chain, ok := strings.CutPrefix(rte.Name, config.ChainPrefix); ok {
+			p = cfg.Chains[chain].Cache
+		} else if len(rte.Steps) > 0 && rte.Steps[0].Provider != nil {
+			if pc := cfg.Provider(rte.Steps[0].Provider.Name); pc != nil {
+				for _, m := range pc.Models {
+					if m.Name == rte.Steps[0].Model {
+						p = m.Cache
+					}
+				}
+			}
+		}
+		out[rte.Name] = p
+		any = any || p.Set()
+	}
+	for _, p := range cfg.Plans {
+		any = any || p.Cache.Set()
+	}
+	for _, c := range cfg.Clients {
+		any = any || c.Cache.Set()
+	}
+	return out, any
+}
+
+// cacheFront looks the request up when a cache policy applies: it
+// reports true when the request was answered (a hit, or the answer of an
+// identical request in flight).
+func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
+	if !r.rt.anyCache || !cacheable(r.ep) {
+		return false
+	}
+	var plan, own config.CachePolicy
+	if r.client != nil {
+		plan, own = r.client.planCache, r.client.cache
+	}
+	pol, ok := config.EffectiveCache(r.rt.caches[rte.Name], plan, own)
+	if !ok {
+		return false
+	}
+	n := &cacheNote{pol: pol, ttl: pol.TTL, result: cacheBypass}
+	r.sel.cache = n
+	cc := strings.ToLower(c.Get(fiber.HeaderCacheControl))
+	if strings.Contains(cc, "no-store") || r.stream {
+		// the caller's wish; a stream is relayed as it comes
+		return r.cacheSay(c, n, false)
+	}
+	if v := c.Get(headerCacheTTL); v != "" {
+		if ttl, err := parseCacheTTL(v); err == nil {
+			n.ttl = min(ttl, pol.TTL) // the operator's policy bounds the caller's
+		}
+	}
+	scope := cache.SharedScope
+	if !pol.Shared {
+		scope = "_"
+		if r.client != nil {
+			scope = r.client.id
+		}
+	}
+	key, err := cache.Key(rte.Name, scope, r.ep.path, r.body, pol.User)
+	if err != nil {
+		return r.cacheSay(c, n, false)
+	}
+	n.key, n.store = key, n.ttl >= config.MinCacheTTL
+	n.result = cacheMiss
+	if !strings.Contains(cc, "no-cache") {
+		e, res := r.s.cache.Lookup(context.Background(), key)
+		switch res {
+		case cache.Hit:
+			return r.serveCached(c, n, e)
+		case cache.Bypass:
+			// the bucket is out of reach: the answer is kept in memory
+			// (and in the bucket once it is back)
+			n.result = cacheBypass
+		}
+	}
+	f, lead := r.s.cache.Join(key)
+	if lead {
+		n.flight = f
+		return r.cacheSay(c, n, false)
+	}
+	ctx, cancel := r.waitContext()
+	defer cancel()
+	if e := f.Wait(ctx, r.goneC()); e != nil {
+		return r.serveCached(c, n, e)
+	}
+	return r.cacheSay(c, n, false) // the leader had nothing to share: this one goes upstream
+}
+
+// waitContext bounds a wait of the request by its deadline.
+func (r *request) waitContext() (context.Context, context.CancelFunc) {
+	if r.deadline.IsZero() {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithDeadline(context.Background(), r.deadline)
+}
+
+// cacheSay sets the cache header and counts the result; it returns
+// answered.
+func (r *request) cacheSay(c *fiber.Ctx, n *cacheNote, answered bool) bool {
+	c.Set(headerCache, n.result)
+	r.s.metrics.cacheResult(n.result)
+	return answered
+}
+
+// serveCached answers the request with entry e.
+func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry) bool {
+	n.result, n.entry = cacheHit, e
+	r.use.routed = true
+	r.use.clientType = strings.Clone(c.Get(fiber.HeaderUserAgent))
+	r.use.tokensOK = true // a hit used no tokens (ChargeHits: the entry's)
+	if r.s.cfg.Cache.ChargeHits {
+		r.use.tokens = e.Tokens
+	}
+	r.by.provider, r.by.provType, r.by.upModel, r.by.keyID = e.Provider, e.ProviderType, e.Model, e.KeyID
+	c.Status(fiber.StatusOK)
+	c.Response().Header.SetContentType(e.ContentType)
+	c.Response().SetBody(e.Answer)
+	c.Set(headerProvider, e.Provider)
+	c.Set(headerCacheAge, strconv.FormatInt(e.Age(time.Now()), 10))
+	r.logger().Info("request served from the cache", "model", r.model, "age_s", e.Age(time.Now()))
+	return r.cacheSay(c, n, true)
+}
+
+// cacheStore keeps a whole, successful answer of a request that missed
+// (not one that calls tools, unless the policy allows it; not one over
+// cache.max_entry_bytes), and lands the request's flight.
+func (r *request) cacheStore(t target, out []byte, contentType string) {
+	n := r.sel.cache
+	if n == nil || !n.store || n.key == "" {
+		return
+	}
+	switch {
+	case len(out) > r.s.cache.MaxEntry():
+		r.s.metrics.cacheStored("too_large")
+		return
+	case !n.pol.ToolCalls && callsTools(out):
+		r.s.metrics.cacheStored("tool_calls")
+		return
+	}
+	now := time.Now()
+	e := &cache.Entry{V: cache.SchemaVersion, StoredAt: now.UTC(), Expires: now.Add(n.ttl).UTC(), Endpoint: r.ep.path,
+		Route: r.sel.route.Name, Scope: strings.SplitN(n.key, ".", 3)[1],
+		Provider: t.step.Provider.Name, ProviderType: t.step.Provider.Adapter.Type(), Model: t.step.Upstream, KeyID: t.key.ID,
+		Tokens: r.use.tokens, ContentType: contentType, Answer: bytes.Clone(out)}
+	if usd, ok := r.rt.prices.Cost(e.Provider, e.ProviderType, e.Model, e.Tokens); ok && r.use.tokensOK {
+		e.CostUSD = &usd
+	}
+	n.entry = e
+	if r.s.cache.Put(n.key, e, n.ttl) {
+		r.s.metrics.cacheStored("stored")
+	} else {
+		r.s.metrics.cacheStored("memory_only")
+	}
+}
+
+// cacheLand ends the flight the request leads, sharing what it stored.
+func (r *request) cacheLand() {
+	if n := r.sel.cache; n != nil && n.flight != nil {
+		var e *cache.Entry
+		if n.result != cacheHit {
+			e = n.entry
+		}
+		r.s.cache.Land(n.key, n.flight, e)
+		n.flight = nil
+	}
+}
+
+// callsTools reports whether an answer calls tools (chat tool_calls,
+// Anthropic tool_use blocks, Responses function calls).
+func callsTools(out []byte) bool {
+	return bytes.Contains(out, []byte(`"tool_calls"`)) || bytes.Contains(out, []byte(`"tool_use"`)) ||
+		bytes.Contains(out, []byte(`"function_call"`))
+}
+
+// parseCacheTTL reads X-Switchyard-Cache-Ttl: seconds, or a Go duration.
+func parseCacheTTL(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	return d.Truncate(time.Second), err
+}

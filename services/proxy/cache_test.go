@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/testkit"
+	"switchyard.dev/tools/fakeprovider"
+)
+
+// cached turns the cache on for demo-chat (an hour) and adds a second
+// client key.
+func cached(c *config.Config) {
+	ch := c.Chains["demo-chat"]
+	ch.Cache = config.CachePolicy{TTL: time.Hour}
+	c.Chains["demo-chat"] = ch
+	c.Clients = append(c.Clients, config.ClientKey{ID: "other", Models: []string{"*"}, Value: config.NewSecret(otherSecret)})
+}
+
+const otherSecret = "sk-client-other-456"
+
+// ask posts body to url's chat completions with the client key secret
+// and headers: the status, the cache header, the age header and the body.
+func ask(t *testing.T, url, secret, body string, headers ...string) (int, string, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(headerCache), resp.Header.Get(headerCacheAge), b
+}
+
+const cacheQ = `{"model":"demo-chat","messages":[{"role":"user","content":"what is 2+2?"}],"temperature":1}`
+
+// TestCacheHit: the same question, however its JSON is written (key
+// order, white space, 1 or 1.0, stream false, the caller's user), is
+// answered once upstream and then from the cache, with the answer's age;
+// its usage record says hit and what it saved, and costs nothing.
+func TestCacheHit(t *testing.T) {
+	mf := newMeterFixture(t, cached)
+	st, res, _, first := ask(t, mf.url, clientSecret, cacheQ)
+	if st != 200 || res != cacheMiss {
+		t.Fatalf("first: %d %q %s", st, res, first)
+	}
+	for _, q := range []string{
+		cacheQ,
+		`{ "temperature" : 1.0, "messages":[{"content":"what is 2+2?","role":"user"}], "model":"demo-chat", "stream": false, "user": "u-42" }`,
+		`{"model":"fake-anthropic/demo-claude","messages":[{"role":"user","content":"what is 2+2?"}],"temperature":1e0}`, // another route, without a policy
+	} {
+		st, res, age, body := ask(t, mf.url, clientSecret, q)
+		want := cacheHit
+		if strings.Contains(q, "demo-claude") {
+			want = ""
+		}
+		if st != 200 || res != want {
+			t.Errorf("%s: %d %q", q, st, res)
+		}
+		if want == cacheHit && (!bytes.Equal(body, first) || age == "") {
+			t.Errorf("%s: a hit answered %s (age %q), the first answer was %s", q, body, age, first)
+		}
+	}
+	if n := len(callsTo(mf.openai, "/chat/completions")); n != 1 {
+		t.Errorf("%d upstream calls for one question asked three times", n)
+	}
+	recs := mf.records(t, 4)
+	if recs[0].Cache != cacheMiss || recs[1].Cache != cacheHit || recs[2].Cache != cacheHit || recs[3].Cache != "" {
+		t.Fatalf("usage records' cache: %q %q %q %q", recs[0].Cache, recs[1].Cache, recs[2].Cache, recs[3].Cache)
+	}
+	hit := recs[1]
+	if hit.CacheSavedUSD == nil || recs[0].CostUSD == nil || *hit.CacheSavedUSD != *recs[0].CostUSD || *recs[0].CostUSD == 0 ||
+		hit.CostUSD == nil || *hit.CostUSD != 0 || hit.Tokens.Input != 0 || hit.Provider != "fake-openai" || hit.Status != 200 {
+		t.Errorf("the hit's record %+v (saved %v), the miss's cost %v", hit, hit.CacheSavedUSD, recs[0].CostUSD)
+	}
+	m := scrape(t, mf.url)
+	for _, want := range []string{`switchyard_cache_requests_total{result="hit"} 2`, `switchyard_cache_requests_total{result="miss"} 1`,
+		`switchyard_cache_stores_total{result="stored"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "cache"))
+		}
+	}
+}
+
+// TestCacheScopes: an entry serves the client key that stored it, never
+// another (unless the route shares it); the caller's no-store bypasses
+// the cache, no-cache asks upstream again (and stores the answer), and
+// a stream is relayed as it comes.
+func TestCacheScopes(t *testing.T) {
+	mf := newMeterFixture(t, cached)
+	ask(t, mf.url, clientSecret, cacheQ)
+	if _, res, _, _ := ask(t, mf.url, otherSecret, cacheQ); res != cacheMiss {
+		t.Errorf("another client key: %q, want a miss", res)
+	}
+	if _, res, _, _ := ask(t, mf.url, clientSecret, cacheQ, "Cache-Control", "no-store"); res != cacheBypass {
+		t.Errorf("no-store: %q", res)
+	}
+	if _, res, _, _ := ask(t, mf.url, clientSecret, cacheQ, "Cache-Control", "no-cache"); res != cacheMiss {
+		t.Errorf("no-cache: %q", res)
+	}
+	resp, _ := mf.stream(t, "/v1/chat/completions", strings.Replace(cacheQ, `"temperature":1`, `"temperature":1,"stream":true`, 1))
+	if resp.Header.Get(headerCache) != cacheBypass {
+		t.Errorf("a stream: %q", resp.Header.Get(headerCache))
+	}
+	if n := len(callsTo(mf.openai, "/chat/completions")); n != 5 {
+		t.Errorf("%d upstream calls, want 5 (the first, the other key's, no-store, no-cache, the stream)", n)
+	}
+
+	shared := newMeterFixture(t, cached, func(c *config.Config) {
+		ch := c.Chains["demo-chat"]
+		ch.Cache.Shared = true
+		c.Chains["demo-chat"] = ch
+	})
+	ask(t, shared.url, clientSecret, cacheQ)
+	if _, res, _, _ := ask(t, shared.url, otherSecret, cacheQ); res != cacheHit {
+		t.Errorf("a shared route, another key: %q, want a hit", res)
+	}
+}
+
+// TestCacheTTLAndSize: an entry stored with the caller's shorter TTL
+// (X-Switchyard-Cache-Ttl) expires in the memory and in the bucket; an
+// answer over cache.max_entry_bytes is served and not stored.
+func TestCacheTTLAndSize(t *testing.T) {
+	mf := newMeterFixture(t, cached)
+	if _, res, _, _ := ask(t, mf.url, clientSecret, cacheQ, headerCacheTTL, "1"); res != cacheMiss {
+		t.Fatalf("first: %q", res)
+	}
+	stored := time.Now()
+	if _, res, _, _ := ask(t, mf.url, clientSecret, cacheQ); res != cacheHit {
+		t.Fatalf("within its TTL: %q", res)
+	}
+	// the entry expires (other proxies' memories forget it as the bucket
+	// reports the expiry): the next question asks upstream again
+	other := strings.Replace(cacheQ, "2+2", "3+3", 1)
+	ask(t, mf.url, clientSecret, other, headerCacheTTL, "1")
+	testkit.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		kve, err := mf.js.KeyValue(t.Context(), "switchyard_cache")
+		if err != nil {
+			return err
+		}
+		keys, _ := kve.ListKeys(t.Context())
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		if n != 0 {
+			return fmt.Errorf("%d entries in the bucket", n)
+		}
+		return nil
+	})
+	if _, res, _, _ := ask(t, mf.url, clientSecret, cacheQ); res != cacheMiss || time.Since(stored) < time.Second {
+		t.Errorf("after its TTL (%s): %q", time.Since(stored), res)
+	}
+
+	small := newMeterFixture(t, cached, func(c *config.Config) { c.Cache.MaxEntryBytes = 64 })
+	ask(t, small.url, clientSecret, cacheQ)
+	if _, res, _, _ := ask(t, small.url, clientSecret, cacheQ); res != cacheMiss {
+		t.Errorf("an answer over max_entry_bytes was kept: %q", res)
+	}
+	if m := scrape(t, small.url); !strings.Contains(m, `switchyard_cache_stores_total{result="too_large"} 2`) {
+		t.Errorf("metrics:\n%s", grepLines(m, "cache"))
+	}
+}
+
+// TestCacheWithoutNATS: with no NATS the cache is bypassed and every
+// request served; what the proxy answered it keeps in its own memory.
+func TestCacheWithoutNATS(t *testing.T) {
+	f := newFixture(t, cached)
+	if st, res, _, _ := ask(t, f.url, clientSecret, cacheQ); st != 200 || res != cacheBypass {
+		t.Fatalf("%d %q", st, res)
+	}
+	if st, res, _, _ := ask(t, f.url, clientSecret, cacheQ); st != 200 || res != cacheHit {
+		t.Errorf("the proxy's own memory: %d %q", st, res)
+	}
+}
+
+// TestCacheFleet: an answer one proxy stored serves the others; 50
+// identical new questions at once through 3 proxies go upstream at most
+// once per proxy (the others wait for it), and every caller gets the
+// answer.
+func TestCacheFleet(t *testing.T) {
+	ff := newFleet(t, 3, cached)
+	ask(t, ff.urls[0], clientSecret, cacheQ)
+	for i := 1; i < 3; i++ {
+		if _, res, _, _ := ask(t, ff.urls[i], clientSecret, cacheQ); res != cacheHit {
+			t.Errorf("proxy %d: %q, want the entry proxy 0 stored", i, res)
+		}
+	}
+
+	q := strings.Replace(cacheQ, "2+2", "5+5", 1)
+	ff.openai.AddRule(fakeprovider.Rule{Path: "/chat/completions", FirstByteLatency: 300 * time.Millisecond})
+	before := len(callsTo(ff.openai, "/chat/completions"))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	results := map[string]int{}
+	for i := range 50 {
+		wg.Go(func() {
+			st, res, _, body := ask(t, ff.urls[i%3], clientSecret, q)
+			mu.Lock()
+			defer mu.Unlock()
+			if st != 200 || !bytes.Contains(body, []byte(`"choices"`)) {
+				t.Errorf("%d %s", st, body)
+			}
+			results[res]++
+		})
+	}
+	wg.Wait()
+	if n := len(callsTo(ff.openai, "/chat/completions")) - before; n < 1 || n > 3 {
+		t.Errorf("%d upstream calls for 50 identical questions through 3 proxies, want 1 to 3", n)
+	}
+	if results[cacheHit] < 47 {
+		t.Errorf("results %v", results)
+	}
+}
