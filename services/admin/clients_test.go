@@ -411,7 +411,7 @@ func TestClientsWithoutNATS(t *testing.T) {
 }
 
 // TestClientsOpenAPI: the document describes every field of the clients'
-// and plans' answers and of budget events, and no other.
+// and plans' answers and of budget and guardrail events, and no other.
 func TestClientsOpenAPI(t *testing.T) {
 	now := time.Now()
 	cv := adminapi.Client{Usage: adminapi.ClientUsage{Reset: &adminapi.BudgetReset{By: "oncall", At: now}}}
@@ -425,7 +425,8 @@ func TestClientsOpenAPI(t *testing.T) {
 		"Plan":        adminapi.Plan{},
 		"PlanUsage":   adminapi.PlanUsage{},
 		"Event": hold.Event{HoldID: "x", Until: now, Reason: "r", Code: "c", Fingerprint: "f", Outcome: "o", Source: "s",
-			Client: "c", Plan: "p", Period: "day", PeriodID: "d1", SpendUSD: 1, BudgetUSD: 1},
+			Client: "c", Plan: "p", Period: "day", PeriodID: "d1", SpendUSD: 1, BudgetUSD: 1,
+			RequestID: "req", Guardrail: "g", Stage: "input", Check: "deny[0]", Route: "chain:x"},
 	} {
 		checkSchema(t, schema, v)
 	}
