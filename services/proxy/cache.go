@@ -18,6 +18,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/cache"
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
@@ -124,9 +125,8 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 	n := &cacheNote{pol: pol, ttl: pol.TTL, result: cacheBypass}
 	r.sel.cache = n
 	cc := strings.ToLower(c.Get(fiber.HeaderCacheControl))
-	if strings.Contains(cc, "no-store") || r.stream {
-		// the caller's wish; a stream is relayed as it comes
-		return r.cacheSay(c, n, false)
+	if strings.Contains(cc, "no-store") {
+		return r.cacheSay(c, n, false) // the caller's wish
 	}
 	if v := c.Get(headerCacheTTL); v != "" {
 		if ttl, err := parseCacheTTL(v); err == nil {
@@ -144,13 +144,25 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 	if err != nil {
 		return r.cacheSay(c, n, false)
 	}
+	if r.stream {
+		// A stream is answered from an entry when there is one, told as
+		// the endpoint's events; else relayed as it comes, not stored.
+		if !strings.Contains(cc, "no-cache") {
+			if e, res := r.s.cache.Lookup(context.Background(), key); res == cache.Hit {
+				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
+					return r.serveCached(c, n, e, events, "text/event-stream")
+				}
+			}
+		}
+		return r.cacheSay(c, n, false)
+	}
 	n.key, n.store = key, n.ttl >= config.MinCacheTTL
 	n.result = cacheMiss
 	if !strings.Contains(cc, "no-cache") {
 		e, res := r.s.cache.Lookup(context.Background(), key)
 		switch res {
 		case cache.Hit:
-			return r.serveCached(c, n, e)
+			return r.serveCached(c, n, e, e.Answer, e.ContentType)
 		case cache.Bypass:
 			// the bucket is out of reach: the answer is kept in memory
 			// (and in the bucket once it is back)
@@ -165,7 +177,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 	ctx, cancel := r.waitContext()
 	defer cancel()
 	if e := f.Wait(ctx, r.goneC()); e != nil {
-		return r.serveCached(c, n, e)
+		return r.serveCached(c, n, e, e.Answer, e.ContentType)
 	}
 	return r.cacheSay(c, n, false) // the leader had nothing to share: this one goes upstream
 }
@@ -186,8 +198,9 @@ func (r *request) cacheSay(c *fiber.Ctx, n *cacheNote, answered bool) bool {
 	return answered
 }
 
-// serveCached answers the request with entry e.
-func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry) bool {
+// serveCached answers the request from entry e: body (its answer, or its
+// replay as a stream) of contentType.
+func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry, body []byte, contentType string) bool {
 	n.result, n.entry = cacheHit, e
 	r.use.routed = true
 	r.use.clientType = strings.Clone(c.Get(fiber.HeaderUserAgent))
@@ -197,8 +210,8 @@ func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry) bool {
 	}
 	r.by.provider, r.by.provType, r.by.upModel, r.by.keyID = e.Provider, e.ProviderType, e.Model, e.KeyID
 	c.Status(fiber.StatusOK)
-	c.Response().Header.SetContentType(e.ContentType)
-	c.Response().SetBody(e.Answer)
+	c.Response().Header.SetContentType(contentType)
+	c.Response().SetBody(body)
 	c.Set(headerProvider, e.Provider)
 	c.Set(headerCacheAge, strconv.FormatInt(e.Age(time.Now()), 10))
 	r.logger().Info("request served from the cache", "model", r.model, "age_s", e.Age(time.Now()))
@@ -247,6 +260,21 @@ func (r *request) cacheLand() {
 		r.s.cache.Land(n.key, n.flight, e)
 		n.flight = nil
 	}
+}
+
+// replay tells a cached answer as the stream ep would have sent.
+func replay(ep *endpoint, answer []byte, includeUsage bool) ([]byte, error) {
+	switch {
+	case ep.format == provider.FormatAnthropic && ep.op == provider.OpChat:
+		return translate.MessagesAnswerToStream(answer)
+	case ep.op == provider.OpResponses:
+		return translate.ResponsesAnswerToStream(answer)
+	case ep.op == provider.OpCompletions:
+		return translate.CompletionAnswerToStream(answer, includeUsage)
+	case ep.op == provider.OpChat:
+		return translate.ChatAnswerToStream(answer, includeUsage)
+	}
+	return nil, translate.ErrNotReplayable
 }
 
 // callsTools reports whether an answer calls tools (chat tool_calls,

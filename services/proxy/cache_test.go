@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/testkit"
 	"switchyard.dev/tools/fakeprovider"
@@ -96,8 +100,9 @@ func TestCacheHit(t *testing.T) {
 
 // TestCacheScopes: an entry serves the client key that stored it, never
 // another (unless the route shares it); the caller's no-store bypasses
-// the cache, no-cache asks upstream again (and stores the answer), and
-// a stream is relayed as it comes.
+// the cache, no-cache asks upstream again (and stores the answer); a
+// stream of a cached question is told from the entry, one of a new
+// question relayed as it comes.
 func TestCacheScopes(t *testing.T) {
 	mf := newMeterFixture(t, cached)
 	ask(t, mf.url, clientSecret, cacheQ)
@@ -111,11 +116,15 @@ func TestCacheScopes(t *testing.T) {
 		t.Errorf("no-cache: %q", res)
 	}
 	resp, _ := mf.stream(t, "/v1/chat/completions", strings.Replace(cacheQ, `"temperature":1`, `"temperature":1,"stream":true`, 1))
+	if resp.Header.Get(headerCache) != cacheHit {
+		t.Errorf("a stream of a cached question: %q", resp.Header.Get(headerCache))
+	}
+	resp, _ = mf.stream(t, "/v1/chat/completions", strings.Replace(cacheQ, `"temperature":1`, `"temperature":0,"stream":true`, 1))
 	if resp.Header.Get(headerCache) != cacheBypass {
-		t.Errorf("a stream: %q", resp.Header.Get(headerCache))
+		t.Errorf("a stream of a new question: %q", resp.Header.Get(headerCache))
 	}
 	if n := len(callsTo(mf.openai, "/chat/completions")); n != 5 {
-		t.Errorf("%d upstream calls, want 5 (the first, the other key's, no-store, no-cache, the stream)", n)
+		t.Errorf("%d upstream calls, want 5 (the first, the other key's, no-store, no-cache, the new stream)", n)
 	}
 
 	shared := newMeterFixture(t, cached, func(c *config.Config) {
@@ -222,5 +231,98 @@ func TestCacheFleet(t *testing.T) {
 	}
 	if results[cacheHit] < 47 {
 		t.Errorf("results %v", results)
+	}
+}
+
+// TestCacheReplayedToSDKs: a cached answer asked again as a stream is
+// told as the endpoint's events, and the official SDKs read from them
+// what the answer said: chat completions (openai-go, with the usage
+// chunk), Anthropic messages (anthropic-sdk-go's accumulator), the
+// Responses API (openai-go), legacy completions; nothing goes upstream.
+func TestCacheReplayedToSDKs(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Clients[0].Cache = config.CachePolicy{TTL: time.Hour} })
+	ctx := t.Context()
+	oc, ac := openAIClient(f), anthropicClient(f)
+
+	chat := openai.ChatCompletionNewParams{Model: "demo-chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("replay me")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}}
+	whole, err := oc.Chat.Completions.New(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := len(f.openai.Calls()) + len(f.anthropic.Calls())
+	st := oc.Chat.Completions.NewStreaming(ctx, chat)
+	var text strings.Builder
+	var usage int64
+	for st.Next() {
+		ch := st.Current()
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		usage += ch.Usage.TotalTokens
+	}
+	if err := st.Err(); err != nil || text.String() != whole.Choices[0].Message.Content || usage != whole.Usage.TotalTokens {
+		t.Errorf("chat replay: %v, %q (usage %d), want %q (%d)", err, text.String(), usage, whole.Choices[0].Message.Content, whole.Usage.TotalTokens)
+	}
+
+	msg := anthropic.MessageNewParams{Model: "demo-claude", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("replay me"))}}
+	m, err := ac.Messages.New(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls++
+	ms := ac.Messages.NewStreaming(ctx, msg)
+	var acc anthropic.Message
+	for ms.Next() {
+		if err := acc.Accumulate(ms.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ms.Err(); err != nil || len(acc.Content) != 1 || acc.Content[0].Text != m.Content[0].Text ||
+		acc.StopReason != m.StopReason || acc.Usage.OutputTokens != m.Usage.OutputTokens || acc.ID != m.ID {
+		t.Errorf("messages replay: %v, %+v, want %+v", err, acc, m)
+	}
+
+	rp := responses.ResponseNewParams{Model: "demo-chat", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("replay me")}}
+	r, err := oc.Responses.New(ctx, rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls++
+	rs := oc.Responses.NewStreaming(ctx, rp)
+	var deltas strings.Builder
+	var completed responses.Response
+	for rs.Next() {
+		ev := rs.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed":
+			completed = ev.Response
+		}
+	}
+	if err := rs.Err(); err != nil || deltas.String() != r.OutputText() || completed.ID != r.ID || completed.OutputText() != r.OutputText() {
+		t.Errorf("responses replay: %v, %q / %q, want %q", err, deltas.String(), completed.OutputText(), r.OutputText())
+	}
+
+	cp := openai.CompletionNewParams{Model: "fake-openai/demo-model", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("replay me")}}
+	cmp, err := oc.Completions.New(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls++
+	cs := oc.Completions.NewStreaming(ctx, cp)
+	text.Reset()
+	for cs.Next() {
+		for _, c := range cs.Current().Choices {
+			text.WriteString(c.Text)
+		}
+	}
+	if err := cs.Err(); err != nil || text.String() != cmp.Choices[0].Text {
+		t.Errorf("completions replay: %v, %q, want %q", err, text.String(), cmp.Choices[0].Text)
+	}
+	if n := len(f.openai.Calls()) + len(f.anthropic.Calls()); n != calls {
+		t.Errorf("%d upstream calls, want %d (the replays sent none)", n, calls)
 	}
 }
