@@ -12,7 +12,8 @@ import (
 // configs/demo.yaml: after any number of earlier requests (the README's
 // first examples), revoking key a1 makes the next request try a1, fail
 // over to a2 and hold a1, so the hold the next step shows exists for sure
-// (it took luck with keys in rotation).
+// (it took luck with keys in rotation). demo-chat caches its answers:
+// each step asks something new, as the README's do.
 func TestDemoHoldStep(t *testing.T) {
 	env := []string{
 		"DEMO_FAKE_OPENAI_KEY_1=demo-openai-key-1", "DEMO_FAKE_OPENAI_KEY_2=demo-openai-key-2",
@@ -32,8 +33,8 @@ func TestDemoHoldStep(t *testing.T) {
 			f := &fixture{openai: oa, anthropic: an, cfg: cfg}
 			f.svc, f.url = startService(t, cfg, Deps{Log: testLogger(t)})
 			const body = `{"model":"demo-chat","messages":[{"role":"user","content":"hi"}]}`
-			for range earlier {
-				if st, _, b := f.call(t, "/v1/chat/completions", body); st != 200 {
+			for i := range earlier {
+				if st, _, b := f.call(t, "/v1/chat/completions", fmt.Sprintf(`{"model":"demo-chat","messages":[{"role":"user","content":"hello %d"}]}`, i)); st != 200 {
 					t.Fatalf("an earlier request: %d %s", st, b)
 				}
 			}
@@ -43,7 +44,8 @@ func TestDemoHoldStep(t *testing.T) {
 				t.Fatalf("the request after a1 was revoked: %d key %s attempts %s %s, want a1 tried, then a2",
 					st, h.Get("X-Switchyard-Key-Id"), h.Get("X-Switchyard-Attempts"), b)
 			}
-			if _, h, _ := f.call(t, "/v1/chat/completions", body); h.Get("X-Switchyard-Key-Id") != "a2" || h.Get("X-Switchyard-Attempts") != "1" {
+			next := `{"model":"demo-chat","messages":[{"role":"user","content":"are you there?"}]}`
+			if _, h, _ := f.call(t, "/v1/chat/completions", next); h.Get("X-Switchyard-Key-Id") != "a2" || h.Get("X-Switchyard-Attempts") != "1" {
 				t.Errorf("the next request: key %s attempts %s, want a2 at once (a1 held)", h.Get("X-Switchyard-Key-Id"), h.Get("X-Switchyard-Attempts"))
 			}
 			if n := callsWith(oa, "demo-openai-key-1"); n != earlier+1 {
