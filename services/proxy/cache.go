@@ -40,6 +40,7 @@ const (
 // cacheNote is what a request of a cached route keeps (request.sel.cache).
 type cacheNote struct {
 	key    string // "": not looked up (bypass)
+	scope  string // the client key's id, or cache.SharedScope
 	ttl    time.Duration
 	pol    config.CachePolicy
 	result string
@@ -156,7 +157,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		}
 		return r.cacheSay(c, n, false)
 	}
-	n.key, n.store = key, n.ttl >= config.MinCacheTTL
+	n.key, n.scope, n.store = key, scope, n.ttl >= config.MinCacheTTL
 	n.result = cacheMiss
 	if !strings.Contains(cc, "no-cache") {
 		e, res := r.s.cache.Lookup(context.Background(), key)
@@ -236,7 +237,7 @@ func (r *request) cacheStore(t target, out []byte, contentType string) {
 	}
 	now := time.Now()
 	e := &cache.Entry{V: cache.SchemaVersion, StoredAt: now.UTC(), Expires: now.Add(n.ttl).UTC(), Endpoint: r.ep.path,
-		Route: r.sel.route.Name, Scope: strings.SplitN(n.key, ".", 3)[1],
+		Route: r.sel.route.Name, Scope: n.scope,
 		Provider: t.step.Provider.Name, ProviderType: t.step.Provider.Adapter.Type(), Model: t.step.Upstream, KeyID: t.key.ID,
 		Tokens: r.use.tokens, ContentType: contentType, Answer: bytes.Clone(out)}
 	if usd, ok := r.rt.prices.Cost(e.Provider, e.ProviderType, e.Model, e.Tokens); ok && r.use.tokensOK {

@@ -68,6 +68,7 @@ func commands() []command {
 		{name: "usage", usage: "[--from -24h] [--to T] [--by client,model] [--interval hour] [--client C] ...: usage sums", run: runUsage},
 		{name: "clients", usage: "[CLIENT]: client keys, their plans and consumption against the limits", run: runClients},
 		{name: "budget", usage: "reset CLIENT: the client key's day, week and month spend from 0 again (operator)", run: runBudget},
+		{name: "cache", usage: "ls|get KEY|purge: the response cache's entries, by route, client key or key prefix (purge: operator)", run: runCache},
 		{name: "config", usage: "show|history|diff|preview|activate|import|rollback|step|key: the fleet's routing configuration", run: runConfig},
 		{name: "debug", usage: "REQUEST_ID | list [--outcome failed] [--provider P] [--since 1h] [--limit N]: a request's debug bundle as a timeline, or the newest bundles", run: runDebug},
 		{name: "route", usage: "explain MODEL [--client ID] [--body FILE|-] [--header K=V] [--endpoint E]: how a proxy would route a request now", run: runRoute},

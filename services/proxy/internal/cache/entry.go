@@ -2,44 +2,17 @@ package cache
 
 import (
 	"container/list"
-	"encoding/json"
 	"sync"
 	"time"
 
-	"switchyard.dev/shared/usage"
+	"switchyard.dev/shared/answercache"
 )
 
+// Entry is one cached answer (answercache.Entry: the bucket's contract).
+type Entry = answercache.Entry
+
 // SchemaVersion is the version of an Entry's JSON form.
-const SchemaVersion = 1
-
-// Entry is one cached answer, as the bucket keeps it (JSON, readable with
-// `nats kv get switchyard_cache <key>`): the answer in the caller's
-// format, and what served it and what it cost, for the usage record of a
-// hit. Never a secret or a client credential: the answer as relayed.
-type Entry struct {
-	V        int       `json:"v"`
-	StoredAt time.Time `json:"stored_at"`
-	Expires  time.Time `json:"expires"`
-	Endpoint string    `json:"endpoint"`
-	Route    string    `json:"route"`
-	Scope    string    `json:"scope"`
-	// Provider, ProviderType, Model and KeyID are what served the answer.
-	Provider     string       `json:"provider"`
-	ProviderType string       `json:"provider_type"`
-	Model        string       `json:"model"`
-	KeyID        string       `json:"key_id"`
-	Tokens       usage.Tokens `json:"tokens"`
-	// CostUSD is what the answer cost (nil: unknown), what a hit saves.
-	CostUSD     *float64        `json:"cost_usd"`
-	ContentType string          `json:"content_type"`
-	Answer      json.RawMessage `json:"answer"`
-}
-
-// Live reports whether the entry may still be served at now.
-func (e *Entry) Live(now time.Time) bool { return now.Before(e.Expires) }
-
-// Age is how long ago the entry was stored, in whole seconds.
-func (e *Entry) Age(now time.Time) int64 { return int64(now.Sub(e.StoredAt) / time.Second) }
+const SchemaVersion = answercache.SchemaVersion
 
 // Memory is a proxy's bounded memory of entries: the newest used kept
 // within max bytes (of their answers), the least recently used dropped.

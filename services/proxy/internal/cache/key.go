@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"switchyard.dev/shared/hold"
+	"switchyard.dev/shared/answercache"
 )
 
 // Fields of a request body that are not part of its key: they change how
@@ -25,7 +25,7 @@ import (
 var ignored = []string{"model", "stream", "stream_options"}
 
 // SharedScope is the scope of entries a route shares across client keys.
-const SharedScope = "_shared"
+const SharedScope = answercache.SharedScope
 
 // Key is the bucket key of a request: <route>.<scope>.<sha256 hex>, the
 // route and the scope (a client key id, or SharedScope) encoded as KV key
@@ -40,7 +40,7 @@ func Key(route, scope, endpoint string, body []byte, withUser bool) (string, err
 	h.Write([]byte(endpoint))
 	h.Write([]byte{'\n'})
 	h.Write(canon)
-	return hold.EncodeToken(route) + "." + hold.EncodeToken(scope) + "." + hex.EncodeToString(h.Sum(nil)), nil
+	return answercache.KeyPrefix(route, scope) + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Canonical is body with its keys sorted at every level, no insignificant

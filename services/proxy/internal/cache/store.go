@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"switchyard.dev/shared/answercache"
 	"switchyard.dev/shared/bus"
 	"switchyard.dev/shared/kvwatch"
 )
@@ -174,16 +175,7 @@ func (s *Store) write(ctx context.Context, b *bucket, w write) {
 	}
 }
 
-func decode(b []byte) (*Entry, error) {
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, err
-	}
-	if e.V != SchemaVersion || len(e.Answer) == 0 {
-		return nil, errors.New("cache: not an entry of this version")
-	}
-	return &e, nil
-}
+func decode(b []byte) (*Entry, error) { return answercache.Decode(b) }
 
 // flights coalesces identical requests in flight on one proxy: the first
 // goes upstream, the others wait for its answer.
