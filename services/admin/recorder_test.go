@@ -128,6 +128,9 @@ func usageBatch(prefix string, n int, span time.Duration) []usage.Record {
 			if i%5 == 0 {
 				r.Stream, r.StreamCompleted, r.TTFTMS = true, i%10 != 0, float64(1+i%50)
 			}
+			if i%13 == 12 {
+				r.Cache, r.CacheSavedUSD = "hit", cost(float64(i%3)/512)
+			}
 			if i%7 == 6 {
 				other := providers[(i+1)%3]
 				r.Attempts = 3

@@ -111,6 +111,9 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			if i == 3 {
 				r.Status, r.Class, r.CostUSD = 429, "rate_limit", nil
 			}
+			if i == 0 { // answered from the response cache
+				r.Cache, r.CacheSavedUSD = "hit", cost(0.002)
+			}
 			if i == 1 { // served by secondary after primary was rate-limited twice
 				r.Attempts = 3
 				limited := usage.FailedAttempt{Provider: "openai", Model: "gpt-4o", KeyID: "primary", Class: "rate_limit"}
@@ -225,6 +228,9 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			if got := p.Summary["rejected"]; !strings.HasPrefix(got, "Rejected 1 by the gateway") {
 				t.Errorf("summary of the rejected: %q", got)
 			}
+			if got := p.Summary["cache"]; !strings.HasPrefix(got, "Cache hits 1") || !strings.Contains(got, "saved $0.002") {
+				t.Errorf("summary of the cache: %q", got)
+			}
 			if got := p.Keys[""]; got["requests"] != "1" || !strings.HasPrefix(got["name"], "(no attempt") {
 				t.Errorf("the refused request by key: %v", got)
 			}
@@ -233,7 +239,7 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 			for _, c := range p.Charts {
 				metrics = append(metrics, c.Metric)
 			}
-			if !slices.Equal(metrics, []string{"requests", "tokens", "cost", "error_rate", "latency", "ttft"}) {
+			if !slices.Equal(metrics, []string{"requests", "tokens", "cost", "error_rate", "cache_hit_rate", "cache_saved", "latency", "ttft"}) {
 				t.Fatalf("charts %v", metrics)
 			}
 			series := map[string]bool{}
@@ -283,10 +289,10 @@ func TestUsageDashboardInBrowser(t *testing.T) {
 					t.Errorf("requests: no line drawn (series %v)", req.Series)
 				}
 				// latency: p95 and p50 per series; TTFT only where streams are
-				if lat := p.Charts[4]; len(lat.Series) != 2*len(series) {
+				if lat := p.Charts[6]; len(lat.Series) != 2*len(series) {
 					t.Errorf("latency: %d paths for %d series", len(lat.Series), len(series))
 				}
-				if ttft := p.Charts[5]; slices.Contains(ttft.Series, "local/llama p95") || !slices.Contains(ttft.Series, "anthropic/claude-x p95") {
+				if ttft := p.Charts[7]; slices.Contains(ttft.Series, "local/llama p95") || !slices.Contains(ttft.Series, "anthropic/claude-x p95") {
 					t.Errorf("ttft series %v", ttft.Series)
 				}
 			}

@@ -152,11 +152,14 @@ func (a *usageAcc) group(q usageQuery, keyed bool) adminapi.UsageGroup {
 		Cancelled:               a.Cancelled,
 		Attempts:                a.Attempts,
 		FailedAttempts:          a.FailedAttempts,
+		CacheHits:               a.CacheHits,
+		CacheSavedUSD:           round(a.CacheSavedUSD, 1e9),
 	}
 	t := a.Tokens
 	g.Tokens.Total = t.Input + t.Output + t.CachedInput + t.CacheWrite + t.Reasoning
 	if a.Requests > 0 {
 		g.ErrorRate = round(float64(a.Errors)/float64(a.Requests), 1e4)
+		g.CacheHitRate = round(float64(a.CacheHits)/float64(a.Requests), 1e4)
 	}
 	if a.CostUnknown < a.Requests {
 		c := round(a.CostUSD, 1e9)

@@ -97,6 +97,12 @@ type UsageGroup struct {
 	// elsewhere) have requests 0.
 	Attempts       int64 `json:"attempts"`
 	FailedAttempts int64 `json:"failed_attempts"`
+	// CacheHits are the requests answered from the response cache
+	// (CacheHitRate of Requests) and CacheSavedUSD what they saved: the
+	// costs of the answers they replayed.
+	CacheHits     int64   `json:"cache_hits"`
+	CacheHitRate  float64 `json:"cache_hit_rate"`
+	CacheSavedUSD float64 `json:"cache_saved_usd"`
 }
 
 // UsageTokens are a group's token counts, with their total.

@@ -87,6 +87,11 @@ window.SwitchyardUsage = function (deps) {
       none: "no request with a known price in this range" },
     { id: "error_rate", title: "Error rate (status ≥ 400)", fmt: (v) => +v.toFixed(1) + "%", fine: (v) => +v.toPrecision(4) + "%", empty: null, value: (g) => g.error_rate * 100,
       sum: (gs) => { const r = gs.reduce((a, g) => a + g.requests, 0); return r ? 100 * gs.reduce((a, g) => a + g.errors, 0) / r : null; } },
+    { id: "cache_hit_rate", title: "Cache hit rate (answered from the response cache)", fmt: (v) => +v.toFixed(1) + "%", fine: (v) => +v.toPrecision(4) + "%", empty: null,
+      value: (g) => g.cache_hit_rate * 100, none: "no request of a route with a cache policy in this range",
+      sum: (gs) => { const r = gs.reduce((a, g) => a + g.requests, 0); return r ? 100 * gs.reduce((a, g) => a + g.cache_hits, 0) / r : null; } },
+    { id: "cache_saved", title: "Money the cache saved (USD)", fmt: usd, empty: 0, value: (g) => g.cache_saved_usd || 0, sum: sumOf((g) => g.cache_saved_usd || 0),
+      none: "no cache hit in this range" },
     { id: "latency", title: "Latency p95 (solid) and p50 (dashed)", fmt: ms, fine: fineMS, empty: null, pcts: (g) => g.latency_ms },
     { id: "ttft", title: "Time to first token p95 (solid) and p50 (dashed), streams", fmt: ms, fine: fineMS, empty: null, pcts: (g) => g.ttft_ms,
       none: "no stream with a first token in this range" },
@@ -140,6 +145,7 @@ window.SwitchyardUsage = function (deps) {
         (t.attempts ? " (" + pct((t.failed_attempts || 0) / t.attempts) + ")" : "")),
       stat("tokens", "Tokens", compact(tk.total), compact(tk.input + tk.cached_input + tk.cache_write) + " in · " + compact(tk.output + tk.reasoning) + " out"),
       stat("cost", "Cost", costText(t), t.cost_unknown_requests ? "+ " + int(t.cost_unknown_requests) + " requests without a price" : "known prices"),
+      stat("cache", "Cache hits", int(t.cache_hits || 0), pct(t.cache_hit_rate || 0) + " · saved " + usd(t.cache_saved_usd || 0)),
       stat("latency", "Latency p50", ms(t.latency_ms.p50), "p95 " + ms(t.latency_ms.p95)),
       stat("ttft", "Time to first token p50", t.ttft_ms ? ms(t.ttft_ms.p50) : "—", t.ttft_ms ? "p95 " + ms(t.ttft_ms.p95) : "no streams"));
   }

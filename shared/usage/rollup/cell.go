@@ -125,6 +125,11 @@ type Sums struct {
 	// these fields read 0.
 	Attempts       int64 `json:"attempts"`
 	FailedAttempts int64 `json:"failed_attempts"`
+	// CacheHits are the requests answered from the response cache, and
+	// CacheSavedUSD what they saved (the known costs of the answers they
+	// replayed); cells stored before these fields read 0.
+	CacheHits     int64   `json:"cache_hits,omitempty"`
+	CacheSavedUSD float64 `json:"cache_saved_usd,omitempty"`
 	// Latency holds every request's latency (ms); TTFT the time to first
 	// token (ms) of the streams that had one. nil when empty.
 	Latency *ddsketch.DDSketch `json:"-"`
@@ -164,6 +169,12 @@ func (s *Sums) Add(r *usage.Record) {
 	}
 	if n := int64(r.Attempts - len(r.FailedAttempts)); n > 0 {
 		s.Attempts += n
+	}
+	if r.Cache == "hit" {
+		s.CacheHits++
+		if r.CacheSavedUSD != nil {
+			s.CacheSavedUSD += *r.CacheSavedUSD
+		}
 	}
 	s.Latency = addTo(s.Latency, r.LatencyMS)
 }
@@ -205,6 +216,8 @@ func (s *Sums) Merge(o *Sums) {
 	s.Cancelled += o.Cancelled
 	s.Attempts += o.Attempts
 	s.FailedAttempts += o.FailedAttempts
+	s.CacheHits += o.CacheHits
+	s.CacheSavedUSD += o.CacheSavedUSD
 	s.Latency = mergeInto(s.Latency, o.Latency)
 	s.TTFT = mergeInto(s.TTFT, o.TTFT)
 }
