@@ -129,6 +129,15 @@ func BenchmarkProxyChatGuardrails(b *testing.B) {
 	}
 }
 
+// BenchmarkProxyChatCache is BenchmarkProxyChat with the client key's
+// answers cached (NATS, the switchyard_cache bucket): after the first
+// request every one is a hit from the proxy's memory (the stream one a
+// replay of the cached answer as events), no upstream call; against
+// BenchmarkProxyChat's, what a hit costs over a served request.
+func BenchmarkProxyChatCache(b *testing.B) {
+	benchProxyChatWith(b, true, func(c *config.Config) { c.Clients[0].Cache = config.CachePolicy{TTL: time.Hour} })
+}
+
 func benchProxyChat(b *testing.B, withNATS bool, metered ...bool) {
 	benchProxyChatWith(b, withNATS, func(cfg *config.Config) {
 		if len(metered) > 0 && metered[0] {
