@@ -165,9 +165,9 @@ func getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (*answerca
 
 func entryView(key string, e *answercache.Entry, now time.Time, withAnswer bool) adminapi.CacheEntry {
 	v := adminapi.CacheEntry{Key: key, Route: e.Route, Scope: e.Scope, Endpoint: e.Endpoint, Provider: e.Provider,
-		Model: e.Model, StoredAt: e.StoredAt, Expires: e.Expires, AgeS: e.Age(now), Bytes: len(e.Answer), CostUSD: e.CostUSD}
+		Model: e.Model, StoredAt: e.StoredAt, Expires: e.Expires, AgeS: e.Age(now), Bytes: e.Size(), CostUSD: e.CostUSD}
 	if withAnswer {
-		v.Answer = e.Answer
+		v.Answer, v.Events = e.Answer, e.Events
 	}
 	return v
 }

@@ -94,7 +94,7 @@ func TestCacheAPI(t *testing.T) {
 	}
 	cost := 1.0
 	for schema, v := range map[string]any{
-		"CacheEntry": adminapi.CacheEntry{CostUSD: &cost, Answer: json.RawMessage(`{}`)},
+		"CacheEntry": adminapi.CacheEntry{CostUSD: &cost, Answer: json.RawMessage(`{}`), Events: "data: {}"},
 		"CacheList":  adminapi.CacheList{},
 		"CachePurge": adminapi.CachePurge{},
 	} {

@@ -146,15 +146,30 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		return r.cacheSay(c, n, false)
 	}
 	if r.stream {
-		// A stream is answered from an entry when there is one, told as
-		// the endpoint's events; else relayed as it comes, not stored.
+		// A stream is answered from the whole answer when there is one,
+		// told as the endpoint's events, else from a stream kept as it
+		// was relayed; else it is relayed, and kept when it ends whole
+		// (relay.keep). Streams are not coalesced.
+		skey := cache.StreamKey(key, r.use.callerUsage)
+		n.result = cacheMiss
 		if !strings.Contains(cc, "no-cache") {
-			if e, res := r.s.cache.Lookup(context.Background(), key); res == cache.Hit {
+			e, res := r.s.cache.Lookup(context.Background(), key)
+			if res == cache.Hit {
 				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
 					return r.serveCached(c, n, e, events, "text/event-stream")
 				}
 			}
+			if res != cache.Bypass {
+				e, res = r.s.cache.Lookup(context.Background(), skey)
+			}
+			switch res {
+			case cache.Hit:
+				return r.serveCached(c, n, e, e.Body(), e.ContentType)
+			case cache.Bypass:
+				n.result = cacheBypass
+			}
 		}
+		n.key, n.scope, n.store = skey, scope, n.ttl >= config.MinCacheTTL
 		return r.cacheSay(c, n, false)
 	}
 	n.key, n.scope, n.store = key, scope, n.ttl >= config.MinCacheTTL
@@ -239,7 +254,12 @@ func (r *request) cacheStore(t target, out []byte, contentType string) {
 	e := &cache.Entry{V: cache.SchemaVersion, StoredAt: now.UTC(), Expires: now.Add(n.ttl).UTC(), Endpoint: r.ep.path,
 		Route: r.sel.route.Name, Scope: n.scope,
 		Provider: t.step.Provider.Name, ProviderType: t.step.Provider.Adapter.Type(), Model: t.step.Upstream, KeyID: t.key.ID,
-		Tokens: r.use.tokens, ContentType: contentType, Answer: bytes.Clone(out)}
+		Tokens: r.use.tokens, ContentType: contentType}
+	if contentType == "text/event-stream" {
+		e.Events = string(out)
+	} else {
+		e.Answer = bytes.Clone(out)
+	}
 	if usd, ok := r.rt.prices.Cost(e.Provider, e.ProviderType, e.Model, e.Tokens); ok && r.use.tokensOK {
 		e.CostUSD = &usd
 	}

@@ -102,7 +102,7 @@ func TestCacheHit(t *testing.T) {
 // another (unless the route shares it); the caller's no-store bypasses
 // the cache, no-cache asks upstream again (and stores the answer); a
 // stream of a cached question is told from the entry, one of a new
-// question relayed as it comes.
+// question relayed (and kept).
 func TestCacheScopes(t *testing.T) {
 	mf := newMeterFixture(t, cached)
 	ask(t, mf.url, clientSecret, cacheQ)
@@ -120,7 +120,7 @@ func TestCacheScopes(t *testing.T) {
 		t.Errorf("a stream of a cached question: %q", resp.Header.Get(headerCache))
 	}
 	resp, _ = mf.stream(t, "/v1/chat/completions", strings.Replace(cacheQ, `"temperature":1`, `"temperature":0,"stream":true`, 1))
-	if resp.Header.Get(headerCache) != cacheBypass {
+	if resp.Header.Get(headerCache) != cacheMiss {
 		t.Errorf("a stream of a new question: %q", resp.Header.Get(headerCache))
 	}
 	if n := len(callsTo(mf.openai, "/chat/completions")); n != 5 {
@@ -324,5 +324,59 @@ func TestCacheReplayedToSDKs(t *testing.T) {
 	}
 	if n := len(f.openai.Calls()) + len(f.anthropic.Calls()); n != calls {
 		t.Errorf("%d upstream calls, want %d (the replays sent none)", n, calls)
+	}
+}
+
+// streamAsk posts a streaming chat request and returns the cache header
+// and the raw body.
+func streamAsk(t *testing.T, url, body string) (string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Header.Get(headerCache), b
+}
+
+// TestCacheKeepsWholeStreams: a stream that ended whole is kept as the
+// caller got it and replayed byte for byte to the same question asked as
+// a stream (with the usage chunk or without: two entries); a stream the
+// upstream cut is not kept.
+func TestCacheKeepsWholeStreams(t *testing.T) {
+	mf := newMeterFixture(t, cached)
+	q := `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"stream me"}]}`
+	res, first := streamAsk(t, mf.url, q)
+	if res != cacheMiss || !bytes.HasSuffix(first, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("first: %q %s", res, first)
+	}
+	var again []byte
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error { // stored as the relay ends
+		res, again = streamAsk(t, mf.url, q)
+		if res != cacheHit {
+			return fmt.Errorf("second: %q", res)
+		}
+		return nil
+	})
+	if !bytes.Equal(again, first) {
+		t.Errorf("the replay differs:\n%s\nfrom\n%s", again, first)
+	}
+	withUsage := strings.Replace(q, `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`, 1)
+	if res, _ := streamAsk(t, mf.url, withUsage); res != cacheMiss {
+		t.Errorf("with the usage chunk: %q, want its own entry", res)
+	}
+	chats := len(callsTo(mf.openai, "/chat/completions"))
+
+	cut := strings.Replace(q, "stream me", "cut me", 1)
+	mf.openai.AddRule(fakeprovider.Rule{Path: "/chat/completions", CutAfter: 2, Times: 1})
+	streamAsk(t, mf.url, cut)
+	if res, body := streamAsk(t, mf.url, cut); res != cacheMiss || bytes.Contains(body, []byte("stream_incomplete")) {
+		t.Errorf("after a cut stream: %q %s", res, body)
+	}
+	if n := len(callsTo(mf.openai, "/chat/completions")) - chats; n != 2 {
+		t.Errorf("%d upstream calls for a cut stream asked twice, want 2", n)
 	}
 }

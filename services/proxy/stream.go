@@ -56,6 +56,7 @@ type relay struct {
 	passed    int          // upstream events relayed as they came (no converter)
 	atEOF     bool         // the upstream body was read to its end
 	og        *streamGuard // the output guardrails (nil: none apply)
+	keep      []byte       // what was relayed, for the cache (nil: not kept)
 	// convErr is why an upstream event could not be translated into the
 	// caller's format: the stream is abandoned (an event dropped would
 	// leave the caller an answer that looks whole and is not).
@@ -145,6 +146,9 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 	if rl.convErr == nil {
 		rl.og = r.outputGuard()
 	}
+	if n := r.sel.cache; n != nil && n.store {
+		rl.keep = make([]byte, 0, 4<<10)
+	}
 	r.boundRelay(up)
 	rl.idle.armed = time.Time{}          // the relay's first read is bounded by the relay's deadline, not the attempt's
 	r.caller.relayUp.Store(rl.idle.conn) // a caller that leaves from now on cuts the relay's read
@@ -191,6 +195,14 @@ func (rl *relay) run(w *bufio.Writer) {
 			return true
 		}
 		r.noteStream(b)
+		if rl.keep != nil {
+			if len(rl.keep)+len(b) > r.s.cache.MaxEntry() {
+				rl.keep = nil
+				r.s.metrics.cacheStored("too_large")
+			} else {
+				rl.keep = append(rl.keep, b...)
+			}
+		}
 		rl.wr.arm(r, now)
 		if _, err := w.Write(b); err != nil {
 			clientGone = true
@@ -288,6 +300,9 @@ func (rl *relay) run(w *bufio.Writer) {
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
+		if rl.done && !rl.upErr && rl.keep != nil {
+			r.cacheStore(rl.t, rl.keep, "text/event-stream") // whole: kept as the caller got it
+		}
 		if rl.upErr { // the upstream's own error event ended it ([DONE] after it or not)
 			rl.settle(hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
 		} else {

@@ -42,8 +42,23 @@ type Entry struct {
 	// CostUSD is what the answer cost (nil: unknown), what a hit saves.
 	CostUSD     *float64        `json:"cost_usd"`
 	ContentType string          `json:"content_type"`
-	Answer      json.RawMessage `json:"answer"`
+	Answer      json.RawMessage `json:"answer,omitempty"`
+	// Events is, for an answer kept as the stream it was relayed as
+	// (content type text/event-stream), that stream; Answer is then
+	// empty.
+	Events string `json:"events,omitempty"`
 }
+
+// Body is what the entry answers with: the answer, or the events.
+func (e *Entry) Body() []byte {
+	if len(e.Answer) > 0 {
+		return e.Answer
+	}
+	return []byte(e.Events)
+}
+
+// Size is the bytes of the entry's answer or events.
+func (e *Entry) Size() int { return len(e.Answer) + len(e.Events) }
 
 // Live reports whether the entry may still be served at now.
 func (e *Entry) Live(now time.Time) bool { return now.Before(e.Expires) }
@@ -57,7 +72,7 @@ func Decode(b []byte) (*Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, err
 	}
-	if e.V != SchemaVersion || len(e.Answer) == 0 {
+	if e.V != SchemaVersion || e.Size() == 0 {
 		return nil, errors.New("answercache: not an entry of this version")
 	}
 	return &e, nil

@@ -24,6 +24,8 @@ type CacheEntry struct {
 	Bytes   int             `json:"bytes"`
 	CostUSD *float64        `json:"cost_usd"`
 	Answer  json.RawMessage `json:"answer,omitempty"`
+	// Events is an entry kept as the stream it was relayed as.
+	Events string `json:"events,omitempty"`
 }
 
 // CacheList is GET /admin/cache: the keys that matched the filters

@@ -52,7 +52,11 @@ func runCache(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		if err := printCache(stdout, []adminapi.CacheEntry{e}); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(stdout, "\n%s\n", e.Answer)
+		body := string(e.Answer)
+		if e.Events != "" {
+			body = e.Events
+		}
+		_, err := fmt.Fprintf(stdout, "\n%s\n", body)
 		return err
 	case "purge":
 		if q.Encode() == "" && !all {

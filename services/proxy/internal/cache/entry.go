@@ -56,7 +56,7 @@ func (m *Memory) Get(key string, now time.Time) (*Entry, bool) {
 // Put keeps e under key (an entry larger than the whole memory is not
 // kept).
 func (m *Memory) Put(key string, e *Entry) {
-	n := int64(len(e.Answer))
+	n := int64(e.Size())
 	if n > m.max {
 		return
 	}
@@ -92,5 +92,5 @@ func (m *Memory) remove(el *list.Element) {
 	it := el.Value.(*memItem)
 	m.ll.Remove(el)
 	delete(m.items, it.key)
-	m.size -= int64(len(it.e.Answer))
+	m.size -= int64(it.e.Size())
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"switchyard.dev/shared/answercache"
 )
@@ -41,6 +42,20 @@ func Key(route, scope, endpoint string, body []byte, withUser bool) (string, err
 	h.Write([]byte{'\n'})
 	h.Write(canon)
 	return answercache.KeyPrefix(route, scope) + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// StreamKey is the key of the stream that answered the question of key
+// (includeUsage: with the usage chunk the caller asked for): a stream is
+// kept as it was relayed, apart from the whole answer key names.
+func StreamKey(key string, includeUsage bool) string {
+	i := strings.LastIndexByte(key, '.') + 1
+	h := sha256.New()
+	h.Write([]byte("stream\n"))
+	if includeUsage {
+		h.Write([]byte("usage\n"))
+	}
+	h.Write([]byte(key[i:]))
+	return key[:i] + hex.EncodeToString(h.Sum(nil))
 }
 
 // Canonical is body with its keys sorted at every level, no insignificant

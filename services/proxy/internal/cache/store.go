@@ -113,6 +113,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (*Entry, Result) {
 func (s *Store) Put(key string, e *Entry, ttl time.Duration) bool {
 	data, err := json.Marshal(e)
 	if err != nil {
+		s.log.Warn("cache: entry not encoded, not kept", "err", err)
 		return false
 	}
 	s.mem.Put(key, e)
