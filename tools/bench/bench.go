@@ -181,14 +181,27 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	stops = append(stops, e.proxy.stop)
 	e.targets["switchyard"] = target{Name: "switchyard", Addr: proxyAddr, Auth: "Bearer " + clientKey, Proc: e.proxy}
 
-	// The same proxy with one feature on, each on its own port.
+	// The same proxy with one feature on, each on its own port and, with
+	// NATS, its own NATS server: proxies on one NATS follow the fleet's
+	// routing configuration, which the first to start imports from its
+	// file, so a feature set in a routing key (a plan, a cache policy,
+	// routing.headroom) would otherwise be the first proxy's.
 	variant := func(name string, f proxyFeatures, env []string) (*child, error) {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
+		url := natsURL
+		if url != "" {
+			ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats-"+name), ServerName: name})
+			if err != nil {
+				return nil, err
+			}
+			stops = append(stops, func() { natsembed.Stop(ns) })
+			url = ns.ClientURL()
+		}
 		path := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, natsURL, dir, f)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(proxyConfig(addr, upstreamURL, url, dir, f)), 0o600); err != nil {
 			return nil, fmt.Errorf("write %s config: %w", name, err)
 		}
 		c, err := startChild(ctx, name, addr, proxyBin, proxyArgs(path), append(slices.Clip(proxyEnv), env...))
@@ -209,6 +222,14 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		// The same proxy without headroom routing: it reads no
 		// rate-limit header and charges no window.
 		if _, err = variant("switchyard-headroom-off", proxyFeatures{NoHeadroom: true}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(o.Targets, "switchyard-cache") {
+		// The client's answers cached: the bench asks one question, so
+		// every request after the first is a hit from the proxy's memory
+		// (a stream one a replay).
+		if _, err = variant("switchyard-cache", proxyFeatures{Cache: true}, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -308,6 +329,9 @@ type proxyFeatures struct {
 	OTel    bool // traces exported over OTLP (the endpoint comes from the environment)
 	// NoHeadroom turns headroom routing off (routing.headroom.enabled).
 	NoHeadroom bool
+	// Cache keeps the client's answers (clients[].cache): every request
+	// after the first of its kind is a hit.
+	Cache bool
 	// Legacy leaves out the debug, telemetry and routing sections, for a
 	// baseline binary older than them.
 	Legacy bool
@@ -331,7 +355,10 @@ var benchRateLimit = fakeprovider.RateLimit{Requests: 1 << 40, Tokens: 1 << 50, 
 // the bench's environment has).
 func proxyConfig(listen, upstreamURL, natsURL, dir string, f proxyFeatures) string {
 	metering := "metering:\n  enabled: false\n"
-	plan := ""
+	plan, cache := "", ""
+	if f.Cache {
+		cache = "    cache: {ttl: 1h}\n"
+	}
 	if f.Metered {
 		metering = fmt.Sprintf(`metering:
   enabled: true
@@ -383,7 +410,7 @@ clients:
   - id: bench
     secret: env:BENCH_CLIENT_KEY
     models: ["*"]
-`, upstreamURL, upModel, benchChain, upModel) + plan
+`, upstreamURL, upModel, benchChain, upModel) + plan + cache
 }
 
 // proxyProcess is the part of a bench proxy's configuration that is about

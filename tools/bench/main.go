@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	short := fs.Bool("short", false, "1 s cells after a 250 ms warmup (overrides -duration and -warmup)")
 	modes := fs.String("modes", "seq,rate2000,rate5000,sat64", "comma-separated modes: seq, rate<N> (N requests/s, open loop), sat<N> (N connections, closed loop)")
 	kinds := fs.String("kinds", "nonstream,stream", "comma-separated request kinds: nonstream, stream")
-	targets := fs.String("targets", "direct,switchyard,switchyard-metered,floor", "comma-separated targets: direct, switchyard (metering, debug bundles and traces off, no plan), switchyard-metered (usage records published and a plan's limits checked), switchyard-debug (a debug bundle for every request, published to NATS; needs the proxy binary), switchyard-otel (every request exported as an OTLP trace to a sink in the bench), switchyard-headroom-off (headroom routing off: the rate-limit headers unread), floor, and floor-nethttp (the floor with net/http's client, for diagnosis)")
+	targets := fs.String("targets", "direct,switchyard,switchyard-metered,floor", "comma-separated targets: direct, switchyard (metering, debug bundles and traces off, no plan), switchyard-metered (usage records published and a plan's limits checked), switchyard-debug (a debug bundle for every request, published to NATS; needs the proxy binary), switchyard-otel (every request exported as an OTLP trace to a sink in the bench), switchyard-headroom-off (headroom routing off: the rate-limit headers unread), switchyard-cache (the client's answers cached: every request after the first a hit), floor, and floor-nethttp (the floor with net/http's client, for diagnosis)")
 	workers := fs.Int("workers", 256, "open loop: most requests in flight at once")
 	latency := fs.Duration("latency", time.Millisecond, "upstream first-byte latency")
 	chunks := fs.Int("chunks", 5, "upstream content chunks per stream (no delay between them)")
@@ -153,13 +153,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		switch t {
-		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "switchyard-headroom-off", "floor", "floor-nethttp":
+		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "switchyard-headroom-off", "switchyard-cache", "floor", "floor-nethttp":
 		case "switchyard-base":
 			if o.Baseline == "" {
 				return errors.New("target switchyard-base needs -baseline-proxy")
 			}
 		default:
-			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-headroom-off, switchyard-base, floor, floor-nethttp or a peer: %s)", t, strings.Join(knownPeers, ", "))
+			return fmt.Errorf("unknown target %q (want direct, switchyard, switchyard-metered, switchyard-debug, switchyard-otel, switchyard-headroom-off, switchyard-cache, switchyard-base, floor, floor-nethttp or a peer: %s)", t, strings.Join(knownPeers, ", "))
 		}
 		o.Targets = append(o.Targets, t)
 	}
