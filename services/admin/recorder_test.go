@@ -49,28 +49,43 @@ func (e *env) checkpoint() rollup.Checkpoint {
 	return ck
 }
 
-// rollupTotals sums every stored cell of resolution ri.
-func (e *env) rollupTotals(ri int) rollup.Sums {
+// rollupTotals sums the stored cells of resolution res whose bucket is
+// still kept, and returns the time it judged that at: recount(recs, res,
+// now) is then exactly what they should hold. now is taken after the
+// read: a bucket kept at now was kept whenever its records were folded
+// (before) and when it was read (its value lives at least until the
+// bucket Expires, rollup's valueTTL); a bucket past its retention at now
+// is left out whether or not the server has expired its value yet (NATS
+// does so up to a second or so late). Comparing every stored value with a
+// recount at a later time.Now() counted a record of a minute bucket that
+// expired in between once more (or, with the TTL once rounded down to the
+// second, once less).
+func (e *env) rollupTotals(res rollup.Resolution) (rollup.Sums, time.Time) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	st := rollup.NewStore(nil, e.proxy.Resources().UsageRollups, e.svc.rollupRes)
+	st := rollup.NewStore(nil, e.proxy.Resources().UsageRollups, []rollup.Resolution{res})
+	var values []*rollup.Value
+	if err := st.ReadAll(ctx, 0, func(v *rollup.Value) { values = append(values, v) }); err != nil {
+		e.t.Fatal(err)
+	}
+	now := time.Now()
 	var sum rollup.Sums
-	if err := st.ReadAll(ctx, ri, func(v *rollup.Value) {
+	for _, v := range values {
+		if !res.Kept(v.Start, now) {
+			continue
+		}
 		for _, c := range v.Cells {
 			sum.Merge(&c.Sums)
 		}
-	}); err != nil {
-		e.t.Fatal(err)
 	}
-	return sum
+	return sum, now
 }
 
-// recount sums recs as the rollups of resolution res should: the records
-// whose bucket is still kept.
-func recount(recs []usage.Record, res rollup.Resolution) rollup.Sums {
+// recount sums recs as the rollups of resolution res should at now: the
+// records whose bucket is still kept.
+func recount(recs []usage.Record, res rollup.Resolution, now time.Time) rollup.Sums {
 	var sum rollup.Sums
-	now := time.Now()
 	for i := range recs {
 		if res.Kept(res.Start(recs[i].At), now) {
 			sum.Add(&recs[i])
@@ -80,6 +95,16 @@ func recount(recs []usage.Record, res rollup.Resolution) rollup.Sums {
 		}
 	}
 	return sum
+}
+
+// sameRollups compares the rollups of every resolution with a recount of
+// recs, exactly.
+func (e *env) sameRollups(recs []usage.Record) {
+	e.t.Helper()
+	for _, res := range e.svc.rollupRes {
+		got, now := e.rollupTotals(res)
+		sameSums(e.t, res.Name, got, recount(recs, res, now))
+	}
 }
 
 // sameSums compares every count of two sums exactly (costs are multiples
@@ -195,16 +220,66 @@ func TestRecorderExactlyOnce(t *testing.T) {
 		t.Fatal("b is not recording")
 	}
 	all := append(first, second...)
-	for ri, r := range e.svc.rollupRes {
-		sameSums(t, r.Name, e.rollupTotals(ri), recount(all, r))
-	}
+	e.sameRollups(all)
 	// and so does a report over everything
 	rep := e.usage("?from=-4d&group_by=provider")
-	want := recount(all, e.svc.rollupRes[2])
+	want := recount(all, e.svc.rollupRes[2], time.Now()) // day buckets, kept two years: no edge
 	if rep.Totals.Requests != want.Requests || rep.RolledUp != want.Requests || rep.Truncated {
 		t.Errorf("report: %d requests (%d rolled up), truncated %v; recount %d", rep.Totals.Requests, rep.RolledUp, rep.Truncated, want.Requests)
 	}
 	stopB()
+}
+
+// TestRollupsRetentionEdge: a minute bucket whose retention ends just
+// after its records are folded: the rollups equal a recount exactly
+// before, across and after the edge (the value lives until its bucket
+// Expires, not half a second less; a bucket past its retention counts in
+// neither, though the server drops its value a little later), and the
+// value does go.
+func TestRollupsRetentionEdge(t *testing.T) {
+	e := startEnvWith(t, envOptions{noRecorder: true})
+	now := time.Now().UTC()
+	edge, kept := rec("edge", now.Add(-time.Hour)), rec("kept", now.Add(-time.Minute))
+	// a retention that ends the edge record's minute bucket in 2 s
+	def := e.svc.rollupRes[0]
+	start := def.Start(edge.At)
+	exp := now.Add(2 * time.Second)
+	minute := rollup.Resolution{Name: def.Name, Width: def.Width, Keep: exp.Sub(start.Add(def.Width))}
+	e.publishUsage(edge, kept)
+	_, stop := e.startRecorder("admin-a", context.Background(), func(r *recorder) {
+		r.res = append([]rollup.Resolution{minute}, e.svc.rollupRes[1:]...)
+	})
+	defer stop()
+	e.waitRecorded()
+	if time.Now().After(exp) { // still exact, but only after the edge
+		t.Logf("the recorder took %s: past the edge before the first comparison", time.Since(now))
+	}
+	recs := []usage.Record{edge, kept}
+	compared := 0
+	testkit.CheckFor(t, testTimeout, 10*time.Millisecond, func() error {
+		got, at := e.rollupTotals(minute)
+		sameSums(t, fmt.Sprintf("minute, %s after the edge", at.Sub(exp)), got, recount(recs, minute, at))
+		compared++
+		if got.Requests != 1 {
+			return fmt.Errorf("%d requests in the rollups", got.Requests)
+		}
+		// and the server has dropped the value
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		keys, err := e.proxy.Resources().UsageRollups.ListKeysFiltered(ctx, rollup.BucketPrefix(minute.Name, start)+">")
+		if err != nil {
+			return err
+		}
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		if n > 0 {
+			return fmt.Errorf("%d values of the bucket past its retention", n)
+		}
+		return nil
+	})
+	t.Logf("%d comparisons", compared)
 }
 
 // TestUsageReportTail: records the recorder has not folded yet are read

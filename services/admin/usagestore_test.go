@@ -154,9 +154,7 @@ func TestUsageStoreExactlyOnce(t *testing.T) {
 	stop()
 	all := append(first, second...)
 	sameRows(t, pg, all)
-	for ri, r := range e.svc.rollupRes {
-		sameSums(t, r.Name, e.rollupTotals(ri), recount(all, r))
-	}
+	e.sameRollups(all)
 	var versions int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM switchyard_usage_schema`).Scan(&versions); err != nil || versions != len(usageMigrations) {
 		t.Errorf("schema versions: %d (%v), want %d", versions, err, len(usageMigrations))
@@ -199,9 +197,7 @@ func TestUsageStoreOutage(t *testing.T) {
 	stopB()
 	all := append(first, second...)
 	sameRows(t, pg, all)
-	for ri, res := range e.svc.rollupRes {
-		sameSums(t, res.Name, e.rollupTotals(ri), recount(all, res))
-	}
+	e.sameRollups(all)
 }
 
 // BenchmarkUsageStoreInsert: records a second into a local PostgreSQL

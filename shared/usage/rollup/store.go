@@ -147,7 +147,7 @@ func (s *Store) put(ctx context.Context, res Resolution, v *Value, rev uint64) (
 	if err != nil {
 		return 0, err
 	}
-	ttl := max(res.Expires(v.Start).Sub(s.now()).Round(time.Second), time.Second)
+	ttl := valueTTL(res, v.Start, s.now())
 	var n uint64
 	if rev == 0 {
 		n, err = s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
@@ -166,6 +166,22 @@ func (s *Store) put(ctx context.Context, res Resolution, v *Value, rev uint64) (
 		return 0, fmt.Errorf("rollup: write %s (%d bytes): %w", key, len(data), err)
 	}
 	return n, nil
+}
+
+// valueTTL is the TTL of a value of the bucket of res starting at start,
+// written at now: the time left until the bucket Expires, rounded up to
+// whole seconds (NATS keeps a message's TTL in seconds, dropping any
+// fraction), at least a second. Never shorter than the time left: a value
+// the server expired before its bucket's Expires (rounded to the nearest
+// second, up to half a second before) would be missing from a report that
+// still reads the bucket as kept (Resolution.Kept, planTiles).
+func valueTTL(res Resolution, start, now time.Time) time.Duration {
+	left := res.Expires(start).Sub(now)
+	ttl := left.Truncate(time.Second)
+	if ttl < left {
+		ttl += time.Second
+	}
+	return max(ttl, time.Second)
 }
 
 // putTimeout bounds one value write (see put).
