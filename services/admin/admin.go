@@ -68,6 +68,10 @@ type Deps struct {
 	// BacklogEvery is how often the usage backlog is measured; 0 means
 	// every 5 s.
 	BacklogEvery time.Duration
+	// LimitsNow is the clock of the plan limits' windows and periods
+	// (planlimit.Options.Now: the sliding minute, the budget periods);
+	// nil means time.Now. Tests pin it, as their stand-in proxies do.
+	LimitsNow func() time.Time
 }
 
 // Service is one admin instance.
@@ -159,7 +163,7 @@ func New(cfg *config.Config, deps Deps) (*Service, error) {
 			return err
 		}))
 	s.quota, err = planlimit.New(planlimit.Options{Instance: m.Instance, Conn: deps.NATS,
-		Interval: cfg.Metering.LimitsInterval, Log: log})
+		Interval: cfg.Metering.LimitsInterval, Log: log, Now: deps.LimitsNow})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}

@@ -94,7 +94,15 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
-	e := startPlansEnv(t)
+	// The plan limits' clock (the admin's and the stand-in proxy's) stands
+	// still: the page shows the sliding minute, this minute's count plus
+	// the last one's fading with the wall clock (3 requests read "2.9 / 10"
+	// a second into the next minute, 1,200 tokens "1.1k" 2.5 s into it),
+	// so a minute boundary between the requests and the page's first
+	// render failed the cell checks below. Midnight UTC (the day budget's
+	// period) no longer moves under the test either.
+	pinned := time.Now()
+	e := startPlansEnv(t, func(o *envOptions) { o.limitsNow = func() time.Time { return pinned } })
 	// the stand-in proxy publishes its exhaustion events as the proxy does
 	proxy := e.standInProxy(e.proxy.Instance, func(x planlimit.Exhaustion) {
 		e.proxy.Emit(hold.Event{Kind: hold.EventBudget, Outcome: "exhausted", Source: hold.SourceProxy,
@@ -231,8 +239,34 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 		t.Errorf("the page reloaded (marker %v, %v)", marker, err)
 	}
 
+	// Sign out while a call is on its way (a reset, whose answer reloads
+	// the page's figures): what the page does after the sign-out goes
+	// without a token, or not at all. The page's fetch is wrapped to count
+	// calls sent without a token and to hold them until the next sign-in,
+	// when their 401 would sign out the token entered then ("token
+	// rejected"), as a refresh an event scheduled just before the sign-out
+	// did now and then.
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => {
+	  window.__tokenless = [];
+	  const f = window.fetch;
+	  window.fetch = async (url, opts) => {
+	    const auth = ((opts || {}).headers || {}).Authorization;
+	    if (auth !== undefined && auth.trim() === "Bearer") {
+	      window.__tokenless.push(String(url));
+	      await new Promise((res) => { const i = setInterval(() => { if (!document.querySelector("#app").hidden) { clearInterval(i); res(); } }, 10); });
+	    }
+	    return f(url, opts);
+	  };
+	  document.querySelector('button.reset-budget[data-client="team-a"]').click();
+	  document.querySelector('button.confirm-reset[data-client="team-a"]').click();
+	  document.querySelector("#logout").click();
+	  return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+
 	// a read token sees the figures, no Reset button
-	err = chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#token`)),
+	err = chromedp.Do(b.ctx, chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), readToken), chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +275,20 @@ func TestClientsDashboardInBrowser(t *testing.T) {
 	if len(p.Resets) != 0 || len(p.Confirms) != 0 {
 		t.Errorf("a read token sees reset buttons: %v %v", p.Resets, p.Confirms)
 	}
+	if sent, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`window.__tokenless`)); err != nil || len(sent) != 0 {
+		t.Errorf("calls sent without a token after the sign-out: %v (%v)", sent, err)
+	}
+	if out, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`!document.querySelector("#login").hidden`)); err != nil || out {
+		t.Errorf("the read token was signed out (%v): %q", err, b.text(`#login-error`))
+	}
+
+	// a wrong token is still rejected, and the page says so
+	err = chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "not-"+readToken), chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitText(`#login-error`, "token rejected")
 }
 
 // clientChart is one chart of the Clients page: each series' sum and

@@ -49,9 +49,13 @@ plans:
 }
 
 // startPlansEnv is a test fleet configured with plansYAML.
-func startPlansEnv(t *testing.T) *env {
+func startPlansEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	t.Helper()
-	e := startEnvWith(t, envOptions{edit: plansYAML})
+	o := envOptions{edit: plansYAML}
+	for _, f := range opts {
+		f(&o)
+	}
+	e := startEnvWith(t, o)
 	if e.cfg.Plan("pro") == nil || len(e.cfg.Clients) != 3 {
 		t.Fatalf("plansYAML did not apply: %+v", e.cfg.Clients)
 	}
@@ -72,7 +76,8 @@ type standIn struct {
 func (e *env) standInProxy(instance string, onExhausted func(planlimit.Exhaustion)) *standIn {
 	e.t.Helper()
 	nc, js := testkit.ConnectNATS(e.t, e.ns.ClientURL())
-	lim, err := planlimit.New(planlimit.Options{Instance: instance, Conn: nc, Interval: e.cfg.Metering.LimitsInterval, OnExhausted: onExhausted})
+	lim, err := planlimit.New(planlimit.Options{Instance: instance, Conn: nc, Interval: e.cfg.Metering.LimitsInterval, OnExhausted: onExhausted,
+		Now: e.limitsNow})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -126,6 +126,9 @@ type env struct {
 	proxy *fleet.Member
 	pnc   *nats.Conn
 	anc   *nats.Conn
+	// limitsNow is the plan limits' clock (envOptions.limitsNow), the
+	// stand-in proxies' too.
+	limitsNow func() time.Time
 }
 
 func startEnv(t *testing.T, withKey bool) *env {
@@ -150,11 +153,14 @@ type envOptions struct {
 	noRecorder bool
 	// backlogEvery is Deps.BacklogEvery.
 	backlogEvery time.Duration
+	// limitsNow is Deps.LimitsNow, and the clock of standInProxy's
+	// limiters (nil: time.Now).
+	limitsNow func() time.Time
 }
 
 func startEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), addr: testkit.FreeAddr(t)}
+	e := &env{t: t, dir: t.TempDir(), addr: testkit.FreeAddr(t), limitsNow: o.limitsNow}
 	ns, err := natsembed.Start(natsembed.Options{Listen: e.addr, StoreDir: e.dir})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +179,8 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 
 	e.anc, _ = testkit.ConnectNATS(t, ns.ClientURL())
 	e.svc, err = New(e.cfg, Deps{NATS: e.anc, Heartbeat: 200 * time.Millisecond, UsageMaxScan: o.usageMaxScan, Environ: testEnviron,
-		ExplainTimeout: o.explainTimeout, Log: o.log, NoUsageRecorder: o.noRecorder, BacklogEvery: o.backlogEvery})
+		ExplainTimeout: o.explainTimeout, Log: o.log, NoUsageRecorder: o.noRecorder, BacklogEvery: o.backlogEvery,
+		LimitsNow: o.limitsNow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,14 +31,23 @@
   // api calls the admin API: body is sent as JSON, or as it is with
   // content type type. An error answer throws an Error with its message,
   // code and (invalid_config) errors.
+  //
+  // A call belongs to the sign-in it was made in: signed out it is not
+  // sent (it would go without a token), and a 401 signs out only the
+  // sign-in that sent the rejected token. Without that, a call made just
+  // after Sign out (a refresh an event had scheduled) was sent with no
+  // token, and its 401 signed out the token entered next ("token
+  // rejected").
   async function api(method, path, body, type) {
-    const opts = { method, headers: { Authorization: "Bearer " + token } };
+    const mine = session, tok = token;
+    if (!tok) throw new Error("signed out");
+    const opts = { method, headers: { Authorization: "Bearer " + tok } };
     if (body !== undefined) {
       opts.headers["Content-Type"] = type || "application/json";
       opts.body = type ? body : JSON.stringify(body);
     }
     const r = await fetch(path, opts);
-    if (r.status === 401) { logout("token rejected"); throw new Error("unauthorized"); }
+    if (r.status === 401) { if (mine === session) logout("token rejected"); throw new Error("unauthorized"); }
     if (!r.ok) {
       let msg = r.status + "", detail = {};
       try { detail = (await r.json()).error || {}; msg = detail.message || msg; } catch (_) {}
@@ -58,6 +67,7 @@
   function logout(msg) {
     sessionStorage.removeItem(KEY); token = "";
     session++;
+    clearTimeout(refreshTimer);
     if (streamAbort) streamAbort.abort();
     // what the token showed goes with it (the next sign-in replays the
     // last 10 minutes of events)
@@ -202,6 +212,7 @@
   }
 
   async function refresh() {
+    if (!token) return; // signed out since it was scheduled (soon)
     try {
       // the status first; the traffic (usage reports, slower) when it comes
       const traffic = fleet.load();
@@ -280,7 +291,7 @@
         const headers = { Authorization: "Bearer " + token };
         if (lastId) headers["Last-Event-ID"] = lastId;
         const r = await fetch(lastId ? "/admin/events" : "/admin/events?since=10m", { headers, signal: streamAbort.signal });
-        if (r.status === 401) { logout("token rejected"); return; }
+        if (r.status === 401) { if (mine === session) logout("token rejected"); return; }
         if (!r.ok || !r.body) throw new Error("events: " + r.status);
         $("live").className = "live on"; $("live").textContent = "live";
         soon();
