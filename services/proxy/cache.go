@@ -10,6 +10,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"switchyard.dev/services/proxy/internal/cache"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/translate"
+	"switchyard.dev/shared/answercache"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
@@ -28,6 +30,8 @@ const (
 	headerCache    = "X-Switchyard-Cache"
 	headerCacheAge = "X-Switchyard-Cache-Age"
 	headerCacheTTL = "X-Switchyard-Cache-Ttl" // the caller's TTL for what its request stores
+	// headerCacheSimilarity is a semantic hit's similarity to the entry.
+	headerCacheSimilarity = "X-Switchyard-Cache-Similarity"
 )
 
 // Cache results, as the header, the metric and the usage record say them.
@@ -45,6 +49,7 @@ type cacheNote struct {
 	pol    config.CachePolicy
 	result string
 	store  bool          // the answer may be stored
+	vec    []float32     // the question's embedding (a semantic cache)
 	flight *cache.Flight // the flight this request leads (nil: none)
 	entry  *cache.Entry  // the hit's, or what this request stored
 }
@@ -184,6 +189,10 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 			// (and in the bucket once it is back)
 			n.result = cacheBypass
 		}
+		if e, sim, ok := r.semanticLookup(rte, n); ok {
+			c.Set(headerCacheSimilarity, strconv.FormatFloat(sim, 'f', 4, 64))
+			return r.serveCached(c, n, e, e.Answer, e.ContentType)
+		}
 	}
 	f, lead := r.s.cache.Join(key)
 	if lead {
@@ -263,6 +272,7 @@ func (r *request) cacheStore(t target, out []byte, contentType string) {
 	if usd, ok := r.rt.prices.Cost(e.Provider, e.ProviderType, e.Model, e.Tokens); ok && r.use.tokensOK {
 		e.CostUSD = &usd
 	}
+	e.Embedding = n.vec
 	n.entry = e
 	if r.s.cache.Put(n.key, e, n.ttl) {
 		r.s.metrics.cacheStored("stored")
@@ -312,4 +322,75 @@ func parseCacheTTL(v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	return d.Truncate(time.Second), err
+}
+
+// semanticLookup finds, on a route with a semantic cache, the entry whose
+// question is nearest the request's last user message (its embedding,
+// asked through the gateway's own pipeline, is kept for the answer's
+// entry). A failed embedding is a miss.
+func (r *request) semanticLookup(rte *route.Route, n *cacheNote) (*cache.Entry, float64, bool) {
+	sm := n.pol.Semantic
+	if !sm.On() || r.ep.op != provider.OpChat {
+		return nil, 0, false
+	}
+	text := lastUserText(r.body)
+	if text == "" {
+		return nil, 0, false
+	}
+	body, _ := json.Marshal(struct {
+		Model string `json:"model"`
+		Input string `json:"input"`
+	}{sm.Model, text})
+	ans, err := r.internalCall(epEmbeddings.path, body, config.DefaultCheckTimeout)
+	var v struct {
+		Data []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err == nil {
+		err = json.Unmarshal(ans, &v)
+	}
+	if err != nil || len(v.Data) == 0 || len(v.Data[0].Embedding) == 0 {
+		r.logger().Warn("semantic cache: the question was not embedded", "model", sm.Model, "err", err)
+		return nil, 0, false
+	}
+	n.vec = cache.Normalize(v.Data[0].Embedding)
+	return r.s.cache.Nearest(answercache.KeyPrefix(rte.Name, n.scope), r.ep.path, n.vec, sm.ThresholdOf())
+}
+
+// lastUserText is the text of a chat request's last user message (the
+// OpenAI and Anthropic formats: a string, or its text parts), "" for none.
+func lastUserText(body []byte) string {
+	var b struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	for i := len(b.Messages) - 1; i >= 0; i-- {
+		m := b.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			return s
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &parts)
+		var out []string
+		for _, p := range parts {
+			if p.Type == "text" {
+				out = append(out, p.Text)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return ""
 }

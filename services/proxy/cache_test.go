@@ -380,3 +380,48 @@ func TestCacheKeepsWholeStreams(t *testing.T) {
 		t.Errorf("%d upstream calls for a cut stream asked twice, want 2", n)
 	}
 }
+
+// TestSemanticCache: with a semantic cache on the route, a paraphrase of
+// a cached question (its last user message's embedding, asked through
+// the gateway from the fake's bag-of-words model, at least the threshold
+// near) is answered from the cached entry, saying how near; a question
+// that differs by a word (Spain for France) is below the threshold and
+// goes upstream; no other client key's entry is found.
+func TestSemanticCache(t *testing.T) {
+	f := newMeterFixture(t, cached, func(c *config.Config) {
+		p := &c.Providers[0]
+		p.Models = append(p.Models, config.Model{Name: "demo-semantic", Kind: config.KindEmbedding})
+		ch := c.Chains["demo-chat"]
+		ch.Cache.Semantic = config.SemanticCache{Model: "fake-openai/demo-semantic", Threshold: 0.9}
+		c.Chains["demo-chat"] = ch
+	})
+	q := func(s string) string { return chatOf(s) }
+	st, res, _, first := ask(t, f.url, clientSecret, q("What is the capital of France?"))
+	if st != 200 || res != cacheMiss {
+		t.Fatalf("first: %d %q", st, res)
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(q("the capital of France: what is it")))
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sim := resp.Header.Get(headerCacheSimilarity)
+	if resp.Header.Get(headerCache) != cacheHit || !bytes.Equal(body, first) || sim < "0.9" || sim > "1" {
+		t.Errorf("a paraphrase: %q similarity %q, %s", resp.Header.Get(headerCache), sim, body)
+	}
+	if _, res, _, _ := ask(t, f.url, clientSecret, q("What is the capital of Spain?")); res != cacheMiss {
+		t.Errorf("a near miss: %q", res)
+	}
+	if _, res, _, _ := ask(t, f.url, otherSecret, q("the capital of France: what is it")); res != cacheMiss {
+		t.Errorf("another client key's paraphrase: %q", res)
+	}
+	if n := len(callsTo(f.openai, "/chat/completions")); n != 3 {
+		t.Errorf("%d chat calls, want 3 (the first, the near miss, the other key's)", n)
+	}
+	if n := len(callsTo(f.openai, "/embeddings")); n != 4 {
+		t.Errorf("%d embedding calls, want one per question", n)
+	}
+}

@@ -129,11 +129,23 @@ func (r *request) moderate(m *config.GuardrailModeration, texts []string) (strin
 	if err != nil {
 		return "", err
 	}
+	ans, err := r.internalCall(epModerations.path, body, config.CheckTimeout(m.Timeout))
+	if err != nil {
+		return "", fmt.Errorf("the moderation request (model %s) %w", m.Model, err)
+	}
+	return moderationCheck(ans, m)
+}
+
+// internalCall serves a request of the gateway's own (a moderation
+// check, a semantic cache's embedding) through its pipeline, in process,
+// for the request's client key, within timeout: the answer's body (an
+// error for any status but 200).
+func (r *request) internalCall(path string, body []byte, timeout time.Duration) ([]byte, error) {
 	var req fasthttp.Request
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(epModerations.path)
+	req.SetRequestURI(path)
 	req.Header.SetContentType(fiber.MIMEApplicationJSON)
-	req.Header.Set("X-Request-Timeout", strconv.FormatFloat(config.CheckTimeout(m.Timeout).Seconds(), 'f', -1, 64))
+	req.Header.Set("X-Request-Timeout", strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
 	req.SetBody(body)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
@@ -142,9 +154,9 @@ func (r *request) moderate(m *config.GuardrailModeration, texts []string) (strin
 	ans := ctx.Response.Body()
 	if st := ctx.Response.StatusCode(); st != fiber.StatusOK {
 		code, _ := jsonfield.StringValue(jsonfield.Lookup(jsonfield.Lookup(ans, "error")[0], "code")[0])
-		return "", fmt.Errorf("the moderation request (model %s) was answered %d %s", m.Model, st, code)
+		return nil, fmt.Errorf("was answered %d %s", st, code)
 	}
-	return moderationCheck(ans, m)
+	return bytes.Clone(ans), nil
 }
 
 // moderationCheck reads a moderations answer: the check of the first

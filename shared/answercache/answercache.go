@@ -47,6 +47,10 @@ type Entry struct {
 	// (content type text/event-stream), that stream; Answer is then
 	// empty.
 	Events string `json:"events,omitempty"`
+	// Embedding is, on a route with a semantic cache, the embedding of
+	// the question's last user message (unit length), by which the
+	// proxies find the entry nearest another question.
+	Embedding []float32 `json:"embedding,omitempty"`
 }
 
 // Body is what the entry answers with: the answer, or the events.

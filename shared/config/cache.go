@@ -56,6 +56,34 @@ type CachePolicy struct {
 	ToolCalls bool `koanf:"tool_calls"`
 	// User makes the caller's "user" field part of the key.
 	User bool `koanf:"user"`
+	// Semantic also answers a chat request from the entry whose question
+	// is nearest its own (a route's policy only; off by default).
+	Semantic SemanticCache `koanf:"semantic"`
+}
+
+// SemanticCache is a route's semantic cache: the last user message of a
+// chat request that missed is embedded through Model (an embedding model
+// the gateway routes: provider/model or an alias), and the route's entry
+// (for the same client key, or shared) whose question's embedding is
+// nearest is the answer when their cosine similarity is at least
+// Threshold.
+type SemanticCache struct {
+	Model     string  `koanf:"model"`
+	Threshold float64 `koanf:"threshold"`
+}
+
+// DefaultSemanticThreshold is SemanticCache.Threshold's default.
+const DefaultSemanticThreshold = 0.95
+
+// On reports whether the semantic cache is on.
+func (s SemanticCache) On() bool { return s.Model != "" }
+
+// ThresholdOf is the threshold in force.
+func (s SemanticCache) ThresholdOf() float64 {
+	if s.Threshold == 0 {
+		return DefaultSemanticThreshold
+	}
+	return s.Threshold
 }
 
 // Set reports whether the level sets anything.
@@ -63,13 +91,13 @@ func (p CachePolicy) Set() bool { return p.TTL > 0 || p.Disabled }
 
 // EffectiveCache is the policy a request runs under: the most specific
 // level that sets one (levels from the least specific: route, plan,
-// client); ok is false when none enables the cache. Shared is the
-// route's alone.
+// client); ok is false when none enables the cache. Shared and Semantic
+// are the route's alone.
 func EffectiveCache(route CachePolicy, levels ...CachePolicy) (CachePolicy, bool) {
 	p := route
 	for _, l := range levels {
 		if l.Set() {
-			l.Shared = route.Shared
+			l.Shared, l.Semantic = route.Shared, route.Semantic
 			p = l
 		}
 	}
@@ -115,6 +143,19 @@ func (v *validator) cachePolicy(at string, p CachePolicy, route bool) {
 	}
 	if p.Shared && !route {
 		v.add(at+".shared", "is a route's choice (chains.<name>.cache, providers[].models[].cache): an entry shared across client keys")
+	}
+	sm := p.Semantic
+	switch {
+	case !sm.On() && sm.Threshold != 0:
+		v.add(at+".semantic.model", "must be set (an embedding model: provider/model or an alias of one)")
+	case !sm.On():
+	case !route:
+		v.add(at+".semantic", "is a route's choice (chains.<name>.cache, providers[].models[].cache)")
+	default:
+		v.modelOfKind(at+".semantic.model", sm.Model, KindEmbedding, "a semantic cache")
+		if sm.Threshold < 0 || sm.Threshold > 1 {
+			v.add(at+".semantic.threshold", "must be between 0 and 1 (0: %v), got %v", DefaultSemanticThreshold, sm.Threshold)
+		}
 	}
 }
 

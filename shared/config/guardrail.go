@@ -341,21 +341,7 @@ func (v *validator) moderation(at string, m *GuardrailModeration) {
 		}
 		return
 	}
-	target := m.Model
-	if t, ok := v.cfg.Aliases[target]; ok {
-		target = t
-	}
-	p, name, ok := SplitTarget(target)
-	switch {
-	case !ok:
-		v.add(at+".model", "%q is neither provider/model nor an alias of one", m.Model)
-	case !v.models[p][name]:
-		v.target(at+".model", target)
-	default:
-		if k := v.cfg.modelKind(p, name); k != KindModeration {
-			v.add(at+".model", "%q is a model of kind %q; a moderation check needs kind %q", m.Model, k, KindModeration)
-		}
-	}
+	v.modelOfKind(at+".model", m.Model, KindModeration, "a moderation check")
 	for j, c := range m.Categories {
 		if strings.TrimSpace(c) == "" {
 			v.add(fmt.Sprintf("%s.categories[%d]", at, j), "must not be empty")
@@ -390,6 +376,26 @@ func (v *validator) remoteCheck(at string, timeout time.Duration, onError string
 	}
 	if onError != "" {
 		v.oneOf(at+".on_error", onError, OnErrorAllow, OnErrorBlock)
+	}
+}
+
+// modelOfKind checks that model (provider/model or an alias of one) is a
+// configured model of kind, as what needs it.
+func (v *validator) modelOfKind(path, model, kind, what string) {
+	target := model
+	if t, ok := v.cfg.Aliases[target]; ok {
+		target = t
+	}
+	p, name, ok := SplitTarget(target)
+	switch {
+	case !ok:
+		v.add(path, "%q is neither provider/model nor an alias of one", model)
+	case !v.models[p][name]:
+		v.target(path, target)
+	default:
+		if k := v.cfg.modelKind(p, name); k != kind {
+			v.add(path, "%q is a model of kind %q; %s needs kind %q", model, k, what, kind)
+		}
 	}
 }
 

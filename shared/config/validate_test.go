@@ -251,6 +251,8 @@ func TestValidationErrors(t *testing.T) {
 		{"webhook redact", "\nguardrails:\n  - {name: g, action: redact, deny: [x], webhook: {url: 'https://h/p', secret: env:OPENAI_KEY}}", nil, `guardrails[0].action: redact replaces what patterns match; a moderation or webhook check finds no span to replace`},
 		{"cache ttl fraction", "\nchains:\n  c:\n    cache: {ttl: 1500ms}\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.cache.ttl: must be whole seconds, at least 1s, got 1.5s`},
 		{"cache shared on a plan", "\nplans:\n  p: {cache: {ttl: 1h, shared: true}}", nil, `plans.p.cache.shared: is a route's choice`},
+		{"semantic cache model kind", "\nchains:\n  c:\n    cache: {ttl: 1h, semantic: {model: openai/gpt-4o-mini}}\n    steps:\n      - target: openai/gpt-4o-mini", nil, `chains.c.cache.semantic.model: "openai/gpt-4o-mini" is a model of kind "chat"; a semantic cache needs kind "embedding"`},
+		{"semantic cache on a plan", "\nplans:\n  p: {cache: {ttl: 1h, semantic: {model: openai/gpt-4o-mini}}}", nil, `plans.p.cache.semantic: is a route's choice`},
 		{"cache max bytes", "\ncache:\n  max_bytes: -1", nil, `cache.max_bytes: must be >= 0`},
 		{"cache client ttl", "\nclients:\n  - {id: c, secret: env:OPENAI_KEY, models: ['*'], cache: {ttl: -1s}}", nil, `clients[0].cache.ttl: must be >= 0, got -1s`},
 		{"metering buffer", "", []string{"SWITCHYARD_METERING_BUFFER=0"}, `metering.buffer (from SWITCHYARD_METERING_BUFFER): must be > 0, got 0`},

@@ -14,6 +14,10 @@ import (
 // embeddingDim is the default length of an embedding vector.
 const embeddingDim = 8
 
+// semanticDim is the least dimension of a "semantic" model's bag of
+// words (fewer would hash many words together).
+const semanticDim = 256
+
 const fingerprint = "fp_fake0001"
 
 type chatUsage struct {
@@ -215,6 +219,9 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, req *request) {
 	tokens := 0
 	for i, in := range inputs {
 		vec := Embed(in, dim)
+		if strings.Contains(req.call.Model, "semantic") {
+			vec = EmbedWords(in, max(dim, semanticDim))
+		}
 		tokens += max(len(strings.Fields(in)), 1)
 		var v any = vec
 		if req.body.EncodingFormat == "base64" {
@@ -269,6 +276,39 @@ func Embed(text string, dim int) []float32 {
 		v := float64(int32(binary.BigEndian.Uint32(h[:4]))) / math.MaxInt32
 		vec[i] = float32(v)
 		norm += v * v
+	}
+	if norm > 0 {
+		n := math.Sqrt(norm)
+		for i := range vec {
+			vec[i] = float32(float64(vec[i]) / n)
+		}
+	}
+	return vec
+}
+
+// EmbedWords is the embedding of a model whose name says "semantic": a
+// bag of words (lower case, letters and digits), each word hashed to one
+// dimension, unit length. Texts with the same words are near (the same
+// words in another order, another case or punctuation are identical),
+// texts that differ by a word less so: enough for a semantic cache's
+// tests.
+func EmbedWords(text string, dim int) []float32 {
+	vec := make([]float32, dim)
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127)
+	})
+	seen := map[string]bool{}
+	for _, w := range words {
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		h := sha256.Sum256([]byte(w))
+		vec[int(binary.BigEndian.Uint32(h[:4])%uint32(dim))] += 1
+	}
+	var norm float64
+	for _, v := range vec {
+		norm += float64(v) * float64(v)
 	}
 	if norm > 0 {
 		n := math.Sqrt(norm)

@@ -115,3 +115,30 @@ func TestFlights(t *testing.T) {
 		t.Errorf("an unbound store's lookup: %v", res)
 	}
 }
+
+// TestNearest: the nearest entry of the same prefix and endpoint above
+// the threshold is found; other prefixes, endpoints, lengths and entries
+// gone from memory are not.
+func TestNearest(t *testing.T) {
+	s := NewStore(1<<20, 1<<20, time.Millisecond, nil)
+	put := func(key, ep string, vec ...float32) {
+		s.Put(key, &Entry{V: 1, Endpoint: ep, Expires: time.Now().Add(time.Hour), Answer: []byte(`{}`), Embedding: Normalize(vec)}, time.Hour)
+	}
+	put("r.a.1", "/chat", 1, 0, 0)
+	put("r.a.2", "/chat", 0.8, 0.6, 0)
+	put("r.b.3", "/chat", 1, 0.01, 0)
+	put("r.a.4", "/messages", 1, 0.01, 0)
+	if e, sim, ok := s.Nearest("r.a.", "/chat", []float32{0.9, 0.1, 0}, 0.9); !ok || e.Embedding[0] != 1 || sim < 0.99 {
+		t.Errorf("nearest: %v %v %v", e, sim, ok)
+	}
+	if _, sim, ok := s.Nearest("r.a.", "/chat", []float32{0, 0, 1}, 0.5); ok {
+		t.Errorf("a far question found one (%v)", sim)
+	}
+	if _, _, ok := s.Nearest("r.a.", "/chat", []float32{1, 0}, 0.1); ok {
+		t.Error("a vector of another length matched")
+	}
+	s.Memory().Remove("r.a.1")
+	if e, _, ok := s.Nearest("r.a.", "/chat", []float32{1, 0, 0}, 0.9); ok {
+		t.Errorf("an entry gone from memory was served: %v", e)
+	}
+}

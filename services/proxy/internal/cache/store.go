@@ -30,6 +30,7 @@ type Store struct {
 	b        bus.Binding[bucket]
 	writes   chan write
 	flights  flights
+	sem      semIndex // the entries with an embedding (semantic caches)
 }
 
 type bucket struct {
@@ -117,6 +118,7 @@ func (s *Store) Put(key string, e *Entry, ttl time.Duration) bool {
 		return false
 	}
 	s.mem.Put(key, e)
+	s.sem.add(key, e.Endpoint, e.Embedding)
 	select {
 	case s.writes <- write{key: key, data: data, ttl: ttl}:
 		return true
@@ -143,9 +145,11 @@ func (s *Store) Run(ctx context.Context) {
 			case kvwatch.OpPut:
 				if e, err := decode(ev.Value); err == nil && e.Live(time.Now()) {
 					s.mem.Put(ev.Key, e)
+					s.sem.add(ev.Key, e.Endpoint, e.Embedding)
 				}
 			case kvwatch.OpDelete:
 				s.mem.Remove(ev.Key)
+				s.sem.remove(ev.Key)
 			}
 		})
 	})
