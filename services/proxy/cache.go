@@ -23,6 +23,7 @@ import (
 	"switchyard.dev/shared/answercache"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
+	"switchyard.dev/shared/usage"
 )
 
 // Cache headers: what the cache did for a request, and a hit's age.
@@ -228,7 +229,7 @@ func (r *request) cacheSay(c *fiber.Ctx, n *cacheNote, answered bool) bool {
 func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry, body []byte, contentType string) bool {
 	n.result, n.entry = cacheHit, e
 	r.use.routed = true
-	r.use.clientType = strings.Clone(c.Get(fiber.HeaderUserAgent))
+	r.use.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent)) // as run counts a served request's
 	r.use.tokensOK = true // a hit used no tokens (ChargeHits: the entry's)
 	if r.s.cfg.Cache.ChargeHits {
 		r.use.tokens = e.Tokens
