@@ -230,7 +230,7 @@ func (r *request) serveCached(c *fiber.Ctx, n *cacheNote, e *cache.Entry, body [
 	n.result, n.entry = cacheHit, e
 	r.use.routed = true
 	r.use.clientType = usage.ClientType(c.Get(fiber.HeaderUserAgent)) // as run counts a served request's
-	r.use.tokensOK = true // a hit used no tokens (ChargeHits: the entry's)
+	r.use.tokensOK = true                                             // a hit used no tokens (ChargeHits: the entry's)
 	if r.s.cfg.Cache.ChargeHits {
 		r.use.tokens = e.Tokens
 	}
