@@ -52,6 +52,7 @@ type cacheNote struct {
 	store  bool          // the answer may be stored
 	vec    []float32     // the question's embedding (a semantic cache)
 	flight *cache.Flight // the flight this request leads (nil: none)
+	follow *follower     // the stream of an identical request this one follows (nil: none)
 	entry  *cache.Entry  // the hit's, or what this request stored
 }
 
@@ -155,7 +156,8 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		// A stream is answered from the whole answer when there is one,
 		// told as the endpoint's events, else from a stream kept as it
 		// was relayed; else it is relayed, and kept when it ends whole
-		// (relay.keep). Streams are not coalesced.
+		// (relay.keep); an identical stream in flight on this proxy is
+		// followed (cachefollow.go).
 		skey := cache.StreamKey(key, r.use.callerUsage)
 		n.result = cacheMiss
 		if !strings.Contains(cc, "no-cache") {
@@ -176,6 +178,12 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 			}
 		}
 		n.key, n.scope, n.store = skey, scope, n.ttl >= config.MinCacheTTL
+		f, lead := r.s.cache.Join(skey)
+		if lead {
+			n.flight = f
+		} else if r.follow(c, n, f) {
+			return true
+		}
 		return r.cacheSay(c, n, false)
 	}
 	n.key, n.scope, n.store = key, scope, n.ttl >= config.MinCacheTTL

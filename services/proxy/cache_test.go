@@ -198,7 +198,7 @@ func TestCacheWithoutNATS(t *testing.T) {
 // TestCacheFleet: an answer one proxy stored serves the others; 50
 // identical new questions at once through 3 proxies go upstream at most
 // once per proxy (the others wait for it), and every caller gets the
-// answer.
+// answer; 50 identical streams too (the others follow its stream).
 func TestCacheFleet(t *testing.T) {
 	ff := newFleet(t, 3, cached)
 	ask(t, ff.urls[0], clientSecret, cacheQ)
@@ -231,6 +231,29 @@ func TestCacheFleet(t *testing.T) {
 	}
 	if results[cacheHit] < 47 {
 		t.Errorf("results %v", results)
+	}
+
+	// Streams too: each proxy's first relays, the others follow it.
+	sq := strings.Replace(strings.Replace(q, "5+5", "7+7", 1), `"temperature":1`, `"temperature":1,"stream":true`, 1)
+	before = len(callsTo(ff.openai, "/chat/completions"))
+	clear(results)
+	for i := range 50 {
+		wg.Go(func() {
+			res, body := streamAsk(t, ff.urls[i%3], sq)
+			mu.Lock()
+			defer mu.Unlock()
+			if !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+				t.Errorf("a stream: %s", body)
+			}
+			results[res]++
+		})
+	}
+	wg.Wait()
+	if n := len(callsTo(ff.openai, "/chat/completions")) - before; n < 1 || n > 3 {
+		t.Errorf("%d upstream calls for 50 identical streams through 3 proxies, want 1 to 3", n)
+	}
+	if results[cacheHit] < 47 {
+		t.Errorf("stream results %v", results)
 	}
 }
 

@@ -58,7 +58,7 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		} else {
 			res = r.serve(c)
 		}
-		if res.relay == nil && res.binary == nil {
+		if res.relay == nil && res.binary == nil && res.follow == nil {
 			s.callers.remove(r) // a relay stays watched until it ends
 		}
 		if r.caller.gone.Load() {
@@ -70,6 +70,10 @@ func (s *Service) handle(ep *endpoint) fiber.Handler {
 		}
 		if res.binary != nil {
 			res.binary.start(c) // the relay ends the request when the audio ends
+			return nil
+		}
+		if res.follow != nil {
+			res.follow.start(c) // the follower ends the request when the stream ends
 			return nil
 		}
 		r.noteResponse(c)
@@ -174,7 +178,7 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 		r.relayDeadline = r.started.Add(s.cfg.Timeouts.Request)
 	}
 	if r.cacheFront(c, rte) {
-		return outcome{}
+		return outcome{follow: r.sel.cache.follow}
 	}
 	r.selection(c, rte)
 	return r.run(c, rte)
@@ -304,6 +308,7 @@ type outcome struct {
 	err    error
 	relay  *relay
 	binary *binaryRelay // a binary answer (speech) to stream through
+	follow *follower    // an identical request's stream to follow
 }
 
 // run tries the steps in order until one answers, applying each failure's

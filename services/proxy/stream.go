@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/services/proxy/internal/cache"
 	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
@@ -52,11 +53,12 @@ type relay struct {
 	// (stream_options.include_usage) and the caller did not: the usage
 	// chunk is read, not relayed.
 	dropUsage bool
-	upErr     bool         // the upstream reported an error in the stream
-	passed    int          // upstream events relayed as they came (no converter)
-	atEOF     bool         // the upstream body was read to its end
-	og        *streamGuard // the output guardrails (nil: none apply)
-	keep      []byte       // what was relayed, for the cache (nil: not kept)
+	upErr     bool          // the upstream reported an error in the stream
+	passed    int           // upstream events relayed as they came (no converter)
+	atEOF     bool          // the upstream body was read to its end
+	og        *streamGuard  // the output guardrails (nil: none apply)
+	keep      []byte        // what was relayed, for the cache (nil: not kept)
+	flight    *cache.Flight // the flight of identical streams this one leads (nil: none): it keeps what was relayed
 	// convErr is why an upstream event could not be translated into the
 	// caller's format: the stream is abandoned (an event dropped would
 	// leave the caller an answer that looks whole and is not).
@@ -146,7 +148,11 @@ func (r *request) startStream(at *attempt, resp *fasthttp.Response, deadline tim
 	if rl.convErr == nil {
 		rl.og = r.outputGuard()
 	}
-	if n := r.sel.cache; n != nil && n.store {
+	if n := r.sel.cache; n != nil && n.flight != nil {
+		rl.flight = n.flight
+		rl.flight.Open(&cache.Entry{Provider: t.step.Provider.Name, ProviderType: t.step.Provider.Adapter.Type(),
+			Model: t.step.Upstream, KeyID: t.key.ID})
+	} else if n != nil && n.store {
 		rl.keep = make([]byte, 0, 4<<10)
 	}
 	r.boundRelay(up)
@@ -195,7 +201,9 @@ func (rl *relay) run(w *bufio.Writer) {
 			return true
 		}
 		r.noteStream(b)
-		if rl.keep != nil {
+		if rl.flight != nil {
+			rl.flight.Write(b)
+		} else if rl.keep != nil {
 			if len(rl.keep)+len(b) > r.s.cache.MaxEntry() {
 				rl.keep = nil
 				r.s.metrics.cacheStored("too_large")
@@ -300,8 +308,8 @@ func (rl *relay) run(w *bufio.Writer) {
 	case rl.done || rl.upErr:
 		flush(true)
 		r.logInfo("stream served", rl.t, slog.Int("events", events))
-		if rl.done && !rl.upErr && rl.keep != nil {
-			r.cacheStore(rl.t, rl.keep, "text/event-stream") // whole: kept as the caller got it
+		if rl.done && !rl.upErr {
+			rl.store() // whole: kept as the caller got it
 		}
 		if rl.upErr { // the upstream's own error event ended it ([DONE] after it or not)
 			rl.settle(hold.Outcome{Result: failure.Result{Class: failure.Transient, Code: "stream_error"}}, 0)
@@ -330,6 +338,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	if status != http.StatusOK {
 		r.class = classStreamIncomplete
 	}
+	rl.endFlight(clientGone)
 	rl.og.release()
 	rl.og = nil
 }
@@ -390,4 +399,35 @@ func (rl *relay) errorText(err error) string {
 		return "the gateway is shutting down"
 	}
 	return err.Error()
+}
+
+// store keeps the whole stream for the cache (as its caller got it).
+func (rl *relay) store() {
+	switch {
+	case rl.flight != nil:
+		rl.r.cacheStore(rl.t, rl.flight.Shared(), "text/event-stream")
+	case rl.keep != nil:
+		rl.r.cacheStore(rl.t, rl.keep, "text/event-stream")
+	}
+}
+
+// endFlight ends the stream the followers of the relay's flight share:
+// whole, ended by an error event they got too, or cut (its caller left:
+// each follower ends its own stream).
+func (rl *relay) endFlight(clientGone bool) {
+	if rl.flight == nil {
+		return
+	}
+	how := cache.StreamClosed
+	switch {
+	case clientGone:
+		how = cache.StreamCut
+	case rl.done && !rl.upErr && rl.convErr == nil && !rl.og.stopped():
+		how = cache.StreamWhole
+	}
+	var stored *cache.Entry
+	if n := rl.r.sel.cache; n != nil && n.result != cacheHit {
+		stored = n.entry
+	}
+	rl.flight.End(how, stored)
 }
