@@ -86,7 +86,13 @@ func Decode(b []byte) (*Entry, error) {
 // "<route>.<scope>.", each encoded as a KV key token (hold.EncodeToken): a
 // key is the prefix and the SHA-256 (hex) of the question.
 func KeyPrefix(route, scope string) string {
-	return hold.EncodeToken(route) + "." + hold.EncodeToken(scope) + "."
+	return string(AppendKeyPrefix(nil, route, scope))
+}
+
+// AppendKeyPrefix appends KeyPrefix(route, scope) to b.
+func AppendKeyPrefix(b []byte, route, scope string) []byte {
+	b = append(hold.AppendToken(b, route), '.')
+	return append(hold.AppendToken(b, scope), '.')
 }
 
 // Filter is the subject filter of the keys of route and scope, "" for

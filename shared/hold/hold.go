@@ -127,20 +127,21 @@ func checkIDLen(id string, limit int) error {
 // and '-' stay; every other byte becomes "=XX" (upper-case hex). It is
 // reversible with DecodeToken.
 func EncodeToken(s string) string {
+	return string(AppendToken(make([]byte, 0, len(s)+8), s))
+}
+
+// AppendToken appends EncodeToken(s) to b.
+func AppendToken(b []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s) + 8)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
-			b.WriteByte(c)
+			b = append(b, c)
 			continue
 		}
-		b.WriteByte('=')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&0xf])
+		b = append(b, '=', hex[c>>4], hex[c&0xf])
 	}
-	return b.String()
+	return b
 }
 
 // DecodeToken is the inverse of EncodeToken.

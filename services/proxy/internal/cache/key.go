@@ -6,15 +6,10 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
+	"unsafe"
 
 	"switchyard.dev/shared/answercache"
 )
@@ -33,15 +28,16 @@ const SharedScope = answercache.SharedScope
 // tokens, so that `nats kv ls` and purges can select by route and scope.
 // The hash covers the endpoint and the canonical body (Canonical).
 func Key(route, scope, endpoint string, body []byte, withUser bool) (string, error) {
-	canon, err := Canonical(body, withUser)
-	if err != nil {
+	c := canonPool.Get().(*canonicaliser)
+	defer canonPool.Put(c)
+	c.out = append(append(c.out[:0], endpoint...), '\n')
+	if err := c.body(body, withUser); err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	h.Write([]byte(endpoint))
-	h.Write([]byte{'\n'})
-	h.Write(canon)
-	return answercache.KeyPrefix(route, scope) + hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(c.out)
+	k := answercache.AppendKeyPrefix(make([]byte, 0, len(route)+len(scope)+8+hex.EncodedLen(len(sum))), route, scope)
+	k = hex.AppendEncode(k, sum[:])
+	return unsafe.String(unsafe.SliceData(k), len(k)), nil // k is not written to again
 }
 
 // StreamKey is the key of the stream that answered the question of key
@@ -56,87 +52,4 @@ func StreamKey(key string, includeUsage bool) string {
 	}
 	h.Write([]byte(key[i:]))
 	return key[:i] + hex.EncodeToString(h.Sum(nil))
-}
-
-// Canonical is body with its keys sorted at every level, no insignificant
-// white space, numbers in one form (an integer as digits, any other number
-// as the shortest form that reads back the same float64: 1.0, 1e0 and 1
-// are one number), and the ignored fields (and "user" unless withUser)
-// left out at the top level. Two bodies with the same Canonical ask the
-// same question.
-func Canonical(body []byte, withUser bool) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("cache: trailing data after the body")
-	}
-	top, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("cache: the body is not a JSON object")
-	}
-	for _, k := range ignored {
-		delete(top, k)
-	}
-	if !withUser {
-		delete(top, "user")
-	}
-	return appendCanonical(make([]byte, 0, len(body)), v)
-}
-
-func appendCanonical(b []byte, v any) ([]byte, error) {
-	var err error
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendQuote(b, k)
-			b = append(b, ':')
-			if b, err = appendCanonical(b, x[k]); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, '}'), nil
-	case []any:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendCanonical(b, e); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
-	case json.Number:
-		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return strconv.AppendInt(b, n, 10), nil
-		}
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return nil, errors.New("cache: a number out of range")
-		}
-		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return strconv.AppendInt(b, int64(f), 10), nil
-		}
-		return strconv.AppendFloat(b, f, 'g', -1, 64), nil
-	case string:
-		return strconv.AppendQuote(b, x), nil
-	case bool:
-		return strconv.AppendBool(b, x), nil
-	case nil:
-		return append(b, "null"...), nil
-	}
-	return nil, errors.New("cache: unexpected JSON value")
 }
