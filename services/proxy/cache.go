@@ -159,7 +159,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		// (relay.keep); an identical stream in flight on this proxy is
 		// followed (cachefollow.go).
 		skey := cache.StreamKey(key, r.use.callerUsage)
-		n.result = cacheMiss
+		n.result, n.scope = cacheMiss, scope
 		if !strings.Contains(cc, "no-cache") {
 			e, res := r.s.cache.Lookup(context.Background(), key)
 			if res == cache.Hit {
@@ -176,8 +176,16 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 			case cache.Bypass:
 				n.result = cacheBypass
 			}
+			// A paraphrase of a whole answer's question (streams kept as
+			// relayed are not indexed: they are told only as they were).
+			if e, sim, ok := r.semanticLookup(rte, n); ok {
+				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
+					c.Set(headerCacheSimilarity, strconv.FormatFloat(sim, 'f', 4, 64))
+					return r.serveCached(c, n, e, events, "text/event-stream")
+				}
+			}
 		}
-		n.key, n.scope, n.store = skey, scope, n.ttl >= config.MinCacheTTL
+		n.key, n.store = skey, n.ttl >= config.MinCacheTTL
 		f, lead := r.s.cache.Join(skey)
 		if lead {
 			n.flight = f
@@ -281,7 +289,9 @@ func (r *request) cacheStore(t target, out []byte, contentType string) {
 	if usd, ok := r.rt.prices.Cost(e.Provider, e.ProviderType, e.Model, e.Tokens); ok && r.use.tokensOK {
 		e.CostUSD = &usd
 	}
-	e.Embedding = n.vec
+	if e.Events == "" {
+		e.Embedding = n.vec // a semantic hit replays a whole answer, also as a stream
+	}
 	n.entry = e
 	if r.s.cache.Put(n.key, e, n.ttl) {
 		r.s.metrics.cacheStored("stored")

@@ -409,7 +409,8 @@ func TestCacheKeepsWholeStreams(t *testing.T) {
 // the gateway from the fake's bag-of-words model, at least the threshold
 // near) is answered from the cached entry, saying how near; a question
 // that differs by a word (Spain for France) is below the threshold and
-// goes upstream; no other client key's entry is found.
+// goes upstream; no other client key's entry is found; a paraphrase asked
+// as a stream is told from the entry as events.
 func TestSemanticCache(t *testing.T) {
 	f := newMeterFixture(t, cached, func(c *config.Config) {
 		p := &c.Providers[0]
@@ -435,6 +436,11 @@ func TestSemanticCache(t *testing.T) {
 	if resp.Header.Get(headerCache) != cacheHit || !bytes.Equal(body, first) || sim < "0.9" || sim > "1" {
 		t.Errorf("a paraphrase: %q similarity %q, %s", resp.Header.Get(headerCache), sim, body)
 	}
+	stream := strings.Replace(q("the capital of France: what is it"), `"model"`, `"stream":true,"model"`, 1)
+	if res, events := streamAsk(t, f.url, stream); res != cacheHit || !bytes.Contains(events, []byte(`"delta"`)) ||
+		!bytes.HasSuffix(events, []byte("data: [DONE]\n\n")) {
+		t.Errorf("a paraphrase asked as a stream: %q\n%s", res, events)
+	}
 	if _, res, _, _ := ask(t, f.url, clientSecret, q("What is the capital of Spain?")); res != cacheMiss {
 		t.Errorf("a near miss: %q", res)
 	}
@@ -444,7 +450,7 @@ func TestSemanticCache(t *testing.T) {
 	if n := len(callsTo(f.openai, "/chat/completions")); n != 3 {
 		t.Errorf("%d chat calls, want 3 (the first, the near miss, the other key's)", n)
 	}
-	if n := len(callsTo(f.openai, "/embeddings")); n != 4 {
+	if n := len(callsTo(f.openai, "/embeddings")); n != 5 {
 		t.Errorf("%d embedding calls, want one per question", n)
 	}
 }
