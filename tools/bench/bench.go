@@ -44,6 +44,7 @@ type options struct {
 	Baseline   string        `json:"baseline_proxy,omitempty"` // prebuilt proxy binary: target switchyard-base
 	Peers      []string      `json:"peers,omitempty"`          // other gateways (peers.go)
 	Wasted     int           `json:"wasted,omitempty"`         // requests per phase of the wasted-calls mode (wasted.go); 0: off
+	Fanout     int           `json:"fanout,omitempty"`         // streams opened at once in the fan-out mode (fanout.go); 0: off
 	Perf       bool          `json:"perf,omitempty"`           // split each process's CPU with perf (perf.go)
 	Out        string        `json:"-"`
 	Progress   io.Writer     `json:"-"`
@@ -53,6 +54,7 @@ type options struct {
 type env struct {
 	upstream, proxy, floor *child
 	floorNet               *child // only with the floor-nethttp target
+	floorFast              *child // only with the floor-fasthttp target
 	baseline               *child // only with -baseline-proxy
 	metered                *child // only with the switchyard-metered target
 	debug                  *child // only with the switchyard-debug target
@@ -295,6 +297,22 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 	stops = append(stops, e.floor.stop)
 	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey, Proc: e.floor}
 
+	if slices.Contains(o.Targets, "floor-fasthttp") {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"-floor-listen", addr, "-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0], "-floor-client", "bare"}
+		if o.CPUProfile != "" {
+			args = append(args, "-child-cpuprofile", o.CPUProfile+".floor-fasthttp")
+		}
+		e.floorFast, err = startChild(ctx, "floor-fasthttp", addr, self, args, nil)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, e.floorFast.stop)
+		e.targets["floor-fasthttp"] = target{Name: "floor-fasthttp", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.floorFast}
+	}
 	if slices.Contains(o.Targets, "floor-nethttp") {
 		addr, err := freeAddr()
 		if err != nil {
@@ -453,6 +471,7 @@ type report struct {
 	DebugBundles map[string]float64 `json:"debug_bundles,omitempty"`
 	OTLPSink     *sinkStats         `json:"otlp_sink,omitempty"`
 	Wasted       *wastedReport      `json:"wasted_calls,omitempty"` // -wasted
+	Fanout       []fanoutResult     `json:"fanout,omitempty"`       // -fanout
 }
 
 type memSample struct {
@@ -484,17 +503,20 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	for i, name := range o.Targets {
 		ts[i] = e.targets[name]
 	}
+	bodyOf := func(stream bool) func(t target) []byte {
+		return func(t target) []byte {
+			if t.Name == "direct" {
+				return chatBody(upModel, stream)
+			}
+			if t.Model != "" {
+				return chatBody(t.Model, stream)
+			}
+			return chatBody("chain:"+benchChain, stream)
+		}
+	}
 	for _, m := range o.Modes {
 		for _, stream := range o.Streams {
-			body := func(t target) []byte {
-				if t.Name == "direct" {
-					return chatBody(upModel, stream)
-				}
-				if t.Model != "" {
-					return chatBody(t.Model, stream)
-				}
-				return chatBody("chain:"+benchChain, stream)
-			}
+			body := bodyOf(stream)
 			perfDir := ""
 			if o.Perf {
 				perfDir = dir
@@ -513,7 +535,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 			}
 			rep.Cells = append(rep.Cells, cells...)
 		}
-		procs := []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorNet}
+		procs := []*child{e.proxy, e.metered, e.debug, e.otel, e.baseline, e.floor, e.floorFast, e.floorNet}
 		if m.Kind != "open" { // peers are not measured in open-loop modes
 			procs = append(procs, peerProcs(o, e)...)
 		}
@@ -526,6 +548,11 @@ func runBench(ctx context.Context, o options) (*report, error) {
 				return nil, err
 			}
 			rep.Memory = append(rep.Memory, memSample{After: m.Name, Process: p.name, memory: mem})
+		}
+	}
+	if o.Fanout > 0 {
+		if rep.Fanout, err = runFanout(ctx, o, e, bodyOf(true)); err != nil {
+			return nil, err
 		}
 	}
 	if o.Wasted > 0 {

@@ -29,12 +29,31 @@ import (
 // itself: the floor (always), and the proxy and the upstream when they are
 // not built from their own main packages (-proxy=harness, -upstream=harness).
 
-// serveFloor runs the floor: the least a fiber gateway does per request.
+// serveFloor runs the floor: the least a fiber gateway does per request
+// (bare: the same handler on a bare fasthttp.Server, no fiber).
 // It forwards the body to upstream (base URL with /v1) with a pooled
 // fasthttp client, sets one upstream key, and copies status, content type
 // and body back; an event stream is relayed read by read with a flush
 // after each. No routing, no parsing, no retries.
-func serveFloor(ctx context.Context, listen, upstream, key, cpuprofile string) error {
+func serveFloor(ctx context.Context, listen, upstream, key, cpuprofile string, bare bool) error {
+	h := floorHandler(upstream, key)
+	stop, err := startCPUProfile(cpuprofile)
+	if err != nil {
+		return err
+	}
+	if bare {
+		return errors.Join(serveFastHTTP(ctx, &fasthttp.Server{Handler: h, ReadBufferSize: 16 << 10}, listen), stop())
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: 16 << 10})
+	app.Post("/v1/*", func(c *fiber.Ctx) error {
+		h(c.Context())
+		return nil
+	})
+	return errors.Join(serveApp(ctx, app, listen), stop())
+}
+
+// floorHandler is the floor's request handler.
+func floorHandler(upstream, key string) fasthttp.RequestHandler {
 	client := &fasthttp.Client{
 		StreamResponseBody:       true,
 		MaxConnsPerHost:          4096,
@@ -45,30 +64,35 @@ func serveFloor(ctx context.Context, listen, upstream, key, cpuprofile string) e
 	}
 	auth := "Bearer " + key
 	bufs := sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: 16 << 10})
-	app.Post("/v1/*", func(c *fiber.Ctx) error {
+	return func(c *fasthttp.RequestCtx) {
+		path := c.Path()
+		if !c.IsPost() || !bytes.HasPrefix(path, []byte("/v1/")) {
+			c.Error("floor: not found", fasthttp.StatusNotFound)
+			return
+		}
 		req := fasthttp.AcquireRequest()
-		req.SetRequestURI(upstream + c.Path()[len("/v1"):])
+		req.SetRequestURI(upstream + string(path[len("/v1"):]))
 		req.Header.SetMethod(fasthttp.MethodPost)
-		req.Header.SetContentTypeBytes(c.Request().Header.ContentType())
+		req.Header.SetContentTypeBytes(c.Request.Header.ContentType())
 		req.Header.Set(fasthttp.HeaderAuthorization, auth)
-		req.SetBody(c.Body())
+		req.SetBody(c.PostBody())
 		resp := fasthttp.AcquireResponse()
 		err := client.Do(req, resp)
 		fasthttp.ReleaseRequest(req)
 		if err != nil {
 			fasthttp.ReleaseResponse(resp)
-			return c.Status(fiber.StatusBadGateway).SendString("floor: upstream: " + err.Error())
+			c.Error("floor: upstream: "+err.Error(), fasthttp.StatusBadGateway)
+			return
 		}
-		c.Status(resp.StatusCode())
+		c.SetStatusCode(resp.StatusCode())
 		ct := resp.Header.ContentType()
-		c.Response().Header.SetContentTypeBytes(ct)
+		c.Response.Header.SetContentTypeBytes(ct)
 		if !bytes.HasPrefix(ct, []byte("text/event-stream")) {
-			c.Response().SetBody(resp.Body())
+			c.Response.SetBody(resp.Body())
 			fasthttp.ReleaseResponse(resp)
-			return nil
+			return
 		}
-		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		c.SetBodyStreamWriter(func(w *bufio.Writer) {
 			bp := bufs.Get().(*[]byte)
 			defer func() {
 				bufs.Put(bp)
@@ -91,13 +115,25 @@ func serveFloor(ctx context.Context, listen, upstream, key, cpuprofile string) e
 				}
 			}
 		})
-		return nil
-	})
-	stop, err := startCPUProfile(cpuprofile)
-	if err != nil {
-		return err
 	}
-	return errors.Join(serveApp(ctx, app, listen), stop())
+}
+
+// serveFastHTTP serves srv on listen until ctx ends.
+func serveFastHTTP(ctx context.Context, srv *fasthttp.Server, listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("floor: listen on %s: %w", listen, err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.ShutdownWithContext(sctx)
 }
 
 // serveFloorNetHTTP is the floor with net/http's client (the one

@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	upstreamKind := fs.String("upstream", "binary", "how to run the fake provider: binary (tools/cmd/fakeprovider) or harness (a child of this binary)")
 	baseline := fs.String("baseline-proxy", "", "a prebuilt proxy binary (say, of an earlier commit) measured as target switchyard-base, side by side with the current one")
 	peers := fs.String("peers", "", "comma-separated peer gateways, measured as targets of their own name: portkey (npm @portkey-ai/gateway, installed on demand under the user cache directory; needs node and npm)")
+	fanoutN := fs.Int("fanout", 0, "after the latency cells, the fan-out mode: N slow streams opened at once through each target, timing the last caller's first bytes and counting the proxy's goroutines per open stream (0: off)")
 	wasted := fs.Int("wasted", 0, "after the latency cells, the wasted-calls mode: N sequential requests per gateway (switchyard and each peer) configured to fall back from a revoked key to a good one, counting the revoked key's upstream calls (0: off)")
 	perf := fs.Bool("perf", false, "sample each target's process with Linux perf during its last turn of each cell, and split its CPU per request by where it is spent: the handler's own work, the upstream exchange, the server, a stream's body writer, GC, the scheduler (needs perf: Debian's linux-perf)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, and one of the floor to this file + .floor (implies -proxy=harness)")
@@ -84,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case *floorListen != "" && *floorClient == "nethttp":
 		return serveFloorNetHTTP(ctx, *floorListen, *floorUpstream, *floorKey)
 	case *floorListen != "":
-		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey, *childProfile)
+		return serveFloor(ctx, *floorListen, *floorUpstream, *floorKey, *childProfile, *floorClient == "bare")
 	case *proxyConfig != "":
 		return serveProxyHarness(ctx, *proxyConfig, *childProfile)
 	case *upstreamListen != "":
@@ -96,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	o := options{
 		Duration: *duration, Warmup: *warmup, Rounds: *rounds, Latency: *latency, Chunks: *chunks,
-		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr, Wasted: *wasted, Perf: *perf,
+		Proxy: *proxyKind, Upstream: *upstreamKind, Progress: stderr, Wasted: *wasted, Perf: *perf, Fanout: *fanoutN,
 	}
 	var err error
 	if o.Peers, err = parsePeers(*peers); err != nil {
@@ -153,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		switch t {
-		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "switchyard-headroom-off", "switchyard-cache", "floor", "floor-nethttp":
+		case "direct", "switchyard", "switchyard-metered", "switchyard-debug", "switchyard-otel", "switchyard-headroom-off", "switchyard-cache", "floor", "floor-fasthttp", "floor-nethttp":
 		case "switchyard-base":
 			if o.Baseline == "" {
 				return errors.New("target switchyard-base needs -baseline-proxy")

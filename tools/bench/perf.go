@@ -241,5 +241,5 @@ func hasSymbols(path string) error {
 // fiber/fasthttp server's (Switchyard's proxies and the fasthttp floor),
 // not a peer's or net/http's.
 func perfSplits(t target) bool {
-	return t.Proc != nil && (strings.HasPrefix(t.Name, "switchyard") || t.Name == "floor")
+	return t.Proc != nil && (strings.HasPrefix(t.Name, "switchyard") || t.Name == "floor" || t.Name == "floor-fasthttp")
 }

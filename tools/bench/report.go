@@ -41,12 +41,24 @@ type comparison struct {
 	// of one round: how far the run's own noise moves them.
 	ThroughputXFloorTurns *[2]float64 `json:"throughput_x_floor_turns,omitempty"`
 	CPUXFloorTurns        *[2]float64 `json:"cpu_x_floor_turns,omitempty"`
+	// FastHTTP holds the same multiples against the bare fasthttp floor
+	// (floor-fasthttp: the floor's handler without fiber), when measured.
+	FastHTTP *floorMultiples `json:"x_floor_fasthttp,omitempty"`
 	// Metering, Debug and OTel are what one feature costs: the same proxy
 	// with it on (switchyard-metered, switchyard-debug, switchyard-otel)
 	// against switchyard, in the same run.
 	Metering *featureCost `json:"metering,omitempty"`
 	Debug    *featureCost `json:"debug,omitempty"`
 	OTel     *featureCost `json:"otel,omitempty"`
+}
+
+// floorMultiples are Switchyard's added latency, throughput and CPU per
+// request as multiples of one floor's.
+type floorMultiples struct {
+	OverheadP50 *float64 `json:"overhead_p50,omitempty"`
+	OverheadP99 *float64 `json:"overhead_p99,omitempty"`
+	Throughput  *float64 `json:"throughput,omitempty"`
+	CPU         *float64 `json:"cpu,omitempty"`
 }
 
 // featureCost is a feature target next to switchyard, on the cell's
@@ -141,6 +153,15 @@ func compare(cells []cellResult) []comparison {
 				cmp.CPUXFloor = ratio(sy.CPU.TotalUs, fl.CPU.TotalUs)
 				cmp.CPUXFloorTurns = turnRange(sy.Turns, fl.Turns, turnCPU)
 			}
+		}
+		if sy, fl := by[k]["switchyard"], by[k]["floor-fasthttp"]; cmp.Switchyard != nil && sy != nil && fl != nil {
+			fs := vs(fl)
+			m := &floorMultiples{OverheadP50: ratio(cmp.Switchyard.AddedP50, fs.AddedP50),
+				OverheadP99: ratio(cmp.Switchyard.AddedP99, fs.AddedP99), Throughput: ratio(sy.Throughput, fl.Throughput)}
+			if sy.CPU != nil && fl.CPU != nil {
+				m.CPU = ratio(sy.CPU.TotalUs, fl.CPU.TotalUs)
+			}
+			cmp.FastHTTP = m
 		}
 		for _, f := range features {
 			sy, on := by[k]["switchyard"], by[k][f.Target]
@@ -322,6 +343,20 @@ func printReport(w io.Writer, r *report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(r.Compare, func(c comparison) bool { return c.FastHTTP != nil }) {
+		fmt.Fprintln(w, "\nThe same multiples against the bare fasthttp floor (floor-fasthttp: the floor's handler, no fiber):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tkind\tadded p50\tadded p99\tthroughput\tcpu/request\t")
+		for _, c := range r.Compare {
+			if m := c.FastHTTP; m != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Mode, c.Kind, times(m.OverheadP50, 1), times(m.OverheadP99, 1),
+					times(m.Throughput, 2), times(m.CPU, 2))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 
 	for _, f := range features {
 		if !slices.ContainsFunc(r.Compare, func(c comparison) bool { return *f.cost(&c) != nil }) {
@@ -350,6 +385,11 @@ func printReport(w io.Writer, r *report) error {
 		fmt.Fprintf(w, "\nOTLP sink (switchyard-otel's exporter): %d POST /v1/traces, %d bytes received\n", s.Requests, s.Bytes)
 	}
 
+	if len(r.Fanout) > 0 {
+		if err := printFanout(w, r.Fanout); err != nil {
+			return err
+		}
+	}
 	if r.Wasted != nil {
 		if err := printWasted(w, r.Wasted); err != nil {
 			return err
