@@ -185,36 +185,47 @@ func benchProxyChatOn(b *testing.B, withNATS, rateHeaders bool, tweak func(*conf
 				cfg.Debug.Enabled = bptr(false)
 			}
 			tweak(cfg)
-			svc, err := New(cfg, deps)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- svc.Serve(ctx, ln) }()
-			b.Cleanup(func() { cancel(); <-done })
-
-			client := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 10 * time.Second,
-				Dial: func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }}
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			req.SetRequestURI("http://" + ln.Addr().String() + "/v1/chat/completions")
-			req.Header.SetMethod(fasthttp.MethodPost)
-			req.Header.SetContentType("application/json")
-			req.Header.Set("Authorization", "Bearer "+clientSecret)
-			req.SetBodyString(bc.body)
+			do := benchChat(b, cfg, deps, bc.body)
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := client.Do(req, resp); err != nil {
-					b.Fatal(err)
-				}
-				if resp.StatusCode() != 200 {
-					b.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
-				}
+				do()
 			}
 		})
+	}
+}
+
+// benchChat serves cfg with deps on a fresh listener and returns a
+// function that posts body to its chat completions and checks the answer
+// is a 200 (a stream: read whole).
+func benchChat(tb testing.TB, cfg *config.Config, deps Deps, body string) func() {
+	tb.Helper()
+	svc, err := New(cfg, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, ln) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	client := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 10 * time.Second,
+		Dial: func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }}
+	tb.Cleanup(client.CloseIdleConnections)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.SetRequestURI("http://" + ln.Addr().String() + "/v1/chat/completions")
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Authorization", "Bearer "+clientSecret)
+	req.SetBodyString(body)
+	return func() {
+		if err := client.Do(req, resp); err != nil {
+			tb.Fatal(err)
+		}
+		if resp.StatusCode() != 200 {
+			tb.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+		}
 	}
 }

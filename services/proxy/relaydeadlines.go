@@ -2,9 +2,12 @@ package proxy
 
 // The deadlines of a relayed answer: idleArm on the reads from the upstream,
 // writeArm on the writes to the caller (released with the relay's body
-// stream, relayBody), and the idle and write deadlines they set.
+// stream, relayBody, which fasthttp writes), and the idle and write
+// deadlines they set.
 
 import (
+	"bufio"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -86,25 +89,51 @@ func (a *writeArm) release() {
 	a.mu.Unlock()
 }
 
-// relayBody is a relay's body stream as fasthttp reads it: the pipe from
-// its writer (fasthttp.NewStreamReader, as SetBodyStreamWriter makes it),
-// whose Close, which fasthttp calls before it releases the request's
-// context, also releases the relay's write arm. Without it a relay whose
-// caller left could set its write deadline on a context already serving
-// another connection, and cut that caller's answer.
-// A Close before the relay ended (fasthttp's write to the caller failed,
-// or timed out) means the caller is gone: the relay's upstream read is cut
-// at once (callerWatch.hangUp), not left to its next event.
+// relayBody is a relay's body stream as fasthttp writes it: fasthttp's
+// server calls its WriteTo (fasthttp.BodyWriterTo) in the connection's
+// goroutine, with a writer that frames each Write as one chunk and
+// flushes it; the relay writes into a buffer of its own in front of it,
+// so one flush of the relay is one chunk and one write to the caller.
+// No goroutine and no pipe of its own: a stream costs the connection's
+// goroutine alone. fasthttp calls Close once it is done with the body
+// (after WriteTo, or without it when the response was never written):
+// a relay that never ran ends the request there.
 type relayBody struct {
-	io.ReadCloser
-	wr *writeArm
-	r  *request
+	rl  *relay
+	ran bool
+}
+
+var relayWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, relayWriteBuffer) }}
+
+// relayWriteBuffer is the size of a relay's write buffer: what it writes
+// between two flushes goes out in one chunk up to it.
+const relayWriteBuffer = 16 << 10
+
+// errRelayRead: fasthttp reads a relay's body through WriteTo only.
+var errRelayRead = errors.New("a relay's body is written with WriteTo")
+
+func (b *relayBody) Read([]byte) (int, error) { return 0, errRelayRead }
+
+// SupportsBodyWriteTo lets fasthttp write the body with WriteTo.
+func (b *relayBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo relays the stream to w, the caller's chunked body.
+func (b *relayBody) WriteTo(w io.Writer) (int64, error) {
+	b.ran = true
+	bw := relayWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	b.rl.run(bw)
+	bw.Reset(nil)
+	relayWriters.Put(bw)
+	return 0, nil // a failed write is the chunk writer's to report
 }
 
 func (b *relayBody) Close() error {
-	b.wr.release()
-	b.r.s.callers.hangUp(b.r)
-	return b.ReadCloser.Close()
+	b.rl.wr.release()
+	if !b.ran {
+		b.rl.abandon()
+	}
+	return nil
 }
 
 // writeGrace is how long past the relay's deadline a write to the caller

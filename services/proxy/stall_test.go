@@ -88,20 +88,21 @@ func (c *deadlineConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(
 func (c *deadlineConn) LocalAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // Once fasthttp has closed a relay's body stream it may hand the request's
-// context to another connection while the relay's writer goroutine still
-// runs: the relay then sets no write deadline through it (it would land on
-// that other caller's connection and cut its answer).
+// context to another connection: whatever still holds the relay's write
+// arm then sets no write deadline through it (it would land on that other
+// caller's connection and cut its answer).
 func TestWriteArmReleasedWithTheBody(t *testing.T) {
 	conn := &deadlineConn{}
 	var ctx fasthttp.RequestCtx
 	ctx.Init2(conn, nil, false)
 	r := &request{s: &Service{callers: newCallerWatch()}}
-	wr := &writeArm{ctx: &ctx, idleFor: time.Minute}
+	rl := &relay{r: r, wr: writeArm{ctx: &ctx, idleFor: time.Minute}}
+	wr := &rl.wr
 	wr.arm(r, time.Now())
 	if conn.sets != 1 {
 		t.Fatalf("%d deadlines set, want 1", conn.sets)
 	}
-	body := &relayBody{io.NopCloser(strings.NewReader("")), wr, r}
+	body := &relayBody{rl: rl, ran: true}
 	if err := body.Close(); err != nil {
 		t.Fatal(err)
 	}

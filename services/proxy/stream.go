@@ -180,8 +180,23 @@ func (rl *relay) start(c *fiber.Ctx) {
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
 	rl.wr = writeArm{ctx: c.Context(), idleFor: rl.idle.idleFor}
-	rl.body = relayBody{fasthttp.NewStreamReader(rl.run), &rl.wr, rl.r}
+	rl.body = relayBody{rl: rl}
 	c.Context().Response.SetBodyStream(&rl.body, -1)
+}
+
+// abandon ends a relay that never ran (its response was never written:
+// the caller went away first).
+func (rl *relay) abandon() {
+	r := rl.r
+	r.s.callers.remove(r)
+	sse.Put(rl.rd)
+	upstream.CloseBodyStream(rl.resp, false)
+	fasthttp.ReleaseResponse(rl.resp)
+	r.use.cancelled, r.class = true, classCallerGone
+	rl.endFlight(true)
+	rl.og.release()
+	rl.og = nil
+	r.finish(http.StatusOK)
 }
 
 // run relays the rest of the stream.

@@ -92,7 +92,7 @@ func appendReference(b []byte, v any) ([]byte, error) {
 
 // TestCanonicalMatchesReference: the canonicaliser says what the
 // encoding/json one said of bodies with every kind of value, escape and
-// number form, and allocates nothing in Key beyond the key itself.
+// number form; Key allocates the key alone.
 func TestCanonicalMatchesReference(t *testing.T) {
 	for _, body := range canonSeeds {
 		checkCanonical(t, []byte(body))
@@ -101,8 +101,8 @@ func TestCanonicalMatchesReference(t *testing.T) {
 	if _, err := Key("chain:x", "team", "/v1/chat/completions", body, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = Key("chain:x", "team", "/v1/chat/completions", body, false) }); n > 4 {
-		t.Errorf("Key: %v allocations, want at most 4 (the key, its prefix)", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = Key("chain:x", "team", "/v1/chat/completions", body, false) }); n > 1 && !raceEnabled {
+		t.Errorf("Key: %v allocations, want 1 (the key)", n)
 	}
 }
 
