@@ -58,6 +58,8 @@ type relay struct {
 	atEOF     bool          // the upstream body was read to its end
 	og        *streamGuard  // the output guardrails (nil: none apply)
 	keep      []byte        // what was relayed, for the cache (nil: not kept)
+	w         *bufio.Writer // the caller's, while the read hook flushes it (nil: flushed after each event unless another is buffered)
+	wFailed   bool          // a flush by the read hook failed: the caller is gone
 	flight    *cache.Flight // the flight of identical streams this one leads (nil: none): it keeps what was relayed
 	// convErr is why an upstream event could not be translated into the
 	// caller's format: the stream is abandoned (an event dropped would
@@ -211,6 +213,14 @@ func (rl *relay) run(w *bufio.Writer) {
 	events := 1
 	clientGone := false
 	now := time.Now() // read once per event: after each upstream read
+	if c := rl.idle.conn; c != nil {
+		// What is written is flushed before the next read from the
+		// upstream's connection (BeforeRead), not after each event: the
+		// events of one upstream burst go out in one write.
+		rl.w = w
+		c.SetReadHook(rl)
+		defer c.SetReadHook(nil) // before the deferred close: the connection may go back to the pool
+	}
 	write := func(b []byte) bool {
 		if len(b) == 0 {
 			return true
@@ -234,9 +244,10 @@ func (rl *relay) run(w *bufio.Writer) {
 		return true
 	}
 	// flush sends what was written unless another complete event is
-	// already buffered upstream (it goes out in the same write).
+	// already buffered upstream (it goes out in the same write), or the
+	// read hook sends it before the next read.
 	flush := func(force bool) bool {
-		if !force && rl.rd.Ready() {
+		if !force && (rl.w != nil || rl.rd.Ready()) {
 			return true
 		}
 		rl.wr.arm(r, now)
@@ -290,7 +301,7 @@ func (rl *relay) run(w *bufio.Writer) {
 	// that went away may have had the read cut: the connection is closed,
 	// not pooled.
 	r.s.callers.remove(r)
-	if r.caller.gone.Load() {
+	if r.caller.gone.Load() || rl.wFailed {
 		clientGone, rl.atEOF = true, false
 	}
 	status := http.StatusOK
@@ -445,4 +456,18 @@ func (rl *relay) endFlight(clientGone bool) {
 		stored = n.entry
 	}
 	rl.flight.End(how, stored)
+}
+
+// BeforeRead flushes what the relay wrote to its caller before it reads
+// from the upstream again (upstream.ReadHook): a read may wait.
+func (rl *relay) BeforeRead() error {
+	if rl.w == nil || rl.w.Buffered() == 0 || rl.wFailed {
+		return nil
+	}
+	rl.wr.arm(rl.r, time.Now())
+	if err := rl.w.Flush(); err != nil {
+		rl.wFailed = true
+		return errCallerGone
+	}
+	return nil
 }

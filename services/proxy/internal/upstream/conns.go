@@ -196,6 +196,7 @@ type Conn struct {
 	bodyLeft  int64     // body bytes of the request being written still to come (Write only)
 	idHash    atomic.Uint64
 	writtenAt atomic.Int64 // clockSince
+	hook      ReadHook     // told before each read (the reading goroutine's own)
 }
 
 // idSeed seeds the request id hashes of Conn.
@@ -321,7 +322,27 @@ func startsMethod(p []byte) bool {
 }
 
 // Read reads from the connection.
-func (c *Conn) Read(p []byte) (int, error) { return c.raw.Read(p) }
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.hook != nil {
+		if err := c.hook.BeforeRead(); err != nil {
+			return 0, err
+		}
+	}
+	return c.raw.Read(p)
+}
+
+// ReadHook is told before each read from a connection (one that may
+// wait for the provider): a relay flushes to its caller what it wrote
+// since, so that what the upstream sent in one burst goes out in one
+// write, and nothing waits behind a read. An error fails the read.
+type ReadHook interface {
+	BeforeRead() error
+}
+
+// SetReadHook sets the hook of the connection's reads (nil: none). Only
+// the goroutine that reads the connection may set it, and it must unset
+// it before the connection goes back to the pool.
+func (c *Conn) SetReadHook(h ReadHook) { c.hook = h }
 
 // RemoteAddr is the provider's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
