@@ -58,8 +58,8 @@ type writeArm struct {
 	idleFor time.Duration
 	armed   time.Time
 	// released: fasthttp is done with the response (it closed the body
-	// stream) and may hand ctx to another connection at once, while a
-	// relay's writer goroutine still runs: the relay must not touch it.
+	// stream) and may hand ctx to another connection at once: whatever
+	// still holds the arm must not touch it.
 	mu       sync.Mutex
 	released bool
 }

@@ -28,13 +28,14 @@ import (
 )
 
 // relay forwards an upstream event stream to the caller as events arrive:
-// it writes each event and flushes whenever the upstream has no complete
-// event buffered, so events that arrive spaced out reach the caller one by
-// one while a burst goes out in one write. It is prepared by an attempt
-// whose first event arrived well (so failover stays possible until then)
-// and runs after the handler returns, in the goroutine of fasthttp's
-// body-stream writer: the connection's goroutine drains what it flushed
-// through a pipe, so flushes that come while it writes go out together.
+// it writes each event into its buffer and flushes it just before it reads
+// from the upstream again (BeforeRead, the upstream connection's read
+// hook), so events that arrive spaced out reach the caller one by one
+// while a burst goes out in one write. It is prepared by an attempt whose
+// first event arrived well (so failover stays possible until then) and
+// runs after the handler returns, in the connection's goroutine: fasthttp
+// writes the response's body through its WriteTo (relayBody), so a stream
+// has no goroutine or pipe of its own.
 type relay struct {
 	r        *request
 	t        target

@@ -22,7 +22,9 @@ import (
 // gets its first bytes). It measures how long until every caller had its
 // first bytes (the last first byte), the first bytes' p50, and, for
 // Switchyard's proxies, the goroutines each open stream holds (the
-// process's go_goroutines with the streams open, less idle, over N).
+// process's go_goroutines with the streams open, less before, over N:
+// the earlier load's keep-alive connections closing meanwhile move it by
+// up to their number over N).
 
 const fanoutChunkDelay = 400 * time.Millisecond
 
@@ -147,9 +149,15 @@ func fanout(ctx context.Context, t target, n int, body []byte) (fanoutResult, er
 	close(start)
 	got.Wait()
 	if metrics {
-		if g, err := goroutines(ctx, t.Addr); err == nil && len(firsts) > 0 {
+		g, err := goroutines(ctx, t.Addr)
+		if err != nil {
+			return res, fmt.Errorf("fan-out: %s: %w", t.Name, err)
+		}
+		mu.Lock()
+		if len(firsts) > 0 {
 			res.Goroutines = (g - idle) / float64(len(firsts))
 		}
+		mu.Unlock()
 	}
 	wg.Wait()
 	res.AllDone = ms(time.Since(t0))

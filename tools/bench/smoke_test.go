@@ -56,7 +56,8 @@ func TestSmoke(t *testing.T) {
 		"-modes", "seq,rate2000,rate5000,sat64",
 		"-proxy", "harness", "-upstream", "harness",
 		"-workers", "64",
-		"-targets", "direct,switchyard,switchyard-metered,switchyard-otel,floor",
+		"-targets", "direct,switchyard,switchyard-metered,switchyard-otel,floor,floor-fasthttp",
+		"-fanout", "20",
 		"-out", out,
 	}, &stdout, &stderr)
 	if err != nil {
@@ -65,14 +66,15 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{"added p50", "Resident memory", "Targets:", "seq nonstream: added p50",
 		"Cost of metering and plan limits", "seq nonstream: metering and plan limits, added p50",
 		"Cost of OTel trace export", "seq nonstream: OTel traces, added p50", "OTLP sink",
-		"CPU time of the process serving each target", "sat64 stream: throughput / floor's"} {
+		"CPU time of the process serving each target", "sat64 stream: throughput / floor's",
+		"against the bare fasthttp floor", "Fan-out:"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
 	}
 	rep := readResults(t, out)
-	// modes x kinds x targets (direct, switchyard, switchyard-metered, switchyard-otel, floor)
-	if got, want := len(rep.Cells), 4*2*5; got != want {
+	// modes x kinds x targets (direct, switchyard, switchyard-metered, switchyard-otel, floor, floor-fasthttp)
+	if got, want := len(rep.Cells), 4*2*6; got != want {
 		t.Fatalf("%d cells, want %d", got, want)
 	}
 	for _, c := range rep.Cells {
@@ -86,8 +88,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s stream %s: ttft %+v, total %+v", c.Mode, c.Target, c.TTFT, c.Latency)
 		}
 	}
-	// after each mode: the proxy, the metered proxy, the OTel proxy and the floor
-	if len(rep.Memory) != 4*4 || rep.Memory[0].HWMKiB <= 0 {
+	// after each mode: the proxy, the metered proxy, the OTel proxy and the floors
+	if len(rep.Memory) != 4*5 || rep.Memory[0].HWMKiB <= 0 {
 		t.Errorf("memory samples %+v", rep.Memory)
 	}
 	if s := rep.OTLPSink; s == nil || s.Requests == 0 || s.Bytes == 0 {
@@ -95,6 +97,17 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.Checks) == 0 {
 		t.Error("no targets checked")
+	}
+	if len(rep.Fanout) != 6 {
+		t.Errorf("fan-out of %d targets, want 6", len(rep.Fanout))
+	}
+	// (the goroutines per stream are not checked: with 20 streams the
+	// load's own connections, closing as they idle, move the count as
+	// much as the streams do)
+	for _, f := range rep.Fanout {
+		if f.OK != 20 || f.Errors != 0 || f.FirstLast <= 0 || f.FirstLast < f.FirstP50 || f.AllDone < f.FirstLast {
+			t.Errorf("fan-out %+v", f)
+		}
 	}
 }
 
