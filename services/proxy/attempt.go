@@ -233,7 +233,7 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 	}
 	c.Response().SetBody(out) // a copy: the upstream response goes back to its pool
 	if contentType == fiber.MIMEApplicationJSON {
-		r.cacheStore(t, out, string(acceptJSON))
+		r.cacheStore(t, out, fiber.MIMEApplicationJSON)
 	}
 	r.logInfo("request served", t)
 	return attemptResult{done: true}
