@@ -152,7 +152,11 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // reset makes both proxies admit team-a again within a second, with a
 // budget event (outcome reset) on switchyard.events.budget.team-a.
 func TestClientsAndBudgetReset(t *testing.T) {
-	e := startPlansEnv(t)
+	// The plan limits' clock stands still: the sliding minute reads this
+	// minute's count plus the last one's fading with the wall clock, so a
+	// minute boundary during the test made the counts below read low.
+	pinned := time.Now()
+	e := startPlansEnv(t, func(o *envOptions) { o.limitsNow = func() time.Time { return pinned } })
 	exhausted := make(chan planlimit.Exhaustion, 4)
 	// whichever proxy's report loop first sees the spend reach the budget
 	// records the exhaustion

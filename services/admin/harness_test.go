@@ -160,12 +160,15 @@ type envOptions struct {
 
 func startEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), addr: testkit.FreeAddr(t), limitsNow: o.limitsNow}
-	ns, err := natsembed.Start(natsembed.Options{Listen: e.addr, StoreDir: e.dir})
+	e := &env{t: t, dir: t.TempDir(), limitsNow: o.limitsNow}
+	// a port of the server's own choosing (a port picked free and then
+	// listened on may be taken between the two); restartServer reuses it
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: e.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.ns = ns
+	e.addr = ns.Addr().String()
 	t.Cleanup(func() { natsembed.Stop(e.ns) })
 	e.cfg = loadConfigEdit(t, ns.ClientURL(), o.withKey, o.edit)
 	e.cfg.NATS.Storage = "memory"
