@@ -161,6 +161,14 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		skey := cache.StreamKey(key, r.use.callerUsage)
 		n.result, n.scope = cacheMiss, scope
 		if !strings.Contains(cc, "no-cache") {
+			// The proxy's memory first, for both keys: a stream kept in
+			// memory is answered without asking the bucket for the whole
+			// answer it may not have.
+			if e, ok := r.s.cache.InMemory(skey); ok {
+				if _, whole := r.s.cache.InMemory(key); !whole {
+					return r.serveCached(c, n, e, e.Body(), e.ContentType)
+				}
+			}
 			e, res := r.s.cache.Lookup(context.Background(), key)
 			if res == cache.Hit {
 				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {

@@ -184,7 +184,8 @@ func TestCacheTTLAndSize(t *testing.T) {
 }
 
 // TestCacheWithoutNATS: with no NATS the cache is bypassed and every
-// request served; what the proxy answered it keeps in its own memory.
+// request served; what the proxy answered it keeps in its own memory
+// (a stream too: a kept stream is found there before the bucket is asked).
 func TestCacheWithoutNATS(t *testing.T) {
 	f := newFixture(t, cached)
 	if st, res, _, _ := ask(t, f.url, clientSecret, cacheQ); st != 200 || res != cacheBypass {
@@ -193,6 +194,18 @@ func TestCacheWithoutNATS(t *testing.T) {
 	if st, res, _, _ := ask(t, f.url, clientSecret, cacheQ); st != 200 || res != cacheHit {
 		t.Errorf("the proxy's own memory: %d %q", st, res)
 	}
+	// a stream kept in the proxy's memory is answered from it, without
+	// the bucket (which would have said bypass)
+	q := `{"model":"demo-chat","stream":true,"messages":[{"role":"user","content":"kept in memory"}]}`
+	if res, _ := streamAsk(t, f.url, q); res != cacheBypass {
+		t.Fatalf("a new stream: %q", res)
+	}
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error { // kept as the relay ends
+		if res, body := streamAsk(t, f.url, q); res != cacheHit || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+			return fmt.Errorf("the kept stream asked again: %q", res)
+		}
+		return nil
+	})
 }
 
 // TestCacheFleet: an answer one proxy stored serves the others; 50

@@ -109,6 +109,11 @@ func (s *Store) Lookup(ctx context.Context, key string) (*Entry, Result) {
 	return e, Hit
 }
 
+// InMemory is Lookup of the proxy's memory alone: no bucket read.
+func (s *Store) InMemory(key string) (*Entry, bool) {
+	return s.mem.Get(key, time.Now())
+}
+
 // Put keeps e under key for ttl: in memory at once, in the bucket soon
 // (false: the bucket's queue is full, the entry is in memory only).
 func (s *Store) Put(key string, e *Entry, ttl time.Duration) bool {
