@@ -153,54 +153,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		return r.cacheSay(c, n, false)
 	}
 	if r.stream {
-		// A stream is answered from the whole answer when there is one,
-		// told as the endpoint's events, else from a stream kept as it
-		// was relayed; else it is relayed, and kept when it ends whole
-		// (relay.keep); an identical stream in flight on this proxy is
-		// followed (cachefollow.go).
-		skey := cache.StreamKey(key, r.use.callerUsage)
-		n.result, n.scope = cacheMiss, scope
-		if !strings.Contains(cc, "no-cache") {
-			// The proxy's memory first, for both keys: a stream kept in
-			// memory is answered without asking the bucket for the whole
-			// answer it may not have.
-			if e, ok := r.s.cache.InMemory(skey); ok {
-				if _, whole := r.s.cache.InMemory(key); !whole {
-					return r.serveCached(c, n, e, e.Body(), e.ContentType)
-				}
-			}
-			e, res := r.s.cache.Lookup(context.Background(), key)
-			if res == cache.Hit {
-				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
-					return r.serveCached(c, n, e, events, "text/event-stream")
-				}
-			}
-			if res != cache.Bypass {
-				e, res = r.s.cache.Lookup(context.Background(), skey)
-			}
-			switch res {
-			case cache.Hit:
-				return r.serveCached(c, n, e, e.Body(), e.ContentType)
-			case cache.Bypass:
-				n.result = cacheBypass
-			}
-			// A paraphrase of a whole answer's question (streams kept as
-			// relayed are not indexed: they are told only as they were).
-			if e, sim, ok := r.semanticLookup(rte, n); ok {
-				if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
-					c.Set(headerCacheSimilarity, strconv.FormatFloat(sim, 'f', 4, 64))
-					return r.serveCached(c, n, e, events, "text/event-stream")
-				}
-			}
-		}
-		n.key, n.store = skey, n.ttl >= config.MinCacheTTL
-		f, lead := r.s.cache.Join(skey)
-		if lead {
-			n.flight = f
-		} else if r.follow(c, n, f) {
-			return true
-		}
-		return r.cacheSay(c, n, false)
+		return r.cacheFrontStream(c, rte, n, key, scope, !strings.Contains(cc, "no-cache"))
 	}
 	n.key, n.scope, n.store = key, scope, n.ttl >= config.MinCacheTTL
 	n.result = cacheMiss
@@ -215,7 +168,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 			n.result = cacheBypass
 		}
 		if e, sim, ok := r.semanticLookup(rte, n); ok {
-			c.Set(headerCacheSimilarity, strconv.FormatFloat(sim, 'f', 4, 64))
+			c.Set(headerCacheSimilarity, sim)
 			return r.serveCached(c, n, e, e.Answer, e.ContentType)
 		}
 	}
@@ -230,6 +183,57 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 		return r.serveCached(c, n, e, e.Answer, e.ContentType)
 	}
 	return r.cacheSay(c, n, false) // the leader had nothing to share: this one goes upstream
+}
+
+// cacheFrontStream looks up a stream request (lookup: the caller did not
+// say no-cache): it is answered from the whole answer when there is one,
+// told as the endpoint's events, else from a stream kept as it was
+// relayed (the proxy's memory first for both, then the bucket), else from
+// a paraphrase's whole answer (a semantic cache); else it follows an
+// identical stream in flight on this proxy (cachefollow.go), or leads
+// one: relayed, and kept when it ends whole.
+func (r *request) cacheFrontStream(c *fiber.Ctx, rte *route.Route, n *cacheNote, key, scope string, lookup bool) bool {
+	skey := cache.StreamKey(key, r.use.callerUsage)
+	n.result, n.scope = cacheMiss, scope
+	if lookup {
+		whole, hasWhole := r.s.cache.InMemory(key)
+		kept, hasKept := r.s.cache.InMemory(skey)
+		if !hasWhole && !hasKept {
+			var res cache.Result
+			if whole, res = r.s.cache.Lookup(context.Background(), key); res != cache.Bypass {
+				hasWhole = res == cache.Hit
+				kept, res = r.s.cache.Lookup(context.Background(), skey)
+				hasKept = res == cache.Hit
+			}
+			if res == cache.Bypass {
+				n.result = cacheBypass
+			}
+		}
+		if hasWhole {
+			if events, err := replay(r.ep, whole.Answer, r.use.callerUsage); err == nil {
+				return r.serveCached(c, n, whole, events, "text/event-stream")
+			}
+		}
+		if hasKept {
+			return r.serveCached(c, n, kept, bytesOf(kept.Events), kept.ContentType) // SetBody copies it
+		}
+		// streams kept as relayed are not indexed: they are told only as
+		// they were
+		if e, sim, ok := r.semanticLookup(rte, n); ok {
+			if events, err := replay(r.ep, e.Answer, r.use.callerUsage); err == nil {
+				c.Set(headerCacheSimilarity, sim)
+				return r.serveCached(c, n, e, events, "text/event-stream")
+			}
+		}
+	}
+	n.key, n.store = skey, n.ttl >= config.MinCacheTTL
+	f, lead := r.s.cache.Join(skey)
+	if lead {
+		n.flight = f
+	} else if r.follow(c, n, f) {
+		return true
+	}
+	return r.cacheSay(c, n, false)
 }
 
 // waitContext bounds a wait of the request by its deadline.
@@ -354,15 +358,16 @@ func parseCacheTTL(v string) (time.Duration, error) {
 // semanticLookup finds, on a route with a semantic cache, the entry whose
 // question is nearest the request's last user message (its embedding,
 // asked through the gateway's own pipeline, is kept for the answer's
-// entry). A failed embedding is a miss.
-func (r *request) semanticLookup(rte *route.Route, n *cacheNote) (*cache.Entry, float64, bool) {
+// entry), and how near it is (X-Switchyard-Cache-Similarity). A failed
+// embedding is a miss.
+func (r *request) semanticLookup(rte *route.Route, n *cacheNote) (*cache.Entry, string, bool) {
 	sm := n.pol.Semantic
 	if !sm.On() || r.ep.op != provider.OpChat {
-		return nil, 0, false
+		return nil, "", false
 	}
 	text := lastUserText(r.body)
 	if text == "" {
-		return nil, 0, false
+		return nil, "", false
 	}
 	body, _ := json.Marshal(struct {
 		Model string `json:"model"`
@@ -379,11 +384,15 @@ func (r *request) semanticLookup(rte *route.Route, n *cacheNote) (*cache.Entry, 
 	}
 	if err != nil || len(v.Data) == 0 || len(v.Data[0].Embedding) == 0 {
 		r.logger().Warn("semantic cache: the question was not embedded", "model", sm.Model, "err", err)
-		return nil, 0, false
+		return nil, "", false
 	}
 	n.vec = cache.Normalize(v.Data[0].Embedding)
-	return r.s.cache.Nearest(answercache.KeyPrefix(rte.Name, n.scope), r.ep.path, n.vec, sm.ThresholdOf())
+	e, sim, ok := r.s.cache.Nearest(answercache.KeyPrefix(rte.Name, n.scope), r.ep.path, n.vec, sm.ThresholdOf())
+	return e, similarity(sim), ok
 }
+
+// similarity is a semantic hit's X-Switchyard-Cache-Similarity.
+func similarity(sim float64) string { return strconv.FormatFloat(sim, 'f', 4, 64) }
 
 // lastUserText is the text of a chat request's last user message (the
 // OpenAI and Anthropic formats: a string, or its text parts), "" for none.

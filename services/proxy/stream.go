@@ -432,7 +432,11 @@ func (rl *relay) errorText(err error) string {
 func (rl *relay) store() {
 	switch {
 	case rl.flight != nil:
-		rl.r.cacheStore(rl.t, rl.flight.Shared(), "text/event-stream")
+		if out := rl.flight.Shared(); out != nil {
+			rl.r.cacheStore(rl.t, out, "text/event-stream")
+		} else {
+			rl.r.s.metrics.cacheStored("too_large")
+		}
 	case rl.keep != nil:
 		rl.r.cacheStore(rl.t, rl.keep, "text/event-stream")
 	}

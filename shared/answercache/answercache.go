@@ -53,14 +53,6 @@ type Entry struct {
 	Embedding []float32 `json:"embedding,omitempty"`
 }
 
-// Body is what the entry answers with: the answer, or the events.
-func (e *Entry) Body() []byte {
-	if len(e.Answer) > 0 {
-		return e.Answer
-	}
-	return []byte(e.Events)
-}
-
 // Size is the bytes of the entry's answer or events.
 func (e *Entry) Size() int { return len(e.Answer) + len(e.Events) }
 

@@ -25,6 +25,9 @@ type Flight struct {
 	opened chan struct{} // closed by Open or Land, whichever comes first
 	open   *Entry        // what serves the stream (provider, model, key id): set by Open
 	buf    []byte        // what the leader relayed so far
+	limit  int           // what buf may hold while no follower reads it (the store's max entry)
+	reads  int           // the followers reading the stream
+	over   bool          // buf passed limit before a follower came: the stream is not shared
 	end    StreamEnd     // StreamOpen while the stream is relayed
 	more   chan struct{} // closed when buf grows or the stream ends (nil: no follower waits)
 }
@@ -52,7 +55,7 @@ func (s *Store) Join(key string) (*Flight, bool) {
 	if s.flights.m == nil {
 		s.flights.m = map[string]*Flight{}
 	}
-	f := &Flight{done: make(chan struct{}), opened: make(chan struct{})}
+	f := &Flight{done: make(chan struct{}), opened: make(chan struct{}), limit: s.maxEntry}
 	s.flights.m[key] = f
 	return f, true
 }
@@ -99,11 +102,18 @@ func (f *Flight) Open(served *Entry) {
 	}
 }
 
-// Write shares p, a part of the leader's stream as its caller got it.
+// Write shares p, a part of the leader's stream as its caller got it. A
+// stream that grows past the flight's limit before any follower reads it
+// is not shared (nor kept): its buffer is let go, and followers that come
+// later go upstream themselves; one that followers read grows with it.
 func (f *Flight) Write(p []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.end != StreamOpen {
+	if f.end != StreamOpen || f.over {
+		return
+	}
+	if f.reads == 0 && len(f.buf)+len(p) > f.limit {
+		f.over, f.buf = true, nil
 		return
 	}
 	f.buf = append(f.buf, p...)
@@ -143,7 +153,8 @@ func (f *Flight) Stored() *Entry {
 }
 
 // Shared is what the leader's stream relayed so far (all of it once it
-// ended): the bytes are not changed afterwards.
+// ended), nil when it grew past the limit unread: the bytes are not
+// changed afterwards.
 func (f *Flight) Shared() []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -152,7 +163,8 @@ func (f *Flight) Shared() []byte {
 
 // Opened waits until the leader's stream is committed or the flight ended
 // without one, at most until ctx ends or gone closes: what serves the
-// stream, nil when there is none to follow.
+// stream, nil when there is none to follow (or it is not shared). A
+// caller it returns an entry to reads the stream with Next.
 func (f *Flight) Opened(ctx context.Context, gone <-chan struct{}) *Entry {
 	select {
 	case <-f.opened:
@@ -163,6 +175,10 @@ func (f *Flight) Opened(ctx context.Context, gone <-chan struct{}) *Entry {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.open == nil || f.over {
+		return nil
+	}
+	f.reads++
 	return f.open
 }
 

@@ -53,3 +53,29 @@ func TestFlightSharesAStream(t *testing.T) {
 		t.Errorf("its end: %v", end)
 	}
 }
+
+// TestFlightOverLimit: a stream that outgrows the store's max entry
+// before anyone follows it is let go (no follower, nothing shared to
+// keep); one a follower reads keeps growing for it.
+func TestFlightOverLimit(t *testing.T) {
+	s := NewStore(1<<20, 16, time.Second, nil)
+	f, _ := s.Join("k")
+	f.Open(&Entry{Provider: "p"})
+	f.Write([]byte("0123456789"))
+	f.Write([]byte("0123456789"))
+	if e := f.Opened(context.Background(), nil); e != nil || f.Shared() != nil {
+		t.Errorf("an unread stream over the limit: follower %+v, shared %q", e, f.Shared())
+	}
+	s.Land("k", f, nil)
+
+	g, _ := s.Join("g")
+	g.Open(&Entry{Provider: "p"})
+	if e := g.Opened(context.Background(), nil); e == nil {
+		t.Fatal("no stream to follow")
+	}
+	g.Write([]byte("0123456789"))
+	g.Write([]byte("0123456789"))
+	if b, _, _ := g.Next(0); len(b) != 20 {
+		t.Errorf("a followed stream over the limit: %q", b)
+	}
+}
