@@ -192,25 +192,27 @@ func (rl *relay) start(c *fiber.Ctx) {
 func (rl *relay) abandon() {
 	r := rl.r
 	r.s.callers.remove(r)
-	sse.Put(rl.rd)
-	upstream.CloseBodyStream(rl.resp, false)
-	fasthttp.ReleaseResponse(rl.resp)
 	r.use.cancelled, r.class = true, classCallerGone
 	rl.endFlight(true)
 	rl.og.release()
 	rl.og = nil
-	r.finish(http.StatusOK)
+	rl.end()
+}
+
+// end lets the upstream's answer go (its connection pooled when it was
+// read to its end, else closed) and ends the request: its caller got a
+// 200 (and the events).
+func (rl *relay) end() {
+	sse.Put(rl.rd)
+	upstream.CloseBodyStream(rl.resp, rl.atEOF)
+	fasthttp.ReleaseResponse(rl.resp)
+	rl.r.finish(http.StatusOK)
 }
 
 // run relays the rest of the stream.
 func (rl *relay) run(w *bufio.Writer) {
 	r := rl.r
-	defer func() {
-		sse.Put(rl.rd)
-		upstream.CloseBodyStream(rl.resp, rl.atEOF)
-		fasthttp.ReleaseResponse(rl.resp)
-		r.finish(http.StatusOK) // the caller got a 200 and the events
-	}()
+	defer rl.end()
 	events := 1
 	clientGone := false
 	now := time.Now() // read once per event: after each upstream read
