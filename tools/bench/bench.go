@@ -281,50 +281,37 @@ func setup(ctx context.Context, o options, root, dir string) (_ *env, err error)
 		e.targets["switchyard-base"] = target{Name: "switchyard-base", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.baseline}
 	}
 
-	// The floor.
-	floorAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	floorArgs := []string{"-floor-listen", floorAddr, "-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0]}
-	if o.CPUProfile != "" {
-		floorArgs = append(floorArgs, "-child-cpuprofile", o.CPUProfile+".floor")
-	}
-	e.floor, err = startChild(ctx, "floor", floorAddr, self, floorArgs, nil)
-	if err != nil {
-		return nil, err
-	}
-	stops = append(stops, e.floor.stop)
-	e.targets["floor"] = target{Name: "floor", Addr: floorAddr, Auth: "Bearer " + clientKey, Proc: e.floor}
-
-	if slices.Contains(o.Targets, "floor-fasthttp") {
+	// The floors: fiber (always), bare fasthttp and net/http's client when
+	// asked for.
+	startFloor := func(name, client string) (*child, error) {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"-floor-listen", addr, "-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0], "-floor-client", "bare"}
-		if o.CPUProfile != "" {
-			args = append(args, "-child-cpuprofile", o.CPUProfile+".floor-fasthttp")
+		args := []string{"-floor-listen", addr, "-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0], "-floor-client", client}
+		if o.CPUProfile != "" && client != "nethttp" {
+			args = append(args, "-child-cpuprofile", o.CPUProfile+strings.TrimPrefix(name, "floor")+".floor")
 		}
-		e.floorFast, err = startChild(ctx, "floor-fasthttp", addr, self, args, nil)
+		c, err := startChild(ctx, name, addr, self, args, nil)
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, e.floorFast.stop)
-		e.targets["floor-fasthttp"] = target{Name: "floor-fasthttp", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.floorFast}
+		stops = append(stops, c.stop)
+		e.targets[name] = target{Name: name, Addr: addr, Auth: "Bearer " + clientKey, Proc: c}
+		return c, nil
+	}
+	if e.floor, err = startFloor("floor", "fasthttp"); err != nil {
+		return nil, err
+	}
+	if slices.Contains(o.Targets, "floor-fasthttp") {
+		if e.floorFast, err = startFloor("floor-fasthttp", "bare"); err != nil {
+			return nil, err
+		}
 	}
 	if slices.Contains(o.Targets, "floor-nethttp") {
-		addr, err := freeAddr()
-		if err != nil {
+		if e.floorNet, err = startFloor("floor-nethttp", "nethttp"); err != nil {
 			return nil, err
 		}
-		e.floorNet, err = startChild(ctx, "floor-nethttp", addr, self, []string{"-floor-listen", addr,
-			"-floor-upstream", upstreamURL, "-floor-key", upstreamKeys[0], "-floor-client", "nethttp"}, nil)
-		if err != nil {
-			return nil, err
-		}
-		stops = append(stops, e.floorNet.stop)
-		e.targets["floor-nethttp"] = target{Name: "floor-nethttp", Addr: addr, Auth: "Bearer " + clientKey, Proc: e.floorNet}
 	}
 
 	peers, peerTargets, err := startPeers(ctx, o, dir, upstreamURL)
