@@ -1,12 +1,10 @@
 package proxy
 
-// The proxy's inference endpoints (one per route, with the caller's wire
-// format and operation) and the model kinds each serves: the refusal of a
-// request sent to a model of another kind, with a hint of where to send it.
+// The proxy's inference endpoints: one per route, with the caller's wire
+// format and operation (the kinds of model each serves: kindServes, in
+// accept.go).
 
 import (
-	"switchyard.dev/services/proxy/internal/route"
-	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/provider"
 )
 
@@ -39,55 +37,3 @@ var (
 	endpoints = []*endpoint{epChat, epMessages, epEmbeddings, epCompletions, epModerations, epImages, epCountTokens, epResponses,
 		epSpeech, epTranscriptions}
 )
-
-// wrongKind reports whether some step of a model can serve op: a chat
-// request to an embedding model (or the reverse) is refused before any
-// upstream call. Steps of unknown kind are given the benefit of the doubt.
-func wrongKind(steps []route.Step, op provider.Op) (kind string, ok bool) {
-	for i := range steps {
-		if k := steps[i].Kind; k == "" || kindServes(k, op) {
-			return "", true
-		}
-		kind = steps[i].Kind
-	}
-	return kind, len(steps) == 0
-}
-
-// kindServes reports whether a model of kind serves op: legacy completions
-// on completion and chat models (OpenAI-compatible servers complete with
-// their chat models), token counts on chat models.
-func kindServes(kind string, op provider.Op) bool {
-	switch op {
-	case provider.OpEmbeddings:
-		return kind == config.KindEmbedding
-	case provider.OpCompletions:
-		return kind == config.KindCompletion || kind == config.KindChat
-	case provider.OpModerations:
-		return kind == config.KindModeration
-	case provider.OpImages:
-		return kind == config.KindImage
-	case provider.OpSpeech:
-		return kind == config.KindSpeech
-	case provider.OpTranscriptions:
-		return kind == config.KindTranscript
-	}
-	return kind == config.KindChat
-}
-
-func kindHint(kind string) string {
-	switch kind {
-	case config.KindEmbedding:
-		return "an embedding model: use POST /v1/embeddings"
-	case config.KindCompletion:
-		return "a completion model: use POST /v1/completions"
-	case config.KindModeration:
-		return "a moderation model: use POST /v1/moderations"
-	case config.KindImage:
-		return "an image model: use POST /v1/images/generations"
-	case config.KindSpeech:
-		return "a speech model: use POST /v1/audio/speech"
-	case config.KindTranscript:
-		return "a transcription model: use POST /v1/audio/transcriptions"
-	}
-	return "a chat model: use POST /v1/chat/completions or /v1/messages"
-}

@@ -28,8 +28,7 @@ func (r *request) exhausted(c *fiber.Ctx, rte *route.Route, p *pass) outcome {
 	case r.tally.attempts == 0 && r.sel.room.Skipped > 0:
 		return outcome{err: r.noRoom(c)}
 	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unsupportedReasons):
-		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, gwerror.UnsupportedForKind,
+		return outcome{err: r.refuse(c, gwerror.UnsupportedForKind,
 			fmt.Sprintf("no provider of `%s` serves %s (the gateway does not translate it)", r.model, r.ep.path))}
 	case r.tally.attempts == 0 && !p.denied && r.rejectedFor(rte, unfitReasons):
 		msg := fmt.Sprintf("no target of `%s` can serve this request: %s", r.model, r.rejections(rte))

@@ -121,8 +121,7 @@ steps:
 				// Other translation errors (tool arguments that are not JSON,
 				// a value the translation does not know) concern this step
 				// only: the next may serve the request as it is.
-				r.class = classRejected
-				return outcome{err: sendError(c, r.ep.format, gwerror.InvalidRequest, malformedRequest(err))}, true
+				return outcome{err: r.refuse(c, gwerror.InvalidRequest, malformedRequest(err))}, true
 			}
 			if err != nil {
 				p.unsupported = err

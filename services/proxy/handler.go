@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"switchyard.dev/services/proxy/internal/gwerror"
@@ -97,85 +94,23 @@ func (s *Service) useRouting() *routing {
 	}
 }
 
-// serve authenticates, parses and resolves the request, then tries targets.
+// serve takes the request through its stages: its arrival (accept: the
+// caller, the body, the model), its admission (guardrails, plan limits),
+// the cache, then routing and the failover loop (run).
 func (r *request) serve(c *fiber.Ctx) outcome {
-	s, ep := r.s, r.ep
-	ic := internalOf(c) // the gateway's own request (a moderation check): its caller's client, checked already
-	var client *clientKey
-	ok := true
-	if ic != nil {
-		client = ic.client
-	} else {
-		client, ok = r.rt.clients.Load().authenticate(c)
-	}
-	r.client = client
+	rte, internal, ok, err := r.accept(c)
 	if !ok {
-		r.class = classRejected
-		r.trace.on = false // no bundle for a caller that is not one (a flood must not fill the stream)
-		return outcome{err: sendError(c, ep.format, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
+		return outcome{err: err}
 	}
-	body, berr := requestBody(c, s.cfg.Limits.MaxBodyBytes)
-	if berr != nil {
-		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, berr.code, berr.msg)}
-	}
-	r.body = body
-	r.readTraceContext(c)
-	r.noteRequest(c)
-	var model string
-	var stream bool
-	if ep.op == provider.OpTranscriptions {
-		r.contentType = strings.Clone(c.Get(fiber.HeaderContentType))
-		model, berr = parseForm(r.body, r.contentType)
-	} else {
-		var p parsed
-		p, berr = readBody(r.body, ep.op)
-		// stream_options count for an OpenAI-format stream only.
-		model, stream, r.use.callerUsage = p.model, p.stream, p.callerUsage && ep.format == provider.FormatOpenAI
-	}
-	if berr != nil {
-		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, berr.code, berr.msg)}
-	}
-	r.model, r.stream = model, stream
-	rte, ok := r.rt.table.Resolve(model)
-	if !ok {
-		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, gwerror.ModelNotFound,
-			fmt.Sprintf("the model `%s` does not exist on this gateway", model))}
-	}
-	if rte.Dynamic {
-		r.resolved = s.metrics.modelLabel(rte.Steps[0].Provider.Name + "/*") // callers name these: no label per name
-	} else {
-		r.resolved = s.metrics.modelLabel(rte.CountedAs(model))
-	}
-	steps := rte.Steps
-	if kind, ok := wrongKind(steps, ep.op); !ok {
-		r.class = classRejected
-		return outcome{err: sendError(c, ep.format, gwerror.UnsupportedForKind,
-			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))}
-	}
-	if client != nil && ic == nil && !client.allows(model, steps) {
-		r.class = classRejected
-		r.trace.access = gwerror.ModelNotAllowed
-		return outcome{err: sendError(c, ep.format, gwerror.ModelNotAllowed,
-			fmt.Sprintf("this API key may not use the model `%s`", model))}
-	}
-	r.takeIdempotencyKey(c)
-	r.estimateInput()
-	if ic == nil {
+	if !internal {
 		// A check the gateway makes is neither checked again nor
 		// counted against the plan the request it checks was admitted by.
 		if ok, err := r.checkGuardrails(c, rte); !ok {
 			return outcome{err: err}
 		}
-		if ok, err := r.admit(c, steps); !ok {
+		if ok, err := r.admit(c, rte.Steps); !ok {
 			return outcome{err: err}
 		}
-	}
-	r.deadline = s.deadline(c, r.started)
-	if s.cfg.Timeouts.Request > 0 {
-		r.relayDeadline = r.started.Add(s.cfg.Timeouts.Request)
 	}
 	if r.cacheFront(c, rte) {
 		return outcome{follow: r.sel.cache.follow}
@@ -259,39 +194,6 @@ func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
 		slog.String("key_id", t.key.ID), slog.Int("attempts", r.tally.attempts),
 		slog.Duration("duration", time.Since(r.started)))
 	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
-}
-
-// maxCallerTimeout is the longest timeout a caller may state (a day): a
-// larger one means "no timeout of mine".
-const maxCallerTimeout = 24 * time.Hour
-
-// deadline is when the request must be answered: the earliest of the
-// caller's stated timeout (X-Stainless-Timeout, as the OpenAI and Anthropic
-// SDKs send it, or X-Request-Timeout) and timeouts.request.
-func (s *Service) deadline(c *fiber.Ctx, start time.Time) time.Time {
-	var d time.Duration
-	if s.cfg.Timeouts.Request > 0 {
-		d = s.cfg.Timeouts.Request
-	}
-	for _, h := range [...]string{"X-Stainless-Timeout", "X-Request-Timeout"} {
-		if v := c.Get(h); v != "" {
-			if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 && !math.IsInf(secs, 0) {
-				// Clamped before the conversion: 1e10 s would overflow
-				// time.Duration into a negative (already past) deadline.
-				cd := maxCallerTimeout
-				if secs < maxCallerTimeout.Seconds() {
-					cd = time.Duration(secs * float64(time.Second))
-				}
-				if d == 0 || cd < d {
-					d = cd
-				}
-			}
-		}
-	}
-	if d == 0 {
-		return time.Time{}
-	}
-	return start.Add(d)
 }
 
 // logger returns the request's logger, built on first use.

@@ -92,24 +92,20 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	client, ok := r.rt.clients.Load().authenticate(c)
 	r.client = client
 	if !ok {
-		r.class = classRejected
 		r.trace.on = false
-		return outcome{err: sendError(c, r.ep.format, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
+		return outcome{err: r.refuse(c, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
 	}
 	r.readTraceContext(c)
 	if p == nil && name == "v1" {
-		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, gwerror.NotFound,
+		return outcome{err: r.refuse(c, gwerror.NotFound,
 			fmt.Sprintf("%s %s is not a route of this gateway", c.Method(), c.Path()))}
 	}
 	if p == nil {
-		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, gwerror.ProviderNotFound,
+		return outcome{err: r.refuse(c, gwerror.ProviderNotFound,
 			fmt.Sprintf("no provider named `%s` on this gateway", name))}
 	}
 	if !safePath(c.Params("*")) {
-		r.class = classRejected
-		return outcome{err: sendError(c, r.ep.format, gwerror.InvalidRequest,
+		return outcome{err: r.refuse(c, gwerror.InvalidRequest,
 			"a passthrough path may not contain `.` or `..` segments (escaped or not) nor a malformed escape")}
 	}
 	r.model = p.Name + "/*"
@@ -119,9 +115,8 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	r.body = c.Request().Body()
 	r.noteRequest(c)
 	if client != nil && !client.allowsProvider(p.Name) {
-		r.class = classRejected
 		r.trace.access = gwerror.ModelNotAllowed
-		return outcome{err: sendError(c, r.ep.format, gwerror.ModelNotAllowed,
+		return outcome{err: r.refuse(c, gwerror.ModelNotAllowed,
 			fmt.Sprintf("this API key may not use the provider `%s`", p.Name))}
 	}
 	r.takeIdempotencyKey(c)

@@ -5,7 +5,6 @@ package proxy
 
 import (
 	"math/rand/v2"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -62,27 +61,6 @@ func hexOf(dst []byte, v uint64) {
 	for i := len(dst) - 1; i >= 0; i-- {
 		dst[i] = digits[v&0xf]
 		v >>= 4
-	}
-}
-
-func validIdempotencyKey(k string) bool { return len(k) <= 255 && visibleASCII(k) }
-
-// headerWarning says what the gateway did with a request other than the
-// caller asked (an Idempotency-Key it ignored).
-const headerWarning = "X-Switchyard-Warning"
-
-// takeIdempotencyKey takes the caller's Idempotency-Key: a valid one goes
-// upstream with the request's attempts (see idemFor); an invalid one
-// (over 255 characters, or not visible ASCII) is ignored, not forwarded
-// and with no replay protection, and the answer carries headerWarning
-// saying so.
-func (r *request) takeIdempotencyKey(c *fiber.Ctx) {
-	switch k := c.Get("Idempotency-Key"); {
-	case k == "":
-	case validIdempotencyKey(k):
-		r.idem.key = strings.Clone(k)
-	default:
-		c.Set(headerWarning, "Idempotency-Key ignored: it must be 1 to 255 visible ASCII characters; the request was sent without it")
 	}
 }
 

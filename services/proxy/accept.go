@@ -1,5 +1,10 @@
 package proxy
 
+// A request's arrival, the first stage of serve: who calls, the body read
+// and checked (one pass for the fields routing reads, duplicates refused),
+// the model resolved to a route its key may use and whose kind serves the
+// endpoint, the Idempotency-Key and the deadline.
+
 import (
 	"errors"
 	"fmt"
@@ -7,13 +12,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
-
-	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/services/proxy/internal/gwerror"
+	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
@@ -35,6 +41,85 @@ const streamUsageField = `"stream_options":{"include_usage":true},`
 type bodyError struct {
 	code string
 	msg  string
+}
+
+// accept is a request's arrival: who calls (the gateway key, or the
+// gateway's own check of another request), its body read and checked, the
+// model it names resolved to a route its key may use, its Idempotency-Key
+// and its deadline. internal: the gateway's own request (a moderation
+// check), whose caller's client was checked already. When ok is false the
+// caller has its answer (err: from writing it).
+func (r *request) accept(c *fiber.Ctx) (rte *route.Route, internal, ok bool, err error) {
+	s, ep := r.s, r.ep
+	ic := internalOf(c) // the gateway's own request (a moderation check): its caller's client, checked already
+	var client *clientKey
+	ok = true
+	if ic != nil {
+		client = ic.client
+	} else {
+		client, ok = r.rt.clients.Load().authenticate(c)
+	}
+	r.client = client
+	if !ok {
+		r.trace.on = false // no bundle for a caller that is not one (a flood must not fill the stream)
+		return nil, false, false, r.refuse(c, gwerror.InvalidAPIKey, "missing or invalid gateway API key")
+	}
+	body, berr := requestBody(c, s.cfg.Limits.MaxBodyBytes)
+	if berr != nil {
+		return nil, false, false, r.refuse(c, berr.code, berr.msg)
+	}
+	r.body = body
+	r.readTraceContext(c)
+	r.noteRequest(c)
+	var model string
+	var stream bool
+	if ep.op == provider.OpTranscriptions {
+		r.contentType = strings.Clone(c.Get(fiber.HeaderContentType))
+		model, berr = parseForm(r.body, r.contentType)
+	} else {
+		var p parsed
+		p, berr = readBody(r.body, ep.op)
+		// stream_options count for an OpenAI-format stream only.
+		model, stream, r.use.callerUsage = p.model, p.stream, p.callerUsage && ep.format == provider.FormatOpenAI
+	}
+	if berr != nil {
+		return nil, false, false, r.refuse(c, berr.code, berr.msg)
+	}
+	r.model, r.stream = model, stream
+	rte, ok = r.rt.table.Resolve(model)
+	if !ok {
+		return nil, false, false, r.refuse(c, gwerror.ModelNotFound,
+			fmt.Sprintf("the model `%s` does not exist on this gateway", model))
+	}
+	if rte.Dynamic {
+		r.resolved = s.metrics.modelLabel(rte.Steps[0].Provider.Name + "/*") // callers name these: no label per name
+	} else {
+		r.resolved = s.metrics.modelLabel(rte.CountedAs(model))
+	}
+	steps := rte.Steps
+	if kind, ok := wrongKind(steps, ep.op); !ok {
+		return nil, false, false, r.refuse(c, gwerror.UnsupportedForKind,
+			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))
+	}
+	if client != nil && ic == nil && !client.allows(model, steps) {
+		r.trace.access = gwerror.ModelNotAllowed
+		return nil, false, false, r.refuse(c, gwerror.ModelNotAllowed,
+			fmt.Sprintf("this API key may not use the model `%s`", model))
+	}
+	r.takeIdempotencyKey(c)
+	r.estimateInput()
+	r.deadline = s.deadline(c, r.started)
+	if s.cfg.Timeouts.Request > 0 {
+		r.relayDeadline = r.started.Add(s.cfg.Timeouts.Request)
+	}
+	return rte, ic != nil, true, nil
+}
+
+// refuse answers the caller the gateway error code with msg: a request
+// refused before routing.
+func (r *request) refuse(c *fiber.Ctx, code, msg string) error {
+	r.class = classRejected
+	return sendError(c, r.ep.format, code, msg)
 }
 
 // requestBody is the request's body, decoded when the caller compressed it
@@ -233,4 +318,110 @@ func checkRequired(op provider.Op, v []byte, found bool) *bodyError {
 		}
 	}
 	return nil
+}
+
+// maxCallerTimeout is the longest timeout a caller may state (a day): a
+// larger one means "no timeout of mine".
+const maxCallerTimeout = 24 * time.Hour
+
+// deadline is when the request must be answered: the earliest of the
+// caller's stated timeout (X-Stainless-Timeout, as the OpenAI and Anthropic
+// SDKs send it, or X-Request-Timeout) and timeouts.request.
+func (s *Service) deadline(c *fiber.Ctx, start time.Time) time.Time {
+	var d time.Duration
+	if s.cfg.Timeouts.Request > 0 {
+		d = s.cfg.Timeouts.Request
+	}
+	for _, h := range [...]string{"X-Stainless-Timeout", "X-Request-Timeout"} {
+		if v := c.Get(h); v != "" {
+			if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 && !math.IsInf(secs, 0) {
+				// Clamped before the conversion: 1e10 s would overflow
+				// time.Duration into a negative (already past) deadline.
+				cd := maxCallerTimeout
+				if secs < maxCallerTimeout.Seconds() {
+					cd = time.Duration(secs * float64(time.Second))
+				}
+				if d == 0 || cd < d {
+					d = cd
+				}
+			}
+		}
+	}
+	if d == 0 {
+		return time.Time{}
+	}
+	return start.Add(d)
+}
+
+func validIdempotencyKey(k string) bool { return len(k) <= 255 && visibleASCII(k) }
+
+// headerWarning says what the gateway did with a request other than the
+// caller asked (an Idempotency-Key it ignored).
+const headerWarning = "X-Switchyard-Warning"
+
+// takeIdempotencyKey takes the caller's Idempotency-Key: a valid one goes
+// upstream with the request's attempts (see idemFor); an invalid one
+// (over 255 characters, or not visible ASCII) is ignored, not forwarded
+// and with no replay protection, and the answer carries headerWarning
+// saying so.
+func (r *request) takeIdempotencyKey(c *fiber.Ctx) {
+	switch k := c.Get("Idempotency-Key"); {
+	case k == "":
+	case validIdempotencyKey(k):
+		r.idem.key = strings.Clone(k)
+	default:
+		c.Set(headerWarning, "Idempotency-Key ignored: it must be 1 to 255 visible ASCII characters; the request was sent without it")
+	}
+}
+
+// wrongKind reports whether some step of a model can serve op: a chat
+// request to an embedding model (or the reverse) is refused before any
+// upstream call. Steps of unknown kind are given the benefit of the doubt.
+func wrongKind(steps []route.Step, op provider.Op) (kind string, ok bool) {
+	for i := range steps {
+		if k := steps[i].Kind; k == "" || kindServes(k, op) {
+			return "", true
+		}
+		kind = steps[i].Kind
+	}
+	return kind, len(steps) == 0
+}
+
+// kindServes reports whether a model of kind serves op: legacy completions
+// on completion and chat models (OpenAI-compatible servers complete with
+// their chat models), token counts on chat models.
+func kindServes(kind string, op provider.Op) bool {
+	switch op {
+	case provider.OpEmbeddings:
+		return kind == config.KindEmbedding
+	case provider.OpCompletions:
+		return kind == config.KindCompletion || kind == config.KindChat
+	case provider.OpModerations:
+		return kind == config.KindModeration
+	case provider.OpImages:
+		return kind == config.KindImage
+	case provider.OpSpeech:
+		return kind == config.KindSpeech
+	case provider.OpTranscriptions:
+		return kind == config.KindTranscript
+	}
+	return kind == config.KindChat
+}
+
+func kindHint(kind string) string {
+	switch kind {
+	case config.KindEmbedding:
+		return "an embedding model: use POST /v1/embeddings"
+	case config.KindCompletion:
+		return "a completion model: use POST /v1/completions"
+	case config.KindModeration:
+		return "a moderation model: use POST /v1/moderations"
+	case config.KindImage:
+		return "an image model: use POST /v1/images/generations"
+	case config.KindSpeech:
+		return "a speech model: use POST /v1/audio/speech"
+	case config.KindTranscript:
+		return "a transcription model: use POST /v1/audio/transcriptions"
+	}
+	return "a chat model: use POST /v1/chat/completions or /v1/messages"
 }
