@@ -1,27 +1,33 @@
 package proxy
 
+// One attempt, from its start to its end: made by the failover loop
+// (tryTargets) for one key of one step, begun (runAttempt), sent (send: the
+// upstream exchange, the answer read, checked and given to the caller, or
+// a relay prepared), then ended: given back its headroom, counted, noted
+// in the debug bundle and reported to the hold engine (endAttempt,
+// reportServed, attemptFailed). What a failure becomes is upstreamerror.go.
+
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
 	"unsafe"
-
-	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
-	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
+	"switchyard.dev/shared/headroom"
+	"switchyard.dev/shared/hold"
 	"switchyard.dev/shared/provider"
-	"switchyard.dev/shared/redact"
+	"switchyard.dev/shared/usage"
 )
 
 // target is what one attempt is sent to.
@@ -30,61 +36,22 @@ type target struct {
 	key  *route.Key
 }
 
-// attemptError is one failed attempt.
-type attemptError struct {
-	t      target
-	status int // 0 for transport errors
-	header http.Header
-	body   []byte
-	stream bool
-	err    error
-	result failure.Result
-}
-
-func (e *attemptError) reason() string {
-	if e.result.Reason != "" {
-		return redact.String(e.result.Reason)
-	}
-	if e.err != nil {
-		return e.err.Error()
-	}
-	return http.StatusText(e.status)
-}
-
-// summary names the target by provider, key id and model (never the
-// secret) with what went wrong, masked for anything credential-shaped.
-func (e *attemptError) summary() string {
-	return maskAddrs(redact.String(e.rawSummary()))
-}
-
-// addrRE matches network addresses in an error's text (Go's "read tcp
-// 10.0.0.7:51234->10.0.3.9:443: connection reset by peer", "lookup x on
-// 10.0.0.2:53"): IPv4 with its port, bracketed IPv6.
-var addrRE = regexp.MustCompile(`\b(?:\d{1,3}\.){3}\d{1,3}:\d+\b|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[0-9A-Za-z]+)?\](?::\d+)?`)
-
-// maskAddrs replaces the network addresses in text a caller is given: the
-// gateway's and its upstreams' internal addresses are the operator's
-// (the logs keep them).
-func maskAddrs(s string) string {
-	if !strings.ContainsAny(s, ".[") {
-		return s
-	}
-	return addrRE.ReplaceAllString(s, "[address]")
-}
-
-func (e *attemptError) rawSummary() string {
-	s := fmt.Sprintf("%s/%s key %s: ", e.t.step.Provider.Name, e.t.step.Model, e.t.key.ID)
-	if e.status != 0 {
-		s += fmt.Sprintf("HTTP %d ", e.status)
-	}
-	s += e.result.Class.String()
-	if e.result.Code != "" {
-		s += " (" + e.result.Code + ")"
-	}
-	if e.err != nil && e.status == 0 {
-		s += ": " + e.err.Error()
-	}
-	return s
+// attempt is what one attempt needs, made per attempt by tryTargets: what
+// it is sent to, with what, and what is learnt of it as it goes. The
+// request keeps what the whole request needs.
+type attempt struct {
+	target
+	body     []byte
+	probe    bool          // the one probe of a due hold
+	gen      uint64        // the generation of the key's secret it sends
+	probeEnd time.Time     // when a probe must end (probeDeadline); zero: not a probe
+	sent     time.Time     // when it went upstream: a failure of one sent before an operator's release does not hold again
+	latency  time.Duration // to the upstream's response headers (0: none yet)
+	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
+	begun    time.Time     // for its duration (switchyard_upstream_attempt_duration_seconds)
+	// tickets are its charges on the key's and the model's headroom,
+	// given back when its answer comes (release).
+	tickets [2]headroom.Ticket
 }
 
 // attemptResult is the result of one attempt: done (a response was
@@ -93,6 +60,133 @@ type attemptResult struct {
 	done    bool
 	outcome outcome
 	failure *attemptError
+}
+
+// runAttempt makes one attempt: counted, noted in the debug bundle,
+// bounded by its probe lease (a probe), charged on its key's headroom, sent
+// (sendTo). A served one ends here (endAttempt, reportServed); a failed
+// one when the failover loop has decided what comes next (attemptFailed).
+func (r *request) runAttempt(c *fiber.Ctx, x *exchange, at *attempt, soft bool, sel *route.Request) attemptResult {
+	step, key := at.step, at.key
+	r.tally.attempts++
+	if r.idem.provider == "" {
+		r.idem.provider = step.Provider.Name // the Idempotency-Key goes to this provider only
+	}
+	at.gen, at.begun = key.Generation(), time.Now()
+	at.trace = r.beginAttempt(step, key, at.probe, soft)
+	at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, at.probe)
+	if sel != nil {
+		at.charge(sel.Room)
+	}
+	res := r.sendTo(c, x, at)
+	r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
+	if res.done {
+		r.endAttempt(at, nil, "served")
+		r.reportServed(x, at, res.outcome.relay != nil)
+	}
+	return res
+}
+
+// sendTo sends one attempt to t: the inference request (attempt), or the
+// passthrough call (forward).
+func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
+	if x.passthrough() {
+		if ae := r.forward(c, at, x.method, x.rest); ae != nil {
+			return attemptResult{failure: ae}
+		}
+		return attemptResult{done: true}
+	}
+	return r.send(c, at, at.step.Provider.Name == r.idem.provider)
+}
+
+// reportServed reports a target that answered. A stream's (relay) settles only
+// its probe now: the breaker and the passive counts wait for the stream's
+// end (relay.settle: a stream the upstream cuts mid-way fails the target).
+// A passthrough call names no model of the route table: it feeds the hold
+// engine only.
+func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
+	step, key := at.step, at.key
+	if !x.passthrough() && !relay {
+		r.report(at, hold.Outcome{OK: true})
+		return
+	}
+	if x.passthrough() || at.probe {
+		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
+	}
+	if relay {
+		r.observeLatency(step, key, at.latency)
+	}
+}
+
+// attemptFailed ends a failed attempt once the failover loop has decided
+// what the proxy does next (taken): reported (to the hold engine and the
+// passive counts, a passthrough call's to the hold engine only), ended
+// and logged.
+func (r *request) attemptFailed(x *exchange, at *attempt, ae *attemptError, out hold.Outcome, taken failure.Action) {
+	r.reportFailure(x, at, out)
+	r.endAttempt(at, ae, taken.String())
+	r.logFailure(x, at.target, ae, taken, at.probe)
+}
+
+func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
+	if x.passthrough() {
+		out.RequestID = r.id
+		r.s.engine.Report(at.step.Provider.Name, at.key.HoldKey(), at.step.Model, at.probe, out)
+		return
+	}
+	r.report(at, out)
+}
+
+// logFailure logs a failed attempt and what the proxy does next.
+func (r *request) logFailure(x *exchange, t target, ae *attemptError, taken failure.Action, probe bool) {
+	if x.passthrough() {
+		r.logger().Warn("passthrough attempt failed", "provider", t.step.Provider.Name, "key_id", t.key.ID, "path", t.step.Upstream,
+			"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
+		return
+	}
+	r.logger().Warn("attempt failed",
+		"provider", t.step.Provider.Name, "key_id", t.key.ID, "model", t.step.Model,
+		"attempt", r.tally.attempts, "status", ae.status, "class", ae.result.Class.String(),
+		"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
+}
+
+// report gives one attempt's outcome to the hold engine and to the
+// passive counters (one call per attempt); a success's latency also feeds
+// the target's and the key's averages.
+func (r *request) report(at *attempt, out hold.Outcome) {
+	step, key := at.step, at.key
+	out.RequestID = r.id
+	out.Operation = r.ep.op.String()
+	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, out)
+	if out.OK {
+		r.observeLatency(step, key, at.latency)
+	}
+	r.rt.passive.count(step, key.Index(), out, at.latency)
+}
+
+// endAttempt ends an attempt, served or failed: its headroom charges
+// given back, counted (noteAttemptEnd), noted in the debug bundle with
+// what the proxy does next (action).
+func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
+	at.release() // a transport failure's: an answer's was given back as it came (observeRoom)
+	r.noteAttemptEnd(at, ae)
+	r.trace.attemptEnded(at, ae, action, time.Since(r.started))
+}
+
+// noteAttemptEnd counts the attempt as ended (endAttempt), and notes a
+// failed one for the usage record (failedAttempts).
+func (r *request) noteAttemptEnd(at *attempt, ae *attemptError) {
+	cancelled := ae != nil && r.expired()
+	if ae != nil && at.step != nil && at.step.Provider != nil {
+		f := usage.FailedAttempt{Provider: at.step.Provider.Name, Model: at.step.Upstream, Class: ae.result.Class.String(), Cancelled: cancelled}
+		if at.key != nil {
+			f.KeyID = at.key.ID
+		}
+		r.tally.failed = append(r.tally.failed, f)
+	}
+	if r.s.metrics != nil {
+		r.s.metrics.attempt.ended(at, ae, cancelled)
+	}
 }
 
 // send sends one attempt of an inference request to its target. The
@@ -239,6 +333,20 @@ func (r *request) served(c *fiber.Ctx, t target, out []byte, contentType string)
 	return attemptResult{done: true}
 }
 
+// logInfo logs an Info line about a served request, building nothing when
+// Info is disabled.
+func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
+	log := r.s.log
+	if !log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	attrs := append(make([]slog.Attr, 0, 7+len(extra)), slog.String("request_id", r.id),
+		slog.String("model", r.model), slog.String("provider", t.step.Provider.Name),
+		slog.String("key_id", t.key.ID), slog.Int("attempts", r.tally.attempts),
+		slog.Duration("duration", time.Since(r.started)))
+	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
+}
+
 // attemptDeadline is when an attempt at up gives up: after the provider's
 // attempt timeout, or at the caller's deadline when that is sooner
 // (callerDeadline). A probe ends at its lease's end (probeEnd) when that is sooner
@@ -275,35 +383,6 @@ func (r *request) probeDeadline(provider, keyID, model string, probe bool) time.
 	return time.Now().Add(left)
 }
 
-// fail classifies a failed attempt.
-func (r *request) fail(t target, ae *attemptError) attemptResult {
-	ae.t = t
-	ae.result = r.rt.classifier.Classify(failure.Input{
-		Provider: t.step.Provider.Adapter.Type(),
-		Status:   ae.status,
-		Header:   ae.header,
-		Body:     ae.body,
-		Stream:   ae.stream,
-		Err:      ae.err,
-	}, t.step.Provider.Name)
-	// The reason travels into hold records, events and logs: the
-	// provider's own secrets are masked by value (shapes are masked where
-	// those are written).
-	if ae.result.Reason != "" {
-		ae.result.Reason = string(redact.Text([]byte(ae.result.Reason), providerSecrets(t.step.Provider)...))
-	}
-	if ae.status == 0 && !ae.stream && ae.result.Class != failure.Transient {
-		ae.result.Class = failure.Transient // a transport error says nothing about the target
-	}
-	if errors.Is(ae.err, fasthttp.ErrBodyTooLarge) {
-		// The target answered; the answer is too large for the gateway to
-		// hold (upstream.MaxResponseBytes). Another target would answer as
-		// much: the caller gets it at once, and the target is not blamed.
-		ae.result = failure.Result{Class: failure.RequestRejected, Code: codeResponseTooLarge, Reason: "answer larger than the gateway holds"}
-	}
-	return attemptResult{failure: ae}
-}
-
 func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	r.by.provider = t.step.Provider.Name
 	r.by.provType, r.by.upModel, r.by.keyID = t.step.Provider.Adapter.Type(), t.step.Upstream, t.key.ID
@@ -337,64 +416,6 @@ var (
 // bytesOf is s's bytes without a copy, for a fasthttp setter that copies
 // what it is given (SetCanonical): never written to, never kept.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
-
-// decide maps a failure to the proxy's next move: a transport error per
-// retry.on_transport_errors (a timeout always rotates), then the operator's retry.on_statuses and
-// retry.rotate_on_statuses (a class that no backoff fixes is never retried
-// in place), then the class's action (failure.Meaning).
-func (s *Service) decide(ae *attemptError) failure.Action {
-	return ae.result.ActionFor(ae.status, ae.stream, s.cfg.Retry.Policy())
-}
-
-// returnUpstreamError gives the caller the upstream's own error, in the
-// endpoint's format.
-func (r *request) returnUpstreamError(c *fiber.Ctx, t target, ae *attemptError) error {
-	r.setServedBy(c, t)
-	status := ae.status
-	if status < 400 || status > 599 {
-		status = http.StatusBadGateway
-		if ae.result.Class == failure.RequestRejected && ae.result.Code != codeResponseTooLarge {
-			status = http.StatusBadRequest // an error event refusing the request
-		}
-	}
-	// Providers echo keys: the upstream's body is masked before anything
-	// else (a translation may cut a long message, and a secret cut in two
-	// is no longer recognisable), the gateway's summary of it as it is
-	// made.
-	secrets := providerSecrets(t.step.Provider)
-	body := redact.Body(ae.body, secrets...)
-	if len(body) == 0 || !jsonObject(body) {
-		body = withRequestID(c, r.ep.format, redact.Body(errorBody(r.ep.format, status, gwerror.ProviderError, "upstream error: "+ae.summary()), secrets...))
-	} else if up := r.upFormat(t.step.Provider.Adapter); errorShape(up) != errorShape(r.ep.format) {
-		body = withRequestID(c, r.ep.format, translateError(r.ep.format, status, body)) // Anthropic's own carry Anthropic's
-	} else if errorShape(r.ep.format) == provider.FormatOpenAI {
-		// OpenAI-compatible providers (and the Responses API's error
-		// events) spell errors more loosely than OpenAI's SDKs read them:
-		// the caller would get the status without the message.
-		body = translate.CanonicalOpenAIError(status, body)
-	}
-	r.class = ae.result.Class.String()
-	r.logInfo("request rejected upstream", t, slog.Int("status", status), slog.String("class", r.class))
-	c.Status(status)
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(body)
-}
-
-// providerSecrets returns the secrets of a provider's keys, current and
-// rotated away (route.Key.AppendSecrets): what the provider might echo
-// back in an error.
-func providerSecrets(p *route.Provider) []string {
-	out := make([]string, 0, len(p.Keys))
-	for _, k := range p.Keys {
-		out = k.AppendSecrets(out)
-	}
-	return out
-}
-
-func jsonObject(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) > 1 && (b[0] == '{' || b[0] == '[')
-}
 
 // upFormat is the wire format of the upstream's answer: the provider's,
 // or the Responses API's.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"switchyard.dev/shared/usage"
 )
 
 // Attempt metrics: every upstream attempt, served or failed, counted by the
@@ -82,20 +81,4 @@ func (m *attemptMetrics) ended(a *attempt, ae *attemptError, cancelled bool) {
 	series(&m.durs, d, func() prometheus.Observer {
 		return m.duration.WithLabelValues(d.provider, d.outcome)
 	}).Observe(time.Since(a.begun).Seconds())
-}
-
-// noteAttemptEnd counts the attempt as ended (endAttempt), and notes a
-// failed one for the usage record (failedAttempts).
-func (r *request) noteAttemptEnd(at *attempt, ae *attemptError) {
-	cancelled := ae != nil && r.expired()
-	if ae != nil && at.step != nil && at.step.Provider != nil {
-		f := usage.FailedAttempt{Provider: at.step.Provider.Name, Model: at.step.Upstream, Class: ae.result.Class.String(), Cancelled: cancelled}
-		if at.key != nil {
-			f.KeyID = at.key.ID
-		}
-		r.tally.failed = append(r.tally.failed, f)
-	}
-	if r.s.metrics != nil {
-		r.s.metrics.attempt.ended(at, ae, cancelled)
-	}
 }

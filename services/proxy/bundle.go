@@ -110,16 +110,14 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 	return len(t.log) - 1
 }
 
-// endAttempt notes how an attempt ended: served, or failed and what the
-// proxy does next.
-func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
-	at.release() // a transport failure's: an answer's was given back as it came (observeRoom)
-	r.noteAttemptEnd(at, ae)
+// attemptEnded notes how the attempt at ended in the bundle: served, or
+// failed and what the proxy does next (action).
+func (t *bundleTrace) attemptEnded(at *attempt, ae *attemptError, action string, since time.Duration) {
 	if at.trace < 0 {
 		return
 	}
-	a := &r.trace.log[at.trace]
-	a.dur = time.Since(r.started) - a.start
+	a := &t.log[at.trace]
+	a.dur = since - a.start
 	a.ttft = at.latency
 	a.action = action
 	if ae == nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"switchyard.dev/services/proxy/internal/upstream"
 )
 
 // callerWatchEvery is how often the connections of requests waiting on
@@ -139,4 +141,61 @@ func hungUp(conn net.Conn) bool {
 		gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
 	})
 	return err == nil && gone
+}
+
+// callerGone is called once, under the caller watch's lock, when the
+// caller closed its connection: the request makes no further attempt, and
+// the upstream read of its relay, if it has one, fails at once (the relay
+// still holds the connection: it leaves the watch before it lets it go).
+// The watch then calls cutAttempt, outside its lock. gone is set before
+// relayUp is read, and a relay sets relayUp before it reads gone: either
+// the read is cut here or the relay sees gone before it reads.
+func (r *request) callerGone() {
+	r.caller.gone.Store(true)
+	if r.caller.goneCh != nil {
+		close(r.caller.goneCh)
+	}
+	if c := r.caller.relayUp.Load(); c != nil {
+		c.Cut()
+	}
+}
+
+// cutAttempt interrupts the attempt in flight of a request whose caller
+// went away. It is found by its X-Request-Id, written on one upstream
+// connection since the attempt was sent. Only an id the gateway made is
+// unique: a caller may choose its own, and another request (of the same
+// caller, or another) may carry the same one, so a request with a chosen
+// id is not interrupted (its attempt runs to its answer or timeout); one
+// caller leaving never cuts another's exchange. It walks every upstream's
+// connections, so the watch calls it without holding the lock every
+// request takes on its way in and out.
+func (r *request) cutAttempt() {
+	since := time.Duration(r.caller.sending.Load())
+	if since == 0 || r.caller.idChosen {
+		return // between attempts, or an id that may not be this request's alone
+	}
+	h := upstream.IDHash(r.id)
+	var buf [2]*upstream.Conn
+	found := buf[:0]
+	for _, u := range r.rt.upstreams {
+		found = u.Carrying(found, h, since)
+	}
+	if len(found) == 1 {
+		found[0].Interrupt(h, since)
+	}
+}
+
+// goneC is a channel closed when the caller goes away, made on first use:
+// most requests never wait on it.
+func (r *request) goneC() <-chan struct{} {
+	w := r.s.callers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.caller.goneCh == nil {
+		r.caller.goneCh = make(chan struct{})
+		if r.caller.gone.Load() {
+			close(r.caller.goneCh)
+		}
+	}
+	return r.caller.goneCh
 }

@@ -15,7 +15,6 @@ import (
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/failure"
-	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/hold"
 )
 
@@ -65,24 +64,6 @@ func (x *exchange) progress() {
 	if x.cur != nil {
 		x.cur.Progress()
 	}
-}
-
-// attempt is what one attempt needs, made per attempt by tryTargets: what
-// it is sent to, with what, and what is learnt of it as it goes. The
-// request keeps what the whole request needs.
-type attempt struct {
-	target
-	body     []byte
-	probe    bool          // the one probe of a due hold
-	gen      uint64        // the generation of the key's secret it sends
-	probeEnd time.Time     // when a probe must end (probeDeadline); zero: not a probe
-	sent     time.Time     // when it went upstream: a failure of one sent before an operator's release does not hold again
-	latency  time.Duration // to the upstream's response headers (0: none yet)
-	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
-	begun    time.Time     // for its duration (switchyard_upstream_attempt_duration_seconds)
-	// tickets are its charges on the key's and the model's headroom,
-	// given back when its answer comes (release).
-	tickets [2]headroom.Ticket
 }
 
 // pass is the state of one walk over the steps.
@@ -171,21 +152,9 @@ steps:
 				if same > 1 && r.providerExpired(step.Provider) {
 					continue steps // no time left on the provider for a retry
 				}
-				r.tally.attempts++
-				if r.idem.provider == "" {
-					r.idem.provider = step.Provider.Name // the Idempotency-Key goes to this provider only
-				}
-				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, gen: key.Generation(), begun: time.Now()}
-				at.trace = r.beginAttempt(step, key, probe, p.soft)
-				at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, probe)
-				if sel != nil {
-					at.charge(sel.Room)
-				}
-				res := r.sendTo(c, x, &at)
-				r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
+				at := attempt{target: target{step: step, key: key}, body: body, probe: probe}
+				res := r.runAttempt(c, x, &at, p.soft, sel)
 				if res.done {
-					r.endAttempt(&at, nil, "served")
-					r.reportServed(x, &at, res.outcome.relay != nil)
 					return res.outcome, true
 				}
 				ae := res.failure
@@ -203,19 +172,17 @@ steps:
 				}
 				// A probe makes one attempt; so does the soft pass.
 				retrying := act == failure.RetrySame && same < s.cfg.Retry.SameTargetAttempts && !probe && !p.soft
-				r.reportFailure(x, &at, hold.Outcome{
+				taken := act // what the proxy does now: out of same-target retries, it rotates
+				if act == failure.RetrySame && !retrying {
+					taken = failure.Rotate
+				}
+				r.attemptFailed(x, &at, ae, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: at.sent,
 					// Not the target's fault: the caller's deadline or hang-up, a
 					// refusal of a secret rotated away since it was sent, or one
 					// that says nothing sure of the key.
 					Cancelled: r.expired() || key.Generation() != at.gen || unsure,
-				})
-				taken := act // what the proxy does now: out of same-target retries, it rotates
-				if act == failure.RetrySame && !retrying {
-					taken = failure.Rotate
-				}
-				r.endAttempt(&at, ae, taken.String())
-				r.logFailure(x, at.target, ae, taken, probe)
+				}, taken)
 				if taken == failure.Rotate && ae.result.Class == failure.Transient {
 					// Only where another step can take over: the last one
 					// keeps trying its keys.
@@ -248,61 +215,6 @@ steps:
 	return outcome{}, false
 }
 
-// sendTo sends one attempt to t: the inference request (attempt), or the
-// passthrough call (forward).
-func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
-	if x.passthrough() {
-		if ae := r.forward(c, at, x.method, x.rest); ae != nil {
-			return attemptResult{failure: ae}
-		}
-		return attemptResult{done: true}
-	}
-	return r.send(c, at, at.step.Provider.Name == r.idem.provider)
-}
-
-// reportServed reports a target that answered. A stream's (relay) settles only
-// its probe now: the breaker and the passive counts wait for the stream's
-// end (relay.settle: a stream the upstream cuts mid-way fails the target).
-// A passthrough call names no model of the route table: it feeds the hold
-// engine only.
-func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
-	step, key := at.step, at.key
-	if !x.passthrough() && !relay {
-		r.report(at, hold.Outcome{OK: true})
-		return
-	}
-	if x.passthrough() || at.probe {
-		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
-	}
-	if relay {
-		r.observeLatency(step, key, at.latency)
-	}
-}
-
-// reportFailure reports a failed attempt: to the hold engine and the
-// passive counts (report), a passthrough call's to the hold engine only.
-func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
-	if x.passthrough() {
-		out.RequestID = r.id
-		r.s.engine.Report(at.step.Provider.Name, at.key.HoldKey(), at.step.Model, at.probe, out)
-		return
-	}
-	r.report(at, out)
-}
-
-// logFailure logs a failed attempt and what the proxy does next.
-func (r *request) logFailure(x *exchange, t target, ae *attemptError, taken failure.Action, probe bool) {
-	if x.passthrough() {
-		r.logger().Warn("passthrough attempt failed", "provider", t.step.Provider.Name, "key_id", t.key.ID, "path", t.step.Upstream,
-			"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
-		return
-	}
-	r.logger().Warn("attempt failed",
-		"provider", t.step.Provider.Name, "key_id", t.key.ID, "model", t.step.Model,
-		"attempt", r.tally.attempts, "status", ae.status, "class", ae.result.Class.String(),
-		"code", ae.result.Code, "reason", ae.reason(), "action", taken.String(), "probe", probe)
-}
-
 // unsent gives back the probe lease the pick of key handed this request
 // (probe) when the request stops before it sends the probe's attempt:
 // kept, it would hold the hold from the whole fleet until it lapsed.
@@ -310,6 +222,12 @@ func (r *request) unsent(provider string, key *route.Key, model string, probe bo
 	if probe {
 		r.s.engine.Report(provider, key.HoldKey(), model, true, hold.Outcome{Cancelled: true, Unsent: true, RequestID: r.id})
 	}
+}
+
+// expired reports whether the request ran out of time: its deadline
+// passed, its caller went away or the proxy is shutting down.
+func (r *request) expired() bool {
+	return r.s.life.closing.Load() || r.caller.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
 }
 
 // providerExpired reports whether the provider's own timeouts.request
@@ -324,20 +242,6 @@ func (r *request) providerExpired(p *route.Provider) bool {
 // with 5xx or timeouts fails on every key, and trying each would spend
 // every attempt of the request on it.
 const maxTransientKeys = 2
-
-// report gives one attempt's outcome to the hold engine and to the
-// passive counters (one call per attempt); a success's latency also feeds
-// the target's and the key's averages.
-func (r *request) report(at *attempt, out hold.Outcome) {
-	step, key := at.step, at.key
-	out.RequestID = r.id
-	out.Operation = r.ep.op.String()
-	r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, out)
-	if out.OK {
-		r.observeLatency(step, key, at.latency)
-	}
-	r.rt.passive.count(step, key.Index(), out, at.latency)
-}
 
 // softLeaseWait bounds how long a request of the try_soft pass waits for
 // the engine to lease a soft hold (a compare-and-set in the store, about a

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -117,83 +116,6 @@ func (r *request) serve(c *fiber.Ctx) outcome {
 	}
 	r.selection(c, rte)
 	return r.run(c, rte)
-}
-
-// expired reports whether the request ran out of time: its deadline
-// passed, its caller went away or the proxy is shutting down.
-func (r *request) expired() bool {
-	return r.s.life.closing.Load() || r.caller.gone.Load() || (!r.deadline.IsZero() && !time.Now().Before(r.deadline))
-}
-
-// callerGone is called once, under the caller watch's lock, when the
-// caller closed its connection: the request makes no further attempt, and
-// the upstream read of its relay, if it has one, fails at once (the relay
-// still holds the connection: it leaves the watch before it lets it go).
-// The watch then calls cutAttempt, outside its lock. gone is set before
-// relayUp is read, and a relay sets relayUp before it reads gone: either
-// the read is cut here or the relay sees gone before it reads.
-func (r *request) callerGone() {
-	r.caller.gone.Store(true)
-	if r.caller.goneCh != nil {
-		close(r.caller.goneCh)
-	}
-	if c := r.caller.relayUp.Load(); c != nil {
-		c.Cut()
-	}
-}
-
-// cutAttempt interrupts the attempt in flight of a request whose caller
-// went away. It is found by its X-Request-Id, written on one upstream
-// connection since the attempt was sent. Only an id the gateway made is
-// unique: a caller may choose its own, and another request (of the same
-// caller, or another) may carry the same one, so a request with a chosen
-// id is not interrupted (its attempt runs to its answer or timeout); one
-// caller leaving never cuts another's exchange. It walks every upstream's
-// connections, so the watch calls it without holding the lock every
-// request takes on its way in and out.
-func (r *request) cutAttempt() {
-	since := time.Duration(r.caller.sending.Load())
-	if since == 0 || r.caller.idChosen {
-		return // between attempts, or an id that may not be this request's alone
-	}
-	h := upstream.IDHash(r.id)
-	var buf [2]*upstream.Conn
-	found := buf[:0]
-	for _, u := range r.rt.upstreams {
-		found = u.Carrying(found, h, since)
-	}
-	if len(found) == 1 {
-		found[0].Interrupt(h, since)
-	}
-}
-
-// goneC is a channel closed when the caller goes away, made on first use:
-// most requests never wait on it.
-func (r *request) goneC() <-chan struct{} {
-	w := r.s.callers
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r.caller.goneCh == nil {
-		r.caller.goneCh = make(chan struct{})
-		if r.caller.gone.Load() {
-			close(r.caller.goneCh)
-		}
-	}
-	return r.caller.goneCh
-}
-
-// logInfo logs an Info line about a served request, building nothing when
-// Info is disabled.
-func (r *request) logInfo(msg string, t target, extra ...slog.Attr) {
-	log := r.s.log
-	if !log.Enabled(context.Background(), slog.LevelInfo) {
-		return
-	}
-	attrs := append(make([]slog.Attr, 0, 7+len(extra)), slog.String("request_id", r.id),
-		slog.String("model", r.model), slog.String("provider", t.step.Provider.Name),
-		slog.String("key_id", t.key.ID), slog.Int("attempts", r.tally.attempts),
-		slog.Duration("duration", time.Since(r.started)))
-	log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, extra...)...)
 }
 
 // logger returns the request's logger, built on first use.
