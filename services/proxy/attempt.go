@@ -164,6 +164,18 @@ func (r *request) report(at *attempt, out hold.Outcome) {
 	r.rt.passive.count(step, key.Index(), out, at.latency)
 }
 
+// observeLatency folds an attempt's latency into its target's and its
+// key's averages.
+func (r *request) observeLatency(step *route.Step, key *route.Key, latency time.Duration) {
+	if latency <= 0 {
+		return
+	}
+	ms, now := float64(latency.Microseconds())/1000, time.Now().UnixNano()
+	alpha := r.rt.latencyAlpha
+	step.Latency.Observe(ms, alpha, now)
+	key.Latency.Observe(ms, alpha, now)
+}
+
 // endAttempt ends an attempt, served or failed: its headroom charges
 // given back, counted (noteAttemptEnd), noted in the debug bundle with
 // what the proxy does next (action).
@@ -200,8 +212,9 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 
 	timeout, deadline, callerDeadline := r.attemptDeadline(up, at.probeEnd)
 
+	upOp := r.upstreamOp(a)
 	req := fasthttp.AcquireRequest()
-	req.SetRequestURI(a.URL(r.upstreamOp(a), t.step.Upstream))
+	req.SetRequestURI(a.URL(upOp, t.step.Upstream))
 	req.Header.SetMethod(fasthttp.MethodPost)
 	switch {
 	case r.ep.op == provider.OpTranscriptions:
@@ -282,7 +295,6 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 		return r.fail(t, &attemptError{status: status, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody)})
 	}
 	// One walk of the answer's fields (and one validation) for every check.
-	upOp := r.upstreamOp(a)
 	ans := provider.CheckAnswer(a.Format(), upOp, r.upFormat(a), respBody)
 	if ans.ErrorStatus != 0 {
 		return r.fail(t, &attemptError{status: ans.ErrorStatus, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody)})

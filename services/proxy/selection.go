@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
@@ -174,18 +173,6 @@ func headerOr(h, def string) string {
 		return def
 	}
 	return h
-}
-
-// observeLatency folds an attempt's latency into its target's and its
-// key's averages.
-func (r *request) observeLatency(step *route.Step, key *route.Key, latency time.Duration) {
-	if latency <= 0 {
-		return
-	}
-	ms, now := float64(latency.Microseconds())/1000, time.Now().UnixNano()
-	alpha := r.rt.latencyAlpha
-	step.Latency.Observe(ms, alpha, now)
-	key.Latency.Observe(ms, alpha, now)
 }
 
 // Reasons a request, not the gateway's state, is why no step can serve it.
