@@ -23,9 +23,9 @@ import (
 	"switchyard.dev/shared/headroom"
 )
 
-// headroomReportInterval is how often a proxy sends the fleet the readings
-// its answers brought (only when there are new ones): short, since a
-// reading another proxy has not applied yet is a 429 it may cause.
+// headroomReportInterval is how often at most a proxy sends the fleet the
+// readings its answers brought (only when there are new ones): short,
+// since a reading another proxy has not applied yet is a 429 it may cause.
 const headroomReportInterval = 20 * time.Millisecond
 
 // startRoom starts the request's headroom routing (routing.headroom on):
@@ -148,11 +148,13 @@ func (r *request) roomRetryAfter() int {
 	return max(int((d+time.Second-1)/time.Second), 1)
 }
 
-// runHeadroom shares this proxy's readings with the fleet every
-// headroomReportInterval (when it has new ones), and at once when one
-// leaves a window nearly spent (Book.Low), and applies the other
-// proxies' as they come, until ctx ends. Serve runs it beside the fleet
-// member when the proxy has a NATS connection.
+// runHeadroom shares this proxy's readings with the fleet: at most every
+// headroomReportInterval while its answers bring new ones (Book.Fresh: a
+// burst's readings go in one report), at once when one leaves a window
+// nearly spent (Book.Low), and never while there is nothing new (an idle
+// proxy is not woken); and it applies the other proxies' as they come,
+// until ctx ends. Serve runs it beside the fleet member when the proxy has
+// a NATS connection.
 func (s *Service) runHeadroom(ctx context.Context) {
 	nc := s.member.Conn()
 	sub, err := nc.Subscribe(headroom.Prefix+".>", func(m *nats.Msg) {
@@ -166,18 +168,34 @@ func (s *Service) runHeadroom(ctx context.Context) {
 	} else {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	t := time.NewTicker(headroomReportInterval)
-	defer t.Stop()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop() // armed per burst below
+	defer wait.Stop()
+	var last time.Time // the last report sent
 	for {
 		select {
 		case <-ctx.Done():
 			s.publishRoom(nc)
 			return
-		case <-t.C:
-			s.publishRoom(nc)
 		case <-s.room.Low():
-			s.publishRoom(nc) // a window nearly spent: the fleet must know before it spends it twice
+		case <-s.room.Fresh(): // the first reading of a burst waits out the interval since the last report
+			if d := headroomReportInterval - time.Since(last); d > 0 {
+				wait.Reset(d)
+				select {
+				case <-ctx.Done():
+					wait.Stop()
+					s.publishRoom(nc)
+					return
+				case <-wait.C:
+				case <-s.room.Low(): // nearly spent: now
+					wait.Stop()
+				}
+			}
 		}
+		// A window nearly spent goes at once: the fleet must know before
+		// it spends it twice.
+		s.publishRoom(nc)
+		last = time.Now()
 	}
 }
 

@@ -22,6 +22,9 @@ type Book struct {
 	// its next tick, since another proxy acting on the reading before
 	// would spend the last requests twice.
 	low chan struct{}
+	// fresh is signalled when an own reading changes a slot (Fresh): the
+	// reporter sleeps until there is something to report.
+	fresh chan struct{}
 
 	// who else spends each provider's keys (fleet.go)
 	self   string
@@ -33,7 +36,7 @@ type slotID struct{ provider, key, model string }
 
 // NewBook returns an empty book.
 func NewBook() *Book {
-	b := &Book{slots: map[slotID]*Slot{}, low: make(chan struct{}, 1),
+	b := &Book{slots: map[slotID]*Slot{}, low: make(chan struct{}, 1), fresh: make(chan struct{}, 1),
 		fleets: map[string]*fleet{}, seen: map[string]map[string]time.Time{}}
 	ch := make(chan struct{})
 	b.changed.Store(&ch)
@@ -94,13 +97,19 @@ func (b *Book) Observe(s *Slot, r *Reading, at time.Time) bool {
 		return false
 	}
 	b.notify()
+	signal(b.fresh)
 	if s.nearlySpent() {
-		select {
-		case b.low <- struct{}{}:
-		default: // already signalled
-		}
+		signal(b.low)
 	}
 	return true
+}
+
+// signal signals ch (a buffer of one) unless it is signalled already.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // Low is signalled (once per wait: a buffer of one) when a reading of this
@@ -108,6 +117,11 @@ func (b *Book) Observe(s *Slot, r *Reading, at time.Time) bool {
 // its limit left (two requests or tokens when it states no limit). The
 // reporter reports at once then.
 func (b *Book) Low() <-chan struct{} { return b.low }
+
+// Fresh is signalled (once per wait: a buffer of one) when a reading of
+// this process's own answers changes a slot: there is something to report
+// (TakeReports). A fleet report does not signal it.
+func (b *Book) Fresh() <-chan struct{} { return b.fresh }
 
 // Entry is one slot's windows, by provider, key and model ("": the key's
 // windows over all its models).

@@ -473,14 +473,7 @@ func TestLow(t *testing.T) {
 	b := NewBook()
 	s := b.Key("openai", "k1")
 	reset := after(10 * time.Second)
-	signalled := func() bool {
-		select {
-		case <-b.Low():
-			return true
-		default:
-			return false
-		}
-	}
+	signalled := func() bool { return signalledNow(b.Low()) }
 	b.Observe(s, reading(kw{Requests, win(100, 50, reset)}), testNow)
 	if signalled() {
 		t.Fatal("half a window left signals Low")
@@ -495,5 +488,46 @@ func TestLow(t *testing.T) {
 		{Kind: "requests", Limit: 100, Remaining: 1, Reset: time.Unix(0, reset), At: testNow}}}), "self")
 	if signalled() || !o.Known() {
 		t.Fatal("a fleet report signals Low (or was not applied)")
+	}
+}
+
+// TestFresh: an own reading that changes a slot signals Fresh (once,
+// however many come before the reporter takes it); a reading that changes
+// nothing, or a fleet report, does not.
+func TestFresh(t *testing.T) {
+	b := NewBook()
+	s := b.Key("openai", "k1")
+	reset := after(10 * time.Second)
+	fresh := func() bool { return signalledNow(b.Fresh()) }
+	if fresh() {
+		t.Fatal("an empty book signals Fresh")
+	}
+	b.Observe(s, reading(kw{Requests, win(100, 50, reset)}), testNow)
+	b.Observe(s, reading(kw{Requests, win(100, 49, reset)}), testNow)
+	if !fresh() || fresh() {
+		t.Fatal("two own readings: want Fresh signalled once")
+	}
+	if b.Observe(s, reading(kw{Requests, win(100, 49, reset)}), testNow) && !fresh() {
+		t.Fatal("a change without Fresh")
+	} else if fresh() {
+		t.Fatal("a reading that changed nothing signals Fresh")
+	}
+	b.Apply(report("openai", "other", ReportSlot{Key: "k2", Windows: []ReportWindow{
+		{Kind: "requests", Limit: 100, Remaining: 1, Reset: time.Unix(0, reset), At: testNow}}}), "self")
+	if fresh() {
+		t.Fatal("a fleet report signals Fresh")
+	}
+	if reps := b.TakeReports("self", testNow); len(reps) != 1 {
+		t.Fatalf("reports %+v: want the own reading's", reps)
+	}
+}
+
+// signalledNow takes ch's signal if it has one.
+func signalledNow(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
