@@ -408,6 +408,7 @@ func kindServes(kind string, op provider.Op) bool {
 	return kind == config.KindChat
 }
 
+// kindHint says what a model of kind is and where to send its requests.
 func kindHint(kind string) string {
 	switch kind {
 	case config.KindEmbedding:
