@@ -193,11 +193,8 @@ func (c *canonicaliser) scalar() error {
 // object reads the object at pos (top: the body's, whose ignored members
 // are left out): its node, its members in key order.
 func (c *canonicaliser) object(depth int, top bool) (int32, error) {
-	c.pos++ // '{'
 	base := len(c.stack)
-	c.space()
-	if c.pos < len(c.src) && c.src[c.pos] == '}' {
-		c.pos++
+	if c.enter('}') {
 		return c.container('o', base), nil
 	}
 	for {
@@ -226,30 +223,19 @@ func (c *canonicaliser) object(depth int, top bool) (int32, error) {
 			c.nodes[v].k0, c.nodes[v].k1 = k0, k1
 			c.stack = append(c.stack, v)
 		}
-		c.space()
-		if c.pos >= len(c.src) {
-			return 0, errSyntax
+		if more, err := c.more('}'); err != nil {
+			return 0, err
+		} else if !more {
+			break
 		}
-		if c.src[c.pos] == ',' {
-			c.pos++
-			continue
-		}
-		if c.src[c.pos] != '}' {
-			return 0, errSyntax
-		}
-		c.pos++
-		break
 	}
 	c.order(base)
 	return c.container('o', base), nil
 }
 
 func (c *canonicaliser) array(depth int) (int32, error) {
-	c.pos++ // '['
 	base := len(c.stack)
-	c.space()
-	if c.pos < len(c.src) && c.src[c.pos] == ']' {
-		c.pos++
+	if c.enter(']') {
 		return c.container('a', base), nil
 	}
 	for {
@@ -258,20 +244,43 @@ func (c *canonicaliser) array(depth int) (int32, error) {
 			return 0, err
 		}
 		c.stack = append(c.stack, v)
-		c.space()
-		if c.pos >= len(c.src) {
-			return 0, errSyntax
-		}
-		switch c.src[c.pos] {
-		case ',':
-			c.pos++
-		case ']':
-			c.pos++
+		if more, err := c.more(']'); err != nil {
+			return 0, err
+		} else if !more {
 			return c.container('a', base), nil
-		default:
-			return 0, errSyntax
 		}
 	}
+}
+
+// enter steps into the object or array at pos ('{' or '['), and over the
+// white space after it; it reports whether the container closes at once
+// (end: its closing byte), stepping over that too.
+func (c *canonicaliser) enter(end byte) bool {
+	c.pos++
+	c.space()
+	if c.pos < len(c.src) && c.src[c.pos] == end {
+		c.pos++
+		return true
+	}
+	return false
+}
+
+// more reads what follows a member of a container: a comma (more: true)
+// or its closing byte end (false); anything else is a syntax error.
+func (c *canonicaliser) more(end byte) (bool, error) {
+	c.space()
+	if c.pos >= len(c.src) {
+		return false, errSyntax
+	}
+	switch c.src[c.pos] {
+	case ',':
+		c.pos++
+		return true, nil
+	case end:
+		c.pos++
+		return false, nil
+	}
+	return false, errSyntax
 }
 
 // container makes the node of an object or array whose children are
