@@ -169,31 +169,30 @@ func (s *Service) runHeadroom(ctx context.Context) {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 	wait := time.NewTimer(time.Hour)
-	wait.Stop() // armed per burst below
+	wait.Stop()
 	defer wait.Stop()
-	var last time.Time // the last report sent
+	var due <-chan time.Time // wait's channel while a burst waits out the interval; nil otherwise
+	var last time.Time       // the last report sent
 	for {
+		fresh := s.room.Fresh()
+		if due != nil {
+			fresh = nil // a report is due: the readings until then go in it, waking no one
+		}
 		select {
 		case <-ctx.Done():
 			s.publishRoom(nc)
 			return
-		case <-s.room.Low():
-		case <-s.room.Fresh(): // the first reading of a burst waits out the interval since the last report
+		case <-fresh: // the first reading of a burst waits out the interval since the last report
 			if d := headroomReportInterval - time.Since(last); d > 0 {
 				wait.Reset(d)
-				select {
-				case <-ctx.Done():
-					wait.Stop()
-					s.publishRoom(nc)
-					return
-				case <-wait.C:
-				case <-s.room.Low(): // nearly spent: now
-					wait.Stop()
-				}
+				due = wait.C
+				continue
 			}
+		case <-due:
+		case <-s.room.Low(): // a window nearly spent goes at once: the fleet must know before it spends it twice
 		}
-		// A window nearly spent goes at once: the fleet must know before
-		// it spends it twice.
+		wait.Stop()
+		due = nil
 		s.publishRoom(nc)
 		last = time.Now()
 	}
