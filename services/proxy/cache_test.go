@@ -221,53 +221,53 @@ func TestCacheFleet(t *testing.T) {
 		}
 	}
 
+	// burst sends 50 identical requests at once through the 3 proxies
+	// (one: its cache header, and what is wrong with its answer, "" none):
+	// 1 to 3 go upstream, 47 or more are hits.
+	burst := func(what string, one func(url string) (res, wrong string)) {
+		t.Helper()
+		before := len(callsTo(ff.openai, "/chat/completions"))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		results := map[string]int{}
+		for i := range 50 {
+			wg.Go(func() {
+				res, wrong := one(ff.urls[i%3])
+				mu.Lock()
+				defer mu.Unlock()
+				if wrong != "" {
+					t.Error(wrong)
+				}
+				results[res]++
+			})
+		}
+		wg.Wait()
+		if n := len(callsTo(ff.openai, "/chat/completions")) - before; n < 1 || n > 3 {
+			t.Errorf("%d upstream calls for 50 identical %s through 3 proxies, want 1 to 3", n, what)
+		}
+		if results[cacheHit] < 47 {
+			t.Errorf("%s: results %v", what, results)
+		}
+	}
 	q := strings.Replace(cacheQ, "2+2", "5+5", 1)
 	ff.openai.AddRule(fakeprovider.Rule{Path: "/chat/completions", FirstByteLatency: 300 * time.Millisecond})
-	before := len(callsTo(ff.openai, "/chat/completions"))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	results := map[string]int{}
-	for i := range 50 {
-		wg.Go(func() {
-			st, res, _, body := ask(t, ff.urls[i%3], clientSecret, q)
-			mu.Lock()
-			defer mu.Unlock()
-			if st != 200 || !bytes.Contains(body, []byte(`"choices"`)) {
-				t.Errorf("%d %s", st, body)
-			}
-			results[res]++
-		})
-	}
-	wg.Wait()
-	if n := len(callsTo(ff.openai, "/chat/completions")) - before; n < 1 || n > 3 {
-		t.Errorf("%d upstream calls for 50 identical questions through 3 proxies, want 1 to 3", n)
-	}
-	if results[cacheHit] < 47 {
-		t.Errorf("results %v", results)
-	}
+	burst("questions", func(url string) (string, string) {
+		st, res, _, body := ask(t, url, clientSecret, q)
+		if st != 200 || !bytes.Contains(body, []byte(`"choices"`)) {
+			return res, fmt.Sprintf("%d %s", st, body)
+		}
+		return res, ""
+	})
 
 	// Streams too: each proxy's first relays, the others follow it.
 	sq := strings.Replace(strings.Replace(q, "5+5", "7+7", 1), `"temperature":1`, `"temperature":1,"stream":true`, 1)
-	before = len(callsTo(ff.openai, "/chat/completions"))
-	clear(results)
-	for i := range 50 {
-		wg.Go(func() {
-			res, body := streamAsk(t, ff.urls[i%3], sq)
-			mu.Lock()
-			defer mu.Unlock()
-			if !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
-				t.Errorf("a stream: %s", body)
-			}
-			results[res]++
-		})
-	}
-	wg.Wait()
-	if n := len(callsTo(ff.openai, "/chat/completions")) - before; n < 1 || n > 3 {
-		t.Errorf("%d upstream calls for 50 identical streams through 3 proxies, want 1 to 3", n)
-	}
-	if results[cacheHit] < 47 {
-		t.Errorf("stream results %v", results)
-	}
+	burst("streams", func(url string) (string, string) {
+		res, body := streamAsk(t, url, sq)
+		if !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+			return res, fmt.Sprintf("a stream: %s", body)
+		}
+		return res, ""
+	})
 }
 
 // TestCacheReplayedToSDKs: a cached answer asked again as a stream is
