@@ -31,14 +31,8 @@ func declared(t *testing.T) decls {
 	t.Helper()
 	d := decls{names: map[string]bool{}, inPkg: map[string]bool{}, methods: map[string]bool{}}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(repoRoot, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() && (strings.HasPrefix(e.Name(), ".") || e.Name() == "node_modules") && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+	repoFiles(t, ".go", func(path string) error {
+		if strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
@@ -82,10 +76,28 @@ func declared(t *testing.T) decls {
 		}
 		return nil
 	})
+	return d
+}
+
+// repoFiles calls fn with the path of each of the repository's files whose
+// name ends in ext, dot-folders and node_modules aside.
+func repoFiles(t *testing.T, ext string, fn func(path string) error) {
+	t.Helper()
+	err := filepath.WalkDir(repoRoot, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (strings.HasPrefix(e.Name(), ".") || e.Name() == "node_modules") && path != repoRoot {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(path, ext) {
+			return nil
+		}
+		return fn(path)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
 }
 
 // receiverType is a method's receiver type name: T of T, *T, T[K] or *T[K].
@@ -168,7 +180,7 @@ func TestWalkThroughNamesExist(t *testing.T) {
 			m := dotted.FindStringSubmatch(s)
 			switch {
 			case d.inPkg[m[1]+"."+m[2]] || d.methods[m[1]+"."+m[2]]:
-			case !d.names[m[1]] && !packageName(d, m[1]):
+			case !d.names[m[1]]: // neither a package's name nor a type's
 				isName = false // a hold id, a file name, a subject's part
 			default:
 				ok = false
@@ -192,30 +204,11 @@ func TestWalkThroughNamesExist(t *testing.T) {
 	}
 }
 
-// packageName reports whether some Go file declares package p.
-func packageName(d decls, p string) bool {
-	for k := range d.inPkg {
-		if strings.HasPrefix(k, p+".") {
-			return true
-		}
-	}
-	return false
-}
-
 // TestFencesClosed: every code fence of the repository's Markdown files is
 // closed (one left open turns the rest of the file into code).
 func TestFencesClosed(t *testing.T) {
 	n := 0
-	err := filepath.WalkDir(repoRoot, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() && (strings.HasPrefix(e.Name(), ".") || e.Name() == "node_modules") && path != repoRoot {
-			return filepath.SkipDir
-		}
-		if e.IsDir() || !strings.HasSuffix(path, ".md") {
-			return nil
-		}
+	repoFiles(t, ".md", func(path string) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -239,9 +232,6 @@ func TestFencesClosed(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if n < 5 {
 		t.Fatalf("only %d Markdown files found", n)
 	}
