@@ -3,8 +3,8 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,23 +199,13 @@ func benchProxyChatOn(b *testing.B, withNATS, rateHeaders bool, tweak func(*conf
 // is a 200 (a stream: read whole).
 func benchChat(tb testing.TB, cfg *config.Config, deps Deps, body string) func() {
 	tb.Helper()
-	svc, err := New(cfg, deps)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-	tb.Cleanup(func() { cancel(); <-done })
-	client := &fasthttp.HostClient{Addr: ln.Addr().String(), ReadTimeout: 10 * time.Second,
+	_, url := startService(tb, cfg, deps)
+	addr := strings.TrimPrefix(url, "http://")
+	client := &fasthttp.HostClient{Addr: addr, ReadTimeout: 10 * time.Second,
 		Dial: func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }}
 	tb.Cleanup(client.CloseIdleConnections)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	req.SetRequestURI("http://" + ln.Addr().String() + "/v1/chat/completions")
+	req.SetRequestURI(url + "/v1/chat/completions")
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.Header.Set("Authorization", "Bearer "+clientSecret)

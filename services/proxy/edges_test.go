@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,15 +112,8 @@ func TestNewProxyKnowsTheFleetsHoldsBeforeServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
-	f := &fixture{openai: ff.openai, url: "http://" + ln.Addr().String(), svc: svc}
+	url, cancel, _ := serveUntil(t, svc)
+	f := &fixture{openai: ff.openai, url: url, svc: svc}
 	status, h, body := f.call(t, "/v1/chat/completions", directBody)
 	if status != http.StatusOK || h.Get("X-Switchyard-Key-Id") != "a2" {
 		t.Fatalf("first request of the new proxy: %d by %q: %s", status, h.Get("X-Switchyard-Key-Id"), body)
