@@ -20,6 +20,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/tokens"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
@@ -425,4 +426,12 @@ func kindHint(kind string) string {
 		return "a transcription model: use POST /v1/audio/transcriptions"
 	}
 	return "a chat model: use POST /v1/chat/completions or /v1/messages"
+}
+
+// estimateInput makes the request's one prompt estimate (r.use.estIn), before
+// plan admission and selection read it.
+func (r *request) estimateInput() {
+	if r.ep.op != provider.OpTranscriptions { // the body is audio, not tokens
+		r.use.estIn = tokens.Estimate(r.body)
+	}
 }

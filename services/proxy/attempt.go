@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -404,7 +405,8 @@ func (r *request) setServedBy(c *fiber.Ctx, t target) {
 	h.SetCanonical(hdrProvider, bytesOf(t.step.Provider.Name))
 	h.SetCanonical(hdrKeyID, bytesOf(t.key.ID))
 	h.SetCanonical(hdrModel, bytesOf(t.step.Model))
-	h.SetCanonical(hdrAttempts, bytesOf(itoa(r.tally.attempts)))
+	var n [20]byte
+	h.SetCanonical(hdrAttempts, strconv.AppendInt(n[:0], int64(r.tally.attempts), 10))
 }
 
 // Header names in canonical form and fixed values, set without
@@ -428,6 +430,16 @@ var (
 // bytesOf is s's bytes without a copy, for a fasthttp setter that copies
 // what it is given (SetCanonical): never written to, never kept.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// upstreamOp is the operation an attempt asks of the provider: the
+// endpoint's, or chat for a Responses request a provider serves through
+// translation.
+func (r *request) upstreamOp(a *provider.Adapter) provider.Op {
+	if r.ep.op == provider.OpResponses && !a.Supports(provider.OpResponses) {
+		return provider.OpChat
+	}
+	return r.ep.op
+}
 
 // upFormat is the wire format of the upstream's answer: the provider's,
 // or the Responses API's.

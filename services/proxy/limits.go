@@ -108,7 +108,7 @@ func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 }
 
 // estimate is a request's cost before it is sent: its input tokens as
-// estimated (input, estimateInputTokens), its output from max_tokens (or the configured
+// estimated (input, tokens.Estimate), its output from max_tokens (or the configured
 // estimate), at the price of the first step that can serve it. 0 when
 // that model has no price (an unknown cost never refuses a request).
 func (pl *planLimits) estimate(prices *usage.Table, steps []route.Step, body []byte, input int64) float64 {

@@ -451,10 +451,3 @@ func (s *Service) close() {
 	s.life.retiring.Wait()
 	s.rt.Load().release()
 }
-
-func itoa(n int) string {
-	if n >= 0 && n < 10 {
-		return string(rune('0' + n))
-	}
-	return fmt.Sprint(n)
-}

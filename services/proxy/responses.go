@@ -9,16 +9,6 @@ import (
 // The Responses API for providers that do not serve it: the request and
 // answer converters are translate's (internal/translate/responses.go).
 
-// upstreamOp is the operation an attempt asks of the provider: the
-// endpoint's, or chat for a Responses request a provider serves through
-// translation.
-func (r *request) upstreamOp(a *provider.Adapter) provider.Op {
-	if r.ep.op == provider.OpResponses && !a.Supports(provider.OpResponses) {
-		return provider.OpChat
-	}
-	return r.ep.op
-}
-
 // responsesBody is a Responses request's body for a provider without the
 // Responses API: a chat request (OpenAI format), or a messages request
 // (Anthropic), built once per format for the request.

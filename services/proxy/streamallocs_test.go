@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"strconv"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -86,7 +87,7 @@ func TestStreamEventsAllocateNothing(t *testing.T) {
 // allocations per event (the difference over the events between).
 func BenchmarkProxyStreamEvents(b *testing.B) {
 	for _, events := range []int{8, 512} {
-		b.Run(itoa(events), func(b *testing.B) {
+		b.Run(strconv.Itoa(events), func(b *testing.B) {
 			rig := newStreamRig(b, events)
 			b.ReportAllocs()
 			for b.Loop() {
