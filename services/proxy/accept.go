@@ -70,7 +70,7 @@ func (r *request) accept(c *fiber.Ctx) (rte *route.Route, internal, ok bool, err
 		return nil, false, false, r.refuse(c, berr.code, berr.msg)
 	}
 	r.body = body
-	r.readTraceContext(c)
+	r.tc.Read(&c.Request().Header, r.s.tracer, r.trace.on)
 	r.noteRequest(c)
 	var model string
 	var stream bool

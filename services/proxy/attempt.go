@@ -233,7 +233,7 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 	}
 	req.Header.SetUserAgent(userAgent)
 	req.Header.SetCanonical(hdrRequestID, bytesOf(r.id)) // visible ASCII (requestID)
-	r.setTraceHeaders(&req.Header)
+	r.tc.SetHeaders(&req.Header)
 	if withIdem && r.idem.key != "" {
 		req.Header.Set("Idempotency-Key", r.idem.key)
 	}

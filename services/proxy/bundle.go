@@ -106,7 +106,7 @@ func (r *request) beginAttempt(step *route.Step, key *route.Key, probe, soft boo
 	if !t.on {
 		return -1
 	}
-	t.log = append(t.log, attemptRec{step: step, key: key, start: time.Since(r.started), probe: probe, soft: soft, span: r.newAttemptSpan()})
+	t.log = append(t.log, attemptRec{step: step, key: key, start: time.Since(r.started), probe: probe, soft: soft, span: r.tc.NewSpan()})
 	return len(t.log) - 1
 }
 

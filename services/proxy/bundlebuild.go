@@ -11,7 +11,6 @@ import (
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
-	"switchyard.dev/services/proxy/internal/telemetry"
 	"switchyard.dev/shared/debug"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
@@ -34,13 +33,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		LatencyMS: ms(r.trace.ended), TTFTMS: ms(r.use.ttft), StreamCompleted: r.use.streamDone, Cancelled: r.use.cancelled || r.caller.gone.Load(),
 		Request: digest(t.reqLen, t.reqSum, t.reqPrefix),
 	}
-	if tc := &r.tc; tc.caller || tc.export {
-		bd.TraceID = tc.traceID.String()
-		if tc.caller {
-			var b [55]byte
-			bd.TraceParent, bd.TraceState = string(telemetry.AppendTraceParent(b[:0], tc.traceID, tc.parent, tc.flags)), tc.state
-		}
-	}
+	bd.TraceID, bd.TraceParent, bd.TraceState = r.tc.Bundle()
 	streamCut := r.class == classStreamIncomplete
 	bd.Outcome = debug.OutcomeOf(status, streamCut)
 	if streamCut && bd.ErrorCode == "" {

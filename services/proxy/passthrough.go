@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/telemetry"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/provider"
@@ -95,7 +96,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 		r.trace.on = false
 		return outcome{err: r.refuse(c, gwerror.InvalidAPIKey, "missing or invalid gateway API key")}
 	}
-	r.readTraceContext(c)
+	r.tc.Read(&c.Request().Header, r.s.tracer, r.trace.on)
 	if p == nil && name == "v1" {
 		return outcome{err: r.refuse(c, gwerror.NotFound,
 			fmt.Sprintf("%s %s is not a route of this gateway", c.Method(), c.Path()))}
@@ -257,7 +258,7 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 		if namedIn(name, provider.ClientCredentialHeaders, hopHeaders, accountHeaders) {
 			return
 		}
-		if strings.EqualFold(name, headerTraceParent) || strings.EqualFold(name, headerTraceState) {
+		if strings.EqualFold(name, telemetry.HeaderTraceParent) || strings.EqualFold(name, telemetry.HeaderTraceState) {
 			return // the request's own trace context, set below
 		}
 		if r.idem.key == "" && strings.EqualFold(name, "Idempotency-Key") {
@@ -266,7 +267,7 @@ func (r *request) forward(c *fiber.Ctx, at *attempt, method, rest string) *attem
 		req.Header.SetBytesKV(k, v)
 	})
 	req.Header.Set(headerRequestID, r.id)
-	r.setTraceHeaders(&req.Header)
+	r.tc.SetHeaders(&req.Header)
 	up.SetAuth(req, p.Adapter, t.key.Index(), t.key.Secret())
 	req.SetBodyRaw(r.body)
 

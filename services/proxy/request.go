@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/telemetry"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/planlimit"
 	"switchyard.dev/shared/usage"
@@ -48,8 +49,8 @@ type request struct {
 	use    usageNote
 	caller callerLink
 	trans  translations
-	trace  bundleTrace // for the debug bundle (bundle.go)
-	tc     traceCtx    // the W3C trace context it joins and carries upstream (tracecontext.go)
+	trace  bundleTrace       // for the debug bundle (bundle.go)
+	tc     telemetry.Context // the W3C trace context it joins and carries upstream
 }
 
 // idempotency is the caller's Idempotency-Key and where it goes.
@@ -96,7 +97,7 @@ type usageNote struct {
 	clientType  string
 	tokens      usage.Tokens
 	tokensOK    bool  // the provider reported usage
-	estIn       int64 // estimated input tokens (estimateInputTokens)
+	estIn       int64 // estimated input tokens (tokens.Estimate)
 	estOut      int64 // estimated output tokens (when none reported)
 	callerUsage bool  // the caller asked for stream usage (stream_options.include_usage)
 	ttft        time.Duration

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -73,4 +74,32 @@ func FuzzParseTraceParent(f *testing.F) {
 			t.Fatalf("%q: ours %s %s %02x, propagator's %s %s %02x", h, tid, sid, flags, sc.TraceID(), sc.SpanID(), sc.TraceFlags())
 		}
 	})
+}
+
+// Several tracestate headers are one list; one that does not parse, or a
+// list over 512 bytes, is dropped.
+func TestCallerTraceState(t *testing.T) {
+	var five []string // 5 members of 98 bytes: 494 with their commas
+	for i := range 5 {
+		five = append(five, fmt.Sprintf("k%d=%s", i, strings.Repeat("a", 95)))
+	}
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"rojo=1"}, "rojo=1"},
+		{[]string{"rojo=1", "congo=2"}, "rojo=1,congo=2"},
+		{[]string{"rojo=1", "not a member"}, ""},
+		{append(five[:5:5], "z="+strings.Repeat("b", 15)), strings.Join(five, ",") + ",z=" + strings.Repeat("b", 15)}, // 512
+		{append(five[:5:5], "z="+strings.Repeat("b", 16)), ""},                                                        // 513
+	} {
+		var hs [][]byte
+		for _, v := range c.in {
+			hs = append(hs, []byte(v))
+		}
+		if got := callerTraceState(hs); got != c.want {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
 }
