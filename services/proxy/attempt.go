@@ -162,7 +162,7 @@ func (r *request) report(at *attempt, out hold.Outcome) {
 	if out.OK {
 		r.observeLatency(step, key, at.latency)
 	}
-	r.rt.passive.count(step, key.Index(), out, at.latency)
+	r.rt.passive.Count(step, key.Index(), out, at.latency)
 }
 
 // observeLatency folds an attempt's latency into its target's and its

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchyard.dev/services/proxy/internal/guard"
+	"switchyard.dev/services/proxy/internal/passive"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/config"
@@ -32,8 +33,8 @@ type routing struct {
 	clients    atomic.Pointer[clientKeys]
 	upstreams  []*upstream.Client // by provider index
 	classifier *failure.Classifier
-	passive    *passiveCounters // nil: passive reports off
-	modelsBody [2][]byte        // by provider.Format of the caller
+	passive    *passive.Counters // nil: passive reports off
+	modelsBody [2][]byte         // by provider.Format of the caller
 	plans      map[string]*planlimit.Limits
 	prices     *usage.Table
 	// budgets are the providers' budgets (nil: no provider has one).
@@ -107,7 +108,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 		return true
 	})
 	if s.passive.on {
-		rt.passive = newPassiveCounters(table)
+		rt.passive = passive.New(table)
 	}
 	if snap := s.health.Load(); snap != nil {
 		table.SetHealth(healthOf(snap), snap.KeyUnhealthy)

@@ -403,7 +403,7 @@ func (rl *relay) settle(out hold.Outcome, latency time.Duration) {
 	r, st := rl.r, rl.t.step
 	out.RequestID, out.Sent, out.Operation = r.id, rl.sent, r.ep.op.String()
 	r.s.engine.Report(st.Provider.Name, rl.t.key.HoldKey(), st.Model, false, out)
-	r.rt.passive.count(st, rl.t.key.Index(), out, latency)
+	r.rt.passive.Count(st, rl.t.key.Index(), out, latency)
 }
 
 // cutByGateway reports whether a failed read was the gateway's doing:
