@@ -51,8 +51,8 @@ type attempt struct {
 	trace    int           // its entry in the debug bundle (beginAttempt; -1: none)
 	begun    time.Time     // for its duration (switchyard_upstream_attempt_duration_seconds)
 	// tickets are its charges on the key's and the model's headroom,
-	// given back when its answer comes (release).
-	tickets [2]headroom.Ticket
+	// given back when its answer comes (observeRoom) or it fails.
+	tickets route.Tickets
 }
 
 // attemptResult is the result of one attempt: done (a response was
@@ -77,7 +77,7 @@ func (r *request) runAttempt(c *fiber.Ctx, x *exchange, at *attempt, soft bool, 
 	at.trace = r.beginAttempt(step, key, at.probe, soft)
 	at.probeEnd = r.probeDeadline(step.Provider.Name, key.HoldKey(), step.Model, at.probe)
 	if sel != nil {
-		at.charge(sel.Room)
+		at.tickets = step.Charge(key, sel.Room)
 	}
 	res := r.sendTo(c, x, at)
 	r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
@@ -181,7 +181,7 @@ func (r *request) observeLatency(step *route.Step, key *route.Key, latency time.
 // given back, counted (noteAttemptEnd), noted in the debug bundle with
 // what the proxy does next (action).
 func (r *request) endAttempt(at *attempt, ae *attemptError, action string) {
-	at.release() // a transport failure's: an answer's was given back as it came (observeRoom)
+	at.tickets.Release() // a transport failure's: an answer's was given back as it came (observeRoom)
 	r.noteAttemptEnd(at, ae)
 	r.trace.attemptEnded(at, ae, action, time.Since(r.started))
 }
@@ -326,6 +326,17 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 		return attemptResult{done: true, outcome: outcome{err: sendError(c, r.ep.format, gwerror.GuardrailBlocked, blocked.AnswerMessage())}}
 	}
 	return r.served(c, t, out, fiber.MIMEApplicationJSON)
+}
+
+// observeRoom reads the rate-limit headers of the attempt's answer (any
+// status) into its key's or its model's headroom. The attempt's charge is
+// given back first: the reading counts it.
+func (r *request) observeRoom(at *attempt, h *fasthttp.ResponseHeader) {
+	at.tickets.Release()
+	var rd headroom.Reading
+	if now := time.Now(); upstream.ReadRoom(at.step.Provider.Dialect, h, now, &rd) {
+		at.step.Observe(r.s.room, at.key, &rd, now)
+	}
 }
 
 // served answers the caller with a plain (not streamed) upstream answer.

@@ -1,22 +1,22 @@
 package proxy
 
 // Headroom routing: what the providers' rate-limit headers say is left of
-// a key's windows, read on every answer (observeRoom), charged by the
-// requests in flight (attempt.charge), shared with the fleet (runHeadroom)
-// and asked by Pick (route.Room) so that a key that cannot fit a request
-// is skipped before its provider would answer 429.
+// a key's windows, read on every answer (upstream.ReadRoom, route's
+// Step.Observe: the attempt's send), charged by the requests in flight
+// (Step.Charge), shared with the fleet (runHeadroom) and asked by Pick
+// (route.Room) so that a key that cannot fit a request is skipped before
+// its provider would answer 429. Here: the fleet's reports, and waiting
+// for a window's reset when no key has room.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
-	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
@@ -27,85 +27,6 @@ import (
 // readings its answers brought (only when there are new ones): short,
 // since a reading another proxy has not applied yet is a 429 it may cause.
 const headroomReportInterval = 20 * time.Millisecond
-
-// startRoom starts the request's headroom routing (routing.headroom on):
-// what it needs of a key's windows, as of now.
-func (r *request) startRoom() {
-	if !r.rt.cfg.Routing.Headroom.On() {
-		return
-	}
-	sel := &r.sel.req
-	r.sel.room = route.Room{Need: headroom.Need{Input: r.use.estIn, Output: sel.MaxOutput}, Now: time.Now().UnixNano()}
-	sel.Room = &r.sel.room
-}
-
-// charge notes the attempt on its key's and its model's headroom until its
-// answer comes (release): between answers, what is in flight is taken from
-// what the provider last said was left.
-func (at *attempt) charge(rm *route.Room) {
-	if rm == nil {
-		return
-	}
-	at.tickets[0] = at.key.Room.Charge(rm.Need)
-	if i := at.key.Index(); i < len(at.step.Rooms) {
-		at.tickets[1] = at.step.Rooms[i].Charge(rm.Need)
-	}
-}
-
-// release gives the attempt's charges back (once; later calls do nothing).
-func (at *attempt) release() {
-	at.tickets[0].Release()
-	at.tickets[1].Release()
-}
-
-// perModel reports whether a dialect's windows are a model's on the key
-// (OpenAI's, Azure's per deployment, Anthropic's per model class) rather
-// than the key's over all models (OpenRouter's).
-func perModel(d headroom.Dialect) bool {
-	return d == headroom.DialectOpenAI || d == headroom.DialectAnthropic
-}
-
-// observeRoom reads the rate-limit headers of the attempt's answer (any
-// status) into its slot. The attempt's charge goes first: the reading
-// counts it.
-func (r *request) observeRoom(at *attempt, h *fasthttp.ResponseHeader) {
-	at.release()
-	p := at.step.Provider
-	if p.Dialect == headroom.DialectNone {
-		return
-	}
-	var rd headroom.Reading
-	now := time.Now()
-	if !parseRoom(p.Dialect, h, now, &rd) {
-		return
-	}
-	slot := at.key.Room
-	if perModel(p.Dialect) {
-		// the model's windows; a step without them (an unlisted model, a
-		// passthrough call) says nothing of the key's other models
-		if slot = at.step.ModelRoom(at.key); slot == nil {
-			return
-		}
-	}
-	r.s.room.Observe(slot, &rd, now)
-}
-
-// parseRoom is headroom.Parse over an answer's headers gathered in one
-// pass (fasthttp's Peek would walk them once per name asked).
-func parseRoom(d headroom.Dialect, h *fasthttp.ResponseHeader, now time.Time, rd *headroom.Reading) bool {
-	hs := collectedPool.Get().(*headroom.Collected)
-	for k, v := range h.All() {
-		hs.Add(k, v)
-	}
-	ok := headroom.Parse(d, hs, now, rd)
-	hs.Reset()
-	collectedPool.Put(hs)
-	return ok
-}
-
-// collectedPool keeps the header sets parseRoom gathers into (one per
-// answer being read: Parse's interface would move a local one to the heap).
-var collectedPool = sync.Pool{New: func() any { return new(headroom.Collected) }}
 
 // waitRoom waits, after a walk that sent nothing because no key's
 // headroom could fit the request, for the earliest reset among the

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
+	"switchyard.dev/shared/headroom"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
@@ -142,4 +144,15 @@ func (r *request) rejections(rte *route.Route) string {
 		b.WriteByte(')')
 	}
 	return b.String()
+}
+
+// startRoom starts the request's headroom routing (routing.headroom on):
+// what it needs of a key's windows, as of now.
+func (r *request) startRoom() {
+	if !r.rt.cfg.Routing.Headroom.On() {
+		return
+	}
+	sel := &r.sel.req
+	r.sel.room = route.Room{Need: headroom.Need{Input: r.use.estIn, Output: sel.MaxOutput}, Now: time.Now().UnixNano()}
+	sel.Room = &r.sel.room
 }
