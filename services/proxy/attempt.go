@@ -23,6 +23,7 @@ import (
 
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/services/proxy/internal/upstream"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/headroom"
@@ -313,7 +314,7 @@ func (r *request) send(c *fiber.Ctx, at *attempt, withIdem bool) attemptResult {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, header: upstream.HeaderOf(&resp.Header), body: bytes.Clone(respBody),
 			err: errors.New("completion with no choices")})
 	}
-	out, err := translateResponse(r.ep.format, r.upFormat(a), r.ep.op, respBody, r.model)
+	out, err := translate.Answer(r.ep.format, r.upFormat(a), r.ep.op, respBody, r.model)
 	if err != nil {
 		return r.fail(t, &attemptError{status: http.StatusBadGateway, body: bytes.Clone(respBody), err: err})
 	}

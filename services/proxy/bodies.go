@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/jsonfield"
 	"switchyard.dev/shared/provider"
 )
@@ -37,7 +38,7 @@ func (r *request) bodyFor(step *route.Step) ([]byte, error) {
 		// One walk and one copy for both edits.
 		return jsonfield.Rewrite(make([]byte, 0, len(body)+len(step.Upstream)+len(streamUsageField)), body, edits...), nil
 	}
-	return r.translatedFor(step, func() ([]byte, error) { return translateRequest(r.ep.format, r.body, step.Upstream) })
+	return r.translatedFor(step, func() ([]byte, error) { return translate.Request(r.ep.format, r.body, step.Upstream) })
 }
 
 // translatedFor is the request translated into step's provider format,

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"switchyard.dev/services/proxy/internal/route"
+	"switchyard.dev/services/proxy/internal/translate"
 	"switchyard.dev/shared/failure"
 	"switchyard.dev/shared/hold"
 )
@@ -96,7 +97,7 @@ steps:
 		if !x.passthrough() {
 			var err error
 			body, err = r.bodyFor(step)
-			if wrongType(err) {
+			if translate.WrongType(err) {
 				// Not a request of its endpoint's API (a field of the wrong
 				// type): the caller's to fix, whatever the other steps' state.
 				// Other translation errors (tool arguments that are not JSON,

@@ -11,14 +11,6 @@ import (
 	"switchyard.dev/shared/provider"
 )
 
-// translateRequest converts a caller's chat body into the other format.
-func translateRequest(callerFormat provider.Format, body []byte, upstreamModel string) ([]byte, error) {
-	if callerFormat == provider.FormatOpenAI {
-		return translate.ChatToMessages(body, upstreamModel)
-	}
-	return translate.MessagesToChat(body, upstreamModel)
-}
-
 // withMaxCompletionTokens renames a translated chat request's max_tokens
 // max_completion_tokens, for the providers that take the new name
 // (provider.Adapter.TakesMaxCompletionTokens): a translation writes
@@ -31,28 +23,6 @@ func withMaxCompletionTokens(body []byte) []byte {
 		return body
 	}
 	return jsonfield.SetRaw(nil, jsonfield.Delete(nil, body, "max_tokens"), "max_completion_tokens", v)
-}
-
-// translateResponse converts a successful non-stream response into the
-// caller's format (a no-op when the formats match).
-func translateResponse(callerFormat, upstreamFormat provider.Format, op provider.Op, body []byte, model string) ([]byte, error) {
-	if callerFormat == provider.FormatResponses && upstreamFormat != provider.FormatResponses {
-		if upstreamFormat == provider.FormatAnthropic {
-			chat, err := translate.MessagesResponseToChat(body, model)
-			if err != nil {
-				return nil, err
-			}
-			body = chat
-		}
-		return translate.ChatToResponse(body, model)
-	}
-	if callerFormat == upstreamFormat || op != provider.OpChat {
-		return body, nil
-	}
-	if callerFormat == provider.FormatOpenAI {
-		return translate.MessagesResponseToChat(body, model)
-	}
-	return translate.ChatResponseToMessages(body, model)
 }
 
 // malformedRequest is the caller's message for a request body a
@@ -79,16 +49,6 @@ func malformedRequest(err error) string {
 		return "a field of the request body has the wrong type: " + got
 	}
 	return fmt.Sprintf("`%s` must be %s, not %s", te.Field, jsonKind(te.Type), got)
-}
-
-// wrongType reports whether a translation failed on a field of the wrong
-// JSON type: a request that is not one of its endpoint's API.
-func wrongType(err error) bool {
-	if err == nil {
-		return false // errors.As below would allocate its target on every request
-	}
-	var te *json.UnmarshalTypeError
-	return errors.Is(err, translate.ErrMalformed) && errors.As(err, &te)
 }
 
 // jsonKind is the JSON type a Go type decodes from.

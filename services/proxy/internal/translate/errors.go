@@ -46,3 +46,13 @@ func malformedAt(at string, err error) error {
 	}
 	return fmt.Errorf("decode %s: %w: %w", at, ErrMalformed, err)
 }
+
+// WrongType reports whether a translation failed on a field of the wrong
+// JSON type: a request that is not one of its endpoint's API.
+func WrongType(err error) bool {
+	if err == nil {
+		return false // errors.As below would allocate its target on every request
+	}
+	var te *json.UnmarshalTypeError
+	return errors.Is(err, ErrMalformed) && errors.As(err, &te)
+}

@@ -228,3 +228,19 @@ func TestAnthropicLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestWrongType: a field of the wrong JSON type is told apart from other
+// malformed bodies and from the translation's other errors.
+func TestWrongType(t *testing.T) {
+	_, err := ChatToMessages([]byte(`{"model":"m","messages":"hi"}`), "m")
+	if !WrongType(err) {
+		t.Fatalf("messages as a string: %v, not a wrong type", err)
+	}
+	_, err = ChatToMessages([]byte(`{"model":"m","messages":[`), "m")
+	if err == nil || WrongType(err) {
+		t.Fatalf("cut JSON: %v, want malformed but not a wrong type", err)
+	}
+	if WrongType(nil) {
+		t.Fatal("nil is a wrong type")
+	}
+}
