@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/services/proxy/internal/gwerror"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/tokens"
@@ -53,12 +54,12 @@ type bodyError struct {
 func (r *request) accept(c *fiber.Ctx) (rte *route.Route, internal, ok bool, err error) {
 	s, ep := r.s, r.ep
 	ic := internalOf(c) // the gateway's own request (a moderation check): its caller's client, checked already
-	var client *clientKey
+	var client *clientkey.Key
 	ok = true
 	if ic != nil {
 		client = ic.client
 	} else {
-		client, ok = r.rt.clients.Load().authenticate(c)
+		client, ok = r.rt.clients.Load().Authenticate(c)
 	}
 	r.client = client
 	if !ok {
@@ -102,7 +103,7 @@ func (r *request) accept(c *fiber.Ctx) (rte *route.Route, internal, ok bool, err
 		return nil, false, false, r.refuse(c, gwerror.UnsupportedForKind,
 			fmt.Sprintf("the model `%s` is %s", model, kindHint(kind)))
 	}
-	if client != nil && ic == nil && !client.allows(model, steps) {
+	if client != nil && ic == nil && !client.Allows(model, steps) {
 		r.trace.access = gwerror.ModelNotAllowed
 		return nil, false, false, r.refuse(c, gwerror.ModelNotAllowed,
 			fmt.Sprintf("this API key may not use the model `%s`", model))

@@ -46,7 +46,7 @@ func (r *request) bundle(instance string, engine *hold.Engine) *debug.Bundle {
 		bd.Access = "allowed"
 	}
 	if r.client != nil {
-		bd.Client, bd.Plan = r.client.id, r.client.plan
+		bd.Client, bd.Plan = r.client.ID, r.client.Plan
 	}
 	if t.respOK {
 		d := digest(t.respLen, t.respSum, t.respPre)

@@ -124,7 +124,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 	}
 	var plan, own config.CachePolicy
 	if r.client != nil {
-		plan, own = r.client.planCache, r.client.cache
+		plan, own = r.client.PlanCache, r.client.Cache
 	}
 	pol, ok := config.EffectiveCache(r.rt.caches[rte.Name], plan, own)
 	if !ok {
@@ -145,7 +145,7 @@ func (r *request) cacheFront(c *fiber.Ctx, rte *route.Route) bool {
 	if !pol.Shared {
 		scope = "_"
 		if r.client != nil {
-			scope = r.client.id
+			scope = r.client.ID
 		}
 	}
 	key, err := cache.Key(rte.Name, scope, r.ep.path, r.body, pol.User)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/credentials"
 )
@@ -89,15 +90,15 @@ func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []str
 	}
 	next := *rt.cfg // only the client keys differ
 	next.Clients = keys
-	nk := newClientKeys(&next, rt.table)
+	nk := clientkey.New(&next, rt.table)
 	// Required as the file's keys make it: keys left out do not turn the
 	// requirement off.
-	nk.required = (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired()
-	if cur.required && !nk.required {
+	nk.Required = (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired()
+	if cur.Required && !nk.Required {
 		warnings = append(warnings, "clients: the file lists no client key now: the gateway serves callers without one (set proxy.require_client_key: true to refuse them)")
 	}
 	rt.clients.Store(nk)
-	s.log.Warn("client keys changed on reload", "clients", len(cfg.Clients), "required", nk.required)
+	s.log.Warn("client keys changed on reload", "clients", len(cfg.Clients), "required", nk.Required)
 	return warnings
 }
 

@@ -97,11 +97,11 @@ func (s *Service) explain(data []byte) bus.ExplainReply {
 	r := &request{s: s, rt: rt, ep: ep, model: model, body: q.Body}
 	r.estimateInput()
 	if q.Client != "" {
-		r.client = rt.clients.Load().byID[q.Client]
+		r.client = rt.clients.Load().ByID(q.Client)
 		if r.client == nil {
 			return fail(http.StatusNotFound, "client_not_found", "no client key with id %q", q.Client)
 		}
-		if !r.client.allows(model, rte.Steps) {
+		if !r.client.Allows(model, rte.Steps) {
 			return fail(http.StatusForbidden, gwerror.ModelNotAllowed, "client %q may not use the model `%s`", q.Client, model)
 		}
 	}

@@ -55,7 +55,7 @@ func (r *request) guardRequest(routeName string, output bool) (guard.Request, bo
 	}
 	q := guard.Request{RouteName: routeName, Body: r.body, Format: f, InputTokens: r.use.estIn, Output: output}
 	if r.client != nil {
-		q.Client, q.Plan = r.client.guardrails, r.client.planGuardrails
+		q.Client, q.Plan = r.client.Guardrails, r.client.PlanGuardrails
 	}
 	return q, r.rt.guards.Active(&q)
 }
@@ -141,7 +141,7 @@ func (r *request) guardrailBlocked(d *guard.Decision, routeName, stage, msg stri
 		Guardrail: d.Guardrail, Stage: stage, Check: d.Check, Route: routeName,
 		Reason: "blocked by guardrail " + d.Guardrail + " (" + d.Check + ")"}
 	if r.client != nil {
-		ev.Client, ev.Plan = r.client.id, r.client.plan
+		ev.Client, ev.Plan = r.client.ID, r.client.Plan
 	}
 	r.s.member.Emit(ev)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/services/proxy/internal/guard"
 	"switchyard.dev/shared/config"
 	"switchyard.dev/shared/jsonfield"
@@ -38,7 +39,7 @@ const internalCallKey = "switchyard.internal"
 // internalCall is what an internal request carries: the client key it is
 // made for (its usage is that client's), and the request it checks.
 type internalCall struct {
-	client *clientKey
+	client *clientkey.Key
 	parent string
 }
 
@@ -226,7 +227,7 @@ func (r *request) callWebhook(g *config.Guardrail, stage, routeName string, text
 	call := webhookCall{V: 1, Guardrail: g.Name, Stage: stage, RequestID: r.id, Route: routeName,
 		Endpoint: r.ep.path, Model: r.model, Texts: texts}
 	if r.client != nil {
-		call.Client, call.Plan = r.client.id, r.client.plan
+		call.Client, call.Plan = r.client.ID, r.client.Plan
 	}
 	body, err := json.Marshal(call)
 	if err != nil {

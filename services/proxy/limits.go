@@ -81,15 +81,15 @@ func (pl *planLimits) run(ctx context.Context, m *fleet.Member, log *slog.Logger
 // (with Retry-After, naming the limit) and reports false.
 func (r *request) admit(c *fiber.Ctx, steps []route.Step) (bool, error) {
 	pl := r.s.limits
-	if r.client == nil || r.client.plan == "" {
+	if r.client == nil || r.client.Plan == "" {
 		return true, nil
 	}
-	lim := r.rt.plans[r.client.plan]
+	lim := r.rt.plans[r.client.Plan]
 	est := 0.0
 	if lim != nil && lim.Budget != (config.Budget{}) {
 		est = pl.estimate(r.rt.prices, steps, r.body, r.use.estIn) // scans the body: only for a plan with a budget
 	}
-	t, ref := pl.lim.Admit(r.client.id, lim, est)
+	t, ref := pl.lim.Admit(r.client.ID, lim, est)
 	if r.trace.on {
 		r.trace.limits = &debug.LimitDecision{Decision: "admitted"}
 		if ref != nil {

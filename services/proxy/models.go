@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/services/proxy/internal/gwerror"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,7 +25,7 @@ import (
 // its plan's models).
 func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
-	key, ok := rt.clients.Load().authenticate(c)
+	key, ok := rt.clients.Load().Authenticate(c)
 	if !ok {
 		return sendError(c, s.formatOf(c), gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}
@@ -46,7 +47,7 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 func (s *Service) getModel(c *fiber.Ctx) error {
 	rt := s.rt.Load()
 	f := s.formatOf(c)
-	key, ok := rt.clients.Load().authenticate(c)
+	key, ok := rt.clients.Load().Authenticate(c)
 	if !ok {
 		return sendError(c, f, gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}
@@ -74,13 +75,13 @@ func (s *Service) getModel(c *fiber.Ctx) error {
 // allowedNames are the names of names the caller's key may use (all of
 // them for an anonymous caller, or a key allowed every model), as a
 // request would be allowed (a chain by both its names when either is).
-func (rt *routing) allowedNames(key *clientKey, names []route.ModelName) []route.ModelName {
-	if key == nil || key.own.all && (key.planModels == nil || key.planModels.all) {
+func (rt *routing) allowedNames(key *clientkey.Key, names []route.ModelName) []route.ModelName {
+	if key == nil || key.AllowsAll() {
 		return names
 	}
 	return slices.DeleteFunc(slices.Clone(names), func(m route.ModelName) bool {
 		rte, ok := rt.table.Resolve(m.ID)
-		return !ok || !key.allows(m.ID, rte.Steps)
+		return !ok || !key.Allows(m.ID, rte.Steps)
 	})
 }
 

@@ -90,7 +90,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	if p != nil && p.Adapter.Format() == provider.FormatAnthropic {
 		r.ep = epPassthroughAnthropic // every answer in the provider's format, a 401 too
 	}
-	client, ok := r.rt.clients.Load().authenticate(c)
+	client, ok := r.rt.clients.Load().Authenticate(c)
 	r.client = client
 	if !ok {
 		r.trace.on = false
@@ -115,7 +115,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	// Content-Encoding (Fiber's Body would decode it, without a limit).
 	r.body = c.Request().Body()
 	r.noteRequest(c)
-	if client != nil && !client.allowsProvider(p.Name) {
+	if client != nil && !client.AllowsProvider(p.Name) {
 		r.trace.access = gwerror.ModelNotAllowed
 		return outcome{err: r.refuse(c, gwerror.ModelNotAllowed,
 			fmt.Sprintf("this API key may not use the provider `%s`", p.Name))}

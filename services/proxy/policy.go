@@ -26,7 +26,7 @@ func (r *request) policy() *debug.Policy {
 	if r.trace.policy == nil {
 		r.trace.policy = &debug.Policy{}
 		if r.client != nil {
-			r.trace.policy.Plan = r.client.plan
+			r.trace.policy.Plan = r.client.Plan
 		}
 	}
 	return r.trace.policy

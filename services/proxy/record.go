@@ -69,7 +69,7 @@ func (r *request) usageRecord(status int) usage.Record {
 		Guardrail: r.use.guard, GuardrailName: r.use.guardBy, GuardrailStage: r.use.guardStage,
 	}
 	if r.client != nil {
-		rec.ClientID, rec.Plan = r.client.id, r.client.plan
+		rec.ClientID, rec.Plan = r.client.ID, r.client.Plan
 	}
 	if n := r.sel.cache; n != nil {
 		rec.Cache = n.result

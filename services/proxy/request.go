@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/services/proxy/internal/telemetry"
 	"switchyard.dev/services/proxy/internal/upstream"
@@ -40,7 +41,7 @@ type request struct {
 	resolved string
 	class    string
 
-	client *clientKey       // the caller's gateway key (nil: anonymous)
+	client *clientkey.Key   // the caller's gateway key (nil: anonymous)
 	ticket planlimit.Ticket // admitted by the plan's limits (the zero Ticket: none)
 	idem   idempotency
 	sel    selection

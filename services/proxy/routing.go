@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard.dev/services/proxy/internal/clientkey"
 	"switchyard.dev/services/proxy/internal/guard"
 	"switchyard.dev/services/proxy/internal/passive"
 	"switchyard.dev/services/proxy/internal/route"
@@ -30,7 +31,7 @@ type routing struct {
 	version int // the routing configuration's version; 0: the file
 	table   *route.Table
 	// clients are swapped whole when a reload (SIGHUP) changes them.
-	clients    atomic.Pointer[clientKeys]
+	clients    atomic.Pointer[clientkey.Keys]
 	upstreams  []*upstream.Client // by provider index
 	classifier *failure.Classifier
 	passive    *passive.Counters // nil: passive reports off
@@ -84,7 +85,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	rt := &routing{cfg: cfg, version: version, table: table,
 		classifier: cfg.Classifier(), plans: map[string]*planlimit.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
-	rt.clients.Store(newClientKeys(cfg, table))
+	rt.clients.Store(clientkey.New(cfg, table))
 	if rt.guards, err = guard.Compile(cfg, table); err != nil {
 		return nil, fmt.Errorf("guardrails: %w", err)
 	}

@@ -34,15 +34,15 @@ func (r *request) selection(c headers, rte *route.Route) {
 		sel.Hash, sel.Hashed = r.hashOf(c, rte.Policy.HashOn)
 	}
 	rc := &r.rt.cfg.Routing
-	if r.client != nil && r.client.regionRequired {
+	if r.client != nil && r.client.RegionRequired {
 		// The key's requests must be served in its region: an operator's
 		// rule (data residency) that no header of the caller's undoes.
-		sel.Region, sel.RegionRequired = r.client.region, true
+		sel.Region, sel.RegionRequired = r.client.Region, true
 	} else if v := c.Get(headerOr(rc.RegionHeader, config.DefaultRegionHeader)); v != "" {
 		sel.Region = strings.Clone(strings.ToLower(strings.TrimSpace(v))) // the header's buffer is reused
 		sel.RegionRequired = strings.EqualFold(c.Get(headerOr(rc.RegionRequiredHeader, config.DefaultRegionRequiredHeader)), "true")
-	} else if r.client != nil && r.client.region != "" {
-		sel.Region, sel.RegionRequired = r.client.region, r.client.regionRequired
+	} else if r.client != nil && r.client.Region != "" {
+		sel.Region, sel.RegionRequired = r.client.Region, r.client.RegionRequired
 	}
 	if r.rt.budgets != nil {
 		sel.Budget = r.rt.budgets.remaining
@@ -66,7 +66,7 @@ func (r *request) hashOf(c headers, on string) (uint64, bool) {
 	switch {
 	case on == "client":
 		if r.client != nil {
-			v = r.client.id
+			v = r.client.ID
 		}
 	case on == "user":
 		v, _ = jsonfield.String(r.body, "user")

@@ -1,32 +1,38 @@
-package proxy
+// Package clientkey authenticates the gateway's callers: the client keys
+// of the configuration, looked up by the SHA-256 of what a caller
+// presents, with what each key (and its plan) may use.
+package clientkey
 
 import (
 	"crypto/sha256"
 	"strings"
 
-	"github.com/gofiber/fiber/v2"
-
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 )
 
-// clientKey is a gateway key a caller may present, with what it may use:
+// Headers are a request's headers (*fiber.Ctx).
+type Headers interface {
+	Get(key string, defaultValue ...string) string
+}
+
+// Key is a gateway key a caller may present, with what it may use:
 // what its own models list allows and, when its plan lists models, what
 // the plan allows too.
-type clientKey struct {
-	id   string
-	plan string // "" for none
+type Key struct {
+	ID   string
+	Plan string // "" for none
 	// region the key's requests prefer (or require) when they name none
-	region         string
-	regionRequired bool
+	Region         string
+	RegionRequired bool
 	own            modelSet
 	// planModels is nil when the plan does not restrict models.
 	planModels *modelSet
-	// guardrails and planGuardrails are the key's and its plan's
+	// Guardrails and PlanGuardrails are the key's and its plan's
 	// guardrails lists (clients[].guardrails, plans.<name>.guardrails).
-	guardrails, planGuardrails []string
-	// cache and planCache are the key's and its plan's cache policies.
-	cache, planCache config.CachePolicy
+	Guardrails, PlanGuardrails []string
+	// Cache and PlanCache are the key's and its plan's cache policies.
+	Cache, PlanCache config.CachePolicy
 }
 
 // modelSet is a models list: names, aliases, "chain:<name>",
@@ -57,22 +63,24 @@ func newModelSet(list []string, twin func(string) string) modelSet {
 	return ms
 }
 
-// clientKeys authenticates callers. Keys are looked up by their SHA-256,
+// Keys authenticates callers. Keys are looked up by their SHA-256,
 // so the comparison never depends on how much of a secret matched.
-type clientKeys struct {
-	required bool
-	byHash   map[[32]byte]*clientKey
-	byID     map[string]*clientKey // for route explanations
+type Keys struct {
+	Required bool // callers must present a key (proxy.require_client_key, or keys listed)
+	byHash   map[[32]byte]*Key
+	byID     map[string]*Key // for route explanations (ByID)
 }
 
-func newClientKeys(cfg *config.Config, table *route.Table) *clientKeys {
-	ck := &clientKeys{byHash: map[[32]byte]*clientKey{}, byID: map[string]*clientKey{}}
-	ck.required = cfg.ClientKeyRequired()
+// New builds the keys of cfg's clients, their model lists resolved
+// against table.
+func New(cfg *config.Config, table *route.Table) *Keys {
+	ck := &Keys{byHash: map[[32]byte]*Key{}, byID: map[string]*Key{}}
+	ck.Required = cfg.ClientKeyRequired()
 	for _, c := range cfg.Clients {
-		k := &clientKey{id: c.ID, plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), region: c.Region, regionRequired: c.RegionRequired,
-			guardrails: c.Guardrails, cache: c.Cache}
+		k := &Key{ID: c.ID, Plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), Region: c.Region, RegionRequired: c.RegionRequired,
+			Guardrails: c.Guardrails, Cache: c.Cache}
 		if p := cfg.Plan(c.Plan); p != nil {
-			k.planGuardrails, k.planCache = p.Guardrails, p.Cache
+			k.PlanGuardrails, k.PlanCache = p.Guardrails, p.Cache
 			if len(p.Models) > 0 {
 				ms := newModelSet(p.Models, table.ChainTwin)
 				k.planModels = &ms
@@ -84,42 +92,42 @@ func newClientKeys(cfg *config.Config, table *route.Table) *clientKeys {
 	return ck
 }
 
-// authenticate returns the caller's key (nil when keys are not required)
+// Authenticate returns the caller's key (nil when keys are not required)
 // and whether the caller may proceed. It reads Authorization: Bearer and
 // x-api-key (what the Anthropic SDK sends).
 //
 // Where keys are not required, a caller presenting a configured key is
 // still that key's (its plan's limits and budgets apply, its usage is
 // attributed to it); one presenting none, or another, is anonymous.
-func (ck *clientKeys) authenticate(c *fiber.Ctx) (*clientKey, bool) {
-	if !ck.required && len(ck.byHash) == 0 {
+func (ck *Keys) Authenticate(c Headers) (*Key, bool) {
+	if !ck.Required && len(ck.byHash) == 0 {
 		return nil, true
 	}
-	presented := c.Get(fiber.HeaderAuthorization)
+	presented := c.Get("Authorization")
 	if len(presented) > 7 && strings.EqualFold(presented[:7], "bearer ") {
 		presented = presented[7:]
 	} else {
 		presented = c.Get("X-Api-Key")
 	}
 	if presented == "" {
-		return nil, !ck.required
+		return nil, !ck.Required
 	}
 	k, ok := ck.byHash[sha256.Sum256([]byte(presented))]
-	if !ok && !ck.required {
+	if !ok && !ck.Required {
 		return nil, true
 	}
 	return k, ok
 }
 
-// allows reports whether the key may use the requested model: its own
+// Allows reports whether the key may use the requested model: its own
 // list and its plan's (when the plan lists models) must both allow it.
-func (k *clientKey) allows(model string, steps []route.Step) bool {
+func (k *Key) Allows(model string, steps []route.Step) bool {
 	return k.own.allows(model, steps) && (k.planModels == nil || k.planModels.allows(model, steps))
 }
 
-// allowsProvider reports whether the key may use any path of a provider
+// AllowsProvider reports whether the key may use any path of a provider
 // (passthrough): "*" or "<provider>/*" in its list, and its plan's.
-func (k *clientKey) allowsProvider(name string) bool {
+func (k *Key) AllowsProvider(name string) bool {
 	return k.own.allowsProvider(name) && (k.planModels == nil || k.planModels.allowsProvider(name))
 }
 
@@ -141,3 +149,9 @@ func (ms *modelSet) allows(model string, steps []route.Step) bool {
 	}
 	return true
 }
+
+// ByID is the key of a client id (nil: none), for route explanations.
+func (ck *Keys) ByID(id string) *Key { return ck.byID[id] }
+
+// AllowsAll reports whether the key, and its plan, allow every model.
+func (k *Key) AllowsAll() bool { return k.own.all && (k.planModels == nil || k.planModels.all) }
