@@ -45,6 +45,7 @@ type attempt struct {
 	target
 	body     []byte
 	probe    bool          // the one probe of a due hold
+	forward  bool          // a passthrough call (forward), not an inference request (send)
 	gen      uint64        // the generation of the key's secret it sends
 	probeEnd time.Time     // when a probe must end (probeDeadline); zero: not a probe
 	sent     time.Time     // when it went upstream: a failure of one sent before an operator's release does not hold again
@@ -84,7 +85,7 @@ func (r *request) runAttempt(c *fiber.Ctx, x *exchange, at *attempt, soft bool, 
 	r.caller.sending.Store(0) // the exchange is over (a stream's relay is not interrupted by the watch)
 	if res.done {
 		r.endAttempt(at, nil, "served")
-		r.reportServed(x, at, res.outcome.relay != nil)
+		r.reportServed(at, res.outcome.relay != nil)
 	}
 	return res
 }
@@ -92,7 +93,7 @@ func (r *request) runAttempt(c *fiber.Ctx, x *exchange, at *attempt, soft bool, 
 // sendTo sends one attempt to t: the inference request (attempt), or the
 // passthrough call (forward).
 func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
-	if x.passthrough() {
+	if at.forward {
 		if ae := r.forward(c, at, x.method, x.rest); ae != nil {
 			return attemptResult{failure: ae}
 		}
@@ -106,13 +107,13 @@ func (r *request) sendTo(c *fiber.Ctx, x *exchange, at *attempt) attemptResult {
 // end (relay.settle: a stream the upstream cuts mid-way fails the target).
 // A passthrough call names no model of the route table: it feeds the hold
 // engine only.
-func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
+func (r *request) reportServed(at *attempt, relay bool) {
 	step, key := at.step, at.key
-	if !x.passthrough() && !relay {
+	if !at.forward && !relay {
 		r.report(at, hold.Outcome{OK: true})
 		return
 	}
-	if x.passthrough() || at.probe {
+	if at.forward || at.probe {
 		r.s.engine.Report(step.Provider.Name, key.HoldKey(), step.Model, at.probe, hold.Outcome{OK: true, RequestID: r.id})
 	}
 	if relay {
@@ -124,14 +125,14 @@ func (r *request) reportServed(x *exchange, at *attempt, relay bool) {
 // what the proxy does next (taken): reported (to the hold engine and the
 // passive counts, a passthrough call's to the hold engine only), ended
 // and logged.
-func (r *request) attemptFailed(x *exchange, at *attempt, ae *attemptError, out hold.Outcome, taken failure.Action) {
-	r.reportFailure(x, at, out)
+func (r *request) attemptFailed(at *attempt, ae *attemptError, out hold.Outcome, taken failure.Action) {
+	r.reportFailure(at, out)
 	r.endAttempt(at, ae, taken.String())
-	r.logFailure(x, at.target, ae, taken, at.probe)
+	r.logFailure(at, ae, taken)
 }
 
-func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
-	if x.passthrough() {
+func (r *request) reportFailure(at *attempt, out hold.Outcome) {
+	if at.forward {
 		out.RequestID = r.id
 		r.s.engine.Report(at.step.Provider.Name, at.key.HoldKey(), at.step.Model, at.probe, out)
 		return
@@ -140,8 +141,9 @@ func (r *request) reportFailure(x *exchange, at *attempt, out hold.Outcome) {
 }
 
 // logFailure logs a failed attempt and what the proxy does next.
-func (r *request) logFailure(x *exchange, t target, ae *attemptError, taken failure.Action, probe bool) {
-	if x.passthrough() {
+func (r *request) logFailure(at *attempt, ae *attemptError, taken failure.Action) {
+	t, probe := at.target, at.probe
+	if at.forward {
 		r.logger().Warn("passthrough attempt failed", "provider", t.step.Provider.Name, "key_id", t.key.ID, "path", t.step.Upstream,
 			"status", ae.status, "class", ae.result.Class.String(), "action", taken.String())
 		return

@@ -153,7 +153,7 @@ steps:
 				if same > 1 && r.providerExpired(step.Provider) {
 					continue steps // no time left on the provider for a retry
 				}
-				at := attempt{target: target{step: step, key: key}, body: body, probe: probe}
+				at := attempt{target: target{step: step, key: key}, body: body, probe: probe, forward: x.passthrough()}
 				res := r.runAttempt(c, x, &at, p.soft, sel)
 				if res.done {
 					return res.outcome, true
@@ -177,7 +177,7 @@ steps:
 				if act == failure.RetrySame && !retrying {
 					taken = failure.Rotate
 				}
-				r.attemptFailed(x, &at, ae, hold.Outcome{
+				r.attemptFailed(&at, ae, hold.Outcome{
 					Result: ae.result, Status: ae.status, Retrying: retrying, Sent: at.sent,
 					// Not the target's fault: the caller's deadline or hang-up, a
 					// refusal of a secret rotated away since it was sent, or one
@@ -318,5 +318,13 @@ func (r *request) backoff(n int, ae *attemptError) bool {
 		return false
 	case <-r.goneC():
 		return false
+	}
+}
+
+// keyHash sets the request's key hash for p's weighted key selection
+// (when p hashes its keys).
+func (r *request) keyHash(c headers, p *route.Provider) {
+	if p.HashOn != "" {
+		r.sel.req.KeyHash, r.sel.req.KeyHashed = r.hashOf(c, p.HashOn)
 	}
 }

@@ -50,14 +50,6 @@ func (r *request) selection(c headers, rte *route.Route) {
 	r.startRoom()
 }
 
-// keyHash sets the request's key hash for p's weighted key selection
-// (when p hashes its keys).
-func (r *request) keyHash(c headers, p *route.Provider) {
-	if p.HashOn != "" {
-		r.sel.req.KeyHash, r.sel.req.KeyHashed = r.hashOf(c, p.HashOn)
-	}
-}
-
 // hashOf is the hash of the attribute on names (client, user,
 // header:<Name>); false when the request has none (weighted selection then
 // rotates).
