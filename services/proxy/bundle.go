@@ -69,7 +69,7 @@ type bundleTrace struct {
 	respOK    bool
 	errCode   string
 	limits    *debug.LimitDecision
-	policy    *debug.Policy             // the plan's rules and the guardrails attached (policy.go)
+	policy    *debug.Policy             // the plan's rules and the guardrails attached (policy)
 	guards    []debug.GuardrailDecision // the guardrails' decisions (guardrails.go)
 	access    string
 	log       []attemptRec
@@ -170,4 +170,18 @@ func (r *request) noteStream(b []byte) {
 		t.respHead.Write(b[:min(len(b), debug.PrefixBytes-t.respLen)])
 	}
 	t.respLen += len(b)
+}
+
+// policy is the request's policy trace, made on first use (only when the
+// request is traced): which rules of which plan it was checked against
+// and what each decided (tracePlanRules), and which guardrails the route,
+// plan and client key attached (traceAttachments).
+func (r *request) policy() *debug.Policy {
+	if r.trace.policy == nil {
+		r.trace.policy = &debug.Policy{}
+		if r.client != nil {
+			r.trace.policy.Plan = r.client.Plan
+		}
+	}
+	return r.trace.policy
 }

@@ -170,3 +170,19 @@ func (r *request) recordGuardrails(ds []guard.Decision, output bool) {
 		}
 	}
 }
+
+// attachmentLevels name the levels of config.Effective's lists.
+var attachmentLevels = [...]string{"route", "plan", "client"}
+
+// traceAttachments notes the guardrails q's route, plan and client
+// attach, at either stage.
+func (r *request) traceAttachments(q *guard.Request) {
+	as := r.rt.guards.Attachments(q)
+	if len(as) == 0 {
+		return
+	}
+	p := r.policy()
+	for _, a := range as {
+		p.Guardrails = append(p.Guardrails, debug.PolicyGuardrail{Guardrail: a.Name, Action: a.Action, From: attachmentLevels[a.Level]})
+	}
+}

@@ -149,3 +149,27 @@ func (r *request) done(rec *usage.Record) {
 		r.rt.budgets.charge(rec.Provider, tokens, cost)
 	}
 }
+
+// Verdicts of a plan's rule in the policy trace.
+const (
+	ruleNotChecked = "not_checked"
+	rulePassed     = "passed"
+	ruleRefused    = "refused"
+)
+
+// tracePlanRules notes the verdict of each of lim's rules: passed up to
+// the one ref names (refused), not checked after it.
+func (r *request) tracePlanRules(lim *planlimit.Limits, ref *planlimit.Refusal) {
+	if lim == nil {
+		return
+	}
+	p := r.policy()
+	verdict := rulePassed
+	for _, rule := range lim.Rules(nil) {
+		v := verdict
+		if ref != nil && rule.Name == ref.Limit {
+			v, verdict = ruleRefused, ruleNotChecked
+		}
+		p.Rules = append(p.Rules, debug.PolicyRule{Rule: rule.Name, Limit: rule.Limit, Verdict: v})
+	}
+}
