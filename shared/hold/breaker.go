@@ -167,8 +167,9 @@ func (e *Engine) dropClosed(provider, model string, b *breaker) {
 // engine's breaker of the same provider (and model), so that a breaker's
 // threshold counts consecutive failures across the fleet: a failure adds
 // one, a success resets. Tallies of this instance, or of a provider whose
-// breaker is off here, are ignored. The trip that may follow is recorded
-// like any (once fleet-wide: the first write wins).
+// breaker is off here, are ignored, and so are failures counted before
+// an operator released the breaker's scope (staleTally). The trip that may
+// follow is recorded like any (once fleet-wide: the first write wins).
 func (e *Engine) ApplyTally(t Tally) {
 	if t.Instance == e.inst || t.Provider == "" {
 		return
@@ -179,9 +180,34 @@ func (e *Engine) ApplyTally(t Tally) {
 	}
 	var cause *Tripped
 	if t.Outcome == TallyFailure {
+		if e.staleTally(t.Provider, t.Model, t.At) {
+			return
+		}
 		cause = &Tripped{Operation: t.Operation, Model: t.TargetModel}
 	}
 	e.breakerCount(t.Provider, t.Model, cause, bp.ConsecutiveFailures)
+}
+
+// staleTally reports whether a failure tally counted at at (the sender's
+// clock) came before an operator released the breaker's scope (a provider
+// reset, a released trip hold; releasedSince): it belongs to the episode
+// the release ended. Still on its way when the breaker started over
+// closed, it must not count towards a new trip, or failures from before
+// the reset would hold the provider again after it.
+func (e *Engine) staleTally(provider, model string, at time.Time) bool {
+	id := breakerScope(provider, model).ID()
+	e.mu.Lock()
+	en := e.entries[id]
+	e.mu.Unlock()
+	return en != nil && releasedSince(en.rec, at)
+}
+
+// breakerScope is the scope a breaker of provider (and model) holds.
+func breakerScope(provider, model string) Scope {
+	if model != "" {
+		return Scope{Kind: ScopeProviderModel, Provider: provider, Model: model}
+	}
+	return Scope{Kind: ScopeProvider, Provider: provider}
 }
 
 // BreakerCount is the consecutive failures the breaker of provider (model
@@ -202,10 +228,7 @@ func (e *Engine) BreakerCount(provider, model string) int {
 // cause (what the last failure asked) goes into the record, for its
 // probe.
 func (e *Engine) trip(provider, model string, threshold int, cause *Tripped) {
-	scope := Scope{Kind: ScopeProvider, Provider: provider}
-	if model != "" {
-		scope = Scope{Kind: ScopeProviderModel, Provider: provider, Model: model}
-	}
+	scope := breakerScope(provider, model)
 	res := failure.Result{
 		Class:  failure.Transient,
 		Scope:  failure.ScopeProvider,

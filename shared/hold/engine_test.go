@@ -1011,6 +1011,38 @@ func (b *tallyBus) SendTally(t Tally) {
 	}
 }
 
+// TestStaleTalliesDoNotTripAgain: failures another instance counted
+// before an operator released the trip (a provider reset), whose tallies
+// arrive after it, do not trip the breaker that started over; failures
+// counted after the release do.
+func TestStaleTalliesDoNotTripAgain(t *testing.T) {
+	f := newFleet(t, 1, func(o *EngineOptions) { o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global} })
+	e := f.engines[0]
+	threshold := e.Policy().For("p").Breaker.ConsecutiveFailures
+	tallies := func(at time.Time) {
+		for range threshold {
+			e.ApplyTally(Tally{Provider: "p", Outcome: TallyFailure, Operation: "chat", TargetModel: "m", Instance: "other", At: at})
+		}
+	}
+	tallies(f.clock.Now())
+	eventually(t, "the trip", func() bool { r, ok := e.Hold("p._"); return ok && r.State == StateHeld && r.Revision > 0 })
+	before := f.clock.Now()
+	f.clock.Advance(time.Second)
+	if err := e.Release(context.Background(), "p._", SourceAdmin); err != nil {
+		t.Fatal(err)
+	}
+	tallies(before) // counted before the reset, delivered after it
+	if n := e.BreakerCount("p", ""); n != 0 {
+		t.Fatalf("stale tallies counted %d", n)
+	}
+	if r, _ := e.Hold("p._"); r.State != StateReleased {
+		t.Fatalf("stale tallies held the provider again: %+v", r)
+	}
+	f.clock.Advance(time.Second)
+	tallies(f.clock.Now())
+	eventually(t, "a new trip", func() bool { r, ok := e.Hold("p._"); return ok && r.State == StateHeld })
+}
+
 // TestBreakerCountsTheFleet: consecutive failures spread over three
 // engines trip the breaker at the threshold, not at threshold x engines;
 // a success anywhere resets every engine's count.
