@@ -47,6 +47,14 @@ func TestBookSlots(t *testing.T) {
 	}
 }
 
+// fleetRequests applies another instance's report that key has remaining
+// of a 100-request window resetting at reset, and returns Apply's count.
+func fleetRequests(b *Book, key string, remaining, reset int64) int {
+	return b.Apply(report("openai", "other", ReportSlot{Key: key, Windows: []ReportWindow{
+		{Kind: "requests", Limit: 100, Remaining: remaining, Reset: time.Unix(0, reset), At: testNow}}}), "self")
+}
+
+// closed reports whether ch is closed (or has a signal, which it takes).
 func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -79,12 +87,10 @@ func TestChanged(t *testing.T) {
 	if closed(ch2) {
 		t.Fatal("closed by a reading that changed nothing")
 	}
-	if n := b.Apply(report("openai", "other", ReportSlot{Key: "k1", Windows: []ReportWindow{
-		{Kind: "requests", Limit: 100, Remaining: 70, Reset: time.Unix(0, reset), At: testNow}}}), "self"); n != 0 || closed(ch2) {
+	if n := fleetRequests(b, "k1", 70, reset); n != 0 || closed(ch2) {
 		t.Fatalf("a report that changed nothing: Apply = %d, closed %v; want 0, false", n, closed(ch2))
 	}
-	if n := b.Apply(report("openai", "other", ReportSlot{Key: "k1", Windows: []ReportWindow{
-		{Kind: "requests", Limit: 100, Remaining: 40, Reset: time.Unix(0, reset), At: testNow}}}), "self"); n != 1 || !closed(ch2) {
+	if n := fleetRequests(b, "k1", 40, reset); n != 1 || !closed(ch2) {
 		t.Fatalf("a report that changed a slot: Apply = %d, closed %v; want 1, true", n, closed(ch2))
 	}
 	if closed(b.Changed()) {
@@ -473,7 +479,7 @@ func TestLow(t *testing.T) {
 	b := NewBook()
 	s := b.Key("openai", "k1")
 	reset := after(10 * time.Second)
-	signalled := func() bool { return signalledNow(b.Low()) }
+	signalled := func() bool { return closed(b.Low()) }
 	b.Observe(s, reading(kw{Requests, win(100, 50, reset)}), testNow)
 	if signalled() {
 		t.Fatal("half a window left signals Low")
@@ -484,8 +490,7 @@ func TestLow(t *testing.T) {
 		t.Fatal("a tenth left: want Low signalled once")
 	}
 	o := b.Key("openai", "k2")
-	b.Apply(report("openai", "other", ReportSlot{Key: "k2", Windows: []ReportWindow{
-		{Kind: "requests", Limit: 100, Remaining: 1, Reset: time.Unix(0, reset), At: testNow}}}), "self")
+	fleetRequests(b, "k2", 1, reset)
 	if signalled() || !o.Known() {
 		t.Fatal("a fleet report signals Low (or was not applied)")
 	}
@@ -498,7 +503,7 @@ func TestFresh(t *testing.T) {
 	b := NewBook()
 	s := b.Key("openai", "k1")
 	reset := after(10 * time.Second)
-	fresh := func() bool { return signalledNow(b.Fresh()) }
+	fresh := func() bool { return closed(b.Fresh()) }
 	if fresh() {
 		t.Fatal("an empty book signals Fresh")
 	}
@@ -512,22 +517,11 @@ func TestFresh(t *testing.T) {
 	} else if fresh() {
 		t.Fatal("a reading that changed nothing signals Fresh")
 	}
-	b.Apply(report("openai", "other", ReportSlot{Key: "k2", Windows: []ReportWindow{
-		{Kind: "requests", Limit: 100, Remaining: 1, Reset: time.Unix(0, reset), At: testNow}}}), "self")
+	fleetRequests(b, "k2", 1, reset)
 	if fresh() {
 		t.Fatal("a fleet report signals Fresh")
 	}
 	if reps := b.TakeReports("self", testNow); len(reps) != 1 {
 		t.Fatalf("reports %+v: want the own reading's", reps)
-	}
-}
-
-// signalledNow takes ch's signal if it has one.
-func signalledNow(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
