@@ -110,7 +110,7 @@ func (e *Engine) breakerReport(set *Settings, provider, model string, out Outcom
 	if !out.OK {
 		cause = &Tripped{Operation: out.Operation, Model: target}
 	}
-	if n, counted := e.breakerCount(provider, model, cause, bp.ConsecutiveFailures); counted && e.tally != nil {
+	if n, counted := e.breakerCount(provider, model, cause, out.Sent, bp.ConsecutiveFailures); counted && e.tally != nil {
 		t := Tally{
 			Version: TallySchemaVersion, Provider: provider, Model: model, Outcome: tallyOutcome(!out.OK),
 			Consecutive: n, Instance: e.inst, At: e.clock.Now(),
@@ -123,11 +123,13 @@ func (e *Engine) breakerReport(set *Settings, provider, model string, out Outcom
 }
 
 // breakerCount applies one outcome to the breaker of provider (and
-// model): a failure (cause, what it asked: its trip records it) or a
-// success (cause nil). counted reports whether it changed the count (a
+// model): a failure (cause, what it asked: its trip records it; at, when
+// it was sent or counted: zero when unknown) or a success (cause nil). A
+// failure from before an operator released the breaker's scope is not
+// counted (staleFailure). counted reports whether it changed the count (a
 // failure of a closed breaker, a success that reset a count); n is the
 // count after it.
-func (e *Engine) breakerCount(provider, model string, cause *Tripped, threshold int) (n int, counted bool) {
+func (e *Engine) breakerCount(provider, model string, cause *Tripped, at time.Time, threshold int) (n int, counted bool) {
 	if cause == nil {
 		// the common path: no breaker, or a count of 0, means nothing to reset
 		e.brk.mu.Lock()
@@ -141,6 +143,9 @@ func (e *Engine) breakerCount(provider, model string, cause *Tripped, threshold 
 			e.dropClosed(provider, model, b)
 		}
 		return 0, err == nil
+	}
+	if e.staleFailure(provider, model, at) {
+		return 0, false
 	}
 	b := e.breakerFor(provider, model, threshold)
 	b.last.Store(cause)
@@ -168,7 +173,7 @@ func (e *Engine) dropClosed(provider, model string, b *breaker) {
 // threshold counts consecutive failures across the fleet: a failure adds
 // one, a success resets. Tallies of this instance, or of a provider whose
 // breaker is off here, are ignored, and so are failures counted before
-// an operator released the breaker's scope (staleTally). The trip that may
+// an operator released the breaker's scope (staleFailure). The trip that may
 // follow is recorded like any (once fleet-wide: the first write wins).
 func (e *Engine) ApplyTally(t Tally) {
 	if t.Instance == e.inst || t.Provider == "" {
@@ -180,21 +185,19 @@ func (e *Engine) ApplyTally(t Tally) {
 	}
 	var cause *Tripped
 	if t.Outcome == TallyFailure {
-		if e.staleTally(t.Provider, t.Model, t.At) {
-			return
-		}
 		cause = &Tripped{Operation: t.Operation, Model: t.TargetModel}
 	}
-	e.breakerCount(t.Provider, t.Model, cause, bp.ConsecutiveFailures)
+	e.breakerCount(t.Provider, t.Model, cause, t.At, bp.ConsecutiveFailures)
 }
 
-// staleTally reports whether a failure tally counted at at (the sender's
-// clock) came before an operator released the breaker's scope (a provider
-// reset, a released trip hold; releasedSince): it belongs to the episode
-// the release ended. Still on its way when the breaker started over
-// closed, it must not count towards a new trip, or failures from before
-// the reset would hold the provider again after it.
-func (e *Engine) staleTally(provider, model string, at time.Time) bool {
+// staleFailure reports whether a failure sent (or, for a tally, counted
+// by its sender) at at came before an operator released the breaker's
+// scope (a provider reset, a released trip hold; releasedSince): it
+// belongs to the episode the release ended. An attempt in flight during
+// the reset, or a tally still on its way, must not count towards a new
+// trip, or failures from before the reset would hold the provider again
+// after it.
+func (e *Engine) staleFailure(provider, model string, at time.Time) bool {
 	id := breakerScope(provider, model).ID()
 	e.mu.Lock()
 	en := e.entries[id]

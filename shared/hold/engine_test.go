@@ -1013,8 +1013,9 @@ func (b *tallyBus) SendTally(t Tally) {
 
 // TestStaleTalliesDoNotTripAgain: failures another instance counted
 // before an operator released the trip (a provider reset), whose tallies
-// arrive after it, do not trip the breaker that started over; failures
-// counted after the release do.
+// arrive after it, and failures of this instance's attempts sent before
+// it, do not trip the breaker that started over; failures after the
+// release do.
 func TestStaleTalliesDoNotTripAgain(t *testing.T) {
 	f := newFleet(t, 1, func(o *EngineOptions) { o.Policy.Providers = map[string]*Settings{"p": &o.Policy.Global} })
 	e := f.engines[0]
@@ -1035,8 +1036,16 @@ func TestStaleTalliesDoNotTripAgain(t *testing.T) {
 	if n := e.BreakerCount("p", ""); n != 0 {
 		t.Fatalf("stale tallies counted %d", n)
 	}
+	inFlight := fail(failure.Transient, failure.ScopeNone)
+	inFlight.Status, inFlight.Sent = 503, before // sent before the reset, answered after it
+	for range threshold {
+		e.Report("p", "k", "m", false, inFlight)
+	}
+	if n := e.BreakerCount("p", ""); n != 0 {
+		t.Fatalf("failures of attempts sent before the reset counted %d", n)
+	}
 	if r, _ := e.Hold("p._"); r.State != StateReleased {
-		t.Fatalf("stale tallies held the provider again: %+v", r)
+		t.Fatalf("failures from before the reset held the provider again: %+v", r)
 	}
 	f.clock.Advance(time.Second)
 	tallies(f.clock.Now())
