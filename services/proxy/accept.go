@@ -59,7 +59,7 @@ func (r *request) accept(c *fiber.Ctx) (rte *route.Route, internal, ok bool, err
 	if ic != nil {
 		client = ic.client
 	} else {
-		client, ok = r.rt.clients.Load().Authenticate(c)
+		client, ok = r.rt.clients.Load().Authenticate(&c.Request().Header)
 	}
 	r.client = client
 	if !ok {

@@ -25,7 +25,7 @@ import (
 // its plan's models).
 func (s *Service) listModels(c *fiber.Ctx) error {
 	rt := s.rt.Load()
-	key, ok := rt.clients.Load().Authenticate(c)
+	key, ok := rt.clients.Load().Authenticate(&c.Request().Header)
 	if !ok {
 		return sendError(c, s.formatOf(c), gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}
@@ -47,7 +47,7 @@ func (s *Service) listModels(c *fiber.Ctx) error {
 func (s *Service) getModel(c *fiber.Ctx) error {
 	rt := s.rt.Load()
 	f := s.formatOf(c)
-	key, ok := rt.clients.Load().Authenticate(c)
+	key, ok := rt.clients.Load().Authenticate(&c.Request().Header)
 	if !ok {
 		return sendError(c, f, gwerror.InvalidAPIKey, "missing or invalid gateway API key")
 	}

@@ -90,7 +90,7 @@ func (r *request) servePassthrough(c *fiber.Ctx) outcome {
 	if p != nil && p.Adapter.Format() == provider.FormatAnthropic {
 		r.ep = epPassthroughAnthropic // every answer in the provider's format, a 401 too
 	}
-	client, ok := r.rt.clients.Load().Authenticate(c)
+	client, ok := r.rt.clients.Load().Authenticate(&c.Request().Header)
 	r.client = client
 	if !ok {
 		r.trace.on = false

@@ -4,17 +4,15 @@
 package clientkey
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"strings"
+
+	"github.com/valyala/fasthttp"
 
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 )
-
-// Headers are a request's headers (*fiber.Ctx).
-type Headers interface {
-	Get(key string, defaultValue ...string) string
-}
 
 // Key is a gateway key a caller may present, with what it may use:
 // what its own models list allows and, when its plan lists models, what
@@ -99,20 +97,20 @@ func New(cfg *config.Config, table *route.Table) *Keys {
 // Where keys are not required, a caller presenting a configured key is
 // still that key's (its plan's limits and budgets apply, its usage is
 // attributed to it); one presenting none, or another, is anonymous.
-func (ck *Keys) Authenticate(c Headers) (*Key, bool) {
+func (ck *Keys) Authenticate(h *fasthttp.RequestHeader) (*Key, bool) {
 	if !ck.Required && len(ck.byHash) == 0 {
 		return nil, true
 	}
-	presented := c.Get("Authorization")
-	if len(presented) > 7 && strings.EqualFold(presented[:7], "bearer ") {
+	presented := h.Peek(fasthttp.HeaderAuthorization)
+	if len(presented) > 7 && bytes.EqualFold(presented[:7], bearer) {
 		presented = presented[7:]
 	} else {
-		presented = c.Get("X-Api-Key")
+		presented = h.Peek("X-Api-Key")
 	}
-	if presented == "" {
+	if len(presented) == 0 {
 		return nil, !ck.Required
 	}
-	k, ok := ck.byHash[sha256.Sum256([]byte(presented))]
+	k, ok := ck.byHash[sha256.Sum256(presented)]
 	if !ok && !ck.Required {
 		return nil, true
 	}
@@ -149,6 +147,8 @@ func (ms *modelSet) allows(model string, steps []route.Step) bool {
 	}
 	return true
 }
+
+var bearer = []byte("bearer ")
 
 // ByID is the key of a client id (nil: none), for route explanations.
 func (ck *Keys) ByID(id string) *Key { return ck.byID[id] }

@@ -3,14 +3,22 @@ package clientkey
 import (
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
 	"switchyard.dev/services/proxy/internal/route"
 	"switchyard.dev/shared/config"
 )
 
-// headers is a request's headers for Authenticate.
+// headers are a request's headers for Authenticate.
 type headers map[string]string
 
-func (h headers) Get(k string, _ ...string) string { return h[k] }
+func (h headers) of() *fasthttp.RequestHeader {
+	var rh fasthttp.RequestHeader
+	for k, v := range h {
+		rh.Set(k, v)
+	}
+	return &rh
+}
 
 func keysOf(t *testing.T, tweak func(*config.Config)) (*Keys, *route.Table) {
 	t.Helper()
@@ -54,17 +62,17 @@ func TestAuthenticate(t *testing.T) {
 		{headers{"Authorization": "Bearer sk-al"}, "", false},
 		{headers{}, "", false},
 	} {
-		k, ok := ks.Authenticate(c.h)
+		k, ok := ks.Authenticate(c.h.of())
 		if ok != c.pass || (k == nil) != (c.id == "") || (k != nil && k.ID != c.id) {
 			t.Errorf("%v: key %+v, %v; want %q, %v", c.h, k, ok, c.id, c.pass)
 		}
 	}
 	off := false
 	open, _ := keysOf(t, func(c *config.Config) { c.Proxy.RequireClientKey = &off })
-	if k, ok := open.Authenticate(headers{"Authorization": "Bearer nope"}); k != nil || !ok {
+	if k, ok := open.Authenticate(headers{"Authorization": "Bearer nope"}.of()); k != nil || !ok {
 		t.Errorf("keys not required, unknown key: %+v, %v; want anonymous", k, ok)
 	}
-	if k, ok := open.Authenticate(headers{"Authorization": "Bearer sk-p"}); k == nil || k.ID != "p-only" || !ok {
+	if k, ok := open.Authenticate(headers{"Authorization": "Bearer sk-p"}.of()); k == nil || k.ID != "p-only" || !ok {
 		t.Errorf("keys not required, known key: %+v, %v; want p-only", k, ok)
 	}
 }
