@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
@@ -24,10 +23,7 @@ const (
 	maxTraceState = 512
 )
 
-var (
-	hdrTraceParent = []byte("Traceparent")
-	hdrTraceState  = []byte("Tracestate")
-)
+var hdrTraceParent = []byte("Traceparent")
 
 // Context is one request's trace context: the caller's, and what its
 // upstream requests carry. A request that carries a valid traceparent
@@ -129,9 +125,7 @@ func (tc *Context) SetHeaders(h *fasthttp.RequestHeader) {
 	var b [55]byte
 	h.SetCanonical(hdrTraceParent, AppendTraceParent(b[:0], tc.traceID, parent, flags))
 	if tc.state != "" {
-		// SetCanonical copies what it is given: the string's bytes are
-		// never written to.
-		h.SetCanonical(hdrTraceState, unsafe.Slice(unsafe.StringData(tc.state), len(tc.state)))
+		h.Set(HeaderTraceState, tc.state)
 	}
 }
 
