@@ -90,15 +90,14 @@ func (s *Service) reloadClients(rt *routing, cfg *config.Config) (warnings []str
 	}
 	next := *rt.cfg // only the client keys differ
 	next.Clients = keys
-	nk := clientkey.New(&next, rt.table)
 	// Required as the file's keys make it: keys left out do not turn the
 	// requirement off.
-	nk.Required = (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired()
-	if cur.Required && !nk.Required {
+	nk := clientkey.New(&next, rt.table, (&config.Config{Proxy: next.Proxy, Clients: cfg.Clients}).ClientKeyRequired())
+	if cur.Required() && !nk.Required() {
 		warnings = append(warnings, "clients: the file lists no client key now: the gateway serves callers without one (set proxy.require_client_key: true to refuse them)")
 	}
 	rt.clients.Store(nk)
-	s.log.Warn("client keys changed on reload", "clients", len(cfg.Clients), "required", nk.Required)
+	s.log.Warn("client keys changed on reload", "clients", len(cfg.Clients), "required", nk.Required())
 	return warnings
 }
 

@@ -85,7 +85,7 @@ func (s *Service) newRouting(cfg *config.Config, version int, prev *routing) (*r
 	rt := &routing{cfg: cfg, version: version, table: table,
 		classifier: cfg.Classifier(), plans: map[string]*planlimit.Limits{}, prices: prices,
 		budgets: newProviderBudgets(cfg, s.limits.lim), latencyAlpha: cfg.Routing.LatencyAlpha}
-	rt.clients.Store(clientkey.New(cfg, table))
+	rt.clients.Store(clientkey.New(cfg, table, cfg.ClientKeyRequired()))
 	if rt.guards, err = guard.Compile(cfg, table); err != nil {
 		return nil, fmt.Errorf("guardrails: %w", err)
 	}

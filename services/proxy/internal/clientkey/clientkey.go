@@ -64,16 +64,17 @@ func newModelSet(list []string, twin func(string) string) modelSet {
 // Keys authenticates callers. Keys are looked up by their SHA-256,
 // so the comparison never depends on how much of a secret matched.
 type Keys struct {
-	Required bool // callers must present a key (proxy.require_client_key, or keys listed)
+	required bool // callers must present a key (Required)
 	byHash   map[[32]byte]*Key
 	byID     map[string]*Key // for route explanations (ByID)
 }
 
 // New builds the keys of cfg's clients, their model lists resolved
-// against table.
-func New(cfg *config.Config, table *route.Table) *Keys {
+// against table; required: callers must present one (the configuration's
+// ClientKeyRequired).
+func New(cfg *config.Config, table *route.Table, required bool) *Keys {
 	ck := &Keys{byHash: map[[32]byte]*Key{}, byID: map[string]*Key{}}
-	ck.Required = cfg.ClientKeyRequired()
+	ck.required = required
 	for _, c := range cfg.Clients {
 		k := &Key{ID: c.ID, Plan: c.Plan, own: newModelSet(c.Models, table.ChainTwin), Region: c.Region, RegionRequired: c.RegionRequired,
 			Guardrails: c.Guardrails, Cache: c.Cache}
@@ -98,7 +99,7 @@ func New(cfg *config.Config, table *route.Table) *Keys {
 // still that key's (its plan's limits and budgets apply, its usage is
 // attributed to it); one presenting none, or another, is anonymous.
 func (ck *Keys) Authenticate(h *fasthttp.RequestHeader) (*Key, bool) {
-	if !ck.Required && len(ck.byHash) == 0 {
+	if !ck.required && len(ck.byHash) == 0 {
 		return nil, true
 	}
 	presented := h.Peek(fasthttp.HeaderAuthorization)
@@ -108,10 +109,10 @@ func (ck *Keys) Authenticate(h *fasthttp.RequestHeader) (*Key, bool) {
 		presented = h.Peek("X-Api-Key")
 	}
 	if len(presented) == 0 {
-		return nil, !ck.Required
+		return nil, !ck.required
 	}
 	k, ok := ck.byHash[sha256.Sum256(presented)]
-	if !ok && !ck.Required {
+	if !ok && !ck.required {
 		return nil, true
 	}
 	return k, ok
@@ -149,6 +150,9 @@ func (ms *modelSet) allows(model string, steps []route.Step) bool {
 }
 
 var bearer = []byte("bearer ")
+
+// Required reports whether callers must present a key.
+func (ck *Keys) Required() bool { return ck.required }
 
 // ByID is the key of a client id (nil: none), for route explanations.
 func (ck *Keys) ByID(id string) *Key { return ck.byID[id] }

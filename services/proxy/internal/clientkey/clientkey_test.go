@@ -42,7 +42,7 @@ func keysOf(t *testing.T, tweak func(*config.Config)) (*Keys, *route.Table) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(cfg, table), table
+	return New(cfg, table, cfg.ClientKeyRequired()), table
 }
 
 // TestAuthenticate: a key is found from a Bearer token or x-api-key; with
