@@ -22,6 +22,11 @@ func DialectFor(providerType string) Dialect {
 	return DialectOpenAI
 }
 
+// PerModel reports whether the dialect's windows are a model's on the key
+// (OpenAI's, Azure's per deployment, Anthropic's per model class) rather
+// than the key's over all its models (OpenRouter's).
+func (d Dialect) PerModel() bool { return d == DialectOpenAI || d == DialectAnthropic }
+
 // Bounds past which a stated value is taken for garbage.
 const (
 	// maxRetryAfter is the longest wait a retry-after header may state.

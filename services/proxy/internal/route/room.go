@@ -34,14 +34,13 @@ func (st *Step) Charge(k *Key, rm *Room) Tickets {
 }
 
 // Observe applies a reading of an answer on key k of the step to the
-// slot its dialect's windows belong to: the model's on the key (OpenAI's,
-// Azure's per deployment, Anthropic's per model class), or the key's over
-// all its models (OpenRouter's). A step without the model's slot (an
-// unlisted model, a passthrough call) says nothing of the key's other
-// models: its reading is dropped.
+// slot its dialect's windows belong to (Dialect.PerModel): the model's on
+// the key, or the key's over all its models. A step without the model's
+// slot (an unlisted model, a passthrough call) says nothing of the key's
+// other models: its reading is dropped.
 func (st *Step) Observe(book *headroom.Book, k *Key, rd *headroom.Reading, now time.Time) {
 	slot := k.Room
-	if d := st.Provider.Dialect; d == headroom.DialectOpenAI || d == headroom.DialectAnthropic {
+	if st.Provider.Dialect.PerModel() {
 		if slot = st.ModelRoom(k); slot == nil {
 			return
 		}
